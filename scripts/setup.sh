@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dflash builds and tests with, when missing.
+set -euo pipefail
+PKGS="gcc make pkg-config libcjson-dev libonig-dev libutf8proc-dev libopenblas-dev libcmocka-dev"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "setup: installing$missing" >&2
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi

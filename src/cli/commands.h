@@ -1,0 +1,11 @@
+/* One entry point per sub-command; each lives in its own cmd_*.c file.
+ * argv[0] is the sub-command's name. Return value is the process exit code. */
+#ifndef DF_CLI_COMMANDS_H
+#define DF_CLI_COMMANDS_H
+
+int df_cmd_tokenize(int argc, char **argv);
+int df_cmd_prepare(int argc, char **argv);
+int df_cmd_forward(int argc, char **argv);
+int df_cmd_bench(int argc, char **argv);
+
+#endif

@@ -1,0 +1,33 @@
+/* Shared helpers for the cmocka test programs. Tests run from any directory:
+ * paths are resolved against the source tree (DF_SOURCE_DIR). */
+#ifndef DF_TEST_UTIL_H
+#define DF_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* Absolute path of a file in the source tree, in a static rotating buffer. */
+const char *df_test_path(const char *relative);
+
+/* A fresh empty directory under /tmp for this test; removed by df_test_rmtree. */
+char *df_test_tmpdir(const char *tag);
+void df_test_rmtree(const char *dir);
+
+/* Runs a shell command; returns its exit status and captures up to cap-1
+ * bytes of combined stdout+stderr into out (may be NULL). */
+int df_test_run(const char *cmd, char *out, size_t cap);
+
+/* max |a-b| / max |b| over n elements (the relative error used by parity tests). */
+double df_rel_error(const float *a, const float *b, size_t n);
+
+/* Fills x with uniform values in [-scale, scale] from a simple seeded generator. */
+void df_test_fill_random(float *x, size_t n, uint64_t seed, float scale);
+
+/* Writes text to a file, asserting success. */
+void df_test_write_file(const char *path, const char *text);
+int df_test_file_exists(const char *path);
+
+#endif
