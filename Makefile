@@ -49,6 +49,7 @@ $(BUILD)/tests/%: tests/%.c $(TEST_COMMON) $(BUILD)/libdflash.a
 	$(CC) $(CFLAGS) -Itests -DDF_SOURCE_DIR=\"$(CURDIR)\" -o $@ $< $(TEST_COMMON) $(BUILD)/libdflash.a $(LDLIBS) -lcmocka
 
 test: dflash $(TEST_BIN)
+	bash scripts/fetch_test_tokenizers.sh
 	bash scripts/run_tests.sh $(TEST_BIN)
 
 clean:

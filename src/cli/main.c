@@ -11,10 +11,8 @@ typedef struct Command {
 } Command;
 
 static const Command COMMANDS[] = {
-    {"tokenize", "encode JSONL text to token ids with a Hugging Face tokenizer.json (or --decode)", df_cmd_tokenize},
-    {"prepare", "turn JSONL prompt/response records into a memory-mapped token store", df_cmd_prepare},
-    {"forward", "run the target model on token ids and write tap features / logits", df_cmd_forward},
-    {"bench", "measure target forward, tokenizer and token-store speed on this machine", df_cmd_bench},
+    /* one line per command, in the order --help lists them */
+    {NULL, NULL, NULL},
 };
 
 static void print_version(void) {
@@ -24,7 +22,7 @@ static void print_version(void) {
 static void print_usage(void) {
     printf("dflash: trains DFlash speculative-decoding drafters for Hugging Face targets.\n\n"
            "usage: dflash COMMAND [options]     (dflash COMMAND --help for its options)\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    for (size_t i = 0; COMMANDS[i].name; i++)
         printf("  %-10s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
     printf("\n  --help     this text\n  --version  version and the compute backends built in\n");
 }
@@ -38,7 +36,7 @@ int main(int argc, char **argv) {
         print_version();
         return 0;
     }
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+    for (size_t i = 0; COMMANDS[i].name; i++)
         if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc - 1, argv + 1);
     fprintf(stderr, "dflash: unknown command '%s' (see 'dflash --help')\n", argv[1]);
     return 2;
