@@ -225,8 +225,8 @@ static cJSON *parse_header(const DfMappedFile *f, FileScan *fs, DfError *err) {
             }
     if (!root) {
         size_t at = end ? (size_t)(end - text) : 0;
-        df_fail(err, "%s: header is not valid JSON (error near byte %zu of the %llu-byte header)", f->path, 8 + at,
-                (unsigned long long)hlen);
+        df_fail(err, "%s: header is not valid JSON (error near byte %zu of the %llu-byte header, file offset %zu)",
+                f->path, at, (unsigned long long)hlen, 8 + at);
         free(text);
         return NULL;
     }
@@ -401,6 +401,13 @@ static cJSON *read_weight_map(const char *index_path, cJSON **root_out, DfError 
     return map;
 }
 
+/* A tensor that the weight map places in `shard`, to name in errors. */
+static const char *first_tensor_of(const cJSON *map, const char *shard) {
+    for (const cJSON *e = map->child; e; e = e->next)
+        if (strcmp(e->valuestring, shard) == 0) return e->string;
+    return "?";
+}
+
 static int open_index(DfSafetensors *st, const char *index_path, DfError *err) {
     cJSON *root;
     cJSON *map = read_weight_map(index_path, &root, err);
@@ -417,7 +424,8 @@ static int open_index(DfSafetensors *st, const char *index_path, DfError *err) {
     for (int i = 0; i < n_shards && rc == 0; i++) {
         char *shard_path = join_path(dir, shards[i]);
         rc = df_mapped_file_open(&st->files[i], shard_path, err);
-        if (rc != 0) df_context(err, "%s: shard listed in the index", index_path);
+        if (rc != 0) df_context(err, "%s: tensor '%s' is in shard %s", index_path, first_tensor_of(map, shards[i]),
+                                shards[i]);
         free(shard_path);
         if (rc != 0) break;
         st->n_files++;
