@@ -313,6 +313,7 @@ static const MalformedCase CASES[] = {
     {"shape_overflow.safetensors", "shape_overflow.safetensors", "overflows", "'w'"},
     {"bad_offsets_type.safetensors", "bad_offsets_type.safetensors", "\"data_offsets\" must be [begin, end]", "'w'"},
     {"overlap.safetensors", "overlap.safetensors", "overlap", "'a' [0, 8] and 'b' [4, 12]"},
+    {"overlap_around_empty.safetensors", "overlap_around_empty.safetensors", "overlap", "'a' [0, 8] and 'b' [6, 14]"},
     {"duplicate.safetensors", "duplicate.safetensors", "appears twice in the header", "'w'"},
     {"missing_shard", "model.safetensors.index.json", "model-00002-of-00002.safetensors: cannot open", "'b'"},
     {"index_tensor_missing", "model.safetensors.index.json",
@@ -425,6 +426,41 @@ static void test_corrupted_bytes_never_escape(void **state) {
     free(tmp);
 }
 
+/* dflash inspect: its parameter count and byte total equal the metadata that
+ * transformers wrote into the index. */
+static void test_inspect_command(void **state) {
+    (void)state;
+    const char *dir = df_test_path("tests/fixtures/target/llama3-random");
+    char index_path[4200];
+    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
+    FILE *fp = fopen(index_path, "rb");
+    assert_non_null(fp);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[n] = '\0';
+    cJSON *root = cJSON_Parse(text);
+    cJSON *meta = cJSON_GetObjectItem(root, "metadata");
+    long long want_params = (long long)cJSON_GetObjectItem(meta, "total_parameters")->valuedouble;
+    long long want_bytes = (long long)cJSON_GetObjectItem(meta, "total_size")->valuedouble;
+    cJSON_Delete(root);
+
+    char cmd[8400], out[8192], line[128];
+    snprintf(cmd, sizeof cmd, "%s inspect --summary %s", df_test_path("dflash"), dir);
+    assert_int_equal(df_test_run(cmd, out, sizeof out), 0);
+    snprintf(line, sizeof line, "parameters: %lld ", want_params);
+    if (!strstr(out, line)) fail_msg("no '%s' in:\n%s", line, out);
+    snprintf(line, sizeof line, "data: %lld bytes", want_bytes);
+    if (!strstr(out, line)) fail_msg("no '%s' in:\n%s", line, out);
+    assert_non_null(strstr(out, "config: LlamaForCausalLM"));
+    assert_non_null(strstr(out, "llama3 scaling: factor 8"));
+
+    snprintf(cmd, sizeof cmd, "%s inspect %s", df_test_path("dflash"),
+             df_test_path("tests/malformed/safetensors/overlap.safetensors"));
+    assert_int_equal(df_test_run(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "overlap.safetensors: tensors 'a' [0, 8] and 'b' [4, 12] overlap"));
+}
+
 static void test_dtype_table(void **state) {
     (void)state;
     assert_string_equal(df_dtype_name(DF_DTYPE_BF16), "BF16");
@@ -445,6 +481,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_catalogue),
         cmocka_unit_test(test_load_f32_errors),
         cmocka_unit_test(test_corrupted_bytes_never_escape),
+        cmocka_unit_test(test_inspect_command),
         cmocka_unit_test(test_dtype_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
