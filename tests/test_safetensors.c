@@ -313,6 +313,7 @@ static const MalformedCase CASES[] = {
     {"shape_overflow.safetensors", "shape_overflow.safetensors", "overflows", "'w'"},
     {"bad_offsets_type.safetensors", "bad_offsets_type.safetensors", "\"data_offsets\" must be [begin, end]", "'w'"},
     {"overlap.safetensors", "overlap.safetensors", "overlap", "'a' [0, 8] and 'b' [4, 12]"},
+    {"overlap_around_empty.safetensors", "overlap_around_empty.safetensors", "overlap", "'a' [0, 8] and 'b' [6, 14]"},
     {"duplicate.safetensors", "duplicate.safetensors", "appears twice in the header", "'w'"},
     {"missing_shard", "model.safetensors.index.json", "model-00002-of-00002.safetensors: cannot open", "'b'"},
     {"index_tensor_missing", "model.safetensors.index.json",
@@ -374,6 +375,92 @@ static void test_load_f32_errors(void **state) {
     df_safetensors_close(&st);
 }
 
+/* Random byte corruptions of a valid file: each open either fails cleanly or
+ * yields tensors that lie inside their mapping (run under ASan to see reads). */
+static void test_corrupted_bytes_never_escape(void **state) {
+    (void)state;
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    uint16_t h[4] = {0x3f80, 0x4000, 0x4040, 0x4080};
+    DfTensorOut out[] = {{"model.w", DF_DTYPE_F32, 2, {2, 3}, w}, {"model.h", DF_DTYPE_BF16, 1, {4}, h}};
+    char *tmp = df_test_tmpdir("st-fuzz");
+    char path[4200], bad[4200];
+    snprintf(path, sizeof path, "%s/good.safetensors", tmp);
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", tmp);
+    DfError err = {0};
+    assert_int_equal(df_safetensors_write(path, out, 2, NULL, &err), 0);
+    FILE *fp = fopen(path, "rb");
+    unsigned char good[4096];
+    size_t size = fread(good, 1, sizeof good, fp);
+    fclose(fp);
+    const unsigned char printable[] = "0123456789-.,:[]{}\" eE";
+    uint64_t rng = 42;
+    int opened = 0;
+    for (int iter = 0; iter < 600; iter++) {
+        unsigned char buf[4096];
+        memcpy(buf, good, size);
+        size_t len = size;
+        for (int k = 0; k < 1 + iter % 3; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            size_t at = (size_t)(rng >> 33) % size;
+            buf[at] = (rng & 1) ? printable[(rng >> 8) % (sizeof printable - 1)] : (unsigned char)(rng >> 16);
+        }
+        if (iter % 7 == 0) len = (size_t)(rng >> 40) % size; /* truncation */
+        fp = fopen(bad, "wb");
+        fwrite(buf, 1, len, fp);
+        fclose(fp);
+        DfSafetensors st;
+        if (df_safetensors_open(&st, bad, &err) != 0) {
+            assert_true(strstr(err.msg, "bad.safetensors") != NULL);
+            continue;
+        }
+        opened++;
+        const unsigned char *lo = st.files[0].data, *hi = lo + st.files[0].size;
+        for (int i = 0; i < st.n_tensors; i++) {
+            const unsigned char *d = st.tensors[i].data;
+            assert_true(st.tensors[i].nbytes == 0 || (d >= lo && d + st.tensors[i].nbytes <= hi));
+        }
+        df_safetensors_close(&st);
+    }
+    assert_true(opened > 0); /* some corruptions land in the data and still load */
+    df_test_rmtree(tmp);
+    free(tmp);
+}
+
+/* dflash inspect: its parameter count and byte total equal the metadata that
+ * transformers wrote into the index. */
+static void test_inspect_command(void **state) {
+    (void)state;
+    const char *dir = df_test_path("tests/fixtures/target/llama3-random");
+    char index_path[4200];
+    snprintf(index_path, sizeof index_path, "%s/model.safetensors.index.json", dir);
+    FILE *fp = fopen(index_path, "rb");
+    assert_non_null(fp);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[n] = '\0';
+    cJSON *root = cJSON_Parse(text);
+    cJSON *meta = cJSON_GetObjectItem(root, "metadata");
+    long long want_params = (long long)cJSON_GetObjectItem(meta, "total_parameters")->valuedouble;
+    long long want_bytes = (long long)cJSON_GetObjectItem(meta, "total_size")->valuedouble;
+    cJSON_Delete(root);
+
+    char cmd[8400], out[8192], line[128];
+    snprintf(cmd, sizeof cmd, "%s inspect --summary %s", df_test_path("dflash"), dir);
+    assert_int_equal(df_test_run(cmd, out, sizeof out), 0);
+    snprintf(line, sizeof line, "parameters: %lld ", want_params);
+    if (!strstr(out, line)) fail_msg("no '%s' in:\n%s", line, out);
+    snprintf(line, sizeof line, "data: %lld bytes", want_bytes);
+    if (!strstr(out, line)) fail_msg("no '%s' in:\n%s", line, out);
+    assert_non_null(strstr(out, "config: LlamaForCausalLM"));
+    assert_non_null(strstr(out, "llama3 scaling: factor 8"));
+
+    snprintf(cmd, sizeof cmd, "%s inspect %s", df_test_path("dflash"),
+             df_test_path("tests/malformed/safetensors/overlap.safetensors"));
+    assert_int_equal(df_test_run(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "overlap.safetensors: tensors 'a' [0, 8] and 'b' [4, 12] overlap"));
+}
+
 static void test_dtype_table(void **state) {
     (void)state;
     assert_string_equal(df_dtype_name(DF_DTYPE_BF16), "BF16");
@@ -393,6 +480,8 @@ int main(void) {
         cmocka_unit_test(test_write_read_round_trip),
         cmocka_unit_test(test_malformed_catalogue),
         cmocka_unit_test(test_load_f32_errors),
+        cmocka_unit_test(test_corrupted_bytes_never_escape),
+        cmocka_unit_test(test_inspect_command),
         cmocka_unit_test(test_dtype_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,7 +36,19 @@ int df_context(DfError *err, const char *fmt, ...) {
     va_end(ap);
     char old[DF_ERROR_MAX];
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    /* "prefix: old", cut at the buffer's end (a long message loses its tail) */
+    size_t n = strlen(prefix);
+    memcpy(err->msg, prefix, n);
+    size_t room = sizeof err->msg - n;
+    if (room > 2) {
+        memcpy(err->msg + n, ": ", 2);
+        n += 2;
+        size_t old_len = strnlen(old, sizeof old - 1);
+        size_t take = old_len < sizeof err->msg - 1 - n ? old_len : sizeof err->msg - 1 - n;
+        memcpy(err->msg + n, old, take);
+        n += take;
+    }
+    err->msg[n] = '\0';
     return -1;
 }
 

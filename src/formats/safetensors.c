@@ -172,17 +172,22 @@ static int compare_by_data(const void *a, const void *b) {
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-/* Tensors of one file: no two share bytes. Sorts t[0..n-1] by position. */
+/* Tensors of one file: no two share bytes. Sorts t[0..n-1] by position and
+ * compares each with the furthest-reaching earlier one (empty tensors own no
+ * bytes and must not hide an overlap between their neighbours). */
 static int check_no_overlap(const FileScan *fs, DfTensorInfo *t, int n, DfError *err) {
     qsort(t, (size_t)n, sizeof *t, compare_by_data);
-    for (int i = 1; i < n; i++) {
-        const DfTensorInfo *a = &t[i - 1], *b = &t[i];
-        const unsigned char *a_end = (const unsigned char *)a->data + a->nbytes;
-        if (a->nbytes > 0 && b->nbytes > 0 && (const unsigned char *)b->data < a_end)
-            return df_fail(err, "%s: tensors '%s' [%td, %td] and '%s' [%td, %td] overlap", fs->file->path, a->name,
-                           (const unsigned char *)a->data - fs->data, a_end - fs->data, b->name,
-                           (const unsigned char *)b->data - fs->data,
-                           (const unsigned char *)b->data + b->nbytes - fs->data);
+    const DfTensorInfo *reach = NULL;
+    for (int i = 0; i < n; i++) {
+        const DfTensorInfo *b = &t[i];
+        if (b->nbytes == 0) continue;
+        const unsigned char *b_start = b->data;
+        if (reach && b_start < (const unsigned char *)reach->data + reach->nbytes)
+            return df_fail(err, "%s: tensors '%s' [%td, %td] and '%s' [%td, %td] overlap", fs->file->path, reach->name,
+                           (const unsigned char *)reach->data - fs->data,
+                           (const unsigned char *)reach->data + reach->nbytes - fs->data, b->name, b_start - fs->data,
+                           b_start + b->nbytes - fs->data);
+        if (!reach || b_start + b->nbytes > (const unsigned char *)reach->data + reach->nbytes) reach = b;
     }
     return 0;
 }

@@ -53,6 +53,8 @@ def safetensors_cases():
     st_file(p("shape_overflow.safetensors"),
             [("w", "F32", [4294967296, 4294967296, 4294967296], [0, 16])], d16)
     st_file(p("overlap.safetensors"), [("a", "F32", [2], [0, 8]), ("b", "F32", [2], [4, 12])], d16)
+    st_file(p("overlap_around_empty.safetensors"),
+            [("a", "F32", [2], [0, 8]), ("e", "F32", [0], [4, 4]), ("b", "F32", [2], [6, 14])], d16)
     st_file(p("duplicate.safetensors"), [("w", "F32", [2], [0, 8]), ("w", "F32", [2], [8, 16])], d16)
     st_file(p("bad_offsets_type.safetensors"), [("w", "F32", [2], "[0]")], d16)
 
