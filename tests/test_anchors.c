@@ -41,6 +41,7 @@ static void test_candidates_follow_definition(void **state) {
         assert_true(is_candidate(m, S, c[i]));
         if (i) assert_true(c[i] > c[i - 1]);
     }
+    assert_int_equal(c[n - 1], S - 2);
     /* edge cases: p = 0 never, p = S-1 never */
     uint8_t all[4] = {1, 1, 1, 1};
     assert_int_equal(df_anchor_candidates(all, 4, c), 2); /* p = 1, 2 */
