@@ -292,6 +292,79 @@ static void test_threads_match_single(void **state) {
     free_corpus(&corpus);
 }
 
+/* `dflash tokenize` on the corpus: every output line equals the reference ids. */
+static void test_cli_encode_file(void **state) {
+    char *dir = df_test_tmpdir("tokenize-cli");
+    char cmd[2048], out_path[512], msg[4096];
+    snprintf(out_path, sizeof out_path, "%s/ids.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize --tokenizer '%s' --input '%s' --output '%s'", df_test_path("dflash"),
+             df_test_path("assets/coder-tiny"), df_test_path(FIXTURES "corpus.jsonl"), out_path);
+    if (df_test_run(cmd, msg, sizeof msg) != 0) fail_msg("%s failed: %s", cmd, msg);
+    char **got, **want;
+    size_t *got_lens, *want_lens;
+    size_t n = read_lines(out_path, &got, &got_lens);
+    size_t m = read_lines(df_test_path(FIXTURES "ids_coder-tiny.jsonl"), &want, &want_lens);
+    assert_int_equal(n, m);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *a = cJSON_ParseWithLength(got[i], got_lens[i]), *b = cJSON_ParseWithLength(want[i], want_lens[i]);
+        assert_non_null(a);
+        if (!cJSON_Compare(cJSON_GetObjectItemCaseSensitive(a, "ids"), cJSON_GetObjectItemCaseSensitive(b, "ids"), 1))
+            fail_msg("line %zu: %s", i + 1, got[i]);
+        cJSON_Delete(a);
+        cJSON_Delete(b);
+    }
+    /* and back: --decode gives the reference decoded text */
+    char text_path[512];
+    snprintf(text_path, sizeof text_path, "%s/text.jsonl", dir);
+    snprintf(cmd, sizeof cmd, "'%s' tokenize --decode --tokenizer '%s' --input '%s' --output '%s'",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), out_path, text_path);
+    if (df_test_run(cmd, msg, sizeof msg) != 0) fail_msg("%s failed: %s", cmd, msg);
+    char **texts;
+    size_t *text_lens;
+    assert_int_equal(read_lines(text_path, &texts, &text_lens), n);
+    for (size_t i = 0; i < n; i++) {
+        DfByteBuf a = {0}, b = {0};
+        DfError err = {0};
+        assert_int_equal(df_json_get_string(texts[i], text_lens[i], "text", &a, &err), 0);
+        assert_int_equal(df_json_get_string(want[i], want_lens[i], "decoded", &b, &err), 0);
+        assert_int_equal(a.len, b.len);
+        assert_memory_equal(a.data, b.data, a.len);
+        df_bytebuf_free(&a);
+        df_bytebuf_free(&b);
+    }
+    free_lines(texts, text_lens, n);
+    free_lines(got, got_lens, n);
+    free_lines(want, want_lens, m);
+    df_test_rmtree(dir);
+    free(dir);
+}
+
+/* A bad line stops the command, names file and line, and leaves no output. */
+static void test_cli_bad_line(void **state) {
+    char *dir = df_test_tmpdir("tokenize-cli");
+    char in_path[512], out_path[512], cmd[2048], msg[4096], expect[600];
+    snprintf(in_path, sizeof in_path, "%s/bad.jsonl", dir);
+    snprintf(out_path, sizeof out_path, "%s/out.jsonl", dir);
+    const char *cases[][2] = {
+        {"{\"text\": \"ok\"}\n\n{\"text\": \"fine\"}\n{\"text\": \"broken\"\n", ""},
+        {"{\"text\": \"ok\"}\n{\"prompt\": \"x\"}\n", ""},
+        {"{\"ids\": [1, 2]}\n{\"ids\": [1, 99999999]}\n", "--decode"},
+    };
+    const int bad_line[] = {4, 2, 2};
+    for (int k = 0; k < 3; k++) {
+        df_test_write_file(in_path, cases[k][0]);
+        snprintf(cmd, sizeof cmd, "'%s' tokenize %s --tokenizer '%s' --input '%s' --output '%s'",
+                 df_test_path("dflash"), cases[k][1], df_test_path("assets/coder-tiny"), in_path, out_path);
+        int rc = df_test_run(cmd, msg, sizeof msg);
+        assert_int_not_equal(rc, 0);
+        snprintf(expect, sizeof expect, "%s:%d:", in_path, bad_line[k]);
+        if (!strstr(msg, expect)) fail_msg("case %d: message '%s' does not name %s", k, msg, expect);
+        assert_false(df_test_file_exists(out_path));
+    }
+    df_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parity_coder_tiny),
@@ -302,6 +375,8 @@ int main(void) {
         cmocka_unit_test(test_decode_invalid_utf8),
         cmocka_unit_test(test_malformed_files),
         cmocka_unit_test(test_threads_match_single),
+        cmocka_unit_test(test_cli_encode_file),
+        cmocka_unit_test(test_cli_bad_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
