@@ -12,6 +12,8 @@
 #include "base/mapped_file.h"
 #include "text/json_string.h"
 #include "text/tokenizer.h"
+#include "text/tokenizer_internal.h" /* for the ignore_merges test only */
+#include "text/utf8.h"
 
 #define FIXTURES "tests/fixtures/tokenizer/"
 
@@ -188,6 +190,42 @@ static void test_decode_out_of_range(void **state) {
     ids[1] = -5;
     assert_int_equal(df_tokenizer_decode(tok, ids, 2, &out, &err), -1);
     df_bytebuf_free(&out);
+    df_tokenizer_free(tok);
+}
+
+/* model.ignore_merges (Llama-3 sets it): a pre-token that is itself in the
+ * vocabulary is that token, whatever the merges would make of it. Checked on
+ * every Llama-3 token whose text is one whole pre-token; the same tokenizer
+ * with the flag cleared must differ on some of them, or the test proves nothing. */
+static void test_ignore_merges(void **state) {
+    DfTokenizer *tok = load_tokenizer("tests/.cache/tokenizers/llama3/tokenizer.json");
+    assert_true(tok->bpe.ignore_merges);
+    DfTokenizer without = *tok; /* shares every table; only read below */
+    without.bpe.ignore_merges = 0;
+    DfPreTokScratch pre = {0};
+    DfI32Vec ids = {0};
+    DfError err = {0};
+    size_t checked = 0, differ_without = 0;
+    for (int32_t id = 0; id < (int32_t)tok->bpe.vocab.count; id++) {
+        const char *text = tok->decoded + tok->decoded_off[id];
+        size_t len = tok->decoded_len[id];
+        if (df_utf8_first_invalid((const unsigned char *)text, len) != len) continue;
+        assert_int_equal(df_pretokenize(&tok->pre, text, len, &pre, &err), 0);
+        if (pre.spans.len != 1) continue;
+        ids.len = 0;
+        assert_int_equal(df_tokenizer_encode(tok, text, len, &ids, &err), 0);
+        if (ids.len != 1 || ids.data[0] != id) fail_msg("token %d ('%.*s') encodes to %zu ids", id, (int)len, text, ids.len);
+        ids.len = 0;
+        assert_int_equal(df_tokenizer_encode(&without, text, len, &ids, &err), 0);
+        if (ids.len != 1 || ids.data[0] != id) differ_without++;
+        checked++;
+    }
+    print_message("ignore_merges: %zu single-pre-token vocabulary entries, %zu would differ without the flag\n",
+                  checked, differ_without);
+    assert_true(checked > 100000);
+    assert_true(differ_without > 0);
+    df_i32vec_free(&ids);
+    df_pretok_scratch_free(&pre);
     df_tokenizer_free(tok);
 }
 
@@ -371,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_parity_qwen3),
         cmocka_unit_test(test_parity_llama3),
         cmocka_unit_test(test_special_tokens_in_text),
+        cmocka_unit_test(test_ignore_merges),
         cmocka_unit_test(test_decode_out_of_range),
         cmocka_unit_test(test_decode_invalid_utf8),
         cmocka_unit_test(test_malformed_files),
