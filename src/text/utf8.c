@@ -68,7 +68,7 @@ void df_utf8_append_lossy(DfByteBuf *out, const unsigned char *s, size_t n) {
         i += bad;
         run = i;
     }
-    df_bytebuf_append(out, (const char *)s + run, n - run);
+    if (n > run) df_bytebuf_append(out, (const char *)s + run, n - run);
 }
 
 uint32_t df_utf8_decode(const unsigned char *s, size_t n, size_t *len) {
