@@ -12,6 +12,7 @@ typedef struct Command {
 
 static const Command COMMANDS[] = {
     /* one line per command, in the order --help lists them */
+    {"tokenize", "encode JSONL text to token ids (or decode ids)", df_cmd_tokenize},
     {"inspect", "summarize a safetensors file or model directory", df_cmd_inspect},
     {NULL, NULL, NULL},
 };
