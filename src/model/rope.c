@@ -5,6 +5,8 @@
 
 #include "base/error.h"
 
+#define DF_PI 3.14159265358979323846
+
 /* Mirrors transformers' _compute_llama3_parameters: wavelen = 2 pi / f;
  * wavelen > old_ctx / low_freq_factor: f / factor; wavelen < old_ctx /
  * high_freq_factor: f; otherwise (1 - s) f / factor + s f with
@@ -13,7 +15,7 @@ static float llama3_scale(const DfRopeConfig *r, float f) {
     double old_ctx = (double)r->original_max_position_embeddings;
     double low_wavelen = old_ctx / r->low_freq_factor;
     double high_wavelen = old_ctx / r->high_freq_factor;
-    double wavelen = 2.0 * M_PI / (double)f;
+    double wavelen = 2.0 * DF_PI / (double)f;
     if (wavelen > low_wavelen) return (float)((double)f / r->factor);
     if (wavelen < high_wavelen) return f;
     double smooth = (old_ctx / wavelen - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
