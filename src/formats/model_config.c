@@ -1,0 +1,313 @@
+/* config.json of a Qwen3 / Llama-3 target. Each field is read through a
+ * helper that checks presence and JSON type, so that every error names the
+ * file and the field. */
+#include "formats/model_config.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/mapped_file.h"
+
+static const struct {
+    const char *architecture;
+    const char *model_type;
+    DfArchitecture arch;
+    int has_qk_norm;
+} FAMILIES[] = {
+    {"Qwen3ForCausalLM", "qwen3", DF_ARCH_QWEN3, 1},
+    {"LlamaForCausalLM", "llama", DF_ARCH_LLAMA, 0},
+};
+#define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
+#define SUPPORTED_ARCHS "Qwen3ForCausalLM, LlamaForCausalLM"
+
+/* Transformers' default RoPE base for both families when the config gives none. */
+#define DF_DEFAULT_ROPE_THETA 10000.0
+
+typedef struct ConfigReader {
+    const char *path;
+    DfError *err;
+} ConfigReader;
+
+static const char *json_type_name(const cJSON *item) {
+    if (cJSON_IsNull(item)) return "null";
+    if (cJSON_IsBool(item)) return "a boolean";
+    if (cJSON_IsNumber(item)) return "a number";
+    if (cJSON_IsString(item)) return "a string";
+    if (cJSON_IsArray(item)) return "an array";
+    if (cJSON_IsObject(item)) return "an object";
+    return "invalid";
+}
+
+static int is_int_value(const cJSON *item) {
+    if (!cJSON_IsNumber(item)) return 0;
+    double d = item->valuedouble;
+    return isfinite(d) && d == floor(d) && d >= INT_MIN && d <= INT_MAX;
+}
+
+/* Absent or null fields are "missing": optional ones take their default. */
+static const cJSON *field(const cJSON *obj, const char *name) {
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return cJSON_IsNull(item) ? NULL : item;
+}
+
+/* scope: "" for the top level, else e.g. "rope_scaling." to name nested fields. */
+static int read_int(const ConfigReader *r, const cJSON *obj, const char *scope, const char *name, int required,
+                    int fallback, int *out) {
+    const cJSON *item = field(obj, name);
+    if (!item) {
+        if (required) return df_fail(r->err, "%s: field '%s%s' is missing", r->path, scope, name);
+        *out = fallback;
+        return 0;
+    }
+    if (!is_int_value(item))
+        return df_fail(r->err, "%s: field '%s%s' must be an integer, not %s", r->path, scope, name,
+                       json_type_name(item));
+    *out = (int)item->valuedouble;
+    return 0;
+}
+
+static int read_double(const ConfigReader *r, const cJSON *obj, const char *scope, const char *name, int required,
+                       double fallback, double *out) {
+    const cJSON *item = field(obj, name);
+    if (!item) {
+        if (required) return df_fail(r->err, "%s: field '%s%s' is missing", r->path, scope, name);
+        *out = fallback;
+        return 0;
+    }
+    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
+        return df_fail(r->err, "%s: field '%s%s' must be a number, not %s", r->path, scope, name,
+                       json_type_name(item));
+    *out = item->valuedouble;
+    return 0;
+}
+
+static int read_bool(const ConfigReader *r, const cJSON *obj, const char *name, int fallback, int *out) {
+    const cJSON *item = field(obj, name);
+    if (!item) {
+        *out = fallback;
+        return 0;
+    }
+    if (!cJSON_IsBool(item))
+        return df_fail(r->err, "%s: field '%s' must be true or false, not %s", r->path, name, json_type_name(item));
+    *out = cJSON_IsTrue(item);
+    return 0;
+}
+
+/* NULL when absent; an error when present but not a string. */
+static int read_string(const ConfigReader *r, const cJSON *obj, const char *scope, const char *name,
+                       const char **out) {
+    const cJSON *item = field(obj, name);
+    *out = NULL;
+    if (!item) return 0;
+    if (!cJSON_IsString(item))
+        return df_fail(r->err, "%s: field '%s%s' must be a string, not %s", r->path, scope, name,
+                       json_type_name(item));
+    *out = item->valuestring;
+    return 0;
+}
+
+static int read_architecture(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
+    const cJSON *archs = field(root, "architectures");
+    const char *name = NULL;
+    if (archs) {
+        if (!cJSON_IsArray(archs) || !cJSON_IsString(archs->child))
+            return df_fail(r->err, "%s: field 'architectures' must be an array of strings", r->path);
+        name = archs->child->valuestring;
+    } else {
+        const char *model_type;
+        if (read_string(r, root, "", "model_type", &model_type) != 0) return -1;
+        if (!model_type)
+            return df_fail(r->err, "%s: neither 'architectures' nor 'model_type' is given (supported: %s)", r->path,
+                           SUPPORTED_ARCHS);
+        for (size_t i = 0; i < N_FAMILIES && !name; i++)
+            if (strcmp(model_type, FAMILIES[i].model_type) == 0) name = FAMILIES[i].architecture;
+        if (!name)
+            return df_fail(r->err, "%s: model_type '%s' is not supported (supported: qwen3, llama)", r->path,
+                           model_type);
+    }
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (strcmp(name, FAMILIES[i].architecture) == 0) {
+            cfg->arch = FAMILIES[i].arch;
+            cfg->has_qk_norm = FAMILIES[i].has_qk_norm;
+            snprintf(cfg->architecture_name, sizeof cfg->architecture_name, "%s", name);
+            return 0;
+        }
+    return df_fail(r->err, "%s: architecture '%s' is not supported (supported: %s)", r->path, name, SUPPORTED_ARCHS);
+}
+
+static int read_sizes(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
+    if (read_int(r, root, "", "hidden_size", 1, 0, &cfg->hidden_size) != 0 ||
+        read_int(r, root, "", "intermediate_size", 1, 0, &cfg->intermediate_size) != 0 ||
+        read_int(r, root, "", "num_hidden_layers", 1, 0, &cfg->num_layers) != 0 ||
+        read_int(r, root, "", "num_attention_heads", 1, 0, &cfg->num_heads) != 0 ||
+        read_int(r, root, "", "vocab_size", 1, 0, &cfg->vocab_size) != 0 ||
+        read_int(r, root, "", "max_position_embeddings", 1, 0, &cfg->max_position_embeddings) != 0 ||
+        read_double(r, root, "", "rms_norm_eps", 1, 0, &cfg->rms_norm_eps) != 0)
+        return -1;
+    if (read_int(r, root, "", "num_key_value_heads", 0, cfg->num_heads, &cfg->num_kv_heads) != 0) return -1;
+    int default_head_dim = cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
+    return read_int(r, root, "", "head_dim", 0, default_head_dim, &cfg->head_dim);
+}
+
+static int read_llama3_scaling(const ConfigReader *r, const cJSON *scaling, const char *scope, DfRopeConfig *rope) {
+    rope->type = DF_ROPE_LLAMA3;
+    return read_double(r, scaling, scope, "factor", 1, 0, &rope->factor) != 0 ||
+                   read_double(r, scaling, scope, "low_freq_factor", 1, 0, &rope->low_freq_factor) != 0 ||
+                   read_double(r, scaling, scope, "high_freq_factor", 1, 0, &rope->high_freq_factor) != 0 ||
+                   read_int(r, scaling, scope, "original_max_position_embeddings", 1, 0,
+                            &rope->original_max_position_embeddings) != 0
+               ? -1
+               : 0;
+}
+
+/* RoPE base from "rope_parameters.rope_theta" or top-level "rope_theta";
+ * scaling from "rope_scaling" (older spelling) or "rope_parameters". */
+static int read_rope(const ConfigReader *r, const cJSON *root, DfRopeConfig *rope) {
+    memset(rope, 0, sizeof *rope);
+    const cJSON *params = field(root, "rope_parameters");
+    const cJSON *scaling = field(root, "rope_scaling");
+    if (params && !cJSON_IsObject(params))
+        return df_fail(r->err, "%s: field 'rope_parameters' must be an object, not %s", r->path,
+                       json_type_name(params));
+    if (scaling && !cJSON_IsObject(scaling))
+        return df_fail(r->err, "%s: field 'rope_scaling' must be an object, not %s", r->path,
+                       json_type_name(scaling));
+    if (read_double(r, root, "", "rope_theta", 0, DF_DEFAULT_ROPE_THETA, &rope->theta) != 0) return -1;
+    if (params && read_double(r, params, "rope_parameters.", "rope_theta", 0, rope->theta, &rope->theta) != 0)
+        return -1;
+    const char *scope = scaling ? "rope_scaling." : "rope_parameters.";
+    if (!scaling) scaling = params;
+    rope->type = DF_ROPE_DEFAULT;
+    if (!scaling) return 0;
+    const char *type;
+    if (read_string(r, scaling, scope, "rope_type", &type) != 0) return -1;
+    if (!type && read_string(r, scaling, scope, "type", &type) != 0) return -1;
+    if (!type || strcmp(type, "default") == 0) return 0;
+    if (strcmp(type, "llama3") == 0) return read_llama3_scaling(r, scaling, scope, rope);
+    return df_fail(r->err, "%s: rope type '%s' (%srope_type) is not supported (supported: default, llama3)", r->path,
+                   type, scope);
+}
+
+static int read_token_ids(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
+    if (read_int(r, root, "", "bos_token_id", 0, -1, &cfg->bos_token_id) != 0) return -1;
+    const cJSON *eos = field(root, "eos_token_id");
+    cfg->n_eos = 0;
+    if (!eos) return 0;
+    if (!cJSON_IsArray(eos)) return read_int(r, root, "", "eos_token_id", 1, 0, &cfg->eos_token_ids[cfg->n_eos++]);
+    for (const cJSON *e = eos->child; e; e = e->next) {
+        if (!is_int_value(e))
+            return df_fail(r->err, "%s: field 'eos_token_id' must be an integer or a list of integers", r->path);
+        if (cfg->n_eos == DF_MAX_EOS)
+            return df_fail(r->err, "%s: field 'eos_token_id' lists more than %d ids", r->path, DF_MAX_EOS);
+        cfg->eos_token_ids[cfg->n_eos++] = (int)e->valuedouble;
+    }
+    return 0;
+}
+
+static int read_dtype(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
+    const char *dtype;
+    if (read_string(r, root, "", "torch_dtype", &dtype) != 0) return -1;
+    if (!dtype && read_string(r, root, "", "dtype", &dtype) != 0) return -1;
+    if (!dtype) dtype = "";
+    if (strlen(dtype) >= sizeof cfg->torch_dtype)
+        return df_fail(r->err, "%s: field 'torch_dtype' has an unknown value '%s'", r->path, dtype);
+    snprintf(cfg->torch_dtype, sizeof cfg->torch_dtype, "%s", dtype);
+    return 0;
+}
+
+static int check_positive(const ConfigReader *r, const char *name, double value) {
+    if (!(value > 0)) return df_fail(r->err, "%s: field '%s' must be positive (is %g)", r->path, name, value);
+    return 0;
+}
+
+static int check_sanity(const ConfigReader *r, const DfModelConfig *cfg) {
+    if (check_positive(r, "hidden_size", cfg->hidden_size) || check_positive(r, "intermediate_size", cfg->intermediate_size) ||
+        check_positive(r, "num_hidden_layers", cfg->num_layers) ||
+        check_positive(r, "num_attention_heads", cfg->num_heads) ||
+        check_positive(r, "num_key_value_heads", cfg->num_kv_heads) || check_positive(r, "head_dim", cfg->head_dim) ||
+        check_positive(r, "vocab_size", cfg->vocab_size) ||
+        check_positive(r, "max_position_embeddings", cfg->max_position_embeddings) ||
+        check_positive(r, "rms_norm_eps", cfg->rms_norm_eps) || check_positive(r, "rope_theta", cfg->rope.theta))
+        return -1;
+    if (cfg->num_heads % cfg->num_kv_heads != 0)
+        return df_fail(r->err, "%s: num_attention_heads %d is not divisible by num_key_value_heads %d", r->path,
+                       cfg->num_heads, cfg->num_kv_heads);
+    if (cfg->head_dim % 2 != 0) return df_fail(r->err, "%s: head_dim %d is odd (RoPE needs pairs)", r->path, cfg->head_dim);
+    if (cfg->attention_bias)
+        return df_fail(r->err, "%s: field 'attention_bias' is true: attention biases are not supported", r->path);
+    if (cfg->rope.type == DF_ROPE_LLAMA3 &&
+        (check_positive(r, "rope_scaling.factor", cfg->rope.factor) ||
+         check_positive(r, "rope_scaling.low_freq_factor", cfg->rope.low_freq_factor) ||
+         check_positive(r, "rope_scaling.high_freq_factor", cfg->rope.high_freq_factor) ||
+         check_positive(r, "rope_scaling.original_max_position_embeddings",
+                        cfg->rope.original_max_position_embeddings)))
+        return -1;
+    if (cfg->rope.type == DF_ROPE_LLAMA3 && cfg->rope.high_freq_factor <= cfg->rope.low_freq_factor)
+        return df_fail(r->err, "%s: rope scaling high_freq_factor %g must exceed low_freq_factor %g", r->path,
+                       cfg->rope.high_freq_factor, cfg->rope.low_freq_factor);
+    return 0;
+}
+
+static int parse_config(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
+    if (!cJSON_IsObject(root)) return df_fail(r->err, "%s: not a JSON object", r->path);
+    return read_architecture(r, root, cfg) || read_sizes(r, root, cfg) || read_rope(r, root, &cfg->rope) ||
+                   read_bool(r, root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings) ||
+                   read_bool(r, root, "attention_bias", 0, &cfg->attention_bias) || read_token_ids(r, root, cfg) ||
+                   read_dtype(r, root, cfg) || check_sanity(r, cfg)
+               ? -1
+               : 0;
+}
+
+int df_model_config_load(DfModelConfig *cfg, const char *path, DfError *err) {
+    memset(cfg, 0, sizeof *cfg);
+    struct stat sb;
+    char *file;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        size_t n = strlen(path) + sizeof "/config.json";
+        file = df_xmalloc(n, "config path");
+        snprintf(file, n, "%s/config.json", path);
+    } else {
+        file = df_xstrdup(path);
+    }
+    ConfigReader r = {file, err};
+    int rc = -1;
+    char *text = df_read_text_file(file, NULL, err);
+    if (text) {
+        const char *end = NULL;
+        cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+        if (!root) {
+            df_fail(err, "%s: not valid JSON (error near byte %td)", file, end ? end - text : (ptrdiff_t)0);
+        } else {
+            rc = parse_config(&r, root, cfg);
+        }
+        cJSON_Delete(root);
+        free(text);
+    }
+    free(file);
+    return rc;
+}
+
+/* round(1 + i*(L-4)/(n-1)) with round half to even, in exact integer
+ * arithmetic: value = num/den with num = (n-1) + i*(L-4), den = n-1. */
+void df_default_target_layer_ids(int num_layers, int n, int *out) {
+    if (n == 1) {
+        out[0] = num_layers / 2;
+        return;
+    }
+    long long den = n - 1;
+    for (int i = 0; i < n; i++) {
+        long long num = den + (long long)i * (num_layers - 4);
+        long long q = num / den, rem = num % den;
+        if (rem < 0) { /* floor division */
+            q -= 1;
+            rem += den;
+        }
+        if (2 * rem > den || (2 * rem == den && (q & 1))) q += 1;
+        out[i] = (int)q;
+    }
+}
