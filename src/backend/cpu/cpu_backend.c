@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "backend/cpu/cpu_ops.h"
 
 static DfCpuState *state(DfBackend *be) {
@@ -99,6 +101,8 @@ static const DfBackendOps CPU_OPS = {
 
 DfBackend *df_backend_cpu_create(DfError *err) {
     (void)err;
+    /* all parallelism comes from OpenMP; see cpu_matmul.c for why */
+    openblas_set_num_threads(1);
     DfBackend *be = df_xcalloc(1, sizeof *be, "cpu backend");
     be->ops = &CPU_OPS;
     be->impl = df_xcalloc(1, sizeof(DfCpuState), "cpu backend state");
