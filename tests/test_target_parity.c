@@ -2,6 +2,7 @@
  * each sequence run on its own): every decoder layer's output and the
  * logits, for coder-tiny (Qwen3, bf16, tied) and a random Llama-3 (fp16,
  * sharded, untied, llama3 rope scaling). Fixtures: tests/ref/target_ref.py. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +210,65 @@ static void test_flop_count_matches_spec_formula(void **state) {
     assert_true(df_target_forward_flops(&cfg, lens, 2, 6, 1) == want + head);
 }
 
+/* dflash forward: JSONL records in, default taps [1,3,5] and logits out. */
+static void test_forward_command(void **state) {
+    (void)state;
+    DfModelConfig cfg;
+    DfError err;
+    if (df_model_config_load(&cfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
+    Reference r;
+    load_reference(&r, "tests/fixtures/target/coder-tiny.safetensors", &cfg);
+    char *dir = df_test_tmpdir("forward");
+    char in_path[512], out_path[512], cmd[2048], log[4096];
+    snprintf(in_path, sizeof in_path, "%s/ids.jsonl", dir);
+    snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
+    FILE *fp = fopen(in_path, "w");
+    assert_non_null(fp);
+    for (int s = 0; s < r.n_seqs; s++) {
+        fprintf(fp, "{\"ids\": [");
+        for (int i = r.starts[s]; i < r.starts[s + 1]; i++) fprintf(fp, "%s%d", i > r.starts[s] ? ", " : "", r.ids[i]);
+        fprintf(fp, "]}\n");
+    }
+    fclose(fp);
+    snprintf(cmd, sizeof cmd, "%s forward --target %s --input %s --output %s --logits", df_test_path("dflash"),
+             df_test_path("assets/coder-tiny"), in_path, out_path);
+    if (df_test_run(cmd, log, sizeof log) != 0) fail_msg("dflash forward failed: %s", log);
+    DfSafetensors st;
+    if (df_safetensors_open(&st, out_path, &err)) fail_msg("%s", err.msg);
+    int n_ids;
+    int32_t *layer_ids = copy_i32(&st, "target_layer_ids", &n_ids);
+    assert_int_equal(n_ids, 3);
+    int64_t fshape[2] = {r.n_tokens, 3 * r.hidden}, lshape[2] = {r.n_tokens, r.vocab};
+    float *features = df_safetensors_load_f32(&st, "features", 2, fshape, &err);
+    float *logits = df_safetensors_load_f32(&st, "logits", 2, lshape, &err);
+    assert_non_null(features);
+    assert_non_null(logits);
+    for (int j = 0; j < 3; j++) {
+        assert_int_equal(layer_ids[j], 2 * j + 1);
+        double e = tap_error(features, 3, j, &r, layer_ids[j]);
+        if (!(e < PARITY_TOL)) fail_msg("command tap %d: relative error %g", j, e);
+    }
+    double e = df_rel_error(logits, r.logits, (size_t)r.n_tokens * r.vocab);
+    if (!(e < PARITY_TOL)) fail_msg("command logits: relative error %g", e);
+    df_safetensors_close(&st);
+    free(layer_ids), free(features), free(logits);
+
+    /* a bad record fails with its line number and leaves no output */
+    char bad_out[512];
+    snprintf(bad_out, sizeof bad_out, "%s/bad.safetensors", dir);
+    fp = fopen(in_path, "w");
+    fprintf(fp, "{\"ids\": [1, 2, 3]}\n{\"ids\": [1, 99999]}\n");
+    fclose(fp);
+    snprintf(cmd, sizeof cmd, "%s forward --target %s --input %s --output %s", df_test_path("dflash"),
+             df_test_path("assets/coder-tiny"), in_path, bad_out);
+    assert_int_not_equal(df_test_run(cmd, log, sizeof log), 0);
+    assert_non_null(strstr(log, "ids.jsonl:2"));
+    assert_false(df_test_file_exists(bad_out));
+    df_test_rmtree(dir);
+    free(dir);
+    free_reference(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coder_tiny_all_layers_and_logits),
@@ -217,6 +277,7 @@ int main(void) {
         cmocka_unit_test(test_packed_equals_one_at_a_time),
         cmocka_unit_test(test_bad_token_id_is_refused),
         cmocka_unit_test(test_flop_count_matches_spec_formula),
+        cmocka_unit_test(test_forward_command),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
