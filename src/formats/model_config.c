@@ -64,6 +64,8 @@ static int read_int(const ConfigReader *r, const cJSON *obj, const char *scope, 
         *out = fallback;
         return 0;
     }
+    if (cJSON_IsNumber(item) && !is_int_value(item))
+        return df_fail(r->err, "%s: field '%s%s' must be an integer, not %g", r->path, scope, name, item->valuedouble);
     if (!is_int_value(item))
         return df_fail(r->err, "%s: field '%s%s' must be an integer, not %s", r->path, scope, name,
                        json_type_name(item));

@@ -172,17 +172,22 @@ static int compare_by_data(const void *a, const void *b) {
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-/* Tensors of one file: no two share bytes. Sorts t[0..n-1] by position. */
+/* Tensors of one file: no two share bytes. Sorts t[0..n-1] by position and
+ * compares each with the furthest-reaching earlier one (empty tensors own no
+ * bytes and must not hide an overlap between their neighbours). */
 static int check_no_overlap(const FileScan *fs, DfTensorInfo *t, int n, DfError *err) {
     qsort(t, (size_t)n, sizeof *t, compare_by_data);
-    for (int i = 1; i < n; i++) {
-        const DfTensorInfo *a = &t[i - 1], *b = &t[i];
-        const unsigned char *a_end = (const unsigned char *)a->data + a->nbytes;
-        if (a->nbytes > 0 && b->nbytes > 0 && (const unsigned char *)b->data < a_end)
-            return df_fail(err, "%s: tensors '%s' [%td, %td] and '%s' [%td, %td] overlap", fs->file->path, a->name,
-                           (const unsigned char *)a->data - fs->data, a_end - fs->data, b->name,
-                           (const unsigned char *)b->data - fs->data,
-                           (const unsigned char *)b->data + b->nbytes - fs->data);
+    const DfTensorInfo *reach = NULL;
+    for (int i = 0; i < n; i++) {
+        const DfTensorInfo *b = &t[i];
+        if (b->nbytes == 0) continue;
+        const unsigned char *b_start = b->data;
+        if (reach && b_start < (const unsigned char *)reach->data + reach->nbytes)
+            return df_fail(err, "%s: tensors '%s' [%td, %td] and '%s' [%td, %td] overlap", fs->file->path, reach->name,
+                           (const unsigned char *)reach->data - fs->data,
+                           (const unsigned char *)reach->data + reach->nbytes - fs->data, b->name, b_start - fs->data,
+                           b_start + b->nbytes - fs->data);
+        if (!reach || b_start + b->nbytes > (const unsigned char *)reach->data + reach->nbytes) reach = b;
     }
     return 0;
 }
@@ -225,8 +230,8 @@ static cJSON *parse_header(const DfMappedFile *f, FileScan *fs, DfError *err) {
             }
     if (!root) {
         size_t at = end ? (size_t)(end - text) : 0;
-        df_fail(err, "%s: header is not valid JSON (error near byte %zu of the %llu-byte header)", f->path, 8 + at,
-                (unsigned long long)hlen);
+        df_fail(err, "%s: header is not valid JSON (error near byte %zu of the %llu-byte header, file offset %zu)",
+                f->path, at, (unsigned long long)hlen, 8 + at);
         free(text);
         return NULL;
     }
@@ -401,6 +406,13 @@ static cJSON *read_weight_map(const char *index_path, cJSON **root_out, DfError 
     return map;
 }
 
+/* A tensor that the weight map places in `shard`, to name in errors. */
+static const char *first_tensor_of(const cJSON *map, const char *shard) {
+    for (const cJSON *e = map->child; e; e = e->next)
+        if (strcmp(e->valuestring, shard) == 0) return e->string;
+    return "?";
+}
+
 static int open_index(DfSafetensors *st, const char *index_path, DfError *err) {
     cJSON *root;
     cJSON *map = read_weight_map(index_path, &root, err);
@@ -417,7 +429,8 @@ static int open_index(DfSafetensors *st, const char *index_path, DfError *err) {
     for (int i = 0; i < n_shards && rc == 0; i++) {
         char *shard_path = join_path(dir, shards[i]);
         rc = df_mapped_file_open(&st->files[i], shard_path, err);
-        if (rc != 0) df_context(err, "%s: shard listed in the index", index_path);
+        if (rc != 0) df_context(err, "%s: tensor '%s' is in shard %s", index_path, first_tensor_of(map, shards[i]),
+                                shards[i]);
         free(shard_path);
         if (rc != 0) break;
         st->n_files++;
