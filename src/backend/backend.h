@@ -129,7 +129,9 @@ struct DfBackend {
     void *impl; /* backend-private state */
 };
 
-/* The CPU backend (C + OpenMP + OpenBLAS); threads from OMP_NUM_THREADS. */
+/* The CPU backend (C + OpenMP + OpenBLAS); threads from OMP_NUM_THREADS.
+ * It sets OpenBLAS to one thread, process-wide: every op, sgemm included,
+ * is parallelized with OpenMP instead (see cpu/cpu_matmul.c). */
 DfBackend *df_backend_cpu_create(DfError *err);
 void df_backend_destroy(DfBackend *be);
 
