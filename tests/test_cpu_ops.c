@@ -1,6 +1,7 @@
 /* Each CPU backend op against a naive double-precision reference written
  * here, on random (never zero) inputs with odd sizes. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,35 +69,40 @@ static void assert_close(const float *got, const double *want, size_t n, double 
     free(w);
 }
 
+static void check_matmul(DfBackend *be, int m, int n, int k, int ta, int tb, int acc) {
+    float *a = random_array((size_t)m * k, 1 + ta, 1.0f), *b = random_array((size_t)k * n, 3 + tb, 1.0f);
+    float *c0 = random_array((size_t)m * n, 5, 1.0f);
+    double *want = malloc((size_t)m * n * sizeof *want);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = acc ? c0[i * n + j] : 0.0;
+            for (int p = 0; p < k; p++) {
+                double av = ta ? a[p * m + i] : a[i * k + p];
+                double bv = tb ? b[j * k + p] : b[p * n + j];
+                s += av * bv;
+            }
+            want[i * n + j] = s;
+        }
+    DfBuffer ba = upload(be, a, (size_t)m * k, DF_BUF_ACT), bb = upload(be, b, (size_t)k * n, DF_BUF_ACT);
+    DfBuffer bc = upload(be, c0, (size_t)m * n, DF_BUF_ACT);
+    df_op_matmul(be, bc, ba, bb, m, n, k, ta, tb, acc ? 1.0f : 0.0f);
+    float *got = download(be, bc);
+    assert_close(got, want, (size_t)m * n, TOL);
+    df_buffer_free(be, &ba);
+    df_buffer_free(be, &bb);
+    df_buffer_free(be, &bc);
+    free(a), free(b), free(c0), free(want), free(got);
+}
+
+/* Shapes: one block; enough rows to be split into row blocks across
+ * threads; more columns than rows (split into column blocks). */
 static void test_matmul_all_transposes(void **state) {
     DfBackend *be = ((Fixture *)*state)->be;
-    const int m = 37, n = 29, k = 19;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++)
-            for (int acc = 0; acc < 2; acc++) {
-                float *a = random_array((size_t)m * k, 1 + ta, 1.0f), *b = random_array((size_t)k * n, 3 + tb, 1.0f);
-                float *c0 = random_array((size_t)m * n, 5, 1.0f);
-                double *want = malloc((size_t)m * n * sizeof *want);
-                for (int i = 0; i < m; i++)
-                    for (int j = 0; j < n; j++) {
-                        double s = acc ? c0[i * n + j] : 0.0;
-                        for (int p = 0; p < k; p++) {
-                            double av = ta ? a[p * m + i] : a[i * k + p];
-                            double bv = tb ? b[j * k + p] : b[p * n + j];
-                            s += av * bv;
-                        }
-                        want[i * n + j] = s;
-                    }
-                DfBuffer ba = upload(be, a, (size_t)m * k, DF_BUF_ACT), bb = upload(be, b, (size_t)k * n, DF_BUF_ACT);
-                DfBuffer bc = upload(be, c0, (size_t)m * n, DF_BUF_ACT);
-                df_op_matmul(be, bc, ba, bb, m, n, k, ta, tb, acc ? 1.0f : 0.0f);
-                float *got = download(be, bc);
-                assert_close(got, want, (size_t)m * n, TOL);
-                df_buffer_free(be, &ba);
-                df_buffer_free(be, &bb);
-                df_buffer_free(be, &bc);
-                free(a), free(b), free(c0), free(want), free(got);
-            }
+    const int shapes[3][3] = {{37, 29, 19}, {131, 45, 23}, {40, 97, 17}};
+    for (int sh = 0; sh < 3; sh++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int acc = 0; acc < 2; acc++) check_matmul(be, shapes[sh][0], shapes[sh][1], shapes[sh][2], ta, tb, acc);
 }
 
 static void test_linear(void **state) {
@@ -284,8 +290,9 @@ static void test_rope_position_outside_table(void **state) {
 
 static void test_attention_packed_gqa(void **state) {
     DfBackend *be = ((Fixture *)*state)->be;
-    const int32_t starts[] = {0, 5, 22, 23, 56};
-    const int nseq = 4, t = 56, heads = 6, kvh = 2, hd = 12, group = heads / kvh;
+    /* lengths 5, 300, 1, 140: the long ones span several query tiles */
+    const int32_t starts[] = {0, 5, 305, 306, 446};
+    const int nseq = 4, t = 446, heads = 6, kvh = 2, hd = 12, group = heads / kvh;
     const double scale = 1.0 / sqrt((double)hd);
     float *q = random_array((size_t)t * heads * hd, 71, 2.0f), *k = random_array((size_t)t * kvh * hd, 72, 2.0f);
     float *v = random_array((size_t)t * kvh * hd, 73, 1.0f);
@@ -314,7 +321,7 @@ static void test_attention_packed_gqa(void **state) {
     DfError err;
     DfPackedBatch pb;
     assert_int_equal(df_packed_batch_init(&pb, be, starts, nseq, &err), 0);
-    assert_int_equal(pb.max_seq_len, 33);
+    assert_int_equal(pb.max_seq_len, 300);
     DfBuffer bq = upload(be, q, (size_t)t * heads * hd, DF_BUF_ACT), bk = upload(be, k, (size_t)t * kvh * hd, DF_BUF_ACT);
     DfBuffer bv = upload(be, v, (size_t)t * kvh * hd, DF_BUF_ACT), bo, bl;
     assert_int_equal(df_buffer_alloc(be, &bo, DF_BUF_ACT, (size_t)t * heads * hd, &err), 0);
@@ -362,6 +369,9 @@ static void test_packed_batch_rejects_bad_starts(void **state) {
 }
 
 int main(void) {
+    /* three threads even on a 2-core machine: uneven row/column blocks and
+     * attention tasks shared by more than two threads get exercised */
+    omp_set_num_threads(3);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_matmul_all_transposes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_linear, setup, teardown),
