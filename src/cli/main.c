@@ -14,6 +14,7 @@ static const Command COMMANDS[] = {
     /* one line per command, in the order --help lists them */
     {"tokenize", "encode JSONL text to token ids (or decode ids)", df_cmd_tokenize},
     {"inspect", "summarize a safetensors file or model directory", df_cmd_inspect},
+    {"forward", "run the target on token ids, write tap features (and logits)", df_cmd_forward},
     {NULL, NULL, NULL},
 };
 

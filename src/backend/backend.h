@@ -1,0 +1,164 @@
+/* The compute backend op table: the model graphs (src/model/) are written
+ * once over these ops and never learn which backend runs them.
+ *
+ * Design:
+ *
+ * - Buffers. A DfBuffer is a plain value: an opaque pointer into the
+ *   backend's memory (host memory on CPU, device memory on CUDA), an element
+ *   count, and a kind. The kind says what an element is:
+ *     DF_BUF_ACT  activations AND weights, in the backend's own dtype
+ *                 (fp32 on CPU; bf16 on CUDA, where every op accumulates in
+ *                 fp32). Model code never reads these bytes directly.
+ *     DF_BUF_F32  always fp32 (rope tables, softmax statistics for the
+ *                 attention backward, later optimizer state/master weights).
+ *     DF_BUF_I32  always int32 (token ids, sequence starts, positions).
+ *   The element size is stored in the buffer, so df_buffer_view() can cut a
+ *   sub-range (rows of a matrix, one sequence of a packed batch) without
+ *   asking the backend: a view is pointer arithmetic and owns nothing. Only
+ *   buffers returned by alloc are freed.
+ *
+ * - Weights are uploaded from fp32 host arrays (what df_safetensors_load_f32
+ *   returns) with upload_f32 into DF_BUF_ACT buffers: the backend converts to
+ *   its dtype on the way in (bf16 rounding on CUDA) and back on the way out
+ *   (download_f32). Integer data goes through upload_i32.
+ *
+ * - Packed batches. Sequences of different lengths are packed back to back
+ *   into T token rows with no padding. A DfPackedBatch describes them the
+ *   way varlen flash attention does: int32 seq_starts[nseq + 1] (cu_seqlens:
+ *   sequence s owns rows seq_starts[s] .. seq_starts[s+1]-1) and int32
+ *   positions[T] (position of each token inside its sequence, restarting at
+ *   0), both in backend memory, plus host copies of the starts so that a
+ *   backend can size its launches and workspaces without a download.
+ *
+ * - Matrices are row-major. The one matrix product, matmul, takes transpose
+ *   flags and a beta (0: overwrite, 1: accumulate) so that the backward of a
+ *   linear layer (dX = dY W, dW += dY^T X) is the same op; linear() is the
+ *   forward convenience y = x W^T. rmsnorm works on any [rows, dim] view, so
+ *   per-head q_norm / k_norm is rmsnorm over rows = T * heads, dim = head_dim.
+ *   The attention op can return per-row softmax log-sum-exp for a later
+ *   backward; backward ops (rmsnorm_backward, attention_backward, swiglu
+ *   backward, rope with inverse rotation, ...) are added as new table entries
+ *   without changing the existing ones.
+ *
+ * - Errors. Allocation and transfers return -1 with a message. Compute ops
+ *   return nothing: they are queued (CUDA) or run at once (CPU); a backend
+ *   keeps the first failure and reports it from sync(). Shape mismatches are
+ *   programming errors and abort with a message in the df_op_* wrappers.
+ */
+#ifndef DF_BACKEND_BACKEND_H
+#define DF_BACKEND_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef enum DfBufKind {
+    DF_BUF_ACT, /* backend activation/weight dtype: fp32 on CPU, bf16 on CUDA */
+    DF_BUF_F32,
+    DF_BUF_I32,
+} DfBufKind;
+
+typedef struct DfBuffer {
+    void *ptr;        /* backend memory; NULL for an empty buffer */
+    size_t count;     /* elements */
+    DfBufKind kind;
+    int elem_size;    /* bytes per element, set by the backend at alloc */
+} DfBuffer;
+
+/* Elements offset .. offset+count-1 of b; aborts when out of range. */
+DfBuffer df_buffer_view(DfBuffer b, size_t offset, size_t count);
+
+typedef struct DfBackend DfBackend;
+
+typedef struct DfPackedBatch {
+    int n_tokens;
+    int n_seqs;
+    int max_seq_len;
+    const int32_t *host_seq_starts; /* [n_seqs + 1], owned by the batch */
+    DfBuffer seq_starts;            /* I32 [n_seqs + 1] */
+    DfBuffer positions;             /* I32 [n_tokens] */
+} DfPackedBatch;
+
+typedef struct DfBackendOps {
+    const char *name;
+
+    /* --- memory ---------------------------------------------------------- */
+    int (*alloc)(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err);
+    void (*free)(DfBackend *be, DfBuffer *buf);
+    /* dst[0..n-1] (n = dst->count) from host fp32; dst is ACT or F32. */
+    int (*upload_f32)(DfBackend *be, DfBuffer dst, const float *src, DfError *err);
+    int (*download_f32)(DfBackend *be, float *dst, DfBuffer src, DfError *err);
+    int (*upload_i32)(DfBackend *be, DfBuffer dst, const int32_t *src, DfError *err);
+    /* Waits for queued work; returns -1 with the first failure since the last sync. */
+    int (*sync)(DfBackend *be, DfError *err);
+    void (*destroy)(DfBackend *be);
+
+    /* --- compute (all buffers ACT unless stated) ------------------------- */
+    /* C[M,N] = op(A) op(B) + beta * C, op(A) [M,K], op(B) [K,N]; A is stored
+     * [M,K] or, when trans_a, [K,M]; B is [K,N] or, when trans_b, [N,K]. */
+    void (*matmul)(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
+                   float beta);
+    /* out[r,:] = x[r,:] * rsqrt(mean(x[r,:]^2) + eps) * w, fp32 math; out may be x. */
+    void (*rmsnorm)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+    /* y[i] += x[i] */
+    void (*add_inplace)(DfBackend *be, DfBuffer y, DfBuffer x);
+    /* out[t,:] = table[ids[t],:]; ids is I32 [T], already checked < rows of table. */
+    void (*embedding)(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
+    /* In place on x [T, heads, head_dim], rotate_half convention: with
+     * c = cos[pos, i], s = sin[pos, i] for i < head_dim/2 (F32 tables
+     * [max_pos, head_dim/2]), x1' = x1 c - x2 s, x2' = x2 c + x1 s, where x1
+     * is the first half of each head and x2 the second. */
+    void (*rope)(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                 int heads, int head_dim);
+    /* Causal self-attention inside each sequence of a packed batch, GQA
+     * (query head h reads kv head h / (heads / kv_heads)), softmax in fp32.
+     * q, out [T, heads*head_dim]; k, v [T, kv_heads*head_dim]. lse: empty,
+     * or F32 [heads, T] receiving each row's log-sum-exp of scaled scores. */
+    void (*attention)(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
+    /* out[i] = silu(gate[i]) * up[i] */
+    void (*swiglu)(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
+    /* dst[r * ld_dst + c] = src[r * ld_src + c] for r < rows, c < cols
+     * (e.g. a layer's output into its column block of the tap features). */
+    void (*copy2d)(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+} DfBackendOps;
+
+struct DfBackend {
+    const DfBackendOps *ops;
+    void *impl; /* backend-private state */
+};
+
+/* The CPU backend (C + OpenMP + OpenBLAS); threads from OMP_NUM_THREADS.
+ * It sets OpenBLAS to one thread, process-wide: every op, sgemm included,
+ * is parallelized with OpenMP instead (see cpu/cpu_matmul.c). */
+DfBackend *df_backend_cpu_create(DfError *err);
+void df_backend_destroy(DfBackend *be);
+
+/* --- convenience wrappers: check shapes, then dispatch ------------------- */
+
+int df_buffer_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err);
+void df_buffer_free(DfBackend *be, DfBuffer *buf);
+
+/* y[M,N] = x[M,K] W[N,K]^T (+ y when accumulate) */
+void df_op_linear(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, int m, int n, int k, int accumulate);
+void df_op_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
+                  float beta);
+void df_op_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+void df_op_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x);
+void df_op_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
+void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                int heads, int head_dim);
+void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                     const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
+void df_op_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
+void df_op_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+
+/* --- packed batches ------------------------------------------------------- */
+
+/* Checks seq_starts (seq_starts[0] = 0, strictly increasing: no empty
+ * sequence) and uploads it with the per-token positions. */
+int df_packed_batch_init(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err);
+void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be);
+
+#endif

@@ -1,0 +1,110 @@
+/* CPU backend: memory is plain host memory, activations and weights fp32. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "backend/cpu/cpu_ops.h"
+
+static DfCpuState *state(DfBackend *be) {
+    return (DfCpuState *)be->impl;
+}
+
+void df_cpu_record_failure(DfBackend *be, const char *fmt, ...) {
+    DfCpuState *st = state(be);
+#pragma omp critical(df_cpu_failure)
+    {
+        if (!st->failed) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(st->first_error.msg, sizeof st->first_error.msg, fmt, ap);
+            va_end(ap);
+            st->failed = 1;
+        }
+    }
+}
+
+static int cpu_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err) {
+    (void)be;
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->elem_size = kind == DF_BUF_I32 ? (int)sizeof(int32_t) : (int)sizeof(float);
+    out->count = count;
+    if (count == 0) return 0;
+    if (count > SIZE_MAX / 64) return df_fail(err, "cpu backend: buffer of %zu elements is too large", count);
+    /* 64-byte alignment keeps rows of SIMD loads and BLAS panels aligned */
+    size_t bytes = (count * (size_t)out->elem_size + 63) & ~(size_t)63;
+    out->ptr = aligned_alloc(64, bytes);
+    if (!out->ptr) return df_fail(err, "cpu backend: out of memory allocating %zu bytes", bytes);
+    return 0;
+}
+
+static void cpu_free(DfBackend *be, DfBuffer *buf) {
+    (void)be;
+    free(buf->ptr);
+    buf->ptr = NULL;
+}
+
+static int cpu_upload_f32(DfBackend *be, DfBuffer dst, const float *src, DfError *err) {
+    (void)be;
+    if (dst.kind == DF_BUF_I32) return df_fail(err, "cpu backend: upload_f32 into an int32 buffer");
+    if (dst.count) memcpy(dst.ptr, src, dst.count * sizeof(float));
+    return 0;
+}
+
+static int cpu_download_f32(DfBackend *be, float *dst, DfBuffer src, DfError *err) {
+    (void)be;
+    if (src.kind == DF_BUF_I32) return df_fail(err, "cpu backend: download_f32 from an int32 buffer");
+    if (src.count) memcpy(dst, src.ptr, src.count * sizeof(float));
+    return 0;
+}
+
+static int cpu_upload_i32(DfBackend *be, DfBuffer dst, const int32_t *src, DfError *err) {
+    (void)be;
+    if (dst.kind != DF_BUF_I32) return df_fail(err, "cpu backend: upload_i32 into a float buffer");
+    if (dst.count) memcpy(dst.ptr, src, dst.count * sizeof(int32_t));
+    return 0;
+}
+
+static int cpu_sync(DfBackend *be, DfError *err) {
+    DfCpuState *st = state(be);
+    if (!st->failed) return 0;
+    st->failed = 0;
+    return df_fail(err, "%s", st->first_error.msg);
+}
+
+static void cpu_destroy(DfBackend *be) {
+    free(be->impl);
+    free(be);
+}
+
+static const DfBackendOps CPU_OPS = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload_f32 = cpu_upload_f32,
+    .download_f32 = cpu_download_f32,
+    .upload_i32 = cpu_upload_i32,
+    .sync = cpu_sync,
+    .destroy = cpu_destroy,
+    .matmul = df_cpu_matmul,
+    .rmsnorm = df_cpu_rmsnorm,
+    .add_inplace = df_cpu_add_inplace,
+    .embedding = df_cpu_embedding,
+    .rope = df_cpu_rope,
+    .attention = df_cpu_attention,
+    .swiglu = df_cpu_swiglu,
+    .copy2d = df_cpu_copy2d,
+};
+
+DfBackend *df_backend_cpu_create(DfError *err) {
+    (void)err;
+    /* all parallelism comes from OpenMP; see cpu_matmul.c for why */
+    openblas_set_num_threads(1);
+    DfBackend *be = df_xcalloc(1, sizeof *be, "cpu backend");
+    be->ops = &CPU_OPS;
+    be->impl = df_xcalloc(1, sizeof(DfCpuState), "cpu backend state");
+    return be;
+}

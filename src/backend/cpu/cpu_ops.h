@@ -1,0 +1,28 @@
+/* The CPU backend's op implementations (one file per op family) and its
+ * private state. fp32 everywhere: DF_BUF_ACT is float on this backend. */
+#ifndef DF_BACKEND_CPU_CPU_OPS_H
+#define DF_BACKEND_CPU_CPU_OPS_H
+
+#include "backend/backend.h"
+
+typedef struct DfCpuState {
+    int failed;          /* a compute op met bad data since the last sync */
+    DfError first_error; /* its message */
+} DfCpuState;
+
+/* Records the first failure of a compute op (thread-safe); reported by sync. */
+void df_cpu_record_failure(DfBackend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void df_cpu_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
+                   float beta);
+void df_cpu_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+void df_cpu_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x);
+void df_cpu_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
+void df_cpu_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                 int heads, int head_dim);
+void df_cpu_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
+void df_cpu_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
+void df_cpu_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+
+#endif

@@ -1,0 +1,72 @@
+/* The target model (Qwen3 / Llama-3 decoder) over the backend op table: a
+ * forward pass over a packed batch of variable-length sequences that returns
+ * the tap features (output of chosen decoder layers) and optionally logits. */
+#ifndef DF_MODEL_TARGET_H
+#define DF_MODEL_TARGET_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "formats/model_config.h"
+
+typedef struct DfTargetLayer {
+    DfBuffer input_norm, q_proj, k_proj, v_proj, o_proj, q_norm, k_norm, post_norm, gate_proj, up_proj, down_proj;
+} DfTargetLayer;
+
+/* Activations of one forward, sized for up to `capacity` tokens; kept in the
+ * model between calls and grown when a larger batch comes. */
+typedef struct DfTargetWorkspace {
+    int capacity;
+    DfBuffer ids, x, h, q, k, v, attn, gate, up;
+} DfTargetWorkspace;
+
+void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws);
+
+typedef struct DfTargetModel {
+    DfModelConfig cfg;
+    DfBackend *be;
+    int n_layers_loaded; /* layers 0 .. n_layers_loaded-1 are in memory */
+    int has_head;        /* final norm and lm_head loaded: logits possible */
+    int layers_run;      /* decoder layers the last forward ran */
+    DfBuffer embed;      /* [V, H] */
+    DfTargetLayer *layers;
+    DfBuffer final_norm; /* [H] */
+    DfBuffer lm_head;    /* [V, H]; the embedding itself when tied */
+    int lm_head_tied;
+    DfBuffer rope_cos, rope_sin; /* F32 [rope_positions, head_dim/2] */
+    int rope_positions;
+    DfTargetWorkspace ws;
+} DfTargetModel;
+
+/* Layers a forward needs: all of them when logits are asked for, else
+ * 0 .. max(tap_layer_ids). */
+int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, int n_taps, int with_logits);
+
+/* Loads config.json and weights from a Hugging Face directory: the embedding,
+ * decoder layers 0..n_layers-1, and with_head: the final norm and lm_head.
+ * n_layers must be in 1..num_layers. Weights of any float dtype become the
+ * backend's activation dtype. */
+int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layers, int with_head, DfError *err);
+void df_target_free(DfTargetModel *m);
+
+/* Forward over a packed batch already on the backend. ids: I32 [T] checked
+ * by the caller to be < vocab_size (df_target_forward does it). Runs layers
+ * 0..max tap, or all layers and the head when logits is non-empty.
+ * features: empty, or ACT [T, n_taps*H]: tap j in columns j*H .. (j+1)*H-1.
+ * logits: empty, or ACT [T, V]. */
+int df_target_forward_batch(DfTargetModel *m, const DfPackedBatch *batch, DfBuffer ids, const int *tap_layer_ids,
+                            int n_taps, DfBuffer features, DfBuffer logits, DfError *err);
+
+/* Host-side convenience: ids[T] with T = seq_starts[n_seqs]; positions
+ * restart at 0 in each sequence. features_out [T, n_taps*H] and logits_out
+ * [T, V] are fp32 host arrays, each may be NULL. */
+int df_target_forward(DfTargetModel *m, const int32_t *ids, const int32_t *seq_starts, int n_seqs,
+                      const int *tap_layer_ids, int n_taps, float *features_out, float *logits_out, DfError *err);
+
+/* Spec section 8: sum over sequences of 2*K*P_layer*S + 2*K*S^2*nh*hd, with
+ * P_layer the q,k,v,o,gate,up,down weights and K the layers run; plus
+ * 2*S*H*V per sequence for the lm head when with_logits. */
+double df_target_forward_flops(const DfModelConfig *cfg, const int *seq_lens, int n_seqs, int n_layers,
+                               int with_logits);
+
+#endif

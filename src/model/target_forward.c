@@ -1,0 +1,189 @@
+/* The target forward over a packed batch, written once over the backend op
+ * table. One decoder layer (Qwen3 / Llama):
+ *   h = input_norm(x); q,k,v = h Wq^T, h Wk^T, h Wv^T
+ *   q, k = q_norm/k_norm per head (Qwen3); q, k = rope(q), rope(k)
+ *   x += attention(q, k, v) Wo^T
+ *   h = post_norm(x); x += (silu(h Wg^T) * h Wu^T) Wd^T
+ * The residual adds are folded into the output projections (accumulate). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/rope.h"
+#include "model/target.h"
+
+void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws) {
+    DfBuffer *bufs[] = {&ws->ids, &ws->x, &ws->h, &ws->q, &ws->k, &ws->v, &ws->attn, &ws->gate, &ws->up};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
+    ws->capacity = 0;
+}
+
+static int ensure_workspace(DfTargetModel *m, int n_tokens, DfError *err) {
+    DfTargetWorkspace *ws = &m->ws;
+    if (ws->capacity >= n_tokens) return 0;
+    df_target_workspace_free(m->be, ws);
+    const DfModelConfig *c = &m->cfg;
+    size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim, kv = (size_t)c->num_kv_heads * c->head_dim;
+    struct {
+        DfBuffer *b;
+        DfBufKind kind;
+        size_t n;
+    } want[] = {
+        {&ws->ids, DF_BUF_I32, t},        {&ws->x, DF_BUF_ACT, t * c->hidden_size},
+        {&ws->h, DF_BUF_ACT, t * c->hidden_size}, {&ws->q, DF_BUF_ACT, t * q},
+        {&ws->k, DF_BUF_ACT, t * kv},     {&ws->v, DF_BUF_ACT, t * kv},
+        {&ws->attn, DF_BUF_ACT, t * q},   {&ws->gate, DF_BUF_ACT, t * c->intermediate_size},
+        {&ws->up, DF_BUF_ACT, t * c->intermediate_size},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (df_buffer_alloc(m->be, want[i].b, want[i].kind, want[i].n, err)) {
+            df_target_workspace_free(m->be, ws);
+            return df_context(err, "target workspace for %d tokens", n_tokens);
+        }
+    ws->capacity = n_tokens;
+    return 0;
+}
+
+/* cos/sin tables covering positions 0..max_len-1, rebuilt (doubling) when a
+ * longer sequence comes. */
+static int ensure_rope_tables(DfTargetModel *m, int max_len, DfError *err) {
+    if (m->rope_positions >= max_len) return 0;
+    int n_pos = m->rope_positions ? m->rope_positions : 256;
+    while (n_pos < max_len) n_pos *= 2;
+    size_t half = (size_t)m->cfg.head_dim / 2;
+    float *c = df_xmalloc((size_t)n_pos * half * sizeof *c, "rope cos"), *s = df_xmalloc((size_t)n_pos * half * sizeof *s, "rope sin");
+    df_rope_tables(&m->cfg.rope, m->cfg.head_dim, n_pos, c, s);
+    df_buffer_free(m->be, &m->rope_cos);
+    df_buffer_free(m->be, &m->rope_sin);
+    m->rope_positions = 0;
+    int rc = df_buffer_alloc(m->be, &m->rope_cos, DF_BUF_F32, (size_t)n_pos * half, err) ||
+             m->be->ops->upload_f32(m->be, m->rope_cos, c, err) ||
+             df_buffer_alloc(m->be, &m->rope_sin, DF_BUF_F32, (size_t)n_pos * half, err) ||
+             m->be->ops->upload_f32(m->be, m->rope_sin, s, err);
+    free(c);
+    free(s);
+    if (rc) return -1;
+    m->rope_positions = n_pos;
+    return 0;
+}
+
+static void decoder_layer(DfTargetModel *m, const DfTargetLayer *l, const DfPackedBatch *batch) {
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    DfTargetWorkspace *ws = &m->ws;
+    int t = batch->n_tokens, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    int inter = c->intermediate_size;
+    float eps = (float)c->rms_norm_eps;
+    DfBuffer x = df_buffer_view(ws->x, 0, (size_t)t * hid), h = df_buffer_view(ws->h, 0, (size_t)t * hid);
+    DfBuffer q = df_buffer_view(ws->q, 0, (size_t)t * nh * hd), attn = df_buffer_view(ws->attn, 0, (size_t)t * nh * hd);
+    DfBuffer k = df_buffer_view(ws->k, 0, (size_t)t * nkv * hd), v = df_buffer_view(ws->v, 0, (size_t)t * nkv * hd);
+    DfBuffer gate = df_buffer_view(ws->gate, 0, (size_t)t * inter), up = df_buffer_view(ws->up, 0, (size_t)t * inter);
+
+    df_op_rmsnorm(be, h, x, l->input_norm, t, hid, eps);
+    df_op_linear(be, q, h, l->q_proj, t, nh * hd, hid, 0);
+    df_op_linear(be, k, h, l->k_proj, t, nkv * hd, hid, 0);
+    df_op_linear(be, v, h, l->v_proj, t, nkv * hd, hid, 0);
+    if (c->has_qk_norm) {
+        df_op_rmsnorm(be, q, q, l->q_norm, t * nh, hd, eps);
+        df_op_rmsnorm(be, k, k, l->k_norm, t * nkv, hd, eps);
+    }
+    df_op_rope(be, q, batch->positions, m->rope_cos, m->rope_sin, t, nh, hd);
+    df_op_rope(be, k, batch->positions, m->rope_cos, m->rope_sin, t, nkv, hd);
+    DfBuffer no_lse = {0};
+    no_lse.kind = DF_BUF_F32;
+    df_op_attention(be, attn, no_lse, q, k, v, batch, nh, nkv, hd, 1.0f / sqrtf((float)hd));
+    df_op_linear(be, x, attn, l->o_proj, t, hid, nh * hd, 1);
+
+    df_op_rmsnorm(be, h, x, l->post_norm, t, hid, eps);
+    df_op_linear(be, gate, h, l->gate_proj, t, inter, hid, 0);
+    df_op_linear(be, up, h, l->up_proj, t, inter, hid, 0);
+    df_op_swiglu(be, gate, gate, up);
+    df_op_linear(be, x, gate, l->down_proj, t, hid, inter, 1);
+}
+
+static int check_taps(const DfTargetModel *m, const int *taps, int n_taps, DfError *err) {
+    for (int i = 0; i < n_taps; i++)
+        if (taps[i] < 0 || taps[i] >= m->n_layers_loaded)
+            return df_fail(err, "tap layer %d is outside the %d loaded layers (model has %d)", taps[i],
+                           m->n_layers_loaded, m->cfg.num_layers);
+    return 0;
+}
+
+int df_target_forward_batch(DfTargetModel *m, const DfPackedBatch *batch, DfBuffer ids, const int *tap_layer_ids,
+                            int n_taps, DfBuffer features, DfBuffer logits, DfError *err) {
+    const DfModelConfig *c = &m->cfg;
+    DfBackend *be = m->be;
+    int t = batch->n_tokens, hid = c->hidden_size;
+    int want_logits = logits.ptr != NULL;
+    if (check_taps(m, tap_layer_ids, n_taps, err)) return -1;
+    if (want_logits && !m->has_head) return df_fail(err, "logits asked for, but the lm head was not loaded");
+    if (features.ptr && features.count < (size_t)t * n_taps * hid)
+        return df_fail(err, "feature buffer holds %zu values, need %zu", features.count, (size_t)t * n_taps * hid);
+    if (want_logits && logits.count < (size_t)t * c->vocab_size)
+        return df_fail(err, "logits buffer holds %zu values, need %zu", logits.count, (size_t)t * c->vocab_size);
+    int n_run = df_target_layers_needed(c, tap_layer_ids, n_taps, want_logits);
+    if (n_run == 0) return df_fail(err, "target forward with neither taps nor logits");
+    if (ensure_workspace(m, t, err) || ensure_rope_tables(m, batch->max_seq_len, err)) return -1;
+
+    DfBuffer x = df_buffer_view(m->ws.x, 0, (size_t)t * hid);
+    df_op_embedding(be, x, m->embed, ids, t, hid);
+    for (int l = 0; l < n_run; l++) {
+        decoder_layer(m, &m->layers[l], batch);
+        for (int j = 0; j < n_taps && features.ptr; j++)
+            if (tap_layer_ids[j] == l)
+                df_op_copy2d(be, df_buffer_view(features, (size_t)j * hid, features.count - (size_t)j * hid),
+                             n_taps * hid, x, hid, t, hid);
+    }
+    m->layers_run = n_run;
+    if (want_logits) {
+        DfBuffer h = df_buffer_view(m->ws.h, 0, (size_t)t * hid);
+        df_op_rmsnorm(be, h, x, m->final_norm, t, hid, (float)c->rms_norm_eps);
+        df_op_linear(be, logits, h, m->lm_head, t, c->vocab_size, hid, 0);
+    }
+    return be->ops->sync(be, err);
+}
+
+int df_target_forward(DfTargetModel *m, const int32_t *ids, const int32_t *seq_starts, int n_seqs,
+                      const int *tap_layer_ids, int n_taps, float *features_out, float *logits_out, DfError *err) {
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    DfPackedBatch batch;
+    if (df_packed_batch_init(&batch, be, seq_starts, n_seqs, err)) return -1;
+    int t = batch.n_tokens, rc = -1;
+    DfBuffer features = {0}, logits = {0};
+    for (int i = 0; i < t; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size) {
+            df_fail(err, "token id %d at position %d is outside the vocabulary [0, %d)", (int)ids[i], i, c->vocab_size);
+            goto done;
+        }
+    if (ensure_workspace(m, t, err) || be->ops->upload_i32(be, df_buffer_view(m->ws.ids, 0, (size_t)t), ids, err))
+        goto done;
+    if (features_out && n_taps > 0 &&
+        df_buffer_alloc(be, &features, DF_BUF_ACT, (size_t)t * n_taps * c->hidden_size, err))
+        goto done;
+    if (logits_out && df_buffer_alloc(be, &logits, DF_BUF_ACT, (size_t)t * c->vocab_size, err)) goto done;
+    if (df_target_forward_batch(m, &batch, df_buffer_view(m->ws.ids, 0, (size_t)t), tap_layer_ids, n_taps, features,
+                                logits, err))
+        goto done;
+    if (features.ptr && be->ops->download_f32(be, features_out, features, err)) goto done;
+    if (logits.ptr && be->ops->download_f32(be, logits_out, logits, err)) goto done;
+    rc = 0;
+done:
+    df_buffer_free(be, &features);
+    df_buffer_free(be, &logits);
+    df_packed_batch_free(&batch, be);
+    return rc;
+}
+
+double df_target_forward_flops(const DfModelConfig *c, const int *seq_lens, int n_seqs, int n_layers,
+                               int with_logits) {
+    double h = c->hidden_size, q = (double)c->num_heads * c->head_dim, kv = (double)c->num_kv_heads * c->head_dim;
+    double p_layer = 2 * h * q + 2 * h * kv + 3 * h * c->intermediate_size; /* q,o + k,v + gate,up,down */
+    double total = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        double s = seq_lens[i];
+        total += 2 * n_layers * p_layer * s + 2 * n_layers * s * s * q;
+        if (with_logits) total += 2 * s * h * c->vocab_size;
+    }
+    return total;
+}

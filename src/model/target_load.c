@@ -1,0 +1,124 @@
+/* Loading a target model's weights from a Hugging Face directory onto a
+ * backend: only the layers a run needs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/safetensors.h"
+#include "model/target.h"
+
+int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, int n_taps, int with_logits) {
+    if (with_logits) return cfg->num_layers;
+    int max_tap = -1;
+    for (int i = 0; i < n_taps; i++)
+        if (tap_layer_ids[i] > max_tap) max_tap = tap_layer_ids[i];
+    return max_tap + 1;
+}
+
+/* Reads one tensor of the expected shape as fp32 and uploads it. */
+static int load_weight(DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim, int64_t d0, int64_t d1,
+                       DfBuffer *out, DfError *err) {
+    int64_t shape[2] = {d0, d1};
+    float *host = df_safetensors_load_f32(st, name, ndim, shape, err);
+    if (!host) return -1;
+    size_t count = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
+    int rc = df_buffer_alloc(m->be, out, DF_BUF_ACT, count, err);
+    if (rc == 0) rc = m->be->ops->upload_f32(m->be, *out, host, err);
+    free(host);
+    if (rc) df_context(err, "uploading %s", name);
+    return rc;
+}
+
+static int load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError *err) {
+    const DfModelConfig *c = &m->cfg;
+    DfTargetLayer *l = &m->layers[i];
+    int64_t h = c->hidden_size, q = (int64_t)c->num_heads * c->head_dim, kv = (int64_t)c->num_kv_heads * c->head_dim;
+    int64_t inter = c->intermediate_size;
+    struct {
+        const char *suffix;
+        DfBuffer *dst;
+        int ndim;
+        int64_t d0, d1;
+    } w[] = {
+        {"input_layernorm.weight", &l->input_norm, 1, h, 0},
+        {"self_attn.q_proj.weight", &l->q_proj, 2, q, h},
+        {"self_attn.k_proj.weight", &l->k_proj, 2, kv, h},
+        {"self_attn.v_proj.weight", &l->v_proj, 2, kv, h},
+        {"self_attn.o_proj.weight", &l->o_proj, 2, h, q},
+        {"post_attention_layernorm.weight", &l->post_norm, 1, h, 0},
+        {"mlp.gate_proj.weight", &l->gate_proj, 2, inter, h},
+        {"mlp.up_proj.weight", &l->up_proj, 2, inter, h},
+        {"mlp.down_proj.weight", &l->down_proj, 2, h, inter},
+        {"self_attn.q_norm.weight", &l->q_norm, 1, c->head_dim, 0},
+        {"self_attn.k_norm.weight", &l->k_norm, 1, c->head_dim, 0},
+    };
+    int n = c->has_qk_norm ? 11 : 9;
+    for (int j = 0; j < n; j++) {
+        char name[256];
+        snprintf(name, sizeof name, "model.layers.%d.%s", i, w[j].suffix);
+        if (load_weight(m, st, name, w[j].ndim, w[j].d0, w[j].d1, w[j].dst, err)) return -1;
+    }
+    return 0;
+}
+
+static int load_weights(DfTargetModel *m, const DfSafetensors *st, int with_head, DfError *err) {
+    const DfModelConfig *c = &m->cfg;
+    if (load_weight(m, st, "model.embed_tokens.weight", 2, c->vocab_size, c->hidden_size, &m->embed, err)) return -1;
+    for (int i = 0; i < m->n_layers_loaded; i++)
+        if (load_layer(m, st, i, err)) return -1;
+    if (!with_head) return 0;
+    if (load_weight(m, st, "model.norm.weight", 1, c->hidden_size, 0, &m->final_norm, err)) return -1;
+    if (c->tie_word_embeddings) {
+        m->lm_head = m->embed;
+        m->lm_head_tied = 1;
+    } else if (load_weight(m, st, "lm_head.weight", 2, c->vocab_size, c->hidden_size, &m->lm_head, err)) {
+        return df_context(err, "config.json has tie_word_embeddings false");
+    }
+    m->has_head = 1;
+    return 0;
+}
+
+int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layers, int with_head, DfError *err) {
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    if (df_model_config_load(&m->cfg, dir, err)) return -1;
+    const DfModelConfig *c = &m->cfg;
+    if (c->head_dim % 2 != 0) return df_fail(err, "%s: head_dim %d is odd, RoPE needs it even", dir, c->head_dim);
+    if (c->num_heads % c->num_kv_heads != 0)
+        return df_fail(err, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", dir,
+                       c->num_heads, c->num_kv_heads);
+    if (n_layers < 1 || n_layers > c->num_layers)
+        return df_fail(err, "%s: asked for %d layers, the model has %d", dir, n_layers, c->num_layers);
+    if (with_head && n_layers != c->num_layers)
+        return df_fail(err, "%s: logits need all %d layers, asked for %d", dir, c->num_layers, n_layers);
+    DfSafetensors st;
+    if (df_safetensors_open(&st, dir, err)) return -1;
+    m->n_layers_loaded = n_layers;
+    m->layers = df_xcalloc((size_t)n_layers, sizeof *m->layers, "target layers");
+    int rc = load_weights(m, &st, with_head, err);
+    df_safetensors_close(&st);
+    if (rc) {
+        df_context(err, "loading target %s", dir);
+        df_target_free(m);
+    }
+    return rc;
+}
+
+void df_target_free(DfTargetModel *m) {
+    if (!m->be) return;
+    DfBackend *be = m->be;
+    for (int i = 0; m->layers && i < m->n_layers_loaded; i++) {
+        DfTargetLayer *l = &m->layers[i];
+        DfBuffer *w[] = {&l->input_norm, &l->q_proj,   &l->k_proj,  &l->v_proj,    &l->o_proj,   &l->q_norm,
+                         &l->k_norm,     &l->post_norm, &l->gate_proj, &l->up_proj, &l->down_proj};
+        for (size_t j = 0; j < sizeof w / sizeof w[0]; j++) df_buffer_free(be, w[j]);
+    }
+    free(m->layers);
+    if (!m->lm_head_tied) df_buffer_free(be, &m->lm_head);
+    df_buffer_free(be, &m->embed);
+    df_buffer_free(be, &m->final_norm);
+    df_buffer_free(be, &m->rope_cos);
+    df_buffer_free(be, &m->rope_sin);
+    df_target_workspace_free(be, &m->ws);
+    memset(m, 0, sizeof *m);
+}
