@@ -1,0 +1,65 @@
+/* The DFlash drafter (spec sections 3 and 4) over the backend op table:
+ * forward over the blocks of a packed batch, the weighted cross-entropy
+ * through the frozen lm head (fused, chunked: never the full [Q, V] logits),
+ * metrics, and the backward into one flat gradient buffer. */
+#ifndef DF_MODEL_DRAFTER_H
+#define DF_MODEL_DRAFTER_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "model/drafter_config.h"
+#include "model/drafter_layout.h"
+#include "train/metrics.h"
+
+/* One packed batch as the drafter sees it: the context sequences (with the
+ * target's tap features already on the backend) and the anchors of each. */
+typedef struct DfDrafterBatch {
+    int n_seqs;
+    const int32_t *seq_starts;    /* host [n_seqs + 1]: rows of the packed context */
+    const int32_t *ids;           /* host [T] */
+    const uint8_t *loss_mask;     /* host [T] */
+    DfBuffer features;            /* ACT [T, n_taps * H] on the drafter's backend */
+    const int64_t *anchor_starts; /* host [n_seqs + 1]: sequence s owns anchors[anchor_starts[s] ..] */
+    const int64_t *anchors;       /* host, positions inside their sequence, ascending */
+} DfDrafterBatch;
+
+typedef struct DfDrafterWork DfDrafterWork; /* activations kept for the backward (private) */
+
+typedef struct DfDrafter {
+    DfDrafterConfig cfg;
+    DfDrafterLayout layout;
+    DfBackend *be;
+    DfBuffer params;  /* ACT [layout.total]: every parameter, flat, in layout order */
+    DfBuffer grads;   /* F32 [layout.total]: accumulated by forward_backward */
+    DfBuffer embed;   /* frozen [V, H], shared with the target (not owned) */
+    DfBuffer lm_head; /* frozen [V, H], shared with the target (not owned) */
+    DfDrafterWork *work;
+} DfDrafter;
+
+int df_drafter_create(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
+                      DfError *err);
+void df_drafter_free(DfDrafter *d);
+
+/* Host fp32 flat arrays in layout order <-> the backend. */
+int df_drafter_set_params(DfDrafter *d, const float *flat, DfError *err);
+int df_drafter_get_grads(DfDrafter *d, float *flat, DfError *err);
+void df_drafter_zero_grads(DfDrafter *d);
+
+/* Sum of the loss weights w over every block of the batch (host only, from
+ * ids, mask and anchors): the denominator of the loss, summed over the global
+ * batch before the backward (spec section 4 step 5). */
+double df_drafter_batch_weight_sum(const DfDrafterConfig *cfg, const DfDrafterBatch *batch);
+
+/* Forward over all blocks of the batch; adds sum(w * CE) and sum(w) and the
+ * per-position argmax hits to metrics. When grad_scale != 0, also runs the
+ * backward and accumulates grads += grad_scale * d(sum w * CE)/d(params)
+ * (grad_scale = 1 / global weight sum gives the gradient of the loss). */
+int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
+                                DfError *err);
+
+/* Spec section 8: forward FLOPs of the drafter for one sequence of S context
+ * tokens with n_anchors blocks (the backward is counted by the caller). */
+double df_drafter_forward_flops(const DfDrafterConfig *cfg, int64_t seq_len, int64_t n_anchors);
+
+#endif
