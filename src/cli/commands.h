@@ -3,5 +3,6 @@
 #ifndef DF_CLI_COMMANDS_H
 #define DF_CLI_COMMANDS_H
 
+int df_cmd_prepare(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@ typedef struct Command {
 
 static const Command COMMANDS[] = {
     /* one line per command, in the order --help lists them */
+    {"prepare", "tokenize JSONL records into a token store", df_cmd_prepare},
     {NULL, NULL, NULL},
 };
 
