@@ -398,6 +398,39 @@ static void test_hash_streaming_and_sensitivity(void **state) {
     for (size_t n = 1; n < 64; n++) assert_true(df_hash64(zeros, n) != df_hash64(zeros, n - 1));
 }
 
+/* Known answers from an independent transcription of the checksum as the
+ * format comment in token_store.h documents it (Python, arbitrary precision):
+ *   M = 2**64 - 1; P1, P2, SEED = 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x9E3779B97F4A7C15
+ *   def step(v, w): v = ((v ^ w) * P1) & M; return v ^ (v >> 29)
+ *   def mix(x): x ^= x >> 33; x = (x * P2) & M; return x ^ (x >> 33)
+ *   def df_hash64(data):
+ *       lanes = [(SEED * (j + 1)) & M for j in range(4)]
+ *       padded = data + bytes(-len(data) % 8)
+ *       for k in range(len(padded) // 8):
+ *           lanes[k % 4] = step(lanes[k % 4], int.from_bytes(padded[8*k:8*k+8], "little"))
+ *       h = (len(data) * P2) & M
+ *       for v in lanes: h = step(h, mix(v))
+ *       return h
+ * over the bytes (37 * i + 11) mod 256, i = 0..n-1. */
+static void test_hash_known_answers(void **state) {
+    static const struct {
+        size_t n;
+        uint64_t hash;
+    } known[] = {
+        {0, 0x0949C66232806C86ULL},  {1, 0x05284C7FCB44A4E2ULL},  {7, 0x921941370D788A0BULL},
+        {8, 0x232753760C988B1DULL},  {31, 0xFF6279A78149B0ACULL}, {32, 0xC0CECD2D962BA5F5ULL},
+        {33, 0x7302DB7DAAF92ADFULL}, {100, 0xDAD92BCC42C6B1D8ULL}, {1000, 0xEB18561438C355BEULL},
+    };
+    unsigned char data[1000];
+    for (int i = 0; i < 1000; i++) data[i] = (unsigned char)(i * 37 + 11);
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        uint64_t h = df_hash64(data, known[k].n);
+        if (h != known[k].hash)
+            fail_msg("df_hash64 of %zu bytes: %016llx, reference %016llx", known[k].n, (unsigned long long)h,
+                     (unsigned long long)known[k].hash);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_random_access),
@@ -414,6 +447,7 @@ int main(void) {
         cmocka_unit_test(test_aborted_writer_leaves_nothing),
         cmocka_unit_test(test_failed_commit_leaves_nothing),
         cmocka_unit_test(test_hash_streaming_and_sensitivity),
+        cmocka_unit_test(test_hash_known_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
