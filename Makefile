@@ -11,7 +11,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>
 BUILD   := build
 LIB_SRC := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
-TEST_SRC := $(wildcard tests/test_*.c)
+TEST_SRC := $(filter-out tests/test_util.c,$(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON := $(BUILD)/tests/test_util.o
 

@@ -4,5 +4,6 @@
 #define DF_CLI_COMMANDS_H
 
 int df_cmd_prepare(int argc, char **argv);
+int df_cmd_tokenize(int argc, char **argv);
 
 #endif

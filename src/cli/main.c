@@ -13,6 +13,7 @@ typedef struct Command {
 static const Command COMMANDS[] = {
     /* one line per command, in the order --help lists them */
     {"prepare", "tokenize JSONL records into a token store", df_cmd_prepare},
+    {"tokenize", "encode JSONL text to token ids (or decode ids)", df_cmd_tokenize},
     {NULL, NULL, NULL},
 };
 
