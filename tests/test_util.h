@@ -9,7 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-/* Absolute path of a file in the source tree, in a static rotating buffer. */
+/* Absolute path of a file in the source tree (DFLASH_SOURCE_DIR overrides the
+ * build-time location), in a static rotating buffer. */
 const char *df_test_path(const char *relative);
 
 /* A fresh empty directory under /tmp for this test; removed by df_test_rmtree. */
