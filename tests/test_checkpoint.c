@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "model/drafter_io.h"
+#include "base/hash64.h"
 #include "train/checkpoint.h"
 #include "test_util.h"
 
@@ -404,20 +405,20 @@ static void test_hash(void **state) {
     for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)(i * 2654435761u >> 13);
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    uint64_t one = df_checkpoint_hash_bytes(buf, n);
+    uint64_t one = df_hash64_chunked(buf, n);
     omp_set_num_threads(4);
-    uint64_t four = df_checkpoint_hash_bytes(buf, n);
+    uint64_t four = df_hash64_chunked(buf, n);
     omp_set_num_threads(threads);
     assert_true(one == four);
     const size_t positions[] = {0, 7, 8, 31, 32, (1u << 20) - 1, 1u << 20, 2u << 20, n - 13, n - 1};
     for (size_t k = 0; k < sizeof positions / sizeof positions[0]; k++)
         for (int bit = 0; bit < 8; bit += 3) {
             buf[positions[k]] ^= (unsigned char)(1u << bit);
-            assert_true(df_checkpoint_hash_bytes(buf, n) != one);
+            assert_true(df_hash64_chunked(buf, n) != one);
             buf[positions[k]] ^= (unsigned char)(1u << bit);
         }
-    assert_true(df_checkpoint_hash_bytes(buf, n) == one);
-    assert_true(df_checkpoint_hash_bytes(buf, n - 1) != one); /* the length counts */
+    assert_true(df_hash64_chunked(buf, n) == one);
+    assert_true(df_hash64_chunked(buf, n - 1) != one); /* the length counts */
     free(buf);
 }
 

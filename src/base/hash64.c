@@ -1,6 +1,9 @@
 #include "base/hash64.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/error.h"
 
 #define HASH_P1 0xFF51AFD7ED558CCDull
 #define HASH_P2 0xC4CEB9FE1A85EC53ull
@@ -75,4 +78,30 @@ uint64_t df_hash64(const void *data, size_t n) {
     df_hash64_init(&h);
     df_hash64_update(&h, data, n);
     return df_hash64_final(&h);
+}
+
+uint64_t df_hash64_mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+#define HASH_CHUNK ((size_t)1 << 20)
+
+uint64_t df_hash64_chunked(const void *data, size_t n) {
+    const unsigned char *p = data;
+    size_t n_chunks = (n + HASH_CHUNK - 1) / HASH_CHUNK;
+    uint64_t *chunk = df_xmalloc((n_chunks ? n_chunks : 1) * sizeof *chunk, "checksum");
+#pragma omp parallel for schedule(static) if (n_chunks > 1)
+    for (size_t c = 0; c < n_chunks; c++) {
+        size_t begin = c * HASH_CHUNK, len = n - begin < HASH_CHUNK ? n - begin : HASH_CHUNK;
+        chunk[c] = df_hash64(p + begin, len);
+    }
+    uint64_t h = df_hash64_mix((uint64_t)n ^ HASH_SEED);
+    for (size_t c = 0; c < n_chunks; c++) h = df_hash64_mix(h ^ chunk[c]);
+    free(chunk);
+    return h;
 }

@@ -29,4 +29,12 @@ void df_hash64_update(DfHash64 *h, const void *data, size_t n);
 uint64_t df_hash64_final(const DfHash64 *h);
 uint64_t df_hash64(const void *data, size_t n);
 
+/* For large buffers (checkpoints): df_hash64 of each 1 MiB chunk, computed in
+ * parallel, folded in order with the total length through df_hash64_mix. The
+ * result does not depend on the thread count. */
+uint64_t df_hash64_chunked(const void *data, size_t n);
+
+/* A bijective 64-bit finaliser (splitmix64's): spreads every input bit. */
+uint64_t df_hash64_mix(uint64_t x);
+
 #endif

@@ -3,6 +3,8 @@
  * rotated only after the new one is durable. */
 #include "train/checkpoint.h"
 
+#include "base/hash64.h"
+
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -24,62 +26,10 @@
 
 /* --------------------------------------------------------------- checksum */
 
-#define HASH_K1 0x9E3779B97F4A7C15ull
-#define HASH_K2 0xC2B2AE3D27D4EB4Full
-#define HASH_K3 0x165667B19E3779F9ull
-#define HASH_CHUNK ((size_t)1 << 20)
+/* Start value of the checkpoint checksum (any fixed constant). */
+#define CHECKSUM_START 0x165667B19E3779F9ull
 
-static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-/* A bijective finaliser (the splitmix64 constants): spreads every input bit. */
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
-static uint64_t lane_round(uint64_t lane, uint64_t word) { return rotl64(lane + word * HASH_K2, 31) * HASH_K1; }
-
-/* One chunk: four independent lanes (so that the multiplies overlap), the
- * zero-padded tail word and the length folded in at the end. */
-static uint64_t hash_chunk(const unsigned char *p, size_t n) {
-    uint64_t lane[4] = {HASH_K1, HASH_K2, HASH_K3, HASH_K1 ^ HASH_K2};
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int l = 0; l < 4; l++) {
-            uint64_t w;
-            memcpy(&w, p + i + 8 * l, 8); /* little-endian hosts: the file's byte order */
-            lane[l] = lane_round(lane[l], w);
-        }
-    for (int l = 0; i < n; i += 8, l++) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, n - i < 8 ? n - i : 8);
-        lane[l] = lane_round(lane[l], w);
-    }
-    uint64_t h = mix64((uint64_t)n ^ HASH_K3);
-    for (int l = 0; l < 4; l++) h = mix64(h ^ lane[l]);
-    return h;
-}
-
-uint64_t df_checkpoint_hash_bytes(const void *data, size_t n) {
-    const unsigned char *p = data;
-    size_t n_chunks = (n + HASH_CHUNK - 1) / HASH_CHUNK;
-    uint64_t *chunk = df_xmalloc((n_chunks ? n_chunks : 1) * sizeof *chunk, "checksum");
-#pragma omp parallel for schedule(static) if (n_chunks > 1)
-    for (size_t c = 0; c < n_chunks; c++) {
-        size_t begin = c * HASH_CHUNK, len = n - begin < HASH_CHUNK ? n - begin : HASH_CHUNK;
-        chunk[c] = hash_chunk(p + begin, len);
-    }
-    uint64_t h = mix64((uint64_t)n ^ HASH_K1);
-    for (size_t c = 0; c < n_chunks; c++) h = mix64(h ^ chunk[c]);
-    free(chunk);
-    return h;
-}
-
-static uint64_t fold(uint64_t h, const void *data, size_t n) { return mix64(h ^ df_checkpoint_hash_bytes(data, n)); }
+static uint64_t fold(uint64_t h, const void *data, size_t n) { return df_hash64_mix(h ^ df_hash64_chunked(data, n)); }
 
 /* The metadata strings the checksum covers, in order. */
 static const char *const HASHED_METADATA[] = {"drafter_config", "loss_gamma", "options"};
@@ -211,7 +161,7 @@ static uint64_t checksum_of_outputs(const DfTensorOut *t, int n, const char *con
     const DfTensorOut **order = df_xcalloc((size_t)n, sizeof *order, "checksum order");
     for (int i = 0; i < n; i++) order[i] = &t[i];
     qsort(order, (size_t)n, sizeof *order, compare_out_ptr);
-    uint64_t h = HASH_K3;
+    uint64_t h = CHECKSUM_START;
     for (int i = 0; i < n; i++) {
         h = fold(h, order[i]->name, strlen(order[i]->name));
         h = fold(h, order[i]->data, out_nbytes(order[i]));
@@ -367,7 +317,7 @@ static int verify_file(const DfSafetensors *st, const char *path, const cJSON *m
         if (!(values[i] = meta_string(meta, HASHED_METADATA[i])))
             return df_fail(err, "%s: metadata \"%s\" is missing", path, HASHED_METADATA[i]);
     if (!stored) return df_fail(err, "%s: metadata \"checksum\" is missing", path);
-    uint64_t h = HASH_K3; /* st->tensors is sorted by name, the order the checksum uses */
+    uint64_t h = CHECKSUM_START; /* st->tensors is sorted by name, the order the checksum uses */
     for (int i = 0; i < st->n_tensors; i++) {
         h = fold(h, st->tensors[i].name, strlen(st->tensors[i].name));
         h = fold(h, st->tensors[i].data, st->tensors[i].nbytes);

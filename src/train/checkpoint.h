@@ -60,14 +60,9 @@ int df_checkpoint_latest_valid(const char *checkpoints_dir, const DfDrafterConfi
                                float **params, DfAdamW *opt, DfTrainProgress *progress, char **options_json,
                                char **loaded_path, DfError *err);
 
-/* The checkpoint checksum: a 64-bit hash over the tensors in name order
- * (each one's name bytes, then its data bytes), then the metadata strings
- * drafter_config, loss_gamma and options. Each byte string is hashed in
- * 1 MiB chunks (in parallel; the chunk hashes are folded in order, so the
- * result does not depend on the thread count) with four lanes over 8-byte
- * little-endian words: lane = rotl(lane + word * K2, 31) * K1. Every step
- * is a bijection of the changed word and of the state, so a change confined
- * to one 8-byte word is always detected; others with probability 1 - 2^-64. */
-uint64_t df_checkpoint_hash_bytes(const void *data, size_t n);
+/* The checkpoint checksum: df_hash64_chunked (src/base/hash64.h) of each
+ * tensor in name order (its name bytes, then its data bytes), then of the
+ * metadata strings drafter_config, loss_gamma and options, folded in order
+ * with df_hash64_mix. */
 
 #endif
