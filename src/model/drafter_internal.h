@@ -59,7 +59,7 @@ struct DfDrafterWork {
 int df_drafter_work_prepare(DfDrafter *d, int n_ctx, int n_q, DfError *err);
 /* rope tables covering positions 0 .. n_positions-1 */
 int df_drafter_work_rope(DfDrafter *d, int n_positions, DfError *err);
-int df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seqs);
+void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seqs);
 void df_drafter_work_free(DfDrafter *d);
 
 /* Views of parameter `index` in the flat params / grads. */

@@ -98,7 +98,7 @@ static void *regrow(void *p, size_t n, size_t size) {
     return df_xrealloc(p, (n ? n : 1) * size, "drafter host batch");
 }
 
-int df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seqs) {
+void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seqs) {
     if (n_q > h->host_capacity_q) {
         h->block_ids = regrow(h->block_ids, (size_t)n_q, sizeof *h->block_ids);
         h->labels = regrow(h->labels, (size_t)n_q, sizeof *h->labels);
@@ -118,7 +118,6 @@ int df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seq
         h->block_starts = regrow(h->block_starts, (size_t)n_seqs + 1, sizeof *h->block_starts);
         h->host_capacity_seqs = n_seqs + 1;
     }
-    return 0;
 }
 
 void df_drafter_work_free(DfDrafter *d) {
