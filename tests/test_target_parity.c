@@ -150,6 +150,28 @@ static void test_coder_tiny_default_taps_run_only_needed_layers(void **state) {
 }
 
 /* Packed batch equals each sequence run alone (positions restart at 0). */
+/* The untied lm head loads with only the first layers (drafter training needs
+ * it, not the last layers); logits are then refused, taps still work. */
+static void test_head_without_all_layers(void **state) {
+    (void)state;
+    DfTargetModel m;
+    DfBackend *be;
+    DfError err;
+    load_model(&m, &be, "tests/fixtures/target/llama3-random", 2, 1);
+    assert_true(m.has_head);
+    assert_int_equal(m.n_layers_loaded, 2);
+    assert_false(m.lm_head_tied);
+    assert_true(m.lm_head.ptr != m.embed.ptr);
+    int32_t ids[3] = {5, 17, 300}, starts[2] = {0, 3};
+    int tap = 1;
+    float features[3 * 64], logits[3 * 320];
+    assert_int_equal(df_target_forward(&m, ids, starts, 1, &tap, 1, features, NULL, &err), 0);
+    assert_int_equal(df_target_forward(&m, ids, starts, 1, &tap, 1, NULL, logits, &err), -1);
+    assert_non_null(strstr(err.msg, "logits need all 3 layers"));
+    df_target_free(&m);
+    df_backend_destroy(be);
+}
+
 static void test_packed_equals_one_at_a_time(void **state) {
     (void)state;
     DfModelConfig cfg;
@@ -274,6 +296,7 @@ int main(void) {
         cmocka_unit_test(test_coder_tiny_all_layers_and_logits),
         cmocka_unit_test(test_llama3_all_layers_and_logits),
         cmocka_unit_test(test_coder_tiny_default_taps_run_only_needed_layers),
+        cmocka_unit_test(test_head_without_all_layers),
         cmocka_unit_test(test_packed_equals_one_at_a_time),
         cmocka_unit_test(test_bad_token_id_is_refused),
         cmocka_unit_test(test_flop_count_matches_spec_formula),

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "cli/args.h"
 #include "cli/bench_data.h"
+#include "cli/bench_drafter.h"
 #include "cli/commands.h"
 #include "model/target.h"
 #include "text/tokenizer.h"
@@ -137,7 +138,8 @@ int df_cmd_bench(int argc, char **argv) {
     };
     const DfCommandSpec spec = {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", NULL,
                                 "Figures: sgemm GFLOP/s (all cores), target forward tokens/s and GFLOP/s (spec "
-                                "section 8 count), tokenizer MB/s, token store random access ns.",
+                                "section 8 count), drafter training step (forward + backward) GFLOP/s, tokenizer "
+                                "MB/s, token store random access ns.",
                                 options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err = {{0}};
@@ -175,6 +177,15 @@ int df_cmd_bench(int argc, char **argv) {
            "target forward, all layers + logits", fw.tokens_per_s, fw.gflops, 100 * fw.gflops / peak, fw.layers);
     add_number(json, "target_full_tokens_per_s", fw.tokens_per_s);
     add_number(json, "target_full_gflops", fw.gflops);
+
+    DfDrafterBenchShape shape = {4, 512, 32, 16, 2, 512};
+    DfDrafterBenchResult dr;
+    if (df_bench_drafter_step(o.target, &shape, o.repeat, &dr, &err) != 0) goto fail;
+    printf("%-44s %10.1f ms/step %7.1f GFLOP/s  %5.1f%% of sgemm  (%d x %d tokens, %d anchors, B %d, %d layers)\n",
+           "drafter step (forward + backward)", dr.step_s * 1e3, dr.gflops, 100 * dr.gflops / peak, shape.n_seqs,
+           shape.seq_len, shape.num_anchors, shape.block_size, shape.layers);
+    add_number(json, "drafter_step_ms", dr.step_s * 1e3);
+    add_number(json, "drafter_step_gflops", dr.gflops);
 
     DfBenchTexts texts;
     if (df_bench_texts_load(&texts, o.data, &err) != 0) goto fail;

@@ -43,7 +43,9 @@ typedef struct DfTargetModel {
 int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, int n_taps, int with_logits);
 
 /* Loads config.json and weights from a Hugging Face directory: the embedding,
- * decoder layers 0..n_layers-1, and with_head: the final norm and lm_head.
+ * decoder layers 0..n_layers-1, and with_head: the final norm and lm_head
+ * (also with fewer layers: drafter training needs the lm head, not the last
+ * layers; logits then need all layers and are refused).
  * n_layers must be in 1..num_layers. Weights of any float dtype become the
  * backend's activation dtype. */
 int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layers, int with_head, DfError *err);

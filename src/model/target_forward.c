@@ -117,6 +117,8 @@ int df_target_forward_batch(DfTargetModel *m, const DfPackedBatch *batch, DfBuff
     int want_logits = logits.ptr != NULL;
     if (check_taps(m, tap_layer_ids, n_taps, err)) return -1;
     if (want_logits && !m->has_head) return df_fail(err, "logits asked for, but the lm head was not loaded");
+    if (want_logits && m->n_layers_loaded != c->num_layers)
+        return df_fail(err, "logits need all %d layers, %d were loaded", c->num_layers, m->n_layers_loaded);
     if (features.ptr && features.count < (size_t)t * n_taps * hid)
         return df_fail(err, "feature buffer holds %zu values, need %zu", features.count, (size_t)t * n_taps * hid);
     if (want_logits && logits.count < (size_t)t * c->vocab_size)

@@ -89,8 +89,6 @@ int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layer
                        c->num_heads, c->num_kv_heads);
     if (n_layers < 1 || n_layers > c->num_layers)
         return df_fail(err, "%s: asked for %d layers, the model has %d", dir, n_layers, c->num_layers);
-    if (with_head && n_layers != c->num_layers)
-        return df_fail(err, "%s: logits need all %d layers, asked for %d", dir, c->num_layers, n_layers);
     DfSafetensors st;
     if (df_safetensors_open(&st, dir, err)) return -1;
     m->n_layers_loaded = n_layers;
