@@ -13,7 +13,10 @@
  *
  * A plan (descriptors, layouts and the heuristic's algorithm) is built once
  * per (shape, transposes, pointer alignment) and cached: the heuristic query
- * costs far more than a launch. */
+ * costs far more than a launch. When cuBLASLt offers no algorithm (odd
+ * leading dimensions with 2-byte aligned pointers can do that), a plain
+ * kernel, one thread per output element with fp32 accumulation, is used:
+ * slow, but only such shapes ever take it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +24,7 @@
 
 struct DfMatmulPlan {
     int m, n, k, trans_a, trans_b, align;
+    int fallback; /* cuBLASLt has no algorithm: use k_matmul_fallback */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our B), B (our A), C */
     cublasLtMatmulAlgo_t algo;
@@ -89,14 +93,12 @@ static int plan_build(DfBackend *be, DfMatmulPlan *p) {
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &result,
                                                       &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
-        df_cuda_record_failure(be, __FILE__, __LINE__,
-                               "matmul: cuBLASLt has no algorithm for M=%d N=%d K=%d trans_a=%d trans_b=%d "
-                               "(alignment %d): %s",
-                               p->m, p->n, p->k, p->trans_a, p->trans_b, p->align, cublasLtGetStatusString(s));
-        return -1;
-    }
-    p->algo = result.algo;
+    if (s == CUBLAS_STATUS_SUCCESS && found > 0)
+        p->algo = result.algo;
+    else if (s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED)
+        p->fallback = 1;
+    else
+        LT_TRY(s);
     return 0;
 }
 
@@ -121,12 +123,34 @@ static DfMatmulPlan *plan_for(DfBackend *be, int m, int n, int k, int ta, int tb
     return p;
 }
 
+__global__ void k_matmul_fallback(__nv_bfloat16 *c, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n,
+                                  int k, int ta, int tb, float beta) {
+    size_t total = (size_t)m * n;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(idx / n), j = (int)(idx % n);
+        float acc = 0.0f;
+        for (int p = 0; p < k; p++) {
+            float av = __bfloat162float(ta ? a[(size_t)p * m + i] : a[(size_t)i * k + p]);
+            float bv = __bfloat162float(tb ? b[(size_t)j * k + p] : b[(size_t)p * n + j]);
+            acc += av * bv;
+        }
+        if (beta != 0.0f) acc += beta * __bfloat162float(c[idx]);
+        c[idx] = __float2bfloat16_rn(acc);
+    }
+}
+
 void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
                     float beta) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
     DfMatmulPlan *p = plan_for(be, m, n, k, trans_a != 0, trans_b != 0, common_alignment(a.ptr, b.ptr, c.ptr));
-    if (p) {
+    if (p && p->fallback) {
+        k_matmul_fallback<<<df_cuda_blocks((size_t)m * n, 256), 256, 0, st->stream>>>(
+            (__nv_bfloat16 *)c.ptr, (const __nv_bfloat16 *)a.ptr, (const __nv_bfloat16 *)b.ptr, m, n, k, trans_a != 0,
+            trans_b != 0, beta);
+        DF_CUDA_CHECK_LAUNCH(be, "matmul (fallback kernel)");
+    } else if (p) {
         float alpha = 1.0f;
         cublasStatus_t s = cublasLtMatmul(st->lt, p->desc, &alpha, b.ptr, p->la, a.ptr, p->lb, &beta, c.ptr, p->lc,
                                           c.ptr, p->lc, &p->algo, st->lt_workspace, st->lt_workspace_bytes,
