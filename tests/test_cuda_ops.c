@@ -334,6 +334,7 @@ static void test_copy2d(void **state) {
 static void check_attention(Fixture *f, const int *lens, int n_seqs, int heads, int kv_heads, int hd, uint64_t seed) {
     DfError err;
     int32_t starts[17] = {0};
+    assert_true(n_seqs <= 16);
     for (int s = 0; s < n_seqs; s++) starts[s + 1] = starts[s] + lens[s];
     int t = starts[n_seqs];
     DfPackedBatch bc, bg;
@@ -357,14 +358,24 @@ static void check_attention(Fixture *f, const int *lens, int n_seqs, int heads, 
 }
 
 static void test_attention(void **state) {
-    gpu_or_skip(state);
-    const int lens[] = {1, 7, 130, 300}, one[] = {1000}, many[] = {64, 65, 63, 128, 2, 129};
-    check_attention(*state, lens, 4, 4, 2, 64, 80);
-    check_attention(*state, lens, 4, 4, 2, 128, 81);
-    check_attention(*state, lens, 4, 8, 1, 64, 82);
-    check_attention(*state, lens, 4, 3, 3, 128, 83);
-    check_attention(*state, one, 1, 2, 1, 128, 84);
-    check_attention(*state, many, 6, 4, 2, 64, 85);
+    DfBackend *gpu = gpu_or_skip(state);
+    const int lens[] = {1, 7, 130, 300}, one[] = {1000}, many[] = {64, 65, 63, 128, 2, 129, 255, 256, 257};
+#ifdef DF_HAVE_CUDA
+    for (int rows = 16; rows <= 32; rows += 16) { /* both kernel shapes */
+        df_cuda_set_attention_rows_per_warp(gpu, rows);
+        uint64_t seed = 80 + (uint64_t)rows;
+        check_attention(*state, lens, 4, 4, 2, 64, seed++);
+        check_attention(*state, lens, 4, 4, 2, 128, seed++);
+        check_attention(*state, lens, 4, 8, 1, 64, seed++);
+        check_attention(*state, lens, 4, 3, 3, 128, seed++);
+        check_attention(*state, one, 1, 2, 1, 128, seed++);
+        check_attention(*state, many, 9, 4, 2, 64, seed++);
+        check_attention(*state, many, 9, 2, 1, 128, seed++);
+    }
+    df_cuda_set_attention_rows_per_warp(gpu, 16);
+#else
+    (void)gpu, (void)lens, (void)one, (void)many;
+#endif
 }
 
 /* --- the target forward ------------------------------------------------------ */

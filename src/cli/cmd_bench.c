@@ -14,6 +14,7 @@
  * --json writes the figures for bench/ records. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,47 @@ done:
     return rc;
 }
 
+/* Median TFLOP/s of the attention op alone over n_seqs x seq_len packed
+ * tokens (causal FLOPs as spec section 8 counts them: 2 S^2 nh hd per sequence). */
+static int gpu_attention_tflops(DfBackend *be, int seq_len, int n_seqs, int heads, int kv_heads, int hd, int iters,
+                                double *tflops, DfError *err) {
+    int t = seq_len * n_seqs;
+    int32_t *starts = df_xmalloc((size_t)(n_seqs + 1) * sizeof *starts, "attention starts");
+    for (int s = 0; s <= n_seqs; s++) starts[s] = s * seq_len;
+    DfPackedBatch batch;
+    DfBuffer q = {0}, k = {0}, v = {0}, o = {0}, no_lse = {0};
+    no_lse.kind = DF_BUF_F32;
+    DfCudaTimer *timer = df_cuda_timer_create(be);
+    double *ms = df_xmalloc((size_t)iters * sizeof *ms, "attention times");
+    int rc = df_packed_batch_init(&batch, be, starts, n_seqs, err);
+    free(starts);
+    if (rc) goto done_nobatch;
+    rc = -1;
+    if (!timer || df_buffer_alloc(be, &q, DF_BUF_ACT, (size_t)t * heads * hd, err) ||
+        df_buffer_alloc(be, &o, DF_BUF_ACT, (size_t)t * heads * hd, err) ||
+        df_buffer_alloc(be, &k, DF_BUF_ACT, (size_t)t * kv_heads * hd, err) ||
+        df_buffer_alloc(be, &v, DF_BUF_ACT, (size_t)t * kv_heads * hd, err) || fill_uniform(be, q, 3, err) ||
+        fill_uniform(be, k, 4, err) || fill_uniform(be, v, 5, err))
+        goto done;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int i = 0; i < 3; i++) df_op_attention(be, o, no_lse, q, k, v, &batch, heads, kv_heads, hd, scale);
+    for (int i = 0; i < iters; i++) {
+        df_cuda_timer_start(timer);
+        df_op_attention(be, o, no_lse, q, k, v, &batch, heads, kv_heads, hd, scale);
+        ms[i] = df_cuda_timer_stop(timer);
+    }
+    if (be->ops->sync(be, err)) goto done;
+    *tflops = 2.0 * seq_len * (double)seq_len * heads * hd * n_seqs / (median(ms, iters) * 1e-3) / 1e12;
+    rc = 0;
+done:
+    df_packed_batch_free(&batch, be);
+done_nobatch:
+    df_buffer_free(be, &q), df_buffer_free(be, &k), df_buffer_free(be, &v), df_buffer_free(be, &o);
+    df_cuda_timer_destroy(timer);
+    free(ms);
+    return rc;
+}
+
 typedef struct PrefillResult {
     double ms, tokens_per_s, tflops;
     int layers;
@@ -356,6 +398,13 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
         printf("  Qwen3-8B %-30s %9.1f TFLOP/s\n", shapes[i].name, tf);
         add_number(json, shapes[i].key, tf);
     }
+    for (int rows = 16; rows <= 32; rows += 16) {
+        df_cuda_set_attention_rows_per_warp(be, rows);
+        if (gpu_attention_tflops(be, o->seq_len, o->n_seqs, 32, 8, 128, 20, &tf, err)) goto done;
+        printf("  Qwen3-8B attention, %2d rows per warp   %9.1f TFLOP/s (causal, 32/8 heads of 128)\n", rows, tf);
+        add_number(json, rows == 16 ? "attention_rows16_tflops" : "attention_rows32_tflops", tf);
+    }
+    df_cuda_set_attention_rows_per_warp(be, 16);
     printf("\n");
 
     DfTargetModel m;
@@ -374,6 +423,12 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     if ((rc = df_target_init_random(&m, be, &cfg, 1234, 1, err)) != 0) goto done;
     printf("%-40s %9.1f s\n", "Qwen3-8B random weights built in", df_now_seconds() - t0);
     rc = bench_model_prefill(be, &m, "Qwen3-8B shape (random)", "qwen3_8b", o, peak, json, err);
+    if (rc == 0) { /* the other attention kernel shape, for comparison */
+        PrefillResult r;
+        df_cuda_set_attention_rows_per_warp(be, 32);
+        rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &r, err);
+        if (rc == 0) report_prefill("Qwen3-8B full, attention 32 rows/warp", "qwen3_8b_full_rows32", &r, peak, json);
+    }
     df_target_free(&m);
 done:
     df_backend_destroy(be);

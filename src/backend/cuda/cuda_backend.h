@@ -29,6 +29,11 @@ size_t df_cuda_bytes_in_use(DfBackend *be);
 size_t df_cuda_peak_bytes(DfBackend *be);
 void df_cuda_reset_peak(DfBackend *be);
 
+/* Query rows per warp of the attention kernel: 16 (64 rows per block, Q in
+ * registers; the default) or 32 (128 rows per block, every K/V fragment
+ * used twice). A tuning knob for benchmarks and tests; results agree. */
+void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
+
 /* --- timing -------------------------------------------------------------- */
 
 /* Milliseconds of the stream's work between two marks (CUDA events). */

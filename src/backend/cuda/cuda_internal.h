@@ -43,6 +43,8 @@ typedef struct DfCudaState {
 
     size_t bytes_in_use, peak_bytes;
 
+    int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
+
     int profiling;
     cudaEvent_t *prof_events; /* pairs: start, end */
     int *prof_kinds;
