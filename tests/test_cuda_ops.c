@@ -261,6 +261,7 @@ static void test_rope(void **state) {
     check_rope(*state, 37, 3, 64, 20);
     check_rope(*state, 5, 8, 128, 21);
     check_rope(*state, 11, 2, 6, 22);
+    check_rope(*state, 3, 1, 24, 23);
 }
 
 static void check_embedding(Fixture *f, int vocab, int dim, int n_tokens, uint64_t seed) {
@@ -372,7 +373,7 @@ static void test_attention(void **state) {
         check_attention(*state, many, 9, 4, 2, 64, seed++);
         check_attention(*state, many, 9, 2, 1, 128, seed++);
     }
-    df_cuda_set_attention_rows_per_warp(gpu, 16);
+    df_cuda_set_attention_rows_per_warp(gpu, 0);
 #else
     (void)gpu, (void)lens, (void)one, (void)many;
 #endif
@@ -446,6 +447,57 @@ static void test_target_forward_coder_tiny(void **state) {
     free(ids), free(starts), free(ref_layers), free(ref_logits);
 }
 
+/* dflash forward --device cuda end to end: features and logits match the
+ * CPU command's output within bf16 noise; without a GPU the command fails
+ * with a message that says so. */
+static float *command_output(const char *device, const char *in_path, const char *out_path, const char *name,
+                             int64_t rows, int64_t cols) {
+    char cmd[2048], log[4096];
+    snprintf(cmd, sizeof cmd, "%s forward --target %s --input %s --output %s --logits --device %s",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), in_path, out_path, device);
+    if (df_test_run(cmd, log, sizeof log) != 0) fail_msg("dflash forward --device %s failed: %s", device, log);
+    DfSafetensors st;
+    DfError err;
+    if (df_safetensors_open(&st, out_path, &err)) fail_msg("%s", err.msg);
+    int64_t shape[2] = {rows, cols};
+    float *x = df_safetensors_load_f32(&st, name, 2, shape, &err);
+    if (!x) fail_msg("%s", err.msg);
+    df_safetensors_close(&st);
+    return x;
+}
+
+static void test_forward_command_on_cuda(void **state) {
+    Fixture *f = *state;
+    char *dir = df_test_tmpdir("cuda_forward");
+    char in_path[512], out_path[512], cmd[2048], log[4096];
+    snprintf(in_path, sizeof in_path, "%s/ids.jsonl", dir);
+    snprintf(out_path, sizeof out_path, "%s/out.safetensors", dir);
+    df_test_write_file(in_path, "{\"ids\": [5, 17, 300, 8000, 42, 42, 7]}\n{\"ids\": [1]}\n{\"ids\": [9, 8, 7, 6]}\n");
+    if (!f->gpu) {
+        snprintf(cmd, sizeof cmd, "%s forward --target %s --input %s --output %s --device cuda", df_test_path("dflash"),
+                 df_test_path("assets/coder-tiny"), in_path, out_path);
+        assert_int_not_equal(df_test_run(cmd, log, sizeof log), 0);
+        assert_true(strstr(log, "no CUDA GPU") || strstr(log, "without CUDA"));
+        assert_false(df_test_file_exists(out_path));
+    } else {
+        DfModelConfig cfg;
+        DfError err;
+        if (df_model_config_load(&cfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
+        int64_t t = 12;
+        const char *names[2] = {"features", "logits"};
+        int64_t cols[2] = {3 * (int64_t)cfg.hidden_size, cfg.vocab_size};
+        for (int i = 0; i < 2; i++) {
+            float *g = command_output("cuda", in_path, out_path, names[i], t, cols[i]);
+            float *c = command_output("cpu", in_path, out_path, names[i], t, cols[i]);
+            double e = df_rel_error(g, c, (size_t)(t * cols[i]));
+            if (!(e < 3e-2)) fail_msg("forward --device cuda %s: relative error %g vs cpu", names[i], e);
+            free(g), free(c);
+        }
+    }
+    df_test_rmtree(dir);
+    free(dir);
+}
+
 /* --- random-weight targets ---------------------------------------------------- */
 
 static DfModelConfig tiny_random_config(void) {
@@ -504,6 +556,7 @@ int main(void) {
         cmocka_unit_test(test_copy2d),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_target_forward_coder_tiny),
+        cmocka_unit_test(test_forward_command_on_cuda),
         cmocka_unit_test(test_random_target_is_a_function_of_the_seed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

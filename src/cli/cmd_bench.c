@@ -404,7 +404,7 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
         printf("  Qwen3-8B attention, %2d rows per warp   %9.1f TFLOP/s (causal, 32/8 heads of 128)\n", rows, tf);
         add_number(json, rows == 16 ? "attention_rows16_tflops" : "attention_rows32_tflops", tf);
     }
-    df_cuda_set_attention_rows_per_warp(be, 16);
+    df_cuda_set_attention_rows_per_warp(be, 0); /* automatic, as in every forward */
     printf("\n");
 
     DfTargetModel m;
@@ -425,9 +425,9 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     rc = bench_model_prefill(be, &m, "Qwen3-8B shape (random)", "qwen3_8b", o, peak, json, err);
     if (rc == 0) { /* the other attention kernel shape, for comparison */
         PrefillResult r;
-        df_cuda_set_attention_rows_per_warp(be, 32);
+        df_cuda_set_attention_rows_per_warp(be, 16);
         rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &r, err);
-        if (rc == 0) report_prefill("Qwen3-8B full, attention 32 rows/warp", "qwen3_8b_full_rows32", &r, peak, json);
+        if (rc == 0) report_prefill("Qwen3-8B full, attention 16 rows/warp", "qwen3_8b_full_rows16", &r, peak, json);
     }
     df_target_free(&m);
 done:

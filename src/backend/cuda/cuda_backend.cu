@@ -218,7 +218,7 @@ extern "C" DfBackend *df_backend_cuda_create(int device, DfError *err) {
     be->ops = &CUDA_OPS;
     be->impl = st;
     st->device = device;
-    st->attn_rows_per_warp = 16;
+    st->attn_rows_per_warp = 0; /* automatic */
     if (init_state(st, err)) {
         df_context(err, "cuda backend on GPU %d", device);
         cuda_destroy(be);

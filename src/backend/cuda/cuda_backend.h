@@ -30,8 +30,9 @@ size_t df_cuda_peak_bytes(DfBackend *be);
 void df_cuda_reset_peak(DfBackend *be);
 
 /* Query rows per warp of the attention kernel: 16 (64 rows per block, Q in
- * registers; the default) or 32 (128 rows per block, every K/V fragment
- * used twice). A tuning knob for benchmarks and tests; results agree. */
+ * registers) or 32 (128 rows per block, every K/V fragment used twice);
+ * 0, the default, picks 32 when the batch's longest sequence has 512 tokens
+ * or more. A tuning knob for benchmarks and tests; results agree. */
 void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
 
 /* --- timing -------------------------------------------------------------- */

@@ -121,6 +121,43 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const fl
     }
 }
 
+/* The same, 8 pairs per thread: 16-byte loads of x and 2 x 16 of cos/sin. */
+__global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, int n_tokens,
+                           int heads, int half, int table_rows, DfCudaDeviceError *bad) {
+    int groups = half / 8;
+    size_t total = (size_t)n_tokens * heads * groups;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int j0 = (int)(i % groups) * 8;
+        size_t th = i / groups; /* token * heads + head */
+        int t = (int)(th / heads);
+        int p = pos[t];
+        if (p < 0 || p >= table_rows) {
+            if (atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
+                bad->value = p;
+                bad->row = t;
+                bad->limit = table_rows;
+            }
+            continue;
+        }
+        bf16 *x1 = x + th * 2 * half + j0, *x2 = x1 + half;
+        const float4 *c4 = (const float4 *)(cos_t + (size_t)p * half + j0);
+        const float4 *s4 = (const float4 *)(sin_t + (size_t)p * half + j0);
+        float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
+        const float *c = (const float *)cv, *sn = (const float *)sv;
+        Pack8 a, b, oa, ob;
+        a.u = *(const uint4 *)x1;
+        b.u = *(const uint4 *)x2;
+        for (int k = 0; k < 4; k++) {
+            float2 af = __bfloat1622float2(a.h2[k]), bf = __bfloat1622float2(b.h2[k]);
+            float c0 = c[2 * k], c1 = c[2 * k + 1], s0 = sn[2 * k], s1 = sn[2 * k + 1];
+            oa.h2[k] = __floats2bfloat162_rn(af.x * c0 - bf.x * s0, af.y * c1 - bf.y * s1);
+            ob.h2[k] = __floats2bfloat162_rn(bf.x * c0 + af.x * s0, bf.y * c1 + af.y * s1);
+        }
+        *(uint4 *)x1 = oa.u;
+        *(uint4 *)x2 = ob.u;
+    }
+}
+
 void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
                   int heads, int head_dim) {
     DfCudaState *st = df_cuda_state(be);
@@ -128,7 +165,12 @@ void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_ta
     int half = head_dim / 2;
     size_t total = (size_t)n_tokens * heads * half;
     int table_rows = (int)(cos_table.count / (size_t)half);
-    k_rope<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>((bf16 *)x.ptr, (const int32_t *)positions.ptr,
+    if (half % 8 == 0 && aligned16(x.ptr) && aligned16(cos_table.ptr) && aligned16(sin_table.ptr))
+        k_rope_vec<<<df_cuda_blocks(total / 8, 256), 256, 0, st->stream>>>(
+            (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
+            n_tokens, heads, half, table_rows, st->dev_error);
+    else
+        k_rope<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>((bf16 *)x.ptr, (const int32_t *)positions.ptr,
                                                                (const float *)cos_table.ptr,
                                                                (const float *)sin_table.ptr, n_tokens, heads, half,
                                                                table_rows, st->dev_error);
