@@ -358,12 +358,20 @@ static void check_attention(Fixture *f, const int *lens, int n_seqs, int heads, 
     free(q), free(k), free(v);
 }
 
+/* The attention kernel shape (a CUDA tuning knob; nothing to set elsewhere). */
+static void set_attention_rows(DfBackend *gpu, int rows) {
+#ifdef DF_HAVE_CUDA
+    df_cuda_set_attention_rows_per_warp(gpu, rows);
+#else
+    (void)gpu, (void)rows;
+#endif
+}
+
 static void test_attention(void **state) {
     DfBackend *gpu = gpu_or_skip(state);
     const int lens[] = {1, 7, 130, 300}, one[] = {1000}, many[] = {64, 65, 63, 128, 2, 129, 255, 256, 257};
-#ifdef DF_HAVE_CUDA
     for (int rows = 16; rows <= 32; rows += 16) { /* both kernel shapes */
-        df_cuda_set_attention_rows_per_warp(gpu, rows);
+        set_attention_rows(gpu, rows);
         uint64_t seed = 80 + (uint64_t)rows;
         check_attention(*state, lens, 4, 4, 2, 64, seed++);
         check_attention(*state, lens, 4, 4, 2, 128, seed++);
@@ -373,10 +381,7 @@ static void test_attention(void **state) {
         check_attention(*state, many, 9, 4, 2, 64, seed++);
         check_attention(*state, many, 9, 2, 1, 128, seed++);
     }
-    df_cuda_set_attention_rows_per_warp(gpu, 0);
-#else
-    (void)gpu, (void)lens, (void)one, (void)many;
-#endif
+    set_attention_rows(gpu, 0); /* automatic */
 }
 
 /* --- the target forward ------------------------------------------------------ */
