@@ -19,7 +19,9 @@ ifneq ($(and $(NVCC),$(CUDA_SRC)),)
 CFLAGS  += -DDF_HAVE_CUDA
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
-LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
+NVCCFLAGS ?= -O3
+NVCCFLAGS += -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -Xcompiler -Wall,-Wextra
 endif
 
 .PHONY: all test clean demo
@@ -38,7 +40,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O3 -std=c++17 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/tests/test_util.o: tests/test_util.c
 	@mkdir -p $(dir $@)

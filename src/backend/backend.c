@@ -22,6 +22,27 @@ DfBuffer df_buffer_view(DfBuffer b, size_t offset, size_t count) {
     return v;
 }
 
+const char *df_backend_missing_training_op(const DfBackend *be) {
+    const DfBackendOps *o = be->ops;
+    const struct {
+        const void *fn;
+        const char *name;
+    } ops[] = {
+        {(const void *)o->download_i32, "download_i32"},
+        {(const void *)o->fill_zero, "fill_zero"},
+        {(const void *)o->linear_weight_grad, "linear_weight_grad"},
+        {(const void *)o->rmsnorm_backward, "rmsnorm_backward"},
+        {(const void *)o->rope_backward, "rope_backward"},
+        {(const void *)o->swiglu_backward, "swiglu_backward"},
+        {(const void *)o->block_attention, "block_attention"},
+        {(const void *)o->block_attention_backward, "block_attention_backward"},
+        {(const void *)o->lm_head_ce, "lm_head_ce"},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!ops[i].fn) return ops[i].name;
+    return NULL;
+}
+
 void df_backend_destroy(DfBackend *be) {
     if (be) be->ops->destroy(be);
 }

@@ -202,6 +202,10 @@ struct DfBackend {
  * It sets OpenBLAS to one thread, process-wide: every op, sgemm included,
  * is parallelized with OpenMP instead (see cpu/cpu_matmul.c). */
 DfBackend *df_backend_cpu_create(DfError *err);
+
+/* Name of the first drafter-training op (download_i32 .. lm_head_ce) this
+ * backend does not implement yet, or NULL when it has them all. */
+const char *df_backend_missing_training_op(const DfBackend *be);
 void df_backend_destroy(DfBackend *be);
 
 /* --- convenience wrappers: check shapes, then dispatch ------------------- */

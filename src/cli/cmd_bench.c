@@ -4,26 +4,42 @@
  *   - the target forward (tokens/s, GFLOP/s counted per spec section 8);
  *   - tokenizer encode MB/s (one thread, and all threads);
  *   - token store random sample access (ns per access).
+ * With --device cuda[:N], the GPU figures instead:
+ *   - cuBLASLt bf16 GEMM TFLOP/s (8192^3 and the prefill's own shapes),
+ *     CUDA events, warm-up, median of many; the best of them is the
+ *     measured peak;
+ *   - the attention op alone at the Qwen3-8B shape (both kernel shapes);
+ *   - target prefill tokens/s and MFU (spec section 8 FLOPs over the measured
+ *     peak and over the nominal 989 TFLOP/s dense bf16 of an H100/H200 SXM)
+ *     for the given target (real weights) and a Qwen3-8B-shaped target with
+ *     random weights built in GPU memory; time split by op kind; peak memory.
  * --json writes the figures for bench/ records. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/select.h"
 #include "base/clock.h"
 #include "cli/args.h"
 #include "cli/bench_data.h"
 #include "cli/bench_drafter.h"
 #include "cli/commands.h"
 #include "model/target.h"
+#include "model/target_random.h"
 #include "text/tokenizer.h"
+#ifdef DF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 typedef struct BenchOptions {
     const char *target;
     const char *data;
     const char *json_out;
+    const char *device;
     int seq_len;
     int n_seqs;
     int repeat;
@@ -124,22 +140,328 @@ static void add_number(cJSON *obj, const char *name, double v) {
     cJSON_AddNumberToObject(obj, name, v);
 }
 
+#ifdef DF_HAVE_CUDA
+/* --- GPU figures (--device cuda) -------------------------------------------- */
+
+#define NOMINAL_BF16_TFLOPS 989.0 /* H100 / H200 SXM, dense bf16 */
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Uniform values in [-1, 1]: never zeros, which run faster than real data. */
+static int fill_uniform(DfBackend *be, DfBuffer b, uint64_t seed, DfError *err) {
+    size_t block = (size_t)1 << 22;
+    float *host = df_xmalloc(block * sizeof *host, "bench block");
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    int rc = 0;
+    for (size_t off = 0; off < b.count && rc == 0; off += block) {
+        size_t n = b.count - off < block ? b.count - off : block;
+        for (size_t i = 0; i < n; i++) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            host[i] = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
+        }
+        rc = be->ops->upload_f32(be, df_buffer_view(b, off, n), host, err);
+    }
+    free(host);
+    return rc;
+}
+
+/* Median TFLOP/s of y[m,n] = x[m,k] w[n,k]^T, the layout of every linear
+ * layer, timed one product at a time with CUDA events after a warm-up. */
+static int gpu_gemm_tflops(DfBackend *be, int m, int n, int k, int iters, double *tflops, DfError *err) {
+    DfBuffer x = {0}, w = {0}, y = {0};
+    DfCudaTimer *timer = df_cuda_timer_create(be);
+    double *ms = df_xmalloc((size_t)iters * sizeof *ms, "gemm times");
+    int rc = -1;
+    if (!timer) {
+        df_fail(err, "cannot create CUDA events");
+        goto done;
+    }
+    if (df_buffer_alloc(be, &x, DF_BUF_ACT, (size_t)m * k, err) || df_buffer_alloc(be, &w, DF_BUF_ACT, (size_t)n * k, err) ||
+        df_buffer_alloc(be, &y, DF_BUF_ACT, (size_t)m * n, err) || fill_uniform(be, x, 1, err) || fill_uniform(be, w, 2, err))
+        goto done;
+    for (int i = 0; i < 3; i++) df_op_linear(be, y, x, w, m, n, k, 0);
+    for (int i = 0; i < iters; i++) {
+        df_cuda_timer_start(timer);
+        df_op_linear(be, y, x, w, m, n, k, 0);
+        ms[i] = df_cuda_timer_stop(timer);
+    }
+    if (be->ops->sync(be, err)) goto done;
+    *tflops = 2.0 * m * n * k / (median(ms, iters) * 1e-3) / 1e12;
+    rc = 0;
+done:
+    df_buffer_free(be, &x), df_buffer_free(be, &w), df_buffer_free(be, &y);
+    df_cuda_timer_destroy(timer);
+    free(ms);
+    return rc;
+}
+
+/* Median TFLOP/s of the attention op alone over n_seqs x seq_len packed
+ * tokens (causal FLOPs as spec section 8 counts them: 2 S^2 nh hd per sequence). */
+static int gpu_attention_tflops(DfBackend *be, int seq_len, int n_seqs, int heads, int kv_heads, int hd, int iters,
+                                double *tflops, DfError *err) {
+    int t = seq_len * n_seqs;
+    int32_t *starts = df_xmalloc((size_t)(n_seqs + 1) * sizeof *starts, "attention starts");
+    for (int s = 0; s <= n_seqs; s++) starts[s] = s * seq_len;
+    DfPackedBatch batch;
+    DfBuffer q = {0}, k = {0}, v = {0}, o = {0}, no_lse = {0};
+    no_lse.kind = DF_BUF_F32;
+    DfCudaTimer *timer = df_cuda_timer_create(be);
+    double *ms = df_xmalloc((size_t)iters * sizeof *ms, "attention times");
+    int rc = df_packed_batch_init(&batch, be, starts, n_seqs, err);
+    free(starts);
+    if (rc) goto done_nobatch;
+    rc = -1;
+    if (!timer || df_buffer_alloc(be, &q, DF_BUF_ACT, (size_t)t * heads * hd, err) ||
+        df_buffer_alloc(be, &o, DF_BUF_ACT, (size_t)t * heads * hd, err) ||
+        df_buffer_alloc(be, &k, DF_BUF_ACT, (size_t)t * kv_heads * hd, err) ||
+        df_buffer_alloc(be, &v, DF_BUF_ACT, (size_t)t * kv_heads * hd, err) || fill_uniform(be, q, 3, err) ||
+        fill_uniform(be, k, 4, err) || fill_uniform(be, v, 5, err))
+        goto done;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int i = 0; i < 3; i++) df_op_attention(be, o, no_lse, q, k, v, &batch, heads, kv_heads, hd, scale);
+    for (int i = 0; i < iters; i++) {
+        df_cuda_timer_start(timer);
+        df_op_attention(be, o, no_lse, q, k, v, &batch, heads, kv_heads, hd, scale);
+        ms[i] = df_cuda_timer_stop(timer);
+    }
+    if (be->ops->sync(be, err)) goto done;
+    *tflops = 2.0 * seq_len * (double)seq_len * heads * hd * n_seqs / (median(ms, iters) * 1e-3) / 1e12;
+    rc = 0;
+done:
+    df_packed_batch_free(&batch, be);
+done_nobatch:
+    df_buffer_free(be, &q), df_buffer_free(be, &k), df_buffer_free(be, &v), df_buffer_free(be, &o);
+    df_cuda_timer_destroy(timer);
+    free(ms);
+    return rc;
+}
+
+typedef struct PrefillResult {
+    double ms, tokens_per_s, tflops;
+    int layers;
+    size_t peak_bytes;
+    double op_ms[DF_CUDA_OP_KINDS];
+} PrefillResult;
+
+/* Buffers of one packed prefill batch on the GPU. */
+typedef struct PrefillBatch {
+    DfPackedBatch batch;
+    DfBuffer ids, features, logits;
+    int *lens;
+} PrefillBatch;
+
+static void prefill_batch_free(DfBackend *be, PrefillBatch *p) {
+    df_packed_batch_free(&p->batch, be);
+    df_buffer_free(be, &p->ids), df_buffer_free(be, &p->features), df_buffer_free(be, &p->logits);
+    free(p->lens);
+}
+
+static int prefill_batch_init(DfBackend *be, const DfModelConfig *cfg, int seq_len, int n_seqs, int with_logits,
+                              PrefillBatch *p, DfError *err) {
+    memset(p, 0, sizeof *p);
+    int t = seq_len * n_seqs;
+    int32_t *ids = df_xmalloc((size_t)t * sizeof *ids, "bench ids");
+    int32_t *starts = df_xmalloc((size_t)(n_seqs + 1) * sizeof *starts, "bench starts");
+    p->lens = df_xmalloc((size_t)n_seqs * sizeof *p->lens, "bench lens");
+    for (int i = 0; i < t; i++) ids[i] = (int32_t)((i * 7919u + 13u) % (unsigned)(cfg->vocab_size - 2));
+    for (int s = 0; s <= n_seqs; s++) starts[s] = s * seq_len;
+    for (int s = 0; s < n_seqs; s++) p->lens[s] = seq_len;
+    int rc = df_packed_batch_init(&p->batch, be, starts, n_seqs, err) ||
+             df_buffer_alloc(be, &p->ids, DF_BUF_I32, (size_t)t, err) || be->ops->upload_i32(be, p->ids, ids, err) ||
+             df_buffer_alloc(be, &p->features, DF_BUF_ACT, (size_t)t * 3 * cfg->hidden_size, err) ||
+             (with_logits && df_buffer_alloc(be, &p->logits, DF_BUF_ACT, (size_t)t * cfg->vocab_size, err));
+    free(ids);
+    free(starts);
+    return rc ? -1 : 0;
+}
+
+/* Median prefill time over `repeat` runs after a warm-up, then one more run
+ * with every op bracketed by events for the split by op kind. */
+static int gpu_prefill(DfBackend *be, DfTargetModel *m, int seq_len, int n_seqs, int with_logits, int repeat,
+                       PrefillResult *r, DfError *err) {
+    memset(r, 0, sizeof *r);
+    int taps[3];
+    df_default_target_layer_ids(m->cfg.num_layers, 3, taps);
+    PrefillBatch p;
+    DfCudaTimer *timer = df_cuda_timer_create(be);
+    double *ms = df_xmalloc((size_t)repeat * sizeof *ms, "prefill times");
+    int rc = -1;
+    if (!timer) {
+        df_fail(err, "cannot create CUDA events");
+        goto done;
+    }
+    if (prefill_batch_init(be, &m->cfg, seq_len, n_seqs, with_logits, &p, err)) goto done_batch;
+    if (df_target_forward_batch(m, &p.batch, p.ids, taps, 3, p.features, p.logits, err)) goto done_batch;
+    for (int i = 0; i < repeat; i++) {
+        df_cuda_timer_start(timer);
+        if (df_target_forward_batch(m, &p.batch, p.ids, taps, 3, p.features, p.logits, err)) goto done_batch;
+        ms[i] = df_cuda_timer_stop(timer);
+    }
+    df_cuda_profile_enable(be, 1);
+    rc = df_target_forward_batch(m, &p.batch, p.ids, taps, 3, p.features, p.logits, err);
+    df_cuda_profile_enable(be, 0);
+    if (rc == 0) rc = df_cuda_profile_read(be, r->op_ms, err);
+    if (rc == 0) {
+        r->ms = median(ms, repeat);
+        r->layers = m->layers_run;
+        r->tokens_per_s = (double)seq_len * n_seqs / (r->ms * 1e-3);
+        r->tflops = df_target_forward_flops(&m->cfg, p.lens, n_seqs, m->layers_run, with_logits) / (r->ms * 1e-3) / 1e12;
+        r->peak_bytes = df_cuda_peak_bytes(be);
+    }
+done_batch:
+    prefill_batch_free(be, &p);
+done:
+    df_cuda_timer_destroy(timer);
+    free(ms);
+    return rc;
+}
+
+static void report_prefill(const char *label, const char *key, const PrefillResult *r, double peak, cJSON *json) {
+    printf("%-40s %9.0f tokens/s %8.2f ms %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of 989  (%d layers)\n", label,
+           r->tokens_per_s, r->ms, r->tflops, 100 * r->tflops / peak, 100 * r->tflops / NOMINAL_BF16_TFLOPS, r->layers);
+    double total = 0;
+    for (int k = 0; k < DF_CUDA_OP_KINDS; k++) total += r->op_ms[k];
+    printf("%-40s", "    time by op kind");
+    for (int k = 0; k < DF_CUDA_OP_KINDS; k++)
+        if (r->op_ms[k] > 0) printf(" %s %.1f%%", df_cuda_op_kind_name(k), 100 * r->op_ms[k] / total);
+    printf("\n");
+    char name[128];
+    const struct {
+        const char *suffix;
+        double v;
+    } fig[] = {{"tokens_per_s", r->tokens_per_s}, {"ms", r->ms}, {"tflops", r->tflops},
+               {"mfu_measured_peak", r->tflops / peak}, {"mfu_nominal_989", r->tflops / NOMINAL_BF16_TFLOPS},
+               {"peak_gib", r->peak_bytes / 1073741824.0}};
+    for (size_t i = 0; i < sizeof fig / sizeof fig[0]; i++) {
+        snprintf(name, sizeof name, "%s_%s", key, fig[i].suffix);
+        add_number(json, name, fig[i].v);
+    }
+}
+
+/* A target of Qwen3-8B's shape (config.json of Qwen/Qwen3-8B). */
+static DfModelConfig qwen3_8b_shape(void) {
+    DfModelConfig c;
+    memset(&c, 0, sizeof c);
+    c.arch = DF_ARCH_QWEN3;
+    snprintf(c.architecture_name, sizeof c.architecture_name, "Qwen3ForCausalLM");
+    c.hidden_size = 4096, c.intermediate_size = 12288, c.num_layers = 36, c.num_heads = 32, c.num_kv_heads = 8;
+    c.head_dim = 128, c.vocab_size = 151936, c.max_position_embeddings = 40960, c.rms_norm_eps = 1e-6;
+    c.rope.theta = 1e6, c.rope.type = DF_ROPE_DEFAULT, c.has_qk_norm = 1, c.tie_word_embeddings = 0;
+    c.bos_token_id = -1;
+    return c;
+}
+
+/* Both prefill variants (taps only; all layers + logits) of one model. */
+static int bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name, const char *key,
+                               const BenchOptions *o, double peak, cJSON *json, DfError *err) {
+    PrefillResult r;
+    char label[96], jkey[96];
+    for (int with_logits = 0; with_logits < 2; with_logits++) {
+        if (gpu_prefill(be, m, o->seq_len, o->n_seqs, with_logits, o->repeat, &r, err)) return -1;
+        snprintf(label, sizeof label, "%s, %s", name, with_logits ? "all layers + logits" : "taps only");
+        snprintf(jkey, sizeof jkey, "%s_%s", key, with_logits ? "full" : "taps");
+        report_prefill(label, jkey, &r, peak, json);
+    }
+    printf("%-40s %9.2f GiB (weights, activations, workspaces)\n", "    peak GPU memory", r.peak_bytes / 1073741824.0);
+    return 0;
+}
+
+static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
+    DfBackend *be = df_backend_create(o->device, err);
+    if (!be) return -1;
+    char desc[256];
+    df_cuda_describe(be, desc, sizeof desc);
+    int t = o->seq_len * o->n_seqs;
+    printf("dflash bench on %s: %s; prefill batches of %d x %d tokens\n\n", o->device, desc, o->n_seqs, o->seq_len);
+    cJSON_AddStringToObject(json, "gpu", desc);
+    int rc = -1;
+    double peak = 0, tf = 0;
+    if (gpu_gemm_tflops(be, 8192, 8192, 8192, 50, &peak, err)) goto done;
+    printf("%-40s %9.1f TFLOP/s (nominal %.0f)\n", "cuBLASLt bf16 GEMM 8192^3", peak, NOMINAL_BF16_TFLOPS);
+    add_number(json, "gemm_8192_tflops", peak);
+    const struct {
+        const char *name, *key;
+        int n, k;
+    } shapes[] = {{"q, o proj   [T x 4096 x 4096]", "gemm_qo_tflops", 4096, 4096},
+                  {"k, v proj   [T x 1024 x 4096]", "gemm_kv_tflops", 1024, 4096},
+                  {"gate, up    [T x 12288 x 4096]", "gemm_gate_up_tflops", 12288, 4096},
+                  {"down        [T x 4096 x 12288]", "gemm_down_tflops", 4096, 12288},
+                  {"lm head     [T x 151936 x 4096]", "gemm_lm_head_tflops", 151936, 4096}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (gpu_gemm_tflops(be, t, shapes[i].n, shapes[i].k, 20, &tf, err)) goto done;
+        printf("  Qwen3-8B %-30s %9.1f TFLOP/s\n", shapes[i].name, tf);
+        add_number(json, shapes[i].key, tf);
+        if (tf > peak) peak = tf;
+    }
+    printf("%-40s %9.1f TFLOP/s (the best GEMM above: MFU's measured reference)\n", "measured peak", peak);
+    add_number(json, "gemm_peak_tflops", peak);
+    for (int rows = 16; rows <= 32; rows += 16) {
+        df_cuda_set_attention_rows_per_warp(be, rows);
+        if (gpu_attention_tflops(be, o->seq_len, o->n_seqs, 32, 8, 128, 20, &tf, err)) goto done;
+        printf("  Qwen3-8B attention, %2d rows per warp   %9.1f TFLOP/s (causal, 32/8 heads of 128)\n", rows, tf);
+        add_number(json, rows == 16 ? "attention_rows16_tflops" : "attention_rows32_tflops", tf);
+    }
+    df_cuda_set_attention_rows_per_warp(be, 0); /* automatic, as in every forward */
+    printf("\n");
+
+    DfTargetModel m;
+    DfModelConfig cfg;
+    if (df_model_config_load(&cfg, o->target, err)) goto done;
+    df_cuda_reset_peak(be);
+    if (df_target_load(&m, be, o->target, cfg.num_layers, 1, err)) goto done;
+    rc = bench_model_prefill(be, &m, o->target, "target", o, peak, json, err);
+    df_target_free(&m);
+    if (rc) goto done;
+    printf("\n");
+
+    cfg = qwen3_8b_shape();
+    df_cuda_reset_peak(be);
+    double t0 = df_now_seconds();
+    if ((rc = df_target_init_random(&m, be, &cfg, 1234, 1, err)) != 0) goto done;
+    printf("%-40s %9.1f s\n", "Qwen3-8B random weights built in", df_now_seconds() - t0);
+    rc = bench_model_prefill(be, &m, "Qwen3-8B shape (random)", "qwen3_8b", o, peak, json, err);
+    if (rc == 0) { /* the other attention kernel shape, for comparison */
+        PrefillResult r;
+        df_cuda_set_attention_rows_per_warp(be, 16);
+        rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &r, err);
+        if (rc == 0) report_prefill("Qwen3-8B full, attention 16 rows/warp", "qwen3_8b_full_rows16", &r, peak, json);
+    }
+    df_target_free(&m);
+done:
+    df_backend_destroy(be);
+    return rc;
+}
+#endif
+
 int df_cmd_bench(int argc, char **argv) {
-    BenchOptions o = {.target = "assets/coder-tiny", .data = "assets/data/code-train.jsonl", .seq_len = 1024,
-                      .n_seqs = 4, .repeat = 3};
+    /* seq_len, n_seqs, repeat 0: the device's default (CPU 4 x 1024, 3; GPU 8 x 2048, 10) */
+    BenchOptions o = {.target = "assets/coder-tiny", .data = "assets/data/code-train.jsonl", .device = "cpu"};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target, "DIR", "target model directory (default assets/coder-tiny)", 0},
         {"data", DF_OPT_STRING, &o.data, "FILE", "JSONL prompt/response text for the tokenizer and store figures "
                                                   "(default assets/data/code-train.jsonl)", 0},
-        {"seq-len", DF_OPT_INT, &o.seq_len, "N", "tokens per packed sequence in the forward (default 1024)", 0},
-        {"seqs", DF_OPT_INT, &o.n_seqs, "N", "sequences packed into one forward batch (default 4)", 0},
-        {"repeat", DF_OPT_INT, &o.repeat, "N", "timed repetitions after one warm-up; the best is kept (default 3)", 0},
+        {"seq-len", DF_OPT_INT, &o.seq_len, "N", "tokens per packed sequence in the forward (default 1024; GPU 2048)", 0},
+        {"seqs", DF_OPT_INT, &o.n_seqs, "N", "sequences packed into one forward batch (default 4; GPU 8)", 0},
+        {"repeat", DF_OPT_INT, &o.repeat, "N",
+         "timed repetitions after one warm-up; CPU keeps the best (default 3), GPU the median (default 10)", 0},
         {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
+        {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
     };
     const DfCommandSpec spec = {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", NULL,
                                 "Figures: sgemm GFLOP/s (all cores), target forward tokens/s and GFLOP/s (spec "
                                 "section 8 count), drafter training step (forward + backward) GFLOP/s, tokenizer "
-                                "MB/s, token store random access ns.",
+                                "MB/s, token store random access ns.\n"
+                                "With --device cuda: cuBLASLt bf16 GEMM TFLOP/s (peak and the prefill's shapes), "
+                                "target prefill\ntokens/s and MFU for --target and a Qwen3-8B-shaped random target, "
+                                "time by op kind, peak GPU memory.",
                                 options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err = {{0}};
@@ -148,11 +470,28 @@ int df_cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (args.help_shown) return 0;
+    int gpu = df_device_is_cuda(o.device);
+    if (!gpu && strcmp(o.device, "cpu") != 0) {
+        fprintf(stderr, "dflash: bench: unknown --device '%s' (expected cpu, cuda or cuda:N)\n", o.device);
+        return 2;
+    }
+    if (o.seq_len == 0) o.seq_len = gpu ? 2048 : 1024;
+    if (o.n_seqs == 0) o.n_seqs = gpu ? 8 : 4;
+    if (o.repeat == 0) o.repeat = gpu ? 10 : 3;
     if (o.seq_len < 1 || o.n_seqs < 1 || o.repeat < 1) {
         fprintf(stderr, "dflash: bench: --seq-len, --seqs and --repeat must be positive\n");
         return 2;
     }
     cJSON *json = cJSON_CreateObject();
+    if (gpu) {
+#ifdef DF_HAVE_CUDA
+        if (run_gpu_bench(&o, json, &err) != 0) goto fail;
+        goto write_json;
+#else
+        df_fail(&err, "--device %s: this dflash was built without CUDA", o.device);
+        goto fail;
+#endif
+    }
     printf("dflash bench on %d threads\n\n", omp_get_max_threads());
 
     DfModelConfig cfg;
@@ -208,6 +547,9 @@ int df_cmd_bench(int argc, char **argv) {
     if (rc != 0) goto fail;
     printf("%-44s %10.1f ns per random sample access\n", "token store", ns);
     add_number(json, "store_random_access_ns", ns);
+#ifdef DF_HAVE_CUDA
+write_json:
+#endif
 
     if (o.json_out) {
         char *text = cJSON_Print(json);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/buffer.h"
+#include "backend/select.h"
 #include "base/clock.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -113,7 +114,7 @@ static int write_output(const char *path, const char *target, const ForwardInput
 }
 
 static int run_forward(const char *target, const char *input, const char *output, const char *layers, int want_logits,
-                       DfError *err) {
+                       const char *device, DfError *err) {
     DfModelConfig cfg;
     if (df_model_config_load(&cfg, target, err)) return -1;
     int taps[MAX_TAPS], n_taps = 3;
@@ -128,7 +129,7 @@ static int run_forward(const char *target, const char *input, const char *output
     float *features = NULL, *logits = NULL;
     int rc = -1;
     if (read_input(input, cfg.vocab_size, &in, err)) goto done;
-    if (!(be = df_backend_cpu_create(err))) goto done;
+    if (!(be = df_backend_create(device, err))) goto done;
     int n_layers = df_target_layers_needed(&cfg, taps, n_taps, want_logits);
     if (df_target_load(&model, be, target, n_layers, want_logits, err)) goto done;
     size_t t = in.ids.len;
@@ -155,7 +156,7 @@ done:
 }
 
 int df_cmd_forward(int argc, char **argv) {
-    const char *target = NULL, *input = NULL, *output = NULL, *layers = NULL;
+    const char *target = NULL, *input = NULL, *output = NULL, *layers = NULL, *device = "cpu";
     int want_logits = 0;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &target, "DIR", "Hugging Face model directory (config.json + safetensors)", 1},
@@ -163,6 +164,7 @@ int df_cmd_forward(int argc, char **argv) {
         {"output", DF_OPT_STRING, &output, "FILE", "safetensors file to write", 1},
         {"layers", DF_OPT_STRING, &layers, "LIST", "tap layers, e.g. 1,3,5 (default: the spec's 3 default taps)", 0},
         {"logits", DF_OPT_FLAG, &want_logits, NULL, "also run the final norm and lm head, write logits [T, V]", 0},
+        {"device", DF_OPT_STRING, &device, "DEV", "cpu (default), cuda or cuda:N (bf16 on the GPU)", 0},
     };
     const DfCommandSpec spec = {
         "forward", "run the target on token ids, write tap features (and logits)", NULL,
@@ -177,7 +179,7 @@ int df_cmd_forward(int argc, char **argv) {
         return 2;
     }
     if (args.help_shown) return 0;
-    if (run_forward(target, input, output, layers, want_logits, &err)) {
+    if (run_forward(target, input, output, layers, want_logits, device, &err)) {
         fprintf(stderr, "dflash forward: %s\n", err.msg);
         return 1;
     }

@@ -20,6 +20,10 @@ DfBuffer df_drafter_grad(const DfDrafter *d, int index) {
 int df_drafter_create(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
                       DfError *err) {
     memset(d, 0, sizeof *d);
+    const char *missing = df_backend_missing_training_op(be);
+    if (missing)
+        return df_fail(err, "drafter: the %s backend does not implement drafter training yet (no '%s' op)",
+                       be->ops->name, missing);
     size_t table = (size_t)cfg->vocab_size * cfg->hidden_size;
     if (embed.kind != DF_BUF_ACT || embed.count != table || lm_head.kind != DF_BUF_ACT || lm_head.count != table)
         return df_fail(err, "drafter: embedding and lm head must both be [%d, %d] activation buffers (got %zu and %zu values)",

@@ -1,0 +1,330 @@
+/* Causal GQA attention over a packed batch, flash-style (FlashAttention-2
+ * scheme, written here from the published algorithm): a block of 4 warps
+ * owns 64 (or 128) query rows of one (sequence, head); it walks the
+ * key/value tiles of 64 rows from the sequence start up to the diagonal,
+ * keeping a running row max and row sum (online softmax, fp32, base-2
+ * exponentials), so no score matrix larger than a block's rows x 64 ever
+ * exists, and only in registers.
+ *
+ * Tensor cores: S = Q K^T and O += P V are mma.sync m16n8k16 (bf16 in, fp32
+ * accumulate); each warp owns 16 (or 32) query rows. With 16, Q stays in
+ * registers as mma A fragments; K and V tiles are double-buffered in shared memory, filled with
+ * cp.async (rows past the sequence end are zero-filled, never read), read
+ * with ldmatrix (V with .trans, since PV needs V as the column operand). The
+ * probabilities P go from the S accumulators straight into A fragments: the
+ * m16n8 accumulator layout of two adjacent n-tiles is the m16k16 A layout.
+ * Rows are padded by 16 bytes so that the 8 row addresses of an ldmatrix
+ * fall in different banks.
+ *
+ * Grid: x = query tile (reversed: the longest tiles, near sequence ends,
+ * start first), y = head, z = sequence; tiles past a sequence's end exit. */
+#include <math.h>
+
+#include "backend/cuda/cuda_internal.h"
+
+typedef __nv_bfloat16 bf16;
+
+#define BN 64 /* key rows per tile */
+#define WARPS 4
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared; src_bytes 0 zero-fills without reading. */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+/* c += a b for one m16n8k16 tile */
+__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+/* Rows row0 .. row0+ROWS-1 of a [len, ld] head slice into shared [ROWS][SD]. */
+template <int D, int ROWS>
+__device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *base, int ld, int row0, int len) {
+    constexpr int SD = D + 8, CHUNKS = D / 8;
+    for (int c = threadIdx.x; c < ROWS * CHUNKS; c += WARPS * 32) {
+        int r = c / CHUNKS, col = (c % CHUNKS) * 8;
+        int row = row0 + r;
+        bool ok = row < len;
+        cp_async16(dst + r * SD + col, ok ? base + (size_t)row * ld + col : base, ok ? 16 : 0);
+    }
+}
+
+/* MT: m-tiles of 16 query rows per warp. MT 1 keeps Q's fragments in
+ * registers; MT 2 (128 rows per block) reloads them from shared memory at
+ * each k-step but reuses every K and V fragment for two m-tiles. */
+template <int D, int MT>
+__global__ void __launch_bounds__(WARPS * 32) k_flash_attention(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
+                                                                 const bf16 *v, const int32_t *seq_starts,
+                                                                 int n_tokens, int heads, int kv_heads,
+                                                                 float scale_log2) {
+    constexpr int SD = D + 8, KSTEPS = D / 16, DTILES = D / 8, BMT = WARPS * 16 * MT;
+    constexpr bool Q_IN_REGS = MT == 1;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *sq = (bf16 *)smem_raw;
+    bf16 *sk = sq + BMT * SD;     /* [2][BN][SD] */
+    bf16 *sv = sk + 2 * BN * SD;  /* [2][BN][SD] */
+
+    int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, s = blockIdx.z;
+    int t0 = seq_starts[s], len = seq_starts[s + 1] - t0;
+    int q0 = tile * BMT;
+    if (q0 >= len) return;
+    int kvh = h / (heads / kv_heads);
+    int ldq = heads * D, ldk = kv_heads * D;
+    const bf16 *qb = q + (size_t)t0 * ldq + (size_t)h * D;
+    const bf16 *kb = k + (size_t)t0 * ldk + (size_t)kvh * D;
+    const bf16 *vb = v + (size_t)t0 * ldk + (size_t)kvh * D;
+
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    int kv_end = len < q0 + BMT ? len : q0 + BMT;
+    int n_kv = (kv_end + BN - 1) / BN; /* key tiles up to the block's last row */
+    int wrow0 = q0 + warp * 16 * MT;  /* this warp's first row, in the sequence */
+
+    load_tile<D, BMT>(sq, qb, ldq, q0, len);
+    load_tile<D, BN>(sk, kb, ldk, 0, len);
+    load_tile<D, BN>(sv, vb, ldk, 0, len);
+    cp_async_commit();
+
+    uint32_t qf[Q_IN_REGS ? KSTEPS : 1][4];
+    float o[MT][DTILES][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int d = 0; d < DTILES; d++) o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.0f;
+    /* per m-tile, this thread's rows g and g + 8 */
+    float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) m_run[mt][0] = m_run[mt][1] = -INFINITY, l_run[mt][0] = l_run[mt][1] = 0.0f;
+
+    for (int j = 0; j < n_kv; j++) {
+        int buf = j & 1;
+        if (j + 1 < n_kv) {
+            load_tile<D, BN>(sk + (buf ^ 1) * BN * SD, kb, ldk, (j + 1) * BN, len);
+            load_tile<D, BN>(sv + (buf ^ 1) * BN * SD, vb, ldk, (j + 1) * BN, len);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (Q_IN_REGS && j == 0) {
+#pragma unroll
+            for (int kk = 0; kk < (Q_IN_REGS ? KSTEPS : 1); kk++)
+                ldmatrix_x4(qf[kk], sq + (warp * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+        }
+        /* a warp whose rows all precede this key tile has nothing to do in it */
+        if (j * BN <= wrow0 + 16 * MT - 1) {
+            const bf16 *skb = sk + buf * BN * SD, *svb = sv + buf * BN * SD;
+
+            /* S = Q K^T: per m-tile 16 rows x BN keys, as n-tiles of 8 keys */
+            float sc[MT][BN / 8][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < BN / 8; n++) sc[mt][n][0] = sc[mt][n][1] = sc[mt][n][2] = sc[mt][n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS; kk++) {
+                uint32_t qa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    if (Q_IN_REGS) {
+#pragma unroll
+                        for (int r = 0; r < 4; r++) qa[mt][r] = qf[Q_IN_REGS ? kk : 0][r];
+                    } else {
+                        ldmatrix_x4(qa[mt], sq + (warp * 16 * MT + mt * 16 + (lane & 15)) * SD + kk * 16 +
+                                                (lane >> 4) * 8);
+                    }
+                }
+#pragma unroll
+                for (int np = 0; np < BN / 16; np++) {
+                    uint32_t b[4];
+                    ldmatrix_x4(b, skb + (np * 16 + (lane & 7) + ((lane >> 4) & 1) * 8) * SD + kk * 16 +
+                                       ((lane >> 3) & 1) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma_bf16(sc[mt][2 * np], qa[mt], b[0], b[1]);
+                        mma_bf16(sc[mt][2 * np + 1], qa[mt], b[2], b[3]);
+                    }
+                }
+            }
+
+            /* scale to base 2, mask keys past each row, online softmax */
+            bool need_mask = (j + 1) * BN - 1 > wrow0;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                int row_a = wrow0 + mt * 16 + g, row_b = row_a + 8;
+                float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+                for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float x = sc[mt][n][e] * scale_log2;
+                        int key = j * BN + n * 8 + 2 * tq + (e & 1);
+                        if (need_mask && key > (e < 2 ? row_a : row_b)) x = -INFINITY;
+                        sc[mt][n][e] = x;
+                        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                    }
+                float alpha[2];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                    /* finite: key 0 of tile 0 is visible to every row, and tile 0 comes first */
+                    float m_new = fmaxf(m_run[mt][r], mx[r]);
+                    alpha[r] = fast_exp2(m_run[mt][r] - m_new);
+                    m_run[mt][r] = m_new;
+                    l_run[mt][r] *= alpha[r];
+                }
+#pragma unroll
+                for (int n = 0; n < BN / 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float p = fast_exp2(sc[mt][n][e] - m_run[mt][e >> 1]);
+                        sc[mt][n][e] = p;
+                        l_run[mt][e >> 1] += p;
+                    }
+#pragma unroll
+                for (int d = 0; d < DTILES; d++) {
+                    o[mt][d][0] *= alpha[0];
+                    o[mt][d][1] *= alpha[0];
+                    o[mt][d][2] *= alpha[1];
+                    o[mt][d][3] *= alpha[1];
+                }
+            }
+
+            /* O += P V: P's accumulators become A fragments, 16 keys per k-step */
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                uint32_t pa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    pa[mt][0] = pack_bf16(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
+                    pa[mt][1] = pack_bf16(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
+                    pa[mt][2] = pack_bf16(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
+                    pa[mt][3] = pack_bf16(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
+                }
+#pragma unroll
+                for (int dp = 0; dp < D / 16; dp++) {
+                    uint32_t b[4];
+                    ldmatrix_x4_trans(b, svb + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + dp * 16 +
+                                             ((lane >> 4) & 1) * 8);
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma_bf16(o[mt][2 * dp], pa[mt], b[0], b[1]);
+                        mma_bf16(o[mt][2 * dp + 1], pa[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+        __syncthreads(); /* this buffer is refilled in the next iteration */
+    }
+
+    /* finish: row sums over the quad, normalize, store valid rows */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            float l = l_run[mt][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            int row = wrow0 + mt * 16 + g + 8 * r;
+            if (row >= len) continue;
+            float inv = 1.0f / l;
+            bf16 *orow = out + (size_t)(t0 + row) * ldq + (size_t)h * D;
+#pragma unroll
+            for (int d = 0; d < DTILES; d++)
+                *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) =
+                    __floats2bfloat162_rn(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
+            if (lse && tq == 0) lse[(size_t)h * n_tokens + t0 + row] = (m_run[mt][r] + log2f(l)) * 0.69314718056f;
+        }
+    }
+}
+
+template <int D, int MT>
+static void launch(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                   const DfPackedBatch *batch, int heads, int kv_heads, float scale) {
+    DfCudaState *st = df_cuda_state(be);
+    constexpr int BMT = WARPS * 16 * MT;
+    size_t smem = (size_t)(BMT + 4 * BN) * (D + 8) * sizeof(bf16); /* Q + 2 K + 2 V tiles */
+    cudaError_t e = cudaFuncSetAttribute(k_flash_attention<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) {
+        df_cuda_record_failure(be, __FILE__, __LINE__, "attention: %zu bytes of shared memory: %s", smem,
+                               cudaGetErrorString(e));
+        return;
+    }
+    dim3 grid((unsigned)((batch->max_seq_len + BMT - 1) / BMT), (unsigned)heads, (unsigned)batch->n_seqs);
+    k_flash_attention<D, MT><<<grid, WARPS * 32, smem, st->stream>>>(
+        (bf16 *)out.ptr, (float *)lse.ptr, (const bf16 *)q.ptr, (const bf16 *)k.ptr, (const bf16 *)v.ptr,
+        (const int32_t *)batch->seq_starts.ptr, batch->n_tokens, heads, kv_heads, scale * 1.4426950408889634f);
+    DF_CUDA_CHECK_LAUNCH(be, "attention");
+}
+
+extern "C" void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows) {
+    df_cuda_state(be)->attn_rows_per_warp = rows == 16 || rows == 32 ? rows : 0;
+}
+
+/* Sequences at least this long take the 128-row blocks when the choice is
+ * automatic: on the H200 at 8 x 2048 tokens, 32/8 heads of 128, they ran the
+ * op at 261 TFLOP/s against 202 for 64-row blocks; short sequences keep the
+ * smaller blocks, which waste less on the causal diagonal and fill the GPU
+ * with more of them. */
+#define WIDE_MIN_SEQ_LEN 512
+
+void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                       const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale) {
+    df_cuda_prof_begin(be, DF_CUDA_OP_ATTENTION);
+    int rows = df_cuda_state(be)->attn_rows_per_warp;
+    bool wide = rows == 32 || (rows == 0 && batch->max_seq_len >= WIDE_MIN_SEQ_LEN);
+    if (batch->n_seqs > 65535 || heads > 65535)
+        df_cuda_record_failure(be, __FILE__, __LINE__, "attention: %d sequences x %d heads exceed the grid limits",
+                               batch->n_seqs, heads);
+    else if (((uintptr_t)q.ptr | (uintptr_t)k.ptr | (uintptr_t)v.ptr | (uintptr_t)out.ptr) & 15u)
+        df_cuda_record_failure(be, __FILE__, __LINE__, "attention: q, k, v and out must be 16-byte aligned");
+    else if (head_dim == 64 && wide)
+        launch<64, 2>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
+    else if (head_dim == 64)
+        launch<64, 1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
+    else if (head_dim == 128 && wide)
+        launch<128, 2>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
+    else if (head_dim == 128)
+        launch<128, 1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
+    else
+        df_cuda_record_failure(be, __FILE__, __LINE__, "attention: head_dim %d is not supported (64 or 128)",
+                               head_dim);
+    df_cuda_prof_end(be);
+}

@@ -1,0 +1,349 @@
+/* CUDA backend: device memory, transfers, error collection and sync, and the
+ * op table. One stream per backend; every op is queued on it. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_internal.h"
+
+/* Rows of fp32 staging used to convert ACT uploads/downloads on the GPU. */
+#define STAGING_COUNT ((size_t)16 << 20)
+/* cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper. */
+#define LT_WORKSPACE_BYTES ((size_t)32 << 20)
+
+void df_cuda_record_failure(DfBackend *be, const char *file, int line, const char *fmt, ...) {
+    DfCudaState *st = df_cuda_state(be);
+    if (st->failed) return;
+    char msg[DF_ERROR_MAX - 128]; /* room for the prefix */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(st->first_error.msg, sizeof st->first_error.msg, "cuda backend (%s:%d): %s", file, line, msg);
+    st->failed = 1;
+}
+
+int df_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free error of a missing driver */
+        return 0;
+    }
+    return n;
+}
+
+static int elem_size(DfBufKind kind) {
+    return kind == DF_BUF_ACT ? 2 : 4;
+}
+
+static int cuda_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->elem_size = elem_size(kind);
+    out->count = count;
+    if (count == 0) return 0;
+    if (count > SIZE_MAX / 8) return df_fail(err, "cuda backend: buffer of %zu elements is too large", count);
+    size_t bytes = count * (size_t)out->elem_size;
+    cudaError_t e = cudaMalloc(&out->ptr, bytes);
+    if (e != cudaSuccess) {
+        out->ptr = NULL;
+        return df_fail(err, "cuda backend: cannot allocate %zu bytes on GPU %d (%zu in use): %s", bytes, st->device,
+                       st->bytes_in_use, cudaGetErrorString(e));
+    }
+    st->bytes_in_use += bytes;
+    if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
+    return 0;
+}
+
+static void cuda_free(DfBackend *be, DfBuffer *buf) {
+    DfCudaState *st = df_cuda_state(be);
+    if (!buf->ptr) return;
+    /* cudaFree waits for queued work that may still use the buffer */
+    cudaError_t e = cudaFree(buf->ptr);
+    if (e != cudaSuccess) df_cuda_record_failure(be, __FILE__, __LINE__, "cudaFree: %s", cudaGetErrorString(e));
+    st->bytes_in_use -= buf->count * (size_t)buf->elem_size;
+    buf->ptr = NULL;
+}
+
+static int check_not_i32(DfBuffer b, const char *what, DfError *err) {
+    if (b.kind == DF_BUF_I32) return df_fail(err, "cuda backend: %s on an int32 buffer", what);
+    return 0;
+}
+
+static int cuda_upload_f32(DfBackend *be, DfBuffer dst, const float *src, DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    if (check_not_i32(dst, "upload_f32", err)) return -1;
+    if (dst.count == 0) return 0;
+    if (dst.kind == DF_BUF_F32) {
+        DF_CUDA_TRY(cudaMemcpyAsync(dst.ptr, src, dst.count * sizeof(float), cudaMemcpyHostToDevice, st->stream));
+        DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+        return 0;
+    }
+    /* ACT: fp32 through the staging buffer, rounded to bf16 on the GPU */
+    for (size_t off = 0; off < dst.count; off += st->staging_count) {
+        size_t n = dst.count - off < st->staging_count ? dst.count - off : st->staging_count;
+        DF_CUDA_TRY(cudaMemcpyAsync(st->staging, src + off, n * sizeof(float), cudaMemcpyHostToDevice, st->stream));
+        df_cuda_f32_to_bf16(st->stream, (__nv_bfloat16 *)dst.ptr + off, st->staging, n);
+        DF_CUDA_TRY(cudaGetLastError());
+        DF_CUDA_TRY(cudaStreamSynchronize(st->stream)); /* the staging buffer is reused next round */
+    }
+    return 0;
+}
+
+static int cuda_download_f32(DfBackend *be, float *dst, DfBuffer src, DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    if (check_not_i32(src, "download_f32", err)) return -1;
+    if (src.count == 0) return 0;
+    if (src.kind == DF_BUF_F32) {
+        DF_CUDA_TRY(cudaMemcpyAsync(dst, src.ptr, src.count * sizeof(float), cudaMemcpyDeviceToHost, st->stream));
+        DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+        return 0;
+    }
+    for (size_t off = 0; off < src.count; off += st->staging_count) {
+        size_t n = src.count - off < st->staging_count ? src.count - off : st->staging_count;
+        df_cuda_bf16_to_f32(st->stream, st->staging, (const __nv_bfloat16 *)src.ptr + off, n);
+        DF_CUDA_TRY(cudaGetLastError());
+        DF_CUDA_TRY(cudaMemcpyAsync(dst + off, st->staging, n * sizeof(float), cudaMemcpyDeviceToHost, st->stream));
+        DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+    }
+    return 0;
+}
+
+static int cuda_upload_i32(DfBackend *be, DfBuffer dst, const int32_t *src, DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    if (dst.kind != DF_BUF_I32) return df_fail(err, "cuda backend: upload_i32 into a float buffer");
+    if (dst.count == 0) return 0;
+    DF_CUDA_TRY(cudaMemcpyAsync(dst.ptr, src, dst.count * sizeof(int32_t), cudaMemcpyHostToDevice, st->stream));
+    DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+    return 0;
+}
+
+/* Turns a kernel's bad-data report into a message. */
+static int report_device_error(const DfCudaDeviceError *d, DfError *err) {
+    switch (d->code) {
+    case DF_CUDA_BAD_TOKEN_ID:
+        return df_fail(err, "cuda backend: embedding: token %d at row %d is outside the vocabulary [0, %d)", d->value,
+                       d->row, d->limit);
+    case DF_CUDA_BAD_POSITION:
+        return df_fail(err, "cuda backend: rope: position %d of row %d is outside the table (%d rows)", d->value,
+                       d->row, d->limit);
+    default:
+        return df_fail(err, "cuda backend: a kernel reported error code %d", d->code);
+    }
+}
+
+static int cuda_sync(DfBackend *be, DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+    if (st->failed) {
+        st->failed = 0;
+        return df_fail(err, "%s", st->first_error.msg);
+    }
+    DfCudaDeviceError d;
+    DF_CUDA_TRY(cudaMemcpy(&d, st->dev_error, sizeof d, cudaMemcpyDeviceToHost));
+    if (d.code == DF_CUDA_BAD_NONE) return 0;
+    DF_CUDA_TRY(cudaMemset(st->dev_error, 0, sizeof d));
+    return report_device_error(&d, err);
+}
+
+static void cuda_destroy(DfBackend *be) {
+    DfCudaState *st = df_cuda_state(be);
+    if (st) {
+        cudaSetDevice(st->device);
+        if (st->stream) cudaStreamSynchronize(st->stream);
+        df_cuda_matmul_plans_free(st);
+        if (st->lt) cublasLtDestroy(st->lt);
+        cudaFree(st->lt_workspace);
+        cudaFree(st->staging);
+        cudaFree(st->dev_error);
+        for (int i = 0; i < st->prof_cap * 2; i++) cudaEventDestroy(st->prof_events[i]);
+        free(st->prof_events);
+        free(st->prof_kinds);
+        if (st->stream) cudaStreamDestroy(st->stream);
+        free(st);
+    }
+    free(be);
+}
+
+/* Designated initializers: the drafter-training entries (download_i32 ..
+ * lm_head_ce) are not implemented on CUDA yet and stay NULL, which
+ * df_backend_missing_training_op reports. */
+static const DfBackendOps CUDA_OPS = {
+    .name = "cuda",
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload_f32 = cuda_upload_f32,
+    .download_f32 = cuda_download_f32,
+    .upload_i32 = cuda_upload_i32,
+    .sync = cuda_sync,
+    .destroy = cuda_destroy,
+    .matmul = df_cuda_matmul,
+    .rmsnorm = df_cuda_rmsnorm,
+    .add_inplace = df_cuda_add_inplace,
+    .embedding = df_cuda_embedding,
+    .rope = df_cuda_rope,
+    .attention = df_cuda_attention,
+    .swiglu = df_cuda_swiglu,
+    .copy2d = df_cuda_copy2d,
+    .download_i32 = nullptr,
+    .fill_zero = nullptr,
+    .linear_weight_grad = nullptr,
+    .rmsnorm_backward = nullptr,
+    .rope_backward = nullptr,
+    .swiglu_backward = nullptr,
+    .block_attention = nullptr,
+    .block_attention_backward = nullptr,
+    .lm_head_ce = nullptr,
+};
+
+static int init_state(DfCudaState *st, DfError *err) {
+    DF_CUDA_TRY(cudaSetDevice(st->device));
+    DF_CUDA_TRY(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    cublasStatus_t s = cublasLtCreate(&st->lt);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return df_fail(err, "%s:%d: cublasLtCreate: %s", __FILE__, __LINE__, cublasLtGetStatusString(s));
+    st->lt_workspace_bytes = LT_WORKSPACE_BYTES;
+    DF_CUDA_TRY(cudaMalloc(&st->lt_workspace, st->lt_workspace_bytes));
+    st->staging_count = STAGING_COUNT;
+    DF_CUDA_TRY(cudaMalloc(&st->staging, st->staging_count * sizeof(float)));
+    DF_CUDA_TRY(cudaMalloc(&st->dev_error, sizeof(DfCudaDeviceError)));
+    DF_CUDA_TRY(cudaMemset(st->dev_error, 0, sizeof(DfCudaDeviceError)));
+    st->bytes_in_use = st->peak_bytes =
+        st->lt_workspace_bytes + st->staging_count * sizeof(float) + sizeof(DfCudaDeviceError);
+    return 0;
+}
+
+extern "C" DfBackend *df_backend_cuda_create(int device, DfError *err) {
+    int n = df_cuda_device_count();
+    if (n == 0) {
+        df_fail(err, "cuda backend: no CUDA GPU found (no device or no driver)");
+        return NULL;
+    }
+    if (device < 0 || device >= n) {
+        df_fail(err, "cuda backend: GPU %d asked for, this machine has %d (0..%d)", device, n, n - 1);
+        return NULL;
+    }
+    DfBackend *be = (DfBackend *)df_xcalloc(1, sizeof *be, "cuda backend");
+    DfCudaState *st = (DfCudaState *)df_xcalloc(1, sizeof *st, "cuda backend state");
+    be->ops = &CUDA_OPS;
+    be->impl = st;
+    st->device = device;
+    st->attn_rows_per_warp = 0; /* automatic */
+    if (init_state(st, err)) {
+        df_context(err, "cuda backend on GPU %d", device);
+        cuda_destroy(be);
+        return NULL;
+    }
+    return be;
+}
+
+extern "C" void df_cuda_describe(DfBackend *be, char *buf, size_t cap) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, df_cuda_state(be)->device) != cudaSuccess) {
+        snprintf(buf, cap, "GPU %d (properties unavailable)", df_cuda_state(be)->device);
+        return;
+    }
+    snprintf(buf, cap, "%s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB", p.name, p.major, p.minor, p.multiProcessorCount,
+             p.totalGlobalMem / (1024.0 * 1024 * 1024), p.l2CacheSize >> 20);
+}
+
+extern "C" size_t df_cuda_bytes_in_use(DfBackend *be) {
+    return df_cuda_state(be)->bytes_in_use;
+}
+
+extern "C" size_t df_cuda_peak_bytes(DfBackend *be) {
+    return df_cuda_state(be)->peak_bytes;
+}
+
+extern "C" void df_cuda_reset_peak(DfBackend *be) {
+    DfCudaState *st = df_cuda_state(be);
+    st->peak_bytes = st->bytes_in_use;
+}
+
+/* --- timing ---------------------------------------------------------------- */
+
+struct DfCudaTimer {
+    cudaStream_t stream;
+    cudaEvent_t start, stop;
+};
+
+extern "C" DfCudaTimer *df_cuda_timer_create(DfBackend *be) {
+    DfCudaTimer *t = (DfCudaTimer *)df_xcalloc(1, sizeof *t, "cuda timer");
+    t->stream = df_cuda_state(be)->stream;
+    if (cudaEventCreate(&t->start) != cudaSuccess || cudaEventCreate(&t->stop) != cudaSuccess) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+extern "C" void df_cuda_timer_start(DfCudaTimer *t) {
+    cudaEventRecord(t->start, t->stream);
+}
+
+extern "C" double df_cuda_timer_stop(DfCudaTimer *t) {
+    float ms = -1;
+    if (cudaEventRecord(t->stop, t->stream) != cudaSuccess || cudaEventSynchronize(t->stop) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, t->start, t->stop) != cudaSuccess)
+        return -1;
+    return ms;
+}
+
+extern "C" void df_cuda_timer_destroy(DfCudaTimer *t) {
+    if (!t) return;
+    cudaEventDestroy(t->start);
+    cudaEventDestroy(t->stop);
+    free(t);
+}
+
+/* --- per-op profile ---------------------------------------------------------- */
+
+extern "C" const char *df_cuda_op_kind_name(int kind) {
+    static const char *const names[DF_CUDA_OP_KINDS] = {"matmul", "attention", "rmsnorm", "rope",
+                                                        "swiglu", "embedding", "add",     "copy2d"};
+    return kind >= 0 && kind < DF_CUDA_OP_KINDS ? names[kind] : "?";
+}
+
+extern "C" void df_cuda_profile_enable(DfBackend *be, int on) {
+    df_cuda_state(be)->profiling = on;
+}
+
+void df_cuda_prof_begin(DfBackend *be, int kind) {
+    DfCudaState *st = df_cuda_state(be);
+    if (!st->profiling) return;
+    if (st->prof_count == st->prof_cap) {
+        int cap = st->prof_cap ? st->prof_cap * 2 : 1024;
+        st->prof_events = (cudaEvent_t *)df_xrealloc(st->prof_events, (size_t)cap * 2 * sizeof(cudaEvent_t), "events");
+        st->prof_kinds = (int *)df_xrealloc(st->prof_kinds, (size_t)cap * sizeof(int), "event kinds");
+        for (int i = st->prof_cap * 2; i < cap * 2; i++)
+            if (cudaEventCreate(&st->prof_events[i]) != cudaSuccess) {
+                df_cuda_record_failure(be, __FILE__, __LINE__, "cudaEventCreate failed while profiling");
+                st->profiling = 0; /* events created so far are destroyed with the backend */
+                return;
+            }
+        st->prof_cap = cap;
+    }
+    st->prof_kinds[st->prof_count] = kind;
+    cudaEventRecord(st->prof_events[2 * st->prof_count], st->stream);
+}
+
+void df_cuda_prof_end(DfBackend *be) {
+    DfCudaState *st = df_cuda_state(be);
+    if (!st->profiling || st->prof_count >= st->prof_cap) return;
+    cudaEventRecord(st->prof_events[2 * st->prof_count + 1], st->stream);
+    st->prof_count++;
+}
+
+extern "C" int df_cuda_profile_read(DfBackend *be, double ms[DF_CUDA_OP_KINDS], DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+    for (int i = 0; i < st->prof_count; i++) {
+        float t = 0;
+        DF_CUDA_TRY(cudaEventElapsedTime(&t, st->prof_events[2 * i], st->prof_events[2 * i + 1]));
+        ms[st->prof_kinds[i]] += t;
+    }
+    st->prof_count = 0;
+    return 0;
+}

@@ -1,0 +1,70 @@
+/* The CUDA backend (NVIDIA GPUs, built for Hopper sm_90a): DF_BUF_ACT is
+ * bf16 in device memory, every op accumulates in fp32. Compute ops are queued
+ * on one stream; launch failures and bad data met by a kernel (a token id
+ * outside the vocabulary, a position outside the rope table) are kept and
+ * reported by sync(). Only built when nvcc is found (DF_HAVE_CUDA). */
+#ifndef DF_BACKEND_CUDA_CUDA_BACKEND_H
+#define DF_BACKEND_CUDA_CUDA_BACKEND_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Number of usable CUDA devices; 0 when the driver or a GPU is missing. */
+int df_cuda_device_count(void);
+
+/* Backend on GPU `device`; NULL with a message when there is none. */
+DfBackend *df_backend_cuda_create(int device, DfError *err);
+
+/* "NVIDIA H200, 132 SMs, 139.8 GiB" into buf. */
+void df_cuda_describe(DfBackend *be, char *buf, size_t cap);
+
+/* Device memory taken through this backend: now and the high-water mark
+ * since creation (or the last reset), workspaces included. */
+size_t df_cuda_bytes_in_use(DfBackend *be);
+size_t df_cuda_peak_bytes(DfBackend *be);
+void df_cuda_reset_peak(DfBackend *be);
+
+/* Query rows per warp of the attention kernel: 16 (64 rows per block, Q in
+ * registers) or 32 (128 rows per block, every K/V fragment used twice);
+ * 0, the default, picks 32 when the batch's longest sequence has 512 tokens
+ * or more. A tuning knob for benchmarks and tests; results agree. */
+void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
+
+/* --- timing -------------------------------------------------------------- */
+
+/* Milliseconds of the stream's work between two marks (CUDA events). */
+typedef struct DfCudaTimer DfCudaTimer;
+DfCudaTimer *df_cuda_timer_create(DfBackend *be);
+void df_cuda_timer_start(DfCudaTimer *t);
+/* Records the stop mark, waits for it, returns the elapsed ms (-1 on failure). */
+double df_cuda_timer_stop(DfCudaTimer *t);
+void df_cuda_timer_destroy(DfCudaTimer *t);
+
+/* Per-op-kind profile: while enabled every compute op is bracketed by
+ * events; df_cuda_profile_read syncs and adds each op's time to ms[kind]
+ * (kinds as in df_cuda_op_kind_name), then clears the record. */
+enum {
+    DF_CUDA_OP_MATMUL,
+    DF_CUDA_OP_ATTENTION,
+    DF_CUDA_OP_RMSNORM,
+    DF_CUDA_OP_ROPE,
+    DF_CUDA_OP_SWIGLU,
+    DF_CUDA_OP_EMBEDDING,
+    DF_CUDA_OP_ADD,
+    DF_CUDA_OP_COPY,
+    DF_CUDA_OP_KINDS
+};
+const char *df_cuda_op_kind_name(int kind);
+void df_cuda_profile_enable(DfBackend *be, int on);
+int df_cuda_profile_read(DfBackend *be, double ms[DF_CUDA_OP_KINDS], DfError *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,315 @@
+/* Element-wise and data-movement kernels: dtype conversion, RMSNorm, RoPE,
+ * embedding gather, SwiGLU, residual add, strided 2-D copy. All memory-bound:
+ * 16-byte accesses (8 bf16) where the sizes and pointers allow, fp32 math. */
+#include "backend/cuda/cuda_internal.h"
+
+typedef __nv_bfloat16 bf16;
+
+/* 8 bf16 in one 16-byte word */
+union Pack8 {
+    uint4 u;
+    __nv_bfloat162 h2[4];
+};
+
+static int aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+/* --- conversion ------------------------------------------------------------ */
+
+__global__ void k_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+__global__ void k_bf16_to_f32(float *dst, const bf16 *src, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __bfloat162float(src[i]);
+}
+
+void df_cuda_f32_to_bf16(cudaStream_t s, bf16 *dst, const float *src, size_t n) {
+    k_f32_to_bf16<<<df_cuda_blocks(n, 256), 256, 0, s>>>(dst, src, n);
+}
+
+void df_cuda_bf16_to_f32(cudaStream_t s, float *dst, const bf16 *src, size_t n) {
+    k_bf16_to_f32<<<df_cuda_blocks(n, 256), 256, 0, s>>>(dst, src, n);
+}
+
+/* --- RMSNorm: one warp per row ----------------------------------------------- */
+
+template <bool VEC>
+__global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int rows, int dim, float eps) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const bf16 *xr = x + (size_t)row * dim;
+    bf16 *orow = out + (size_t)row * dim;
+    float ss = 0.0f;
+    if (VEC) {
+        for (int i = lane * 8; i < dim; i += 32 * 8) {
+            Pack8 p;
+            p.u = *(const uint4 *)(xr + i);
+            for (int j = 0; j < 4; j++) {
+                float2 f = __bfloat1622float2(p.h2[j]);
+                ss += f.x * f.x + f.y * f.y;
+            }
+        }
+    } else {
+        for (int i = lane; i < dim; i += 32) {
+            float f = __bfloat162float(xr[i]);
+            ss += f * f;
+        }
+    }
+    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float inv = rsqrtf(ss / (float)dim + eps);
+    /* each lane rewrites only the elements it read: in place (out == x) is safe */
+    if (VEC) {
+        for (int i = lane * 8; i < dim; i += 32 * 8) {
+            Pack8 p, wp, o;
+            p.u = *(const uint4 *)(xr + i);
+            wp.u = *(const uint4 *)(w + i);
+            for (int j = 0; j < 4; j++) {
+                float2 f = __bfloat1622float2(p.h2[j]), g = __bfloat1622float2(wp.h2[j]);
+                o.h2[j] = __floats2bfloat162_rn(f.x * inv * g.x, f.y * inv * g.y);
+            }
+            *(uint4 *)(orow + i) = o.u;
+        }
+    } else {
+        for (int i = lane; i < dim; i += 32)
+            orow[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * inv * __bfloat162float(w[i]));
+    }
+}
+
+void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
+    int rows_per_block = 8;
+    unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
+    bool vec = dim % 8 == 0 && aligned16(out.ptr) && aligned16(x.ptr) && aligned16(w.ptr);
+    if (vec)
+        k_rmsnorm<true><<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
+                                                                         (const bf16 *)w.ptr, rows, dim, eps);
+    else
+        k_rmsnorm<false><<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
+                                                                          (const bf16 *)w.ptr, rows, dim, eps);
+    DF_CUDA_CHECK_LAUNCH(be, "rmsnorm");
+    df_cuda_prof_end(be);
+}
+
+/* --- RoPE: one thread per (token, head, pair i < half) ---------------------- */
+
+__global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, int n_tokens, int heads,
+                       int half, int table_rows, DfCudaDeviceError *bad) {
+    size_t total = (size_t)n_tokens * heads * half;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int j = (int)(i % half);
+        size_t th = i / half; /* token * heads + head */
+        int t = (int)(th / heads);
+        int p = pos[t];
+        if (p < 0 || p >= table_rows) {
+            if (atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
+                bad->value = p;
+                bad->row = t;
+                bad->limit = table_rows;
+            }
+            continue;
+        }
+        bf16 *x1 = x + th * 2 * half;
+        float c = cos_t[(size_t)p * half + j], s = sin_t[(size_t)p * half + j];
+        float a = __bfloat162float(x1[j]), b = __bfloat162float(x1[j + half]);
+        x1[j] = __float2bfloat16_rn(a * c - b * s);
+        x1[j + half] = __float2bfloat16_rn(b * c + a * s);
+    }
+}
+
+/* The same, 8 pairs per thread: 16-byte loads of x and 2 x 16 of cos/sin. */
+__global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, int n_tokens,
+                           int heads, int half, int table_rows, DfCudaDeviceError *bad) {
+    int groups = half / 8;
+    size_t total = (size_t)n_tokens * heads * groups;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int j0 = (int)(i % groups) * 8;
+        size_t th = i / groups; /* token * heads + head */
+        int t = (int)(th / heads);
+        int p = pos[t];
+        if (p < 0 || p >= table_rows) {
+            if (atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
+                bad->value = p;
+                bad->row = t;
+                bad->limit = table_rows;
+            }
+            continue;
+        }
+        bf16 *x1 = x + th * 2 * half + j0, *x2 = x1 + half;
+        const float4 *c4 = (const float4 *)(cos_t + (size_t)p * half + j0);
+        const float4 *s4 = (const float4 *)(sin_t + (size_t)p * half + j0);
+        float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
+        const float *c = (const float *)cv, *sn = (const float *)sv;
+        Pack8 a, b, oa, ob;
+        a.u = *(const uint4 *)x1;
+        b.u = *(const uint4 *)x2;
+        for (int k = 0; k < 4; k++) {
+            float2 af = __bfloat1622float2(a.h2[k]), bf = __bfloat1622float2(b.h2[k]);
+            float c0 = c[2 * k], c1 = c[2 * k + 1], s0 = sn[2 * k], s1 = sn[2 * k + 1];
+            oa.h2[k] = __floats2bfloat162_rn(af.x * c0 - bf.x * s0, af.y * c1 - bf.y * s1);
+            ob.h2[k] = __floats2bfloat162_rn(bf.x * c0 + af.x * s0, bf.y * c1 + af.y * s1);
+        }
+        *(uint4 *)x1 = oa.u;
+        *(uint4 *)x2 = ob.u;
+    }
+}
+
+void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                  int heads, int head_dim) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_ROPE);
+    int half = head_dim / 2;
+    size_t total = (size_t)n_tokens * heads * half;
+    int table_rows = (int)(cos_table.count / (size_t)half);
+    if (half % 8 == 0 && aligned16(x.ptr) && aligned16(cos_table.ptr) && aligned16(sin_table.ptr))
+        k_rope_vec<<<df_cuda_blocks(total / 8, 256), 256, 0, st->stream>>>(
+            (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
+            n_tokens, heads, half, table_rows, st->dev_error);
+    else
+        k_rope<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>((bf16 *)x.ptr, (const int32_t *)positions.ptr,
+                                                               (const float *)cos_table.ptr,
+                                                               (const float *)sin_table.ptr, n_tokens, heads, half,
+                                                               table_rows, st->dev_error);
+    DF_CUDA_CHECK_LAUNCH(be, "rope");
+    df_cuda_prof_end(be);
+}
+
+/* --- embedding gather: one block per token ------------------------------------ */
+
+__global__ void k_embedding(bf16 *out, const bf16 *table, const int32_t *ids, int dim, long vocab, bool vec,
+                            DfCudaDeviceError *bad) {
+    int t = blockIdx.x;
+    int id = ids[t];
+    bf16 *o = out + (size_t)t * dim;
+    if (id < 0 || id >= vocab) {
+        if (threadIdx.x == 0 && atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_TOKEN_ID) == DF_CUDA_BAD_NONE) {
+            bad->value = id;
+            bad->row = t;
+            bad->limit = (int)vocab;
+        }
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __float2bfloat16_rn(0.0f);
+        return;
+    }
+    const bf16 *src = table + (size_t)id * dim;
+    if (vec) {
+        for (int i = threadIdx.x * 8; i < dim; i += blockDim.x * 8) *(uint4 *)(o + i) = *(const uint4 *)(src + i);
+    } else {
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = src[i];
+    }
+}
+
+void df_cuda_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_EMBEDDING);
+    bool vec = dim % 8 == 0 && aligned16(out.ptr) && aligned16(table.ptr);
+    long vocab = (long)(table.count / (size_t)dim);
+    k_embedding<<<(unsigned)n_tokens, 128, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)table.ptr,
+                                                            (const int32_t *)ids.ptr, dim, vocab, vec, st->dev_error);
+    DF_CUDA_CHECK_LAUNCH(be, "embedding");
+    df_cuda_prof_end(be);
+}
+
+/* --- SwiGLU and residual add ------------------------------------------------ */
+
+__device__ __forceinline__ float silu_mul(float g, float u) {
+    return g / (1.0f + __expf(-g)) * u;
+}
+
+__global__ void k_swiglu_vec(uint4 *out, const uint4 *gate, const uint4 *up, size_t n8) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        Pack8 g, u, o;
+        g.u = gate[i];
+        u.u = up[i];
+        for (int j = 0; j < 4; j++) {
+            float2 gf = __bfloat1622float2(g.h2[j]), uf = __bfloat1622float2(u.h2[j]);
+            o.h2[j] = __floats2bfloat162_rn(silu_mul(gf.x, uf.x), silu_mul(gf.y, uf.y));
+        }
+        out[i] = o.u;
+    }
+}
+
+__global__ void k_swiglu(bf16 *out, const bf16 *gate, const bf16 *up, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        out[i] = __float2bfloat16_rn(silu_mul(__bfloat162float(gate[i]), __bfloat162float(up[i])));
+}
+
+void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
+    size_t n = out.count;
+    if (n % 8 == 0 && aligned16(out.ptr) && aligned16(gate.ptr) && aligned16(up.ptr))
+        k_swiglu_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>((uint4 *)out.ptr, (const uint4 *)gate.ptr,
+                                                                         (const uint4 *)up.ptr, n / 8);
+    else
+        k_swiglu<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)gate.ptr,
+                                                                 (const bf16 *)up.ptr, n);
+    DF_CUDA_CHECK_LAUNCH(be, "swiglu");
+    df_cuda_prof_end(be);
+}
+
+__global__ void k_add_vec(uint4 *y, const uint4 *x, size_t n8) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        Pack8 a, b, o;
+        a.u = y[i];
+        b.u = x[i];
+        for (int j = 0; j < 4; j++) {
+            float2 af = __bfloat1622float2(a.h2[j]), bf = __bfloat1622float2(b.h2[j]);
+            o.h2[j] = __floats2bfloat162_rn(af.x + bf.x, af.y + bf.y);
+        }
+        y[i] = o.u;
+    }
+}
+
+__global__ void k_add(bf16 *y, const bf16 *x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = __float2bfloat16_rn(__bfloat162float(y[i]) + __bfloat162float(x[i]));
+}
+
+void df_cuda_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_ADD);
+    size_t n = y.count;
+    if (n % 8 == 0 && aligned16(y.ptr) && aligned16(x.ptr))
+        k_add_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>((uint4 *)y.ptr, (const uint4 *)x.ptr, n / 8);
+    else
+        k_add<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)y.ptr, (const bf16 *)x.ptr, n);
+    DF_CUDA_CHECK_LAUNCH(be, "add_inplace");
+    df_cuda_prof_end(be);
+}
+
+/* --- strided 2-D copy, in units of W bytes (16, 4 or 2) --------------------- */
+
+template <typename W>
+__global__ void k_copy2d(char *dst, size_t ld_dst_bytes, const char *src, size_t ld_src_bytes, int rows,
+                         size_t row_units) {
+    size_t total = (size_t)rows * row_units;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / row_units, c = i % row_units;
+        ((W *)(dst + r * ld_dst_bytes))[c] = ((const W *)(src + r * ld_src_bytes))[c];
+    }
+}
+
+void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_COPY);
+    size_t es = (size_t)dst.elem_size;
+    size_t row_bytes = (size_t)cols * es, ldd = (size_t)ld_dst * es, lds = (size_t)ld_src * es;
+    uintptr_t all = (uintptr_t)dst.ptr | (uintptr_t)src.ptr | row_bytes | ldd | lds;
+    char *d = (char *)dst.ptr;
+    const char *s = (const char *)src.ptr;
+    if ((all & 15u) == 0)
+        k_copy2d<uint4><<<df_cuda_blocks((size_t)rows * row_bytes / 16, 256), 256, 0, st->stream>>>(d, ldd, s, lds,
+                                                                                                   rows, row_bytes / 16);
+    else if ((all & 3u) == 0)
+        k_copy2d<uint32_t><<<df_cuda_blocks((size_t)rows * row_bytes / 4, 256), 256, 0, st->stream>>>(d, ldd, s, lds,
+                                                                                                     rows, row_bytes / 4);
+    else
+        k_copy2d<uint16_t><<<df_cuda_blocks((size_t)rows * row_bytes / 2, 256), 256, 0, st->stream>>>(d, ldd, s, lds,
+                                                                                                     rows, row_bytes / 2);
+    DF_CUDA_CHECK_LAUNCH(be, "copy2d");
+    df_cuda_prof_end(be);
+}

@@ -1,0 +1,117 @@
+/* Private state and helpers shared by the CUDA backend's .cu files. */
+#ifndef DF_BACKEND_CUDA_CUDA_INTERNAL_H
+#define DF_BACKEND_CUDA_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+}
+
+/* Bad data found by a kernel, copied back at sync. code 0: none. */
+enum { DF_CUDA_BAD_NONE = 0, DF_CUDA_BAD_TOKEN_ID = 1, DF_CUDA_BAD_POSITION = 2 };
+typedef struct DfCudaDeviceError {
+    int code;
+    int value; /* the offending id or position */
+    int row;   /* the token row */
+    int limit; /* vocabulary size or rope table rows */
+} DfCudaDeviceError;
+
+typedef struct DfMatmulPlan DfMatmulPlan; /* cuda_matmul.cu */
+
+typedef struct DfCudaState {
+    int device;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_workspace;
+    size_t lt_workspace_bytes;
+    DfMatmulPlan *plans; /* cached per shape */
+    int n_plans, cap_plans;
+
+    float *staging; /* fp32 staging for ACT uploads/downloads */
+    size_t staging_count;
+
+    DfCudaDeviceError *dev_error; /* device memory */
+
+    int failed; /* a host-side failure (launch, cuBLASLt) since the last sync */
+    DfError first_error;
+
+    size_t bytes_in_use, peak_bytes;
+
+    int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
+
+    int profiling;
+    cudaEvent_t *prof_events; /* pairs: start, end */
+    int *prof_kinds;
+    int prof_count, prof_cap;
+} DfCudaState;
+
+static inline DfCudaState *df_cuda_state(DfBackend *be) {
+    return (DfCudaState *)be->impl;
+}
+
+/* Records the first host-side failure of a compute op; reported by sync. */
+void df_cuda_record_failure(DfBackend *be, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* After a launch: a launch error becomes the backend's recorded failure. */
+#define DF_CUDA_CHECK_LAUNCH(be, what)                                                                        \
+    do {                                                                                                      \
+        cudaError_t e_ = cudaGetLastError();                                                                  \
+        if (e_ != cudaSuccess)                                                                                \
+            df_cuda_record_failure((be), __FILE__, __LINE__, "%s: %s", (what), cudaGetErrorString(e_));      \
+    } while (0)
+
+/* In a compute op: a failed CUDA runtime call is recorded, the op returns. */
+#define DF_CUDA_RECORD(be, call)                                                                              \
+    do {                                                                                                      \
+        cudaError_t e_ = (call);                                                                              \
+        if (e_ != cudaSuccess) {                                                                              \
+            df_cuda_record_failure((be), __FILE__, __LINE__, "%s: %s", #call, cudaGetErrorString(e_));       \
+            return;                                                                                           \
+        }                                                                                                     \
+    } while (0)
+
+/* In a fallible function with DfError *err: a failed call returns -1. */
+#define DF_CUDA_TRY(call)                                                                                     \
+    do {                                                                                                      \
+        cudaError_t e_ = (call);                                                                              \
+        if (e_ != cudaSuccess)                                                                                \
+            return df_fail(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));          \
+    } while (0)
+
+/* Profiling brackets around one op (no-ops unless profiling is on). */
+void df_cuda_prof_begin(DfBackend *be, int kind);
+void df_cuda_prof_end(DfBackend *be);
+
+/* Blocks for a grid-stride loop over n items, capped. */
+static inline unsigned df_cuda_blocks(size_t n, int threads) {
+    size_t b = (n + (size_t)threads - 1) / (size_t)threads;
+    if (b > 65536u * 8) b = 65536u * 8;
+    return b ? (unsigned)b : 1u;
+}
+
+/* ops, one file per family */
+void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
+                    float beta);
+void df_cuda_matmul_plans_free(DfCudaState *st);
+void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+void df_cuda_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x);
+void df_cuda_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
+void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                  int heads, int head_dim);
+void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                       const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
+void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
+void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+
+/* fp32 <-> bf16 conversion on the stream (uploads and downloads of ACT). */
+void df_cuda_f32_to_bf16(cudaStream_t s, __nv_bfloat16 *dst, const float *src, size_t n);
+void df_cuda_bf16_to_f32(cudaStream_t s, float *dst, const __nv_bfloat16 *src, size_t n);
+
+#endif

@@ -1,0 +1,102 @@
+/* Random-weight targets: every tensor is generated on the host in blocks
+ * (Philox, one generator per block of values, so blocks fill in parallel)
+ * and uploaded through the backend's upload_f32 into its ACT dtype. */
+#include "model/target_random.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/rng.h"
+
+#define HOST_BLOCK ((size_t)1 << 24) /* values generated and uploaded at a time */
+#define GEN_CHUNK ((size_t)1 << 16)  /* values per generator */
+
+typedef struct RandomFill {
+    uint64_t seed;
+    uint32_t tensor; /* running tensor number: the rng stream */
+    float *host;     /* HOST_BLOCK values */
+} RandomFill;
+
+/* Allocates count values and fills them with center + uniform[-half, half]. */
+static int fill_tensor(DfBackend *be, RandomFill *f, DfBuffer *out, size_t count, float center, float half,
+                       DfError *err) {
+    if (df_buffer_alloc(be, out, DF_BUF_ACT, count, err)) return -1;
+    uint32_t stream = df_rng_stream(DF_RNG_DOMAIN_INIT, f->tensor++);
+    for (size_t off = 0; off < count; off += HOST_BLOCK) {
+        size_t n = count - off < HOST_BLOCK ? count - off : HOST_BLOCK;
+        long chunks = (long)((n + GEN_CHUNK - 1) / GEN_CHUNK);
+#pragma omp parallel for schedule(static)
+        for (long c = 0; c < chunks; c++) {
+            size_t lo = (size_t)c * GEN_CHUNK, hi = lo + GEN_CHUNK < n ? lo + GEN_CHUNK : n;
+            DfRng r = df_rng_key(f->seed, stream, (off + lo) / GEN_CHUNK);
+            for (size_t i = lo; i < hi; i++) f->host[i] = center + half * (2.0f * df_rng_float(&r) - 1.0f);
+        }
+        if (be->ops->upload_f32(be, df_buffer_view(*out, off, n), f->host, err)) return -1;
+    }
+    return 0;
+}
+
+/* uniform with variance 1/fan_in: half-width sqrt(3/fan_in) */
+static int fill_matrix(DfBackend *be, RandomFill *f, DfBuffer *out, int rows, int fan_in, DfError *err) {
+    return fill_tensor(be, f, out, (size_t)rows * fan_in, 0.0f, sqrtf(3.0f / (float)fan_in), err);
+}
+
+static int fill_norm(DfBackend *be, RandomFill *f, DfBuffer *out, int dim, DfError *err) {
+    return fill_tensor(be, f, out, (size_t)dim, 1.0f, 0.1f, err);
+}
+
+static int fill_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, DfError *err) {
+    const DfModelConfig *c = &m->cfg;
+    DfBackend *be = m->be;
+    int h = c->hidden_size, q = c->num_heads * c->head_dim, kv = c->num_kv_heads * c->head_dim;
+    int inter = c->intermediate_size;
+    if (fill_norm(be, f, &l->input_norm, h, err) || fill_matrix(be, f, &l->q_proj, q, h, err) ||
+        fill_matrix(be, f, &l->k_proj, kv, h, err) || fill_matrix(be, f, &l->v_proj, kv, h, err) ||
+        fill_matrix(be, f, &l->o_proj, h, q, err) || fill_norm(be, f, &l->post_norm, h, err) ||
+        fill_matrix(be, f, &l->gate_proj, inter, h, err) || fill_matrix(be, f, &l->up_proj, inter, h, err) ||
+        fill_matrix(be, f, &l->down_proj, h, inter, err))
+        return -1;
+    if (c->has_qk_norm &&
+        (fill_norm(be, f, &l->q_norm, c->head_dim, err) || fill_norm(be, f, &l->k_norm, c->head_dim, err)))
+        return -1;
+    return 0;
+}
+
+static int fill_model(DfTargetModel *m, RandomFill *f, int with_head, DfError *err) {
+    const DfModelConfig *c = &m->cfg;
+    if (fill_tensor(m->be, f, &m->embed, (size_t)c->vocab_size * c->hidden_size, 0.0f, 1.0f, err)) return -1;
+    for (int i = 0; i < c->num_layers; i++)
+        if (fill_layer(m, f, &m->layers[i], err)) return df_context(err, "layer %d", i);
+    if (!with_head) return 0;
+    if (fill_norm(m->be, f, &m->final_norm, c->hidden_size, err)) return -1;
+    if (c->tie_word_embeddings) {
+        m->lm_head = m->embed;
+        m->lm_head_tied = 1;
+    } else if (fill_matrix(m->be, f, &m->lm_head, c->vocab_size, c->hidden_size, err)) {
+        return -1;
+    }
+    m->has_head = 1;
+    return 0;
+}
+
+int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed, int with_head,
+                          DfError *err) {
+    memset(m, 0, sizeof *m);
+    if (cfg->num_layers < 1 || cfg->hidden_size < 1 || cfg->head_dim % 2 != 0 || cfg->num_kv_heads < 1 ||
+        cfg->num_heads % cfg->num_kv_heads != 0)
+        return df_fail(err, "random target: bad shape (layers %d, hidden %d, heads %d / %d kv, head_dim %d)",
+                       cfg->num_layers, cfg->hidden_size, cfg->num_heads, cfg->num_kv_heads, cfg->head_dim);
+    m->cfg = *cfg;
+    m->be = be;
+    m->n_layers_loaded = cfg->num_layers;
+    m->layers = df_xcalloc((size_t)cfg->num_layers, sizeof *m->layers, "target layers");
+    RandomFill f = {seed, 0, df_xmalloc(HOST_BLOCK * sizeof(float), "random weights block")};
+    int rc = fill_model(m, &f, with_head, err);
+    free(f.host);
+    if (rc) {
+        df_context(err, "random target");
+        df_target_free(m);
+    }
+    return rc;
+}
