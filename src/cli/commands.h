@@ -3,6 +3,7 @@
 #ifndef DF_CLI_COMMANDS_H
 #define DF_CLI_COMMANDS_H
 
+int df_cmd_prepare(int argc, char **argv);
 int df_cmd_tokenize(int argc, char **argv);
 int df_cmd_inspect(int argc, char **argv);
 int df_cmd_forward(int argc, char **argv);

@@ -12,6 +12,7 @@ typedef struct Command {
 
 static const Command COMMANDS[] = {
     /* one line per command, in the order --help lists them */
+    {"prepare", "tokenize JSONL records into a token store", df_cmd_prepare},
     {"tokenize", "encode JSONL text to token ids (or decode ids)", df_cmd_tokenize},
     {"inspect", "summarize a safetensors file or model directory", df_cmd_inspect},
     {"forward", "run the target on token ids, write tap features (and logits)", df_cmd_forward},
