@@ -341,7 +341,9 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
     if (rc == 0 && ctx->stats.samples == 0)
         rc = df_fail(err, "no usable records in the input (%lld read); nothing written", (long long)ctx->stats.records);
     if (rc == 0) {
-        df_progress_finish(&ctx->progress, (int64_t)(ctx->stats.bytes_done / 1000), NULL);
+        char extra[64];
+        snprintf(extra, sizeof extra, "%lld records", (long long)ctx->stats.records);
+        df_progress_finish(&ctx->progress, (int64_t)(ctx->stats.bytes_done / 1000), extra);
         rc = df_token_store_writer_commit(ctx->writer, err);
     } else {
         df_token_store_writer_abort(ctx->writer);
