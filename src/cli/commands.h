@@ -7,5 +7,6 @@ int df_cmd_prepare(int argc, char **argv);
 int df_cmd_tokenize(int argc, char **argv);
 int df_cmd_inspect(int argc, char **argv);
 int df_cmd_forward(int argc, char **argv);
+int df_cmd_train(int argc, char **argv);
 
 #endif
