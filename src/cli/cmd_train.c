@@ -86,14 +86,26 @@ static int cache_is_current(const char *store_path, const char *key_path, const 
     return ok;
 }
 
+/* mkdir -p: creates the directory and any missing parents. */
+static int make_dirs(const char *path, DfError *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return df_fail(err, "path too long: %s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return df_fail_errno(err, "cannot create directory %s", buf);
+        *p = c;
+        if (!c) return 0;
+    }
+}
+
 /* Prepares the JSONL file into OUTPUT/data.store with `dflash prepare`
  * (the same code path and report), unless the cache is current. */
 static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *store_path, size_t cap,
                          DfError *err) {
     struct stat st;
     if (stat(o->data_source, &st) != 0) return df_fail_errno(err, "--data %s", o->data_source);
-    if (mkdir(o->output_dir, 0777) != 0 && errno != EEXIST)
-        return df_fail_errno(err, "cannot create --output directory %s", o->output_dir);
     snprintf(store_path, cap, "%s/data.store", o->output_dir);
     char key_path[4200];
     snprintf(key_path, sizeof key_path, "%s.source.json", store_path);
@@ -143,6 +155,7 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
     if (df_model_config_load(&cfg, o->target_dir, err)) return df_context(err, "--target");
     int store = 0;
     if (is_token_store(o->data_source, &store, err)) return -1;
+    if (make_dirs(o->output_dir, err)) return df_context(err, "--output");
     if (store && o->mask_token_id >= 0) {
         snprintf(store_path, cap, "%s", o->data_source);
         return 0;
