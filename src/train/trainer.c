@@ -282,14 +282,12 @@ static int start_fresh(Trainer *t, DfError *err) {
 }
 
 static int resume(Trainer *t, DfError *err) {
-    char *path = df_checkpoint_latest(t->ckpt_dir, err);
-    if (!path) {
-        if (!err->msg[0]) df_fail(err, "--resume: no checkpoint in %s", t->ckpt_dir);
-        return -1;
-    }
     float *loaded = NULL;
-    char *stored = NULL;
-    int rc = df_checkpoint_load(path, &t->dcfg, &t->drafter.layout, &loaded, &t->adamw, &t->progress, &stored, err);
+    char *stored = NULL, *path = NULL;
+    int rc = df_checkpoint_latest_valid(t->ckpt_dir, &t->dcfg, &t->drafter.layout, &loaded, &t->adamw, &t->progress,
+                                        &stored, &path, err);
+    if (rc == 1) return df_fail(err, "--resume: no checkpoint in %s", t->ckpt_dir);
+    if (rc != 0) return df_context(err, "--resume");
     if (rc == 0) rc = compare_options(stored ? stored : "", t->options_json, path, err);
     if (rc == 0 && (t->progress.seed != t->opt->seed || t->progress.total_steps != t->total_steps))
         rc = df_fail(err, "--resume: %s is from a run with another seed or length", path);
