@@ -34,9 +34,9 @@ static void apply_bundled_default(DfTrainOptions *o) {
     o->block_size = 16;
     o->num_taps = 3;
     o->num_anchors = 32;
-    o->token_budget = 4096;
-    o->steps = 300;
-    o->lr = 1e-3;
+    o->token_budget = 2048;
+    o->steps = 500;
+    o->lr = 1.5e-3;
     o->save_every = 100;
 }
 
@@ -175,7 +175,8 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
 /* ---- the command --------------------------------------------------------- */
 
 static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
-    printf("train: steps %lld..%lld of %lld in %.1f s, %.0f tokens/s; loss %.4f -> %.4f, train-tau %.3f -> %.3f\n",
+    printf("train: steps %lld..%lld of %lld in %.1f s, %.0f tokens/s; mean of the first and last 10 steps: loss %.4f -> "
+           "%.4f, train-tau %.3f -> %.3f\n",
            (long long)s->first_step, (long long)s->last_step, (long long)s->total_steps, s->seconds, s->tokens_per_s,
            s->first_loss, s->last_loss, s->first_tau, s->last_tau);
     printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
@@ -223,8 +224,8 @@ int df_cmd_train(int argc, char **argv) {
         "Without --target, --data and --output (e.g. no arguments at all), runs the bundled default,\n"
         "with paths relative to the current directory (other options still apply):\n"
         "  --target " DEFAULT_TARGET " --data " DEFAULT_DATA " --output " DEFAULT_OUTPUT "\n"
-        "  --draft-layers 2 --intermediate-size 512 --num-taps 3 --num-anchors 32 --token-budget 4096\n"
-        "  --steps 300 --lr 1e-3 --save-every 100   (a few minutes on two CPU cores).\n"
+        "  --draft-layers 2 --intermediate-size 512 --num-taps 3 --num-anchors 32 --token-budget 2048\n"
+        "  --steps 500 --lr 1.5e-3 --save-every 100   (a few minutes on two CPU cores).\n"
         "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
         "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.",
         options, DF_COUNT(options)};

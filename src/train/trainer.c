@@ -462,8 +462,35 @@ static int save_checkpoint(Trainer *t, DfError *err) {
 
 /* ---- the loop ------------------------------------------------------------ */
 
+/* Means of loss and train-tau over the first and the last SUMMARY_WINDOW
+ * steps of this call (single steps are noisy). */
+enum { SUMMARY_WINDOW = 10 };
+
+typedef struct SummaryWindow {
+    double first_loss, first_tau;
+    double last_loss[SUMMARY_WINDOW], last_tau[SUMMARY_WINDOW];
+    int64_t n;
+} SummaryWindow;
+
+static void window_add(SummaryWindow *w, double loss, double tau) {
+    if (w->n < SUMMARY_WINDOW) w->first_loss += loss, w->first_tau += tau;
+    w->last_loss[w->n % SUMMARY_WINDOW] = loss;
+    w->last_tau[w->n % SUMMARY_WINDOW] = tau;
+    w->n++;
+}
+
+static void window_summary(const SummaryWindow *w, DfTrainSummary *s) {
+    int k = w->n < SUMMARY_WINDOW ? (int)w->n : SUMMARY_WINDOW;
+    if (k == 0) return;
+    s->first_loss = w->first_loss / k;
+    s->first_tau = w->first_tau / k;
+    s->last_loss = s->last_tau = 0;
+    for (int i = 0; i < k; i++) s->last_loss += w->last_loss[i] / k, s->last_tau += w->last_tau[i] / k;
+}
+
 static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     double loop_start = df_now_seconds(), last_print = 0;
+    SummaryWindow window = {0};
     int64_t steps_here = 0, tokens_here = 0, saved_at = -1;
     s->first_step = t->progress.step + 1;
     while (t->progress.step < t->stop_step) {
@@ -492,9 +519,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         tokens_here += r.tokens;
         double now = df_now_seconds();
         if (write_metrics(t, epoch, &r, step_s, t->elapsed_offset + (now - loop_start), err)) return -1;
-        if (steps_here == 1) s->first_loss = loss, s->first_tau = df_metrics_train_tau(&t->metrics);
-        s->last_loss = loss;
-        s->last_tau = df_metrics_train_tau(&t->metrics);
+        window_add(&window, loss, df_metrics_train_tau(&t->metrics));
         if (now - last_print >= t->opt->log_interval_s || t->progress.step == t->stop_step || steps_here == 1) {
             print_progress(t, &r, step_s, steps_here, now - loop_start);
             last_print = now;
@@ -506,6 +531,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         }
     }
     if (steps_here > 0 && saved_at != t->progress.step && save_checkpoint(t, err)) return -1;
+    window_summary(&window, s);
     s->last_step = t->progress.step;
     s->seconds = df_now_seconds() - loop_start;
     s->tokens_per_s = s->seconds > 0 ? (double)tokens_here / s->seconds : 0;

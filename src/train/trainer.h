@@ -60,7 +60,7 @@ void df_train_options_default(DfTrainOptions *opt);
 
 typedef struct DfTrainSummary {
     int64_t first_step, last_step, total_steps; /* steps run by this call: first_step..last_step */
-    double first_loss, last_loss, first_tau, last_tau;
+    double first_loss, last_loss, first_tau, last_tau; /* means over the first / last 10 steps of this call */
     double seconds;        /* wall time of the loop in this call */
     double tokens_per_s;   /* context tokens per second over this call */
     int64_t skipped_samples;
