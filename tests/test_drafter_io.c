@@ -620,6 +620,18 @@ static void test_export_replaces_whole(void **state) {
     char names[512];
     list_dir(tmp, names, sizeof names);
     assert_string_equal(names, "d ");
+    /* A trailing slash names the same directory (siblings stay outside it). */
+    char slashed[4200];
+    snprintf(slashed, sizeof slashed, "%s/", dir);
+    if (df_drafter_export(slashed, &c, &l, a, &err) != 0) fail_msg("%s", err.msg);
+    expect_dir_holds(dir, &l, a);
+    list_dir(tmp, names, sizeof names);
+    assert_string_equal(names, "d ");
+    list_dir(dir, names, sizeof names);
+    assert_true(strcmp(names, "config.json model.safetensors ") == 0 ||
+                strcmp(names, "model.safetensors config.json ") == 0);
+    snprintf(slashed, sizeof slashed, "%s/.", dir);
+    assert_int_equal(df_drafter_export(slashed, &c, &l, a, &err), -1);
     free(stale);
     free(a);
     free(b);
