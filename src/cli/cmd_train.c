@@ -175,10 +175,14 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
 /* ---- the command --------------------------------------------------------- */
 
 static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
-    printf("train: steps %lld..%lld of %lld in %.1f s, %.0f tokens/s; mean of the first and last 10 steps: loss %.4f -> "
-           "%.4f, train-tau %.3f -> %.3f\n",
-           (long long)s->first_step, (long long)s->last_step, (long long)s->total_steps, s->seconds, s->tokens_per_s,
-           s->first_loss, s->last_loss, s->first_tau, s->last_tau);
+    if (s->last_step < s->first_step) {
+        printf("train: the run was already complete at step %lld\n", (long long)s->last_step);
+    } else {
+        printf("train: steps %lld..%lld of %lld in %.1f s, %.0f tokens/s; mean of the first and last 10 steps: "
+               "loss %.4f -> %.4f, train-tau %.3f -> %.3f\n",
+               (long long)s->first_step, (long long)s->last_step, (long long)s->total_steps, s->seconds,
+               s->tokens_per_s, s->first_loss, s->last_loss, s->first_tau, s->last_tau);
+    }
     printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
     if (s->finished) {
         printf("train: drafter written to %s (config.json, model.safetensors)\n", s->final_dir);
