@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/token_store.h"
+
 #define SLICE_RECORDS 12
 #define OUT_CAP 65536
 
@@ -224,6 +226,22 @@ static void test_bad_options(void **state) {
 
     assert_int_not_equal(train_refused(f, "bad5", TINY_OPTIONS " --steps 2 --resume"), 0);
     assert_non_null(strstr(f->out, "no checkpoint"));
+
+    /* a token store made with another tokenizer */
+    char store[1024];
+    snprintf(store, sizeof store, "%s/other.store", f->dir);
+    DfError err = {{0}};
+    DfTokenStoreWriter *w = df_token_store_writer_open(store, 8192, 0x1234, &err);
+    assert_non_null(w);
+    int32_t ids[40];
+    uint8_t mask[40];
+    for (int i = 0; i < 40; i++) ids[i] = i, mask[i] = i >= 4;
+    assert_int_equal(df_token_store_writer_append(w, ids, mask, 40, &err), 0);
+    assert_int_equal(df_token_store_writer_commit(w, &err), 0);
+    snprintf(cmd, sizeof cmd, "'%s' train --target '%s' --data '%s' --output '%s/bad6' --steps 2",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), store, f->dir);
+    assert_int_not_equal(df_test_run(cmd, f->out, sizeof f->out), 0);
+    assert_non_null(strstr(f->out, "another tokenizer"));
 }
 
 int main(void) {

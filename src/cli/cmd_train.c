@@ -150,6 +150,20 @@ static int default_mask_token(const DfTokenizer *tok, const DfModelConfig *cfg, 
     return 0;
 }
 
+/* A store made with another tokenizer holds ids that mean other tokens. */
+static int check_store_tokenizer(const char *path, const DfTokenizer *tok, const char *target, DfError *err) {
+    DfTokenStore *s = df_token_store_open(path, 0, err);
+    if (!s) return df_context(err, "--data");
+    uint64_t have = df_token_store_fingerprint(s), want = df_tokenizer_fingerprint(tok);
+    df_token_store_close(s);
+    if (have != want)
+        return df_fail(err,
+                       "--data %s was tokenized with another tokenizer (fingerprint %016llx) than the target %s's "
+                       "(%016llx); prepare it again with --tokenizer %s",
+                       path, (unsigned long long)have, target, (unsigned long long)want, target);
+    return 0;
+}
+
 static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap, DfError *err) {
     DfModelConfig cfg;
     if (df_model_config_load(&cfg, o->target_dir, err)) return df_context(err, "--target");
@@ -165,8 +179,12 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
     int rc = 0;
     if (o->mask_token_id < 0) rc = default_mask_token(tok, &cfg, o->target_dir, &o->mask_token_id, err);
     if (rc == 0) {
-        if (store) snprintf(store_path, cap, "%s", o->data_source);
-        else rc = prepare_cache(o, tok, store_path, cap, err);
+        if (store) {
+            snprintf(store_path, cap, "%s", o->data_source);
+            rc = check_store_tokenizer(store_path, tok, o->target_dir, err);
+        } else {
+            rc = prepare_cache(o, tok, store_path, cap, err);
+        }
     }
     df_tokenizer_free(tok);
     return rc;
