@@ -288,7 +288,7 @@ static int resume(Trainer *t, DfError *err) {
                                         &stored, &path, err);
     if (rc == 1) return df_fail(err, "--resume: no checkpoint in %s", t->ckpt_dir);
     if (rc != 0) return df_context(err, "--resume");
-    if (rc == 0) rc = compare_options(stored ? stored : "", t->options_json, path, err);
+    rc = compare_options(stored ? stored : "", t->options_json, path, err);
     if (rc == 0 && (t->progress.seed != t->opt->seed || t->progress.total_steps != t->total_steps))
         rc = df_fail(err, "--resume: %s is from a run with another seed or length", path);
     if (rc == 0 && t->progress.step > t->total_steps)
