@@ -54,6 +54,13 @@ test: dflash $(TEST_BIN)
 	bash scripts/fetch_test_tokenizers.sh
 	bash scripts/run_tests.sh $(TEST_BIN)
 
+# The bundled default run (README: make demo): the Debian dependencies first
+# (so that a fresh machine can build), then `dflash train` with no arguments.
+demo:
+	bash scripts/setup.sh
+	$(MAKE) dflash
+	./dflash train
+
 clean:
 	rm -rf $(BUILD) dflash
 

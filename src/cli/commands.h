@@ -8,5 +8,6 @@ int df_cmd_tokenize(int argc, char **argv);
 int df_cmd_inspect(int argc, char **argv);
 int df_cmd_forward(int argc, char **argv);
 int df_cmd_bench(int argc, char **argv);
+int df_cmd_train(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const Command COMMANDS[] = {
     {"tokenize", "encode JSONL text to token ids (or decode ids)", df_cmd_tokenize},
     {"inspect", "summarize a safetensors file or model directory", df_cmd_inspect},
     {"forward", "run the target on token ids, write tap features (and logits)", df_cmd_forward},
+    {"train", "train a drafter for a target (no arguments: the bundled default run)", df_cmd_train},
     {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", df_cmd_bench},
     {NULL, NULL, NULL},
 };

@@ -1,0 +1,314 @@
+#define _XOPEN_SOURCE 700 /* realpath */
+/* dflash train: trains a drafter for a target on a token store or a JSONL
+ * file (prepared once into OUTPUT/data.store), with checkpoints, resume and
+ * a metrics log; with no arguments, the bundled default run. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/atomic_file.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "formats/model_config.h"
+#include "formats/token_store.h"
+#include "text/tokenizer.h"
+#include "train/trainer.h"
+
+/* The bundled default: a small drafter for assets/coder-tiny that trains in
+ * a few minutes on two cores (paths relative to the current directory). */
+#define DEFAULT_TARGET "assets/coder-tiny"
+#define DEFAULT_DATA "assets/data/code-train.jsonl"
+#define DEFAULT_OUTPUT "runs/coder-tiny"
+#define DEFAULT_EVAL_DATA "assets/data/code-dev.jsonl"
+
+static void apply_bundled_default(DfTrainOptions *o) {
+    o->target_dir = DEFAULT_TARGET;
+    o->data_source = DEFAULT_DATA;
+    o->output_dir = DEFAULT_OUTPUT;
+    o->draft_layers = 2;
+    o->intermediate_size = 512;
+    o->block_size = 16;
+    o->num_taps = 3;
+    o->num_anchors = 32;
+    o->token_budget = 2048;
+    o->steps = 500;
+    o->lr = 1.5e-3;
+    o->save_every = 100;
+}
+
+/* ---- data: a token store as it is, or JSONL prepared into a cache ------- */
+
+static int is_token_store(const char *path, int *yes, DfError *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return df_fail_errno(err, "--data %s: cannot open", path);
+    char magic[8] = {0};
+    size_t got = fread(magic, 1, sizeof magic, fp);
+    fclose(fp);
+    *yes = got == sizeof magic && memcmp(magic, DF_TOKEN_STORE_MAGIC, sizeof magic) == 0;
+    return 0;
+}
+
+/* What the cache was made from: the source's path, size and mtime, the
+ * tokenizer's fingerprint and the length limit. */
+static char *cache_key(const char *source, const struct stat *st, uint64_t fingerprint, int max_length) {
+    char *abs = realpath(source, NULL);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "source", abs ? abs : source);
+    cJSON_AddNumberToObject(j, "size", (double)st->st_size);
+    char text[64];
+    snprintf(text, sizeof text, "%lld.%09ld", (long long)st->st_mtim.tv_sec, (long)st->st_mtim.tv_nsec);
+    cJSON_AddStringToObject(j, "mtime", text);
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)fingerprint);
+    cJSON_AddStringToObject(j, "tokenizer_fingerprint", text);
+    cJSON_AddNumberToObject(j, "max_length", max_length);
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    free(abs);
+    return out;
+}
+
+static int cache_is_current(const char *store_path, const char *key_path, const char *key, uint64_t fingerprint) {
+    FILE *fp = fopen(key_path, "r");
+    if (!fp) return 0;
+    char stored[8192];
+    size_t n = fread(stored, 1, sizeof stored - 1, fp);
+    fclose(fp);
+    stored[n] = '\0';
+    if (strcmp(stored, key) != 0) return 0;
+    DfError ignored = {{0}};
+    DfTokenStore *s = df_token_store_open(store_path, 0, &ignored);
+    int ok = s && df_token_store_fingerprint(s) == fingerprint;
+    if (s) df_token_store_close(s);
+    return ok;
+}
+
+/* mkdir -p: creates the directory and any missing parents. */
+static int make_dirs(const char *path, DfError *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return df_fail(err, "path too long: %s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return df_fail_errno(err, "cannot create directory %s", buf);
+        *p = c;
+        if (!c) return 0;
+    }
+}
+
+/* Prepares the JSONL file into OUTPUT/data.store with `dflash prepare`
+ * (the same code path and report), unless the cache is current. */
+static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *store_path, size_t cap,
+                         DfError *err) {
+    struct stat st;
+    if (stat(o->data_source, &st) != 0) return df_fail_errno(err, "--data %s", o->data_source);
+    snprintf(store_path, cap, "%s/data.store", o->output_dir);
+    char key_path[4200];
+    snprintf(key_path, sizeof key_path, "%s.source.json", store_path);
+    uint64_t fingerprint = df_tokenizer_fingerprint(tok);
+    char *key = cache_key(o->data_source, &st, fingerprint, (int)o->max_length);
+    int rc = 0;
+    if (cache_is_current(store_path, key_path, key, fingerprint)) {
+        fprintf(stderr, "train: using the prepared data %s (made from %s)\n", store_path, o->data_source);
+    } else {
+        fprintf(stderr, "train: preparing %s into %s\n", o->data_source, store_path);
+        remove(key_path);
+        char max_length[32];
+        snprintf(max_length, sizeof max_length, "%lld", (long long)o->max_length);
+        char *argv[] = {"prepare", "--tokenizer", (char *)o->target_dir, "--input", (char *)o->data_source,
+                        "--output", store_path, "--max-length", max_length, NULL};
+        if (df_cmd_prepare(DF_COUNT(argv) - 1, argv) != 0) {
+            rc = df_fail(err, "could not prepare %s (see the message above)", o->data_source);
+        } else {
+            DfAtomicFile f;
+            rc = df_atomic_open(&f, key_path, err);
+            if (rc == 0) {
+                fputs(key, f.fp);
+                rc = df_atomic_commit(&f, err);
+            }
+        }
+    }
+    cJSON_free(key);
+    return rc;
+}
+
+/* Spec section 7: the first id past the tokenizer's vocabulary, which must
+ * still have a row in the target's embedding. */
+static int default_mask_token(const DfTokenizer *tok, const DfModelConfig *cfg, const char *target, int *id,
+                              DfError *err) {
+    int v = df_tokenizer_vocab_size(tok);
+    if (v >= cfg->vocab_size)
+        return df_fail(err,
+                       "%s: the tokenizer uses all %d embedding rows, so there is no spare row for the mask token; "
+                       "give --mask-token-id",
+                       target, cfg->vocab_size);
+    *id = v;
+    return 0;
+}
+
+/* A store made with another tokenizer holds ids that mean other tokens. */
+static int check_store_tokenizer(const char *path, const DfTokenizer *tok, const char *target, DfError *err) {
+    DfTokenStore *s = df_token_store_open(path, 0, err);
+    if (!s) return df_context(err, "--data");
+    uint64_t have = df_token_store_fingerprint(s), want = df_tokenizer_fingerprint(tok);
+    df_token_store_close(s);
+    if (have != want)
+        return df_fail(err,
+                       "--data %s was tokenized with another tokenizer (fingerprint %016llx) than the target %s's "
+                       "(%016llx); prepare it again with --tokenizer %s",
+                       path, (unsigned long long)have, target, (unsigned long long)want, target);
+    return 0;
+}
+
+static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap, DfError *err) {
+    DfModelConfig cfg;
+    if (df_model_config_load(&cfg, o->target_dir, err)) return df_context(err, "--target");
+    int store = 0;
+    if (is_token_store(o->data_source, &store, err)) return -1;
+    if (make_dirs(o->output_dir, err)) return df_context(err, "--output");
+    if (store && o->mask_token_id >= 0) {
+        snprintf(store_path, cap, "%s", o->data_source);
+        return 0;
+    }
+    DfTokenizer *tok = df_tokenizer_load(o->target_dir, err);
+    if (!tok) return df_context(err, "--target");
+    int rc = 0;
+    if (o->mask_token_id < 0) rc = default_mask_token(tok, &cfg, o->target_dir, &o->mask_token_id, err);
+    if (rc == 0) {
+        if (store) {
+            snprintf(store_path, cap, "%s", o->data_source);
+            rc = check_store_tokenizer(store_path, tok, o->target_dir, err);
+        } else {
+            rc = prepare_cache(o, tok, store_path, cap, err);
+        }
+    }
+    df_tokenizer_free(tok);
+    return rc;
+}
+
+/* ---- the command --------------------------------------------------------- */
+
+static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
+    if (s->last_step < s->first_step) {
+        printf("train: the run was already complete at step %lld\n", (long long)s->last_step);
+    } else {
+        printf("train: steps %lld..%lld of %lld in %.1f s, %.0f tokens/s; mean of the first and last 10 steps: "
+               "loss %.4f -> %.4f, train-tau %.3f -> %.3f\n",
+               (long long)s->first_step, (long long)s->last_step, (long long)s->total_steps, s->seconds,
+               s->tokens_per_s, s->first_loss, s->last_loss, s->first_tau, s->last_tau);
+    }
+    printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
+    if (s->finished) {
+        printf("train: drafter written to %s (config.json, model.safetensors)\n", s->final_dir);
+        printf("evaluate it with:\n  dflash eval --target %s --drafter %s --data %s\n", o->target_dir, s->final_dir,
+               DEFAULT_EVAL_DATA);
+    } else {
+        printf("train: stopped at step %lld of %lld; continue with the same command plus --resume\n",
+               (long long)s->last_step, (long long)s->total_steps);
+    }
+}
+
+int df_cmd_train(int argc, char **argv) {
+    DfTrainOptions o;
+    df_train_options_default(&o);
+    /* -1: not given (every option below takes only non-negative values) */
+    int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
+    int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0;
+    double gamma = -1, lr = -1, warmup = -1;
+    const DfOption options[] = {
+        {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
+        {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
+        {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, checkpoints/, final/", 0},
+        {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0},
+        {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0},
+        {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0},
+        {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0},
+        {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0},
+        {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0},
+        {"num-anchors", DF_OPT_INT, &anchors, "N", "blocks per sequence and epoch (default 512)", 0},
+        {"gamma", DF_OPT_DOUBLE, &gamma, "G", "loss decay over block positions (default 7 for B=16, 5 for 10, 4 for 8)", 0},
+        {"lr", DF_OPT_DOUBLE, &lr, "LR", "peak learning rate (default 6e-4)", 0},
+        {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0},
+        {"token-budget", DF_OPT_INT, &budget, "N", "context tokens per batch (default 8192)", 0},
+        {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors (default 0)", 0},
+        {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0},
+        {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0},
+        {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
+        {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0},
+        {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0},
+    };
+    const DfCommandSpec spec = {
+        "train", "train a DFlash drafter for a target", NULL,
+        "Without --target, --data and --output (e.g. no arguments at all), runs the bundled default,\n"
+        "with paths relative to the current directory (other options still apply):\n"
+        "  --target " DEFAULT_TARGET " --data " DEFAULT_DATA " --output " DEFAULT_OUTPUT "\n"
+        "  --draft-layers 2 --intermediate-size 512 --num-taps 3 --num-anchors 32 --token-budget 2048\n"
+        "  --steps 500 --lr 1.5e-3 --save-every 100   (a few minutes on two CPU cores).\n"
+        "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
+        "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.",
+        options, DF_COUNT(options)};
+    DfParsedArgs parsed;
+    DfError err = {{0}};
+    if (df_parse_args(&spec, argc, argv, &parsed, &err) != 0) {
+        fprintf(stderr, "dflash %s\n", err.msg);
+        return 2;
+    }
+    if (parsed.help_shown) return 0;
+    if (!o.target_dir && !o.data_source && !o.output_dir) {
+        apply_bundled_default(&o);
+        fprintf(stderr, "train: no --target/--data/--output: the bundled default (see 'dflash train --help')\n");
+    } else if (!o.target_dir || !o.data_source || !o.output_dir) {
+        fprintf(stderr, "dflash train: --target, --data and --output go together (none of them: the bundled default)\n");
+        return 2;
+    }
+    if (steps >= 0 && epochs >= 0) {
+        fprintf(stderr, "dflash train: give --steps or --epochs, not both\n");
+        return 2;
+    }
+    if (steps == 0 || epochs == 0 || layers == 0 || block == 0 || anchors == 0 || budget == 0 || max_length == 0 ||
+        lr == 0) {
+        fprintf(stderr, "dflash train: --steps, --epochs, --draft-layers, --block-size, --num-anchors, --token-budget, "
+                        "--max-length and --lr must be positive\n");
+        return 2;
+    }
+    if (steps < -1 || epochs < -1 || layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 ||
+        budget < -1 || seed < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 ||
+        (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
+        fprintf(stderr, "dflash train: options take non-negative values\n");
+        return 2;
+    }
+    if (steps > 0) o.steps = steps;
+    if (epochs > 0) o.epochs = epochs, o.steps = 0;
+    if (layers > 0) o.draft_layers = layers;
+    if (inter >= 0) o.intermediate_size = inter;
+    if (block > 0) o.block_size = block;
+    if (taps >= 0) o.num_taps = taps;
+    if (anchors > 0) o.num_anchors = anchors;
+    if (budget > 0) o.token_budget = budget;
+    if (seed >= 0) o.seed = (uint64_t)seed;
+    if (save_every >= 0) o.save_every = save_every;
+    if (stop_at >= 0) o.stop_at = stop_at;
+    if (max_length > 0) o.max_length = max_length;
+    if (mask >= 0) o.mask_token_id = mask;
+    if (gamma >= 0) o.gamma = gamma;
+    if (lr > 0) o.lr = lr;
+    if (warmup >= 0) o.warmup = warmup;
+    o.resume = resume;
+    char store_path[4096];
+    DfTrainSummary summary;
+    int rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
+    if (rc == 0) {
+        o.data_store = store_path;
+        rc = df_train(&o, &summary, &err);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 1;
+    }
+    print_result(&o, &summary);
+    return 0;
+}

@@ -1,0 +1,602 @@
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "train/trainer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/atomic_file.h"
+#include "base/clock.h"
+#include "base/progress.h"
+#include "formats/token_store.h"
+#include "model/drafter.h"
+#include "model/drafter_io.h"
+#include "model/target.h"
+#include "train/anchors.h"
+#include "train/batcher.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+
+#define CLIP_NORM 1.0f
+
+void df_train_options_default(DfTrainOptions *o) {
+    memset(o, 0, sizeof *o);
+    o->epochs = 6;
+    o->draft_layers = 5;
+    o->block_size = 16;
+    o->num_anchors = 512;
+    o->lr = 6e-4;
+    o->warmup = 0.04;
+    o->token_budget = 8192;
+    o->seed = 0;
+    o->max_length = 3072;
+    o->mask_token_id = -1;
+    o->keep_checkpoints = 3;
+    o->log_interval_s = 1.0;
+}
+
+/* Host arrays of one step, grown when a larger batch comes (never shrunk),
+ * so that the loop does not allocate once the largest batch has been seen. */
+typedef struct StepBuffers {
+    int64_t tokens_cap, seqs_cap, longest_cap;
+    int32_t *ids, *seq_starts;
+    uint8_t *mask;
+    int64_t *anchor_starts, *anchors, *scratch;
+    size_t dev_tokens_cap;
+    DfBuffer dev_ids, features;
+} StepBuffers;
+
+typedef struct Trainer {
+    const DfTrainOptions *opt;
+    DfModelConfig tcfg;
+    DfDrafterConfig dcfg;
+    DfTokenStore *store;
+    DfBatcher batcher;
+    DfEpochPlan plan;
+    int have_plan;
+    DfLrSchedule schedule;
+    int64_t total_steps, stop_step;
+    DfBackend *be;
+    DfTargetModel target;
+    DfDrafter drafter;
+    int have_drafter;
+    DfAdamW adamw;
+    int have_adamw;
+    float *params, *grads;
+    float **param_ptrs, **grad_ptrs;
+    size_t *sizes;
+    DfTrainProgress progress;
+    char *options_json;
+    char ckpt_dir[4096], metrics_path[4096], final_dir[4096];
+    FILE *metrics_fp;
+    DfMetrics metrics;
+    StepBuffers buf;
+    double elapsed_offset; /* elapsed_s of the run before this call (resume) */
+    double start_s;
+} Trainer;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static int make_dir(const char *path, DfError *err) {
+    if (mkdir(path, 0777) == 0 || errno == EEXIST) {
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+        return df_fail(err, "%s exists and is not a directory", path);
+    }
+    return df_fail_errno(err, "cannot create directory %s", path);
+}
+
+/* Absolute path when it resolves, else the path as given. */
+static void canonical(const char *path, char *out, size_t cap) {
+    char *r = realpath(path, NULL);
+    snprintf(out, cap, "%s", r ? r : path);
+    free(r);
+}
+
+/* ---- the options that define a run -------------------------------------- */
+
+static char *options_json(const Trainer *t) {
+    const DfTrainOptions *o = t->opt;
+    char target[4096], data[4096];
+    canonical(o->target_dir, target, sizeof target);
+    canonical(o->data_source ? o->data_source : o->data_store, data, sizeof data);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "target", target);
+    cJSON_AddStringToObject(j, "data", data);
+    cJSON_AddNumberToObject(j, "data_samples", (double)df_token_store_num_samples(t->store));
+    cJSON_AddNumberToObject(j, "data_tokens", (double)df_token_store_num_tokens(t->store));
+    char fp[32];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)df_token_store_fingerprint(t->store));
+    cJSON_AddStringToObject(j, "tokenizer_fingerprint", fp);
+    cJSON_AddNumberToObject(j, "steps", (double)t->total_steps);
+    cJSON_AddNumberToObject(j, "epochs", o->steps ? 0.0 : (double)o->epochs);
+    cJSON_AddNumberToObject(j, "draft_layers", t->dcfg.num_layers);
+    cJSON_AddNumberToObject(j, "intermediate_size", t->dcfg.intermediate_size);
+    cJSON_AddNumberToObject(j, "block_size", t->dcfg.block_size);
+    cJSON *taps = cJSON_AddArrayToObject(j, "target_layer_ids");
+    for (int i = 0; i < t->dcfg.n_taps; i++) cJSON_AddItemToArray(taps, cJSON_CreateNumber(t->dcfg.target_layer_ids[i]));
+    cJSON_AddNumberToObject(j, "num_anchors", (double)o->num_anchors);
+    cJSON_AddNumberToObject(j, "gamma", t->dcfg.gamma);
+    cJSON_AddNumberToObject(j, "lr", o->lr);
+    cJSON_AddNumberToObject(j, "warmup", o->warmup);
+    cJSON_AddNumberToObject(j, "token_budget", (double)o->token_budget);
+    char seed[32];
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    cJSON_AddStringToObject(j, "seed", seed);
+    cJSON_AddNumberToObject(j, "max_length", (double)o->max_length);
+    cJSON_AddNumberToObject(j, "mask_token_id", t->dcfg.mask_token_id);
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return text;
+}
+
+/* Fails naming the first option whose value differs. */
+static int compare_options(const char *stored, const char *current, const char *path, DfError *err) {
+    if (strcmp(stored, current) == 0) return 0;
+    cJSON *a = cJSON_Parse(stored), *b = cJSON_Parse(current);
+    int rc = df_fail(err, "--resume: the options of %s differ from this run's", path);
+    if (a && b) {
+        const cJSON *item;
+        cJSON_ArrayForEach(item, b) {
+            const cJSON *old = cJSON_GetObjectItemCaseSensitive(a, item->string);
+            char *now_text = cJSON_PrintUnformatted(item);
+            char *old_text = old ? cJSON_PrintUnformatted(old) : NULL;
+            int same = old_text && strcmp(now_text, old_text) == 0;
+            if (!same)
+                df_fail(err, "--resume: option '%s' differs: the checkpoint %s has %s, this run %s (refusing to mix runs)",
+                        item->string, path, old_text ? old_text : "nothing", now_text);
+            cJSON_free(now_text);
+            cJSON_free(old_text);
+            if (!same) break;
+        }
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    return rc;
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+static int load_data(Trainer *t, DfError *err) {
+    const DfTrainOptions *o = t->opt;
+    if (!(t->store = df_token_store_open(o->data_store, 1, err))) return -1;
+    if (df_token_store_vocab_size(t->store) > t->tcfg.vocab_size)
+        return df_fail(err, "%s: token ids go up to %d but the target %s has %d embedding rows", o->data_store,
+                       df_token_store_vocab_size(t->store) - 1, o->target_dir, t->tcfg.vocab_size);
+    if (o->max_length + o->block_size > t->tcfg.max_position_embeddings)
+        return df_fail(err, "--max-length %lld plus the block size %d exceeds the target's max_position_embeddings %d",
+                       (long long)o->max_length, o->block_size, t->tcfg.max_position_embeddings);
+    return df_batcher_init(&t->batcher, t->store, o->block_size, o->max_length, o->token_budget, o->seed, err);
+}
+
+static int plan_steps(Trainer *t, DfError *err) {
+    const DfTrainOptions *o = t->opt;
+    if (o->steps < 0 || o->epochs < 0 || (o->steps == 0 && o->epochs == 0))
+        return df_fail(err, "give a positive --steps or --epochs");
+    t->total_steps = o->steps ? o->steps : df_batcher_total_batches(&t->batcher, o->epochs);
+    t->stop_step = t->total_steps;
+    if (o->stop_at < 0) return df_fail(err, "--stop-at must be positive, got %lld", (long long)o->stop_at);
+    if (o->stop_at > 0 && o->stop_at < t->total_steps) t->stop_step = o->stop_at;
+    if (!(o->lr > 0) || !(o->warmup >= 0 && o->warmup <= 1))
+        return df_fail(err, "--lr must be positive and --warmup in [0, 1] (got %g, %g)", o->lr, o->warmup);
+    t->schedule = df_lr_schedule(o->lr, t->total_steps, o->warmup);
+    return 0;
+}
+
+static int load_models(Trainer *t, DfError *err) {
+    const DfTrainOptions *o = t->opt;
+    if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, o->draft_layers, o->intermediate_size, o->block_size,
+                                      o->num_taps, o->mask_token_id, err))
+        return -1;
+    if (o->gamma > 0) t->dcfg.gamma = o->gamma;
+    if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
+    if (!(t->be = df_backend_cpu_create(err))) return -1;
+    /* Training runs layers 0..max tap only. An untied lm_head can only be
+     * loaded with the whole model; the forward still stops at the last tap. */
+    int tied = t->tcfg.tie_word_embeddings;
+    int n_layers = tied ? df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0)
+                        : t->tcfg.num_layers;
+    if (df_target_load(&t->target, t->be, o->target_dir, n_layers, !tied, err)) return -1;
+    DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
+    if (df_drafter_create(&t->drafter, t->be, &t->dcfg, t->target.embed, lm_head, err)) return -1;
+    t->have_drafter = 1;
+    return 0;
+}
+
+static int init_optimizer(Trainer *t, DfError *err) {
+    const DfDrafterLayout *L = &t->drafter.layout;
+    t->sizes = df_xmalloc((size_t)L->n_params * sizeof *t->sizes, "parameter sizes");
+    t->param_ptrs = df_xmalloc((size_t)L->n_params * sizeof *t->param_ptrs, "parameter pointers");
+    t->grad_ptrs = df_xmalloc((size_t)L->n_params * sizeof *t->grad_ptrs, "gradient pointers");
+    t->grads = df_xcalloc(L->total, sizeof *t->grads, "gradients");
+    if (!t->params) t->params = df_xmalloc(L->total * sizeof *t->params, "parameters");
+    for (int i = 0; i < L->n_params; i++) t->sizes[i] = L->params[i].count;
+    DfAdamWConfig acfg = {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
+    if (df_adamw_init(&t->adamw, &acfg, t->sizes, L->n_params, err)) return -1;
+    t->have_adamw = 1;
+    return 0;
+}
+
+static void point_params(Trainer *t) {
+    const DfDrafterLayout *L = &t->drafter.layout;
+    for (int i = 0; i < L->n_params; i++) {
+        t->param_ptrs[i] = t->params + L->params[i].offset;
+        t->grad_ptrs[i] = t->grads + L->params[i].offset;
+    }
+}
+
+/* Keeps the metrics lines of steps <= last_step (a torn last line is
+ * dropped), rewriting the file atomically; returns the elapsed_s of the line
+ * of last_step through *elapsed. */
+static int truncate_metrics(const char *path, int64_t last_step, double *elapsed, DfError *err) {
+    *elapsed = 0;
+    FILE *in = fopen(path, "r");
+    if (!in) return errno == ENOENT ? 0 : df_fail_errno(err, "cannot open %s", path);
+    DfAtomicFile out;
+    if (df_atomic_open(&out, path, err)) {
+        fclose(in);
+        return -1;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *step = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
+        if (cJSON_IsNumber(step) && step->valuedouble <= (double)last_step && line[n - 1] == '\n') {
+            fputs(line, out.fp);
+            const cJSON *el = cJSON_GetObjectItemCaseSensitive(j, "elapsed_s");
+            if (step->valuedouble == (double)last_step && cJSON_IsNumber(el)) *elapsed = el->valuedouble;
+        }
+        cJSON_Delete(j);
+    }
+    free(line);
+    fclose(in);
+    return df_atomic_commit(&out, err);
+}
+
+static int start_fresh(Trainer *t, DfError *err) {
+    char *latest = df_checkpoint_latest(t->ckpt_dir, err);
+    if (latest) {
+        int rc = df_fail(err,
+                         "%s already holds a training run (%s): pass --resume to continue it, or choose another "
+                         "--output (or delete it)",
+                         t->opt->output_dir, latest);
+        free(latest);
+        return rc;
+    }
+    if (err->msg[0]) return -1;
+    df_drafter_init_params(&t->drafter.layout, t->params, t->opt->seed);
+    memset(&t->progress, 0, sizeof t->progress);
+    t->progress.total_steps = t->total_steps;
+    t->progress.seed = t->opt->seed;
+    if (!(t->metrics_fp = fopen(t->metrics_path, "w"))) return df_fail_errno(err, "cannot create %s", t->metrics_path);
+    return 0;
+}
+
+static int resume(Trainer *t, DfError *err) {
+    float *loaded = NULL;
+    char *stored = NULL, *path = NULL;
+    int rc = df_checkpoint_latest_valid(t->ckpt_dir, &t->dcfg, &t->drafter.layout, &loaded, &t->adamw, &t->progress,
+                                        &stored, &path, err);
+    if (rc == 1) return df_fail(err, "--resume: no checkpoint in %s", t->ckpt_dir);
+    if (rc != 0) return df_context(err, "--resume");
+    rc = compare_options(stored ? stored : "", t->options_json, path, err);
+    if (rc == 0 && (t->progress.seed != t->opt->seed || t->progress.total_steps != t->total_steps))
+        rc = df_fail(err, "--resume: %s is from a run with another seed or length", path);
+    if (rc == 0 && t->progress.step > t->total_steps)
+        rc = df_fail(err, "--resume: %s is at step %lld, past this run's %lld steps", path,
+                     (long long)t->progress.step, (long long)t->total_steps);
+    if (rc == 0) {
+        memcpy(t->params, loaded, t->drafter.layout.total * sizeof *t->params);
+        rc = truncate_metrics(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
+    }
+    if (rc == 0 && !(t->metrics_fp = fopen(t->metrics_path, "a")))
+        rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
+    if (rc == 0)
+        fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)\n", path,
+                (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch);
+    free(loaded);
+    free(stored);
+    free(path);
+    return rc;
+}
+
+/* ---- one step ------------------------------------------------------------ */
+
+static int64_t grown(int64_t cap, int64_t need) {
+    int64_t c = cap ? cap : 1024;
+    while (c < need) c *= 2;
+    return c;
+}
+
+static void reserve_step_buffers(StepBuffers *b, int64_t tokens, int64_t seqs, int64_t longest) {
+    if (tokens > b->tokens_cap) {
+        b->tokens_cap = grown(b->tokens_cap, tokens);
+        b->ids = df_xrealloc(b->ids, (size_t)b->tokens_cap * sizeof *b->ids, "batch ids");
+        b->mask = df_xrealloc(b->mask, (size_t)b->tokens_cap, "batch mask");
+        b->anchors = df_xrealloc(b->anchors, (size_t)b->tokens_cap * sizeof *b->anchors, "anchors");
+    }
+    if (seqs + 1 > b->seqs_cap) {
+        b->seqs_cap = grown(b->seqs_cap, seqs + 1);
+        b->seq_starts = df_xrealloc(b->seq_starts, (size_t)b->seqs_cap * sizeof *b->seq_starts, "sequence starts");
+        b->anchor_starts = df_xrealloc(b->anchor_starts, (size_t)b->seqs_cap * sizeof *b->anchor_starts, "anchor starts");
+    }
+    if (longest > b->longest_cap) {
+        b->longest_cap = grown(b->longest_cap, longest);
+        b->scratch = df_xrealloc(b->scratch, (size_t)b->longest_cap * sizeof *b->scratch, "anchor scratch");
+    }
+}
+
+/* Copies the batch's samples back to back into the step buffers and selects
+ * their anchors. Returns the token count. */
+static int64_t gather_batch(Trainer *t, const int64_t *samples, int n, int64_t epoch, DfError *err) {
+    StepBuffers *b = &t->buf;
+    int64_t total = 0, longest = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t len = df_token_store_sample_length(t->store, samples[i]);
+        total += len;
+        if (len > longest) longest = len;
+    }
+    if (total > INT32_MAX) return df_fail(err, "a batch of %lld tokens is too large", (long long)total);
+    reserve_step_buffers(b, total, n, longest);
+    int64_t at = 0, n_anchors = 0;
+    b->seq_starts[0] = 0;
+    b->anchor_starts[0] = 0;
+    for (int i = 0; i < n; i++) {
+        const int32_t *ids;
+        const uint8_t *mask;
+        int64_t len;
+        if (df_token_store_sample(t->store, samples[i], &ids, &mask, &len, err)) return -1;
+        memcpy(b->ids + at, ids, (size_t)len * sizeof *ids);
+        memcpy(b->mask + at, mask, (size_t)len);
+        n_anchors += df_select_anchors(mask, len, t->opt->num_anchors, t->opt->seed, (uint32_t)epoch,
+                                       (uint64_t)samples[i], b->anchors + n_anchors, b->scratch);
+        at += len;
+        b->seq_starts[i + 1] = (int32_t)at;
+        b->anchor_starts[i + 1] = n_anchors;
+    }
+    return total;
+}
+
+static int ensure_device_buffers(Trainer *t, size_t tokens, DfError *err) {
+    StepBuffers *b = &t->buf;
+    if (tokens <= b->dev_tokens_cap) return 0;
+    size_t cap = b->dev_tokens_cap ? b->dev_tokens_cap : 4096;
+    while (cap < tokens) cap *= 2;
+    df_buffer_free(t->be, &b->dev_ids);
+    df_buffer_free(t->be, &b->features);
+    b->dev_tokens_cap = 0;
+    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    if (df_buffer_alloc(t->be, &b->dev_ids, DF_BUF_I32, cap, err) ||
+        df_buffer_alloc(t->be, &b->features, DF_BUF_ACT, cap * width, err))
+        return -1;
+    b->dev_tokens_cap = cap;
+    return 0;
+}
+
+typedef struct StepResult {
+    int64_t tokens, samples;
+    double lr, weight_sum;
+    float grad_norm;
+} StepResult;
+
+static int train_step(Trainer *t, const int64_t *samples, int n, int64_t epoch, StepResult *r, DfError *err) {
+    int64_t tokens = gather_batch(t, samples, n, epoch, err);
+    if (tokens < 0) return -1;
+    StepBuffers *b = &t->buf;
+    DfPackedBatch pb;
+    if (ensure_device_buffers(t, (size_t)tokens, err)) return -1;
+    if (df_packed_batch_init(&pb, t->be, b->seq_starts, n, err)) return -1;
+    int rc = -1;
+    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    DfBuffer ids = df_buffer_view(b->dev_ids, 0, (size_t)tokens);
+    DfBuffer features = df_buffer_view(b->features, 0, (size_t)tokens * width);
+    if (t->be->ops->upload_i32(t->be, ids, b->ids, err)) goto done;
+    if (df_target_forward_batch(&t->target, &pb, ids, t->dcfg.target_layer_ids, t->dcfg.n_taps, features,
+                                (DfBuffer){0}, err))
+        goto done;
+    DfDrafterBatch db = {.n_seqs = n, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
+                         .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
+    r->weight_sum = df_drafter_batch_weight_sum(&t->dcfg, &db);
+    if (!(r->weight_sum > 0)) {
+        df_fail(err, "a batch of %d samples has no loss weight", n);
+        goto done;
+    }
+    df_metrics_reset(&t->metrics);
+    df_drafter_zero_grads(&t->drafter);
+    if (df_drafter_forward_backward(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err)) goto done;
+    if (df_drafter_get_grads(&t->drafter, t->grads, err)) goto done;
+    int n_params = t->drafter.layout.n_params;
+    r->grad_norm = df_clip_grad_norm(t->grad_ptrs, t->sizes, n_params, CLIP_NORM);
+    r->lr = df_lr_at(&t->schedule, t->progress.step);
+    df_adamw_step(&t->adamw, t->param_ptrs, (const float *const *)t->grad_ptrs, r->lr);
+    if (df_drafter_set_params(&t->drafter, t->params, err)) goto done;
+    r->tokens = tokens;
+    r->samples = n;
+    rc = 0;
+done:
+    df_packed_batch_free(&pb, t->be);
+    return rc;
+}
+
+/* ---- metrics and progress ------------------------------------------------ */
+
+static int write_metrics(Trainer *t, int64_t epoch, const StepResult *r, double step_s, double elapsed, DfError *err) {
+    const DfMetrics *m = &t->metrics;
+    FILE *fp = t->metrics_fp;
+    fprintf(fp, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.17g, \"train_tau\": %.17g, \"acc\": [",
+            (long long)t->progress.step, (long long)epoch, df_metrics_loss(m), df_metrics_train_tau(m));
+    for (int k = 1; k < t->dcfg.block_size; k++) fprintf(fp, "%s%.17g", k > 1 ? ", " : "", df_metrics_accuracy(m, k));
+    fprintf(fp,
+            "], \"lr\": %.17g, \"grad_norm\": %.9g, \"tokens\": %lld, \"samples\": %lld, \"tokens_per_s\": %.1f, "
+            "\"elapsed_s\": %.3f}\n",
+            r->lr, (double)r->grad_norm, (long long)r->tokens, (long long)r->samples,
+            step_s > 0 ? (double)r->tokens / step_s : 0.0, elapsed);
+    if (fflush(fp) != 0 || ferror(fp)) return df_fail_errno(err, "writing %s", t->metrics_path);
+    return 0;
+}
+
+static void print_progress(const Trainer *t, const StepResult *r, double step_s, int64_t steps_here, double loop_s) {
+    char eta[32], el[32];
+    double per_step = steps_here > 0 ? loop_s / (double)steps_here : 0;
+    df_format_duration(per_step * (double)(t->stop_step - t->progress.step), eta, sizeof eta);
+    df_format_duration(t->elapsed_offset + loop_s, el, sizeof el);
+    fprintf(stderr, "step %lld/%lld  loss %.4f  train-tau %.3f  lr %.2e  |g| %.3f  %.0f tok/s  %s  ETA %s\n",
+            (long long)t->progress.step, (long long)t->total_steps, df_metrics_loss(&t->metrics),
+            df_metrics_train_tau(&t->metrics), r->lr, (double)r->grad_norm,
+            step_s > 0 ? (double)r->tokens / step_s : 0.0, el, eta);
+}
+
+static int save_checkpoint(Trainer *t, DfError *err) {
+    return df_checkpoint_save(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
+                              t->options_json, t->opt->keep_checkpoints, err);
+}
+
+/* ---- the loop ------------------------------------------------------------ */
+
+/* Means of loss and train-tau over the first and the last SUMMARY_WINDOW
+ * steps of this call (single steps are noisy). */
+enum { SUMMARY_WINDOW = 10 };
+
+typedef struct SummaryWindow {
+    double first_loss, first_tau;
+    double last_loss[SUMMARY_WINDOW], last_tau[SUMMARY_WINDOW];
+    int64_t n;
+} SummaryWindow;
+
+static void window_add(SummaryWindow *w, double loss, double tau) {
+    if (w->n < SUMMARY_WINDOW) w->first_loss += loss, w->first_tau += tau;
+    w->last_loss[w->n % SUMMARY_WINDOW] = loss;
+    w->last_tau[w->n % SUMMARY_WINDOW] = tau;
+    w->n++;
+}
+
+static void window_summary(const SummaryWindow *w, DfTrainSummary *s) {
+    int k = w->n < SUMMARY_WINDOW ? (int)w->n : SUMMARY_WINDOW;
+    if (k == 0) return;
+    s->first_loss = w->first_loss / k;
+    s->first_tau = w->first_tau / k;
+    s->last_loss = s->last_tau = 0;
+    for (int i = 0; i < k; i++) s->last_loss += w->last_loss[i] / k, s->last_tau += w->last_tau[i] / k;
+}
+
+static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
+    double loop_start = df_now_seconds(), last_print = 0;
+    SummaryWindow window = {0};
+    int64_t steps_here = 0, tokens_here = 0, saved_at = -1;
+    s->first_step = t->progress.step + 1;
+    while (t->progress.step < t->stop_step) {
+        if (!t->have_plan || t->plan.epoch != t->progress.epoch) {
+            if (t->have_plan) df_epoch_plan_free(&t->plan);
+            df_batcher_plan_epoch(&t->batcher, t->progress.epoch, &t->plan);
+            t->have_plan = 1;
+        }
+        int64_t bi = t->progress.batch_in_epoch;
+        if (bi >= t->plan.n_batches)
+            return df_fail(err, "internal: batch %lld of epoch %lld does not exist", (long long)bi,
+                           (long long)t->progress.epoch);
+        int64_t epoch = t->progress.epoch;
+        const int64_t *samples = t->plan.samples + t->plan.starts[bi];
+        int n = (int)(t->plan.starts[bi + 1] - t->plan.starts[bi]);
+        double t0 = df_now_seconds();
+        StepResult r;
+        if (train_step(t, samples, n, epoch, &r, err)) return df_context(err, "step %lld", (long long)t->progress.step + 1);
+        double step_s = df_now_seconds() - t0;
+        double loss = df_metrics_loss(&t->metrics);
+        if (!isfinite(loss)) return df_fail(err, "step %lld: the loss is not finite (%g)", (long long)t->progress.step + 1, loss);
+        t->progress.step++;
+        t->progress.tokens_seen += r.tokens;
+        if (++t->progress.batch_in_epoch == t->plan.n_batches) t->progress.epoch++, t->progress.batch_in_epoch = 0;
+        steps_here++;
+        tokens_here += r.tokens;
+        double now = df_now_seconds();
+        if (write_metrics(t, epoch, &r, step_s, t->elapsed_offset + (now - loop_start), err)) return -1;
+        window_add(&window, loss, df_metrics_train_tau(&t->metrics));
+        if (now - last_print >= t->opt->log_interval_s || t->progress.step == t->stop_step || steps_here == 1) {
+            print_progress(t, &r, step_s, steps_here, now - loop_start);
+            last_print = now;
+        }
+        int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
+        if (periodic || t->progress.step == t->stop_step) {
+            if (save_checkpoint(t, err)) return -1;
+            saved_at = t->progress.step;
+        }
+    }
+    if (steps_here > 0 && saved_at != t->progress.step && save_checkpoint(t, err)) return -1;
+    window_summary(&window, s);
+    s->last_step = t->progress.step;
+    s->seconds = df_now_seconds() - loop_start;
+    s->tokens_per_s = s->seconds > 0 ? (double)tokens_here / s->seconds : 0;
+    return 0;
+}
+
+static void trainer_free(Trainer *t) {
+    if (t->metrics_fp) fclose(t->metrics_fp);
+    if (t->have_plan) df_epoch_plan_free(&t->plan);
+    if (t->have_adamw) df_adamw_free(&t->adamw);
+    if (t->be) {
+        df_buffer_free(t->be, &t->buf.dev_ids);
+        df_buffer_free(t->be, &t->buf.features);
+    }
+    if (t->have_drafter) df_drafter_free(&t->drafter);
+    df_target_free(&t->target);
+    if (t->be) df_backend_destroy(t->be);
+    df_batcher_free(&t->batcher);
+    if (t->store) df_token_store_close(t->store);
+    free(t->buf.ids), free(t->buf.mask), free(t->buf.seq_starts);
+    free(t->buf.anchor_starts), free(t->buf.anchors), free(t->buf.scratch);
+    free(t->params), free(t->grads), free(t->param_ptrs), free(t->grad_ptrs), free(t->sizes);
+    cJSON_free(t->options_json);
+}
+
+static int setup(Trainer *t, DfError *err) {
+    const DfTrainOptions *o = t->opt;
+    if (df_model_config_load(&t->tcfg, o->target_dir, err)) return -1;
+    if (load_data(t, err) || plan_steps(t, err)) return -1;
+    if (make_dir(o->output_dir, err)) return -1;
+    snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
+    snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
+    snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
+    if (load_models(t, err) || init_optimizer(t, err)) return -1;
+    if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
+    t->options_json = options_json(t);
+    point_params(t);
+    if (o->resume ? resume(t, err) : start_fresh(t, err)) return -1;
+    return df_drafter_set_params(&t->drafter, t->params, err);
+}
+
+int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
+    Trainer t = {.opt = opt};
+    memset(summary, 0, sizeof *summary);
+    int rc = setup(&t, err);
+    if (rc == 0) {
+        summary->total_steps = t.total_steps;
+        summary->skipped_samples = t.batcher.n_few_loss_tokens + t.batcher.n_too_long;
+        fprintf(stderr,
+                "train: %lld steps (%lld trainable samples, %lld tokens an epoch; skipped %lld with fewer than %d "
+                "loss tokens, %lld longer than %lld); drafter %d layers, %zu parameters, taps",
+                (long long)t.total_steps, (long long)t.batcher.n_usable, (long long)t.batcher.usable_tokens,
+                (long long)t.batcher.n_few_loss_tokens, 2 * t.dcfg.block_size, (long long)t.batcher.n_too_long,
+                (long long)opt->max_length, t.dcfg.num_layers, t.drafter.layout.total);
+        for (int i = 0; i < t.dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
+        fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
+        rc = run_loop(&t, summary, err);
+    }
+    if (rc == 0 && t.progress.step == t.total_steps) {
+        rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
+        if (rc == 0) {
+            summary->finished = 1;
+            snprintf(summary->final_dir, sizeof summary->final_dir, "%s", t.final_dir);
+        }
+    }
+    trainer_free(&t);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* The training loop (DFLASH.md section 4) on one backend: one optimizer step
+ * per batch of the batcher.
+ *
+ * A step: gather the batch's samples from the token store and pack them
+ * (no padding); run the target's layers 0..max tap for the tap features;
+ * select each sample's anchors (keyed by seed, epoch, sample index); compute
+ * the loss-weight sum; forward and backward of the drafter with
+ * grad_scale = 1 / weight sum; clip the gradient to global norm 1.0; AdamW
+ * with the learning rate of the schedule; upload the new weights.
+ *
+ * OUTPUT holds:
+ *   metrics.jsonl       one JSON line per step (see df_train), appended and
+ *                       flushed each step
+ *   checkpoints/        step-N.safetensors every save_every steps and at the
+ *                       end (and at stop_at)
+ *   final/              the exported drafter (spec section 7) when the run
+ *                       reaches its last step
+ *
+ * Resume: the newest checkpoint gives the weights, the AdamW state and the
+ * position (epoch, batch in epoch); the batcher's epoch plans, the anchors
+ * and the schedule are pure functions of the options, so on the CPU (with the
+ * same OMP_NUM_THREADS) the continued run is bit-identical to an
+ * uninterrupted one. Every op of a step uses static work splits that depend
+ * on the thread count only, and every reduction has a fixed order. */
+#ifndef DF_TRAIN_TRAINER_H
+#define DF_TRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "base/error.h"
+
+typedef struct DfTrainOptions {
+    const char *target_dir;
+    const char *data_store;  /* the token store trained on */
+    const char *data_source; /* what the user named (a JSONL file or the store): recorded in the options */
+    const char *output_dir;
+    int64_t steps;           /* total steps; 0: from epochs */
+    int64_t epochs;          /* used when steps is 0 */
+    int draft_layers;
+    int intermediate_size;   /* 0: the target's */
+    int block_size;
+    int num_taps;            /* 0: the drafter config's default */
+    int64_t num_anchors;
+    double gamma;            /* 0: df_default_gamma(block_size) */
+    double lr;
+    double warmup;           /* fraction of the steps */
+    int64_t token_budget;
+    uint64_t seed;
+    int64_t save_every;      /* 0: only at the end */
+    int64_t stop_at;         /* 0: run to the end; else stop after this step */
+    int resume;
+    int64_t max_length;
+    int mask_token_id;
+    int keep_checkpoints;    /* newest checkpoints kept (0: all) */
+    double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
+} DfTrainOptions;
+
+/* The defaults of the spec's recipe where one exists. */
+void df_train_options_default(DfTrainOptions *opt);
+
+typedef struct DfTrainSummary {
+    int64_t first_step, last_step, total_steps; /* steps run by this call: first_step..last_step */
+    double first_loss, last_loss, first_tau, last_tau; /* means over the first / last 10 steps of this call */
+    double seconds;        /* wall time of the loop in this call */
+    double tokens_per_s;   /* context tokens per second over this call */
+    int64_t skipped_samples;
+    int finished;          /* the run reached total_steps and final/ was written */
+    char final_dir[4096];
+} DfTrainSummary;
+
+/* Runs (or resumes) a training run. Metrics line per step:
+ *   {"step", "epoch", "loss", "train_tau", "acc": [positions 1..B-1], "lr",
+ *    "grad_norm", "tokens", "samples", "tokens_per_s", "elapsed_s"}
+ * with doubles printed as %.17g (lossless). step counts completed steps
+ * from 1; lr is the rate used by that step; grad_norm is before clipping. */
+int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err);
+
+#endif

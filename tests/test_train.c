@@ -1,0 +1,254 @@
+/* dflash train end to end on the bundled target (assets/coder-tiny) with a
+ * tiny drafter and a slice of assets/data/code-dev.jsonl: the loss falls,
+ * metrics.jsonl has one well-formed line per step, final/ is a drafter
+ * directory; an interrupted and resumed run equals the uninterrupted one to
+ * the bit (metrics and final weights); resume refuses changed options; bad
+ * options fail with clear messages. */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/token_store.h"
+
+#define SLICE_RECORDS 12
+#define OUT_CAP 65536
+
+/* A tiny drafter so that each run takes seconds on two cores. */
+#define TINY_OPTIONS                                                                                                   \
+    "--draft-layers 1 --intermediate-size 256 --num-taps 2 --block-size 8 --num-anchors 12 --token-budget 1100 "      \
+    "--lr 3e-3 --warmup 0.1 --seed 7"
+
+typedef struct Fixture {
+    char *dir;
+    char data[512];
+    char out[OUT_CAP];
+} Fixture;
+
+/* The first SLICE_RECORDS lines of code-dev.jsonl. */
+static void write_slice(const char *path) {
+    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r");
+    FILE *out = fopen(path, "w");
+    assert_non_null(in);
+    assert_non_null(out);
+    char *line = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < SLICE_RECORDS && getline(&line, &cap, in) > 0; i++) fputs(line, out);
+    free(line);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+static int setup(void **state) {
+    Fixture *f = calloc(1, sizeof *f);
+    f->dir = df_test_tmpdir("train");
+    snprintf(f->data, sizeof f->data, "%s/slice.jsonl", f->dir);
+    write_slice(f->data);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    Fixture *f = *state;
+    df_test_rmtree(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Runs dflash train with fixed threads; returns the exit status, output in
+ * f->out (printed when the run fails unexpectedly). */
+static int run_train(Fixture *f, const char *output, const char *extra, int expect_ok) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=2 '%s' train --target '%s' --data '%s' --output '%s/%s' %s",
+             f->dir, df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->data, f->dir, output, extra);
+    int rc = df_test_run(cmd, f->out, sizeof f->out);
+    if (expect_ok && rc != 0) fprintf(stderr, "dflash train exited %d:\n%s\n", rc, f->out);
+    return rc;
+}
+
+static int train(Fixture *f, const char *output, const char *extra) { return run_train(f, output, extra, 1); }
+static int train_refused(Fixture *f, const char *output, const char *extra) { return run_train(f, output, extra, 0); }
+
+static char *read_text(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
+    buf[n] = '\0';
+    fclose(fp);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+/* Metrics lines with the timing fields (tokens_per_s, elapsed_s: wall-clock
+ * dependent) cut off; every line must be JSON with the documented fields. */
+static int read_metrics(const char *run_dir, char lines[][4096], int max, int block, double *loss) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    char *text = read_text(path, NULL);
+    assert_non_null(text);
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        assert_true(n < max);
+        cJSON *j = cJSON_Parse(line);
+        assert_non_null(j);
+        const char *fields[] = {"step", "epoch", "loss", "train_tau", "lr", "grad_norm", "tokens", "tokens_per_s",
+                                "elapsed_s"};
+        for (size_t k = 0; k < sizeof fields / sizeof *fields; k++)
+            assert_true(cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, fields[k])));
+        assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "step")->valuedouble, n + 1);
+        const cJSON *acc = cJSON_GetObjectItemCaseSensitive(j, "acc");
+        assert_true(cJSON_IsArray(acc));
+        assert_int_equal(cJSON_GetArraySize(acc), block - 1);
+        double tau = cJSON_GetObjectItemCaseSensitive(j, "train_tau")->valuedouble;
+        assert_true(tau >= 1.0 && tau <= block);
+        if (loss) loss[n] = cJSON_GetObjectItemCaseSensitive(j, "loss")->valuedouble;
+        cJSON_Delete(j);
+        char *cut = strstr(line, ", \"tokens_per_s\"");
+        assert_non_null(cut);
+        *cut = '\0';
+        snprintf(lines[n++], 4096, "%s", line);
+    }
+    free(text);
+    return n;
+}
+
+static void test_short_run_learns(void **state) {
+    Fixture *f = *state;
+    enum { STEPS = 20 };
+    assert_int_equal(train(f, "run", TINY_OPTIONS " --steps 20"), 0);
+    assert_non_null(strstr(f->out, "drafter written to"));
+    assert_non_null(strstr(f->out, "dflash eval"));
+    char dir[1024], path[1200];
+    snprintf(dir, sizeof dir, "%s/run", f->dir);
+    static char lines[64][4096];
+    double loss[64];
+    assert_int_equal(read_metrics(dir, lines, 64, 8, loss), STEPS);
+    double first = (loss[0] + loss[1] + loss[2]) / 3, last = (loss[STEPS - 1] + loss[STEPS - 2] + loss[STEPS - 3]) / 3;
+    fprintf(stderr, "loss: first steps %.4f, last steps %.4f\n", first, last);
+    assert_true(last < first - 0.5);
+    const char *files[] = {"final/config.json", "final/model.safetensors", "data.store", "checkpoints"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        assert_true(df_test_file_exists(path));
+    }
+    snprintf(path, sizeof path, "%s/final/config.json", dir);
+    char *cfg_text = read_text(path, NULL);
+    cJSON *cfg = cJSON_Parse(cfg_text);
+    assert_non_null(cfg);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(cfg, "block_size")->valueint, 8);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(cfg, "num_hidden_layers")->valueint, 1);
+    const cJSON *dc = cJSON_GetObjectItemCaseSensitive(cfg, "dflash_config");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(dc, "mask_token_id")->valueint, 8190); /* spec section 7 */
+    cJSON_Delete(cfg);
+    free(cfg_text);
+
+    /* the same output again without --resume is refused; nothing is lost */
+    assert_int_not_equal(train_refused(f, "run", TINY_OPTIONS " --steps 20"), 0);
+    assert_non_null(strstr(f->out, "--resume"));
+}
+
+static void test_resume_is_bit_identical(void **state) {
+    Fixture *f = *state;
+    enum { STEPS = 8 };
+    assert_int_equal(train(f, "whole", TINY_OPTIONS " --steps 8"), 0);
+    assert_int_equal(train(f, "split", TINY_OPTIONS " --steps 8 --stop-at 4"), 0);
+    assert_non_null(strstr(f->out, "stopped at step 4"));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/split/final", f->dir);
+    assert_false(df_test_file_exists(path));
+    /* a line past the checkpoint (as after a crash) must not survive the resume */
+    snprintf(path, sizeof path, "%s/split/metrics.jsonl", f->dir);
+    FILE *fp = fopen(path, "a");
+    fputs("{\"step\": 5, \"loss\": 1}\n{\"step\": 6, \"lo", fp);
+    fclose(fp);
+    assert_int_equal(train(f, "split", TINY_OPTIONS " --steps 8 --resume"), 0);
+    assert_non_null(strstr(f->out, "resuming from"));
+    assert_non_null(strstr(f->out, "using the prepared data")); /* the JSONL cache is reused */
+
+    static char whole[16][4096], split[16][4096];
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/whole", f->dir);
+    snprintf(b, sizeof b, "%s/split", f->dir);
+    assert_int_equal(read_metrics(a, whole, 16, 8, NULL), STEPS);
+    assert_int_equal(read_metrics(b, split, 16, 8, NULL), STEPS);
+    for (int i = 0; i < STEPS; i++) assert_string_equal(split[i], whole[i]);
+
+    size_t na, nb;
+    snprintf(a, sizeof a, "%s/whole/final/model.safetensors", f->dir);
+    snprintf(b, sizeof b, "%s/split/final/model.safetensors", f->dir);
+    char *wa = read_text(a, &na), *wb = read_text(b, &nb);
+    assert_non_null(wa);
+    assert_non_null(wb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(wa, wb, na);
+    free(wa);
+    free(wb);
+
+    /* a changed option that defines the run is refused, naming it */
+    assert_int_not_equal(train_refused(f, "split", "--draft-layers 1 --intermediate-size 256 --num-taps 2 --block-size 8 "
+                                           "--num-anchors 12 --token-budget 1100 --lr 1e-3 --warmup 0.1 --seed 7 "
+                                           "--steps 8 --resume"),
+                         0);
+    assert_non_null(strstr(f->out, "'lr' differs"));
+    assert_int_not_equal(train_refused(f, "split", TINY_OPTIONS " --steps 8 --seed 8 --resume"), 0);
+    assert_non_null(strstr(f->out, "'seed' differs"));
+}
+
+static void test_bad_options(void **state) {
+    Fixture *f = *state;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' train --target '%s/no-such-model' --data '%s' --output '%s/bad1' --steps 2",
+             df_test_path("dflash"), f->dir, f->data, f->dir);
+    assert_int_not_equal(df_test_run(cmd, f->out, sizeof f->out), 0);
+    assert_non_null(strstr(f->out, "no-such-model"));
+
+    snprintf(cmd, sizeof cmd, "'%s' train --target '%s' --data '%s/missing.jsonl' --output '%s/bad2' --steps 2",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->dir, f->dir);
+    assert_int_not_equal(df_test_run(cmd, f->out, sizeof f->out), 0);
+    assert_non_null(strstr(f->out, "missing.jsonl"));
+
+    snprintf(cmd, sizeof cmd, "'%s' train --target '%s' --data '%s' --output '%s/bad3' --steps 2 --epochs 1",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->data, f->dir);
+    assert_int_equal(df_test_run(cmd, f->out, sizeof f->out), 2);
+    assert_non_null(strstr(f->out, "not both"));
+
+    snprintf(cmd, sizeof cmd, "'%s' train --target '%s' --output '%s/bad4'", df_test_path("dflash"),
+             df_test_path("assets/coder-tiny"), f->dir);
+    assert_int_equal(df_test_run(cmd, f->out, sizeof f->out), 2);
+    assert_non_null(strstr(f->out, "--data"));
+
+    assert_int_not_equal(train_refused(f, "bad5", TINY_OPTIONS " --steps 2 --resume"), 0);
+    assert_non_null(strstr(f->out, "no checkpoint"));
+
+    /* a token store made with another tokenizer */
+    char store[1024];
+    snprintf(store, sizeof store, "%s/other.store", f->dir);
+    DfError err = {{0}};
+    DfTokenStoreWriter *w = df_token_store_writer_open(store, 8192, 0x1234, &err);
+    assert_non_null(w);
+    int32_t ids[40];
+    uint8_t mask[40];
+    for (int i = 0; i < 40; i++) ids[i] = i, mask[i] = i >= 4;
+    assert_int_equal(df_token_store_writer_append(w, ids, mask, 40, &err), 0);
+    assert_int_equal(df_token_store_writer_commit(w, &err), 0);
+    snprintf(cmd, sizeof cmd, "'%s' train --target '%s' --data '%s' --output '%s/bad6' --steps 2",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), store, f->dir);
+    assert_int_not_equal(df_test_run(cmd, f->out, sizeof f->out), 0);
+    assert_non_null(strstr(f->out, "another tokenizer"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_short_run_learns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_is_bit_identical, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
