@@ -198,11 +198,10 @@ static int load_models(Trainer *t, DfError *err) {
     if (o->gamma > 0) t->dcfg.gamma = o->gamma;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
     if (!(t->be = df_backend_cpu_create(err))) return -1;
-    /* Training runs layers 0..max tap only. An untied lm_head can only be
-     * loaded with the whole model; the forward still stops at the last tap. */
+    /* Training loads and runs layers 0..max tap only; an untied lm head is
+     * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
-    int n_layers = tied ? df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0)
-                        : t->tcfg.num_layers;
+    int n_layers = df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
     if (df_target_load(&t->target, t->be, o->target_dir, n_layers, !tied, err)) return -1;
     DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
     if (df_drafter_create(&t->drafter, t->be, &t->dcfg, t->target.embed, lm_head, err)) return -1;
