@@ -5,6 +5,10 @@ CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -fopenmp -Isrc
 LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -lm -fopenmp
+# Instrumentation flags for compiling and linking (make test-sanitize, make fuzz).
+SANITIZE ?=
+CFLAGS  += $(SANITIZE)
+LDLIBS  += $(SANITIZE)
 CUDA_SRC := $(wildcard src/backend/cuda/*.cu)
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 
@@ -24,7 +28,7 @@ NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -Xcompiler -Wall,-Wextra
 endif
 
-.PHONY: all test clean demo
+.PHONY: all test clean demo test-sanitize fuzz fuzz-build
 all: dflash
 
 dflash: $(BUILD)/src/cli/main.o $(BUILD)/libdflash.a
@@ -61,7 +65,48 @@ demo:
 	$(MAKE) dflash
 	./dflash train
 
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer: a
+# separate build in build-asan/ (CPU only), whose tests run against
+# build-asan/root/, a tree of links to assets/ and tests/ with the sanitized
+# dflash in place of ./dflash (tests find files through DFLASH_SOURCE_DIR).
+# DFLASH_SANITIZE_RUN=1 tells the tests which are too slow there.
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp DFLASH_SANITIZE_RUN=1
+test-sanitize:
+	CFLAGS="-O1 -g" $(MAKE) BUILD=build-asan NVCC= SANITIZE="$(ASAN_FLAGS)" build-asan/dflash \
+		$(TEST_BIN:$(BUILD)/%=build-asan/%)
+	@mkdir -p build-asan/root
+	ln -sfn $(CURDIR)/assets build-asan/root/assets
+	ln -sfn $(CURDIR)/tests build-asan/root/tests
+	ln -sfn $(CURDIR)/build-asan/dflash build-asan/root/dflash
+	bash scripts/fetch_test_tokenizers.sh
+	$(ASAN_ENV) DFLASH_SOURCE_DIR=$(CURDIR)/build-asan/root bash scripts/run_tests.sh $(TEST_BIN:$(BUILD)/%=build-asan/%)
+
+$(BUILD)/dflash: $(BUILD)/src/cli/main.o $(BUILD)/libdflash.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+# libFuzzer targets (fuzz/fuzz_*.c) built with clang 14 in build-fuzz/; make
+# fuzz runs each for FUZZ_SECONDS on its seed corpus (fuzz/corpus/<target>,
+# copied to build-fuzz/corpus/ so the seeds stay as committed) and prints the
+# executions. fuzz/README.md has the longer runs.
+FUZZ_SECONDS ?= 20
+FUZZ_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/fuzz_*.c)))
+fuzz-build:
+	CFLAGS="-O1 -g" $(MAKE) BUILD=build-fuzz NVCC= CC=clang SANITIZE="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" \
+		build-fuzz/libdflash.a $(FUZZ_TARGETS:%=build-fuzz/fuzz/%)
+
+build-fuzz/fuzz/%: fuzz/%.c build-fuzz/libdflash.a
+	@mkdir -p $(dir $@)
+	clang -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Isrc -Ifuzz \
+		-DDF_SOURCE_DIR=\"$(CURDIR)\" $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libdflash.a \
+		-lcjson -lonig -lutf8proc -lopenblas -lm -fopenmp
+
+fuzz: fuzz-build
+	bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD) dflash
+	rm -rf $(BUILD) build-asan build-fuzz dflash
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

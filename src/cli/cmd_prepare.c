@@ -6,8 +6,6 @@
  * file after file. Bad records are classified, counted and either skipped or
  * fatal (--on-bad-record). */
 #include <cjson/cJSON.h>
-#include <math.h>
-#include <stdarg.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,32 +15,15 @@
 #include "base/buffer.h"
 #include "base/clock.h"
 #include "base/progress.h"
+#include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/prepare_record.h"
 #include "formats/jsonl.h"
 #include "formats/token_store.h"
 #include "text/tokenizer.h"
 
-enum { RECORDS_PER_THREAD = 256, EXAMPLES_PER_KIND = 3, RECORD_MSG_MAX = 320 };
-
-typedef enum {
-    BAD_NONE = -1,
-    BAD_JSON,
-    BAD_MISSING_FIELD,
-    BAD_WRONG_TYPE,
-    BAD_ID_RANGE,
-    BAD_MASK,
-    BAD_EMPTY,
-    BAD_NO_LOSS,
-    BAD_TOO_LONG,
-    BAD_TOKENIZE,
-    BAD_KIND_COUNT
-} BadKind;
-
-static const char *const BAD_KIND_NAMES[BAD_KIND_COUNT] = {
-    "invalid JSON", "missing field",  "wrong type", "id out of range", "bad loss mask",
-    "empty sample", "no loss tokens", "too long",   "tokenizer error",
-};
+enum { RECORDS_PER_THREAD = 256, EXAMPLES_PER_KIND = 3 };
 
 typedef struct PrepareOptions {
     const char *tokenizer, *output, *on_bad_record;
@@ -51,19 +32,11 @@ typedef struct PrepareOptions {
     int fail_on_bad; /* from on_bad_record */
 } PrepareOptions;
 
-typedef struct ByteVec {
-    uint8_t *data;
-    size_t len, cap;
-} ByteVec;
-
 /* One input line and what became of it. */
 typedef struct Record {
     size_t text_at, text_len; /* in the chunk's text arena */
     int64_t line_no;
-    DfI32Vec ids;
-    ByteVec mask;
-    BadKind bad;
-    char msg[RECORD_MSG_MAX];
+    DfPreparedRecord out;
 } Record;
 
 typedef struct Chunk {
@@ -73,8 +46,8 @@ typedef struct Chunk {
 } Chunk;
 
 typedef struct BadLog {
-    int64_t count[BAD_KIND_COUNT];
-    char example[BAD_KIND_COUNT][EXAMPLES_PER_KIND][RECORD_MSG_MAX + 256];
+    int64_t count[DF_BAD_KIND_COUNT];
+    char example[DF_BAD_KIND_COUNT][EXAMPLES_PER_KIND][DF_RECORD_MSG_MAX + 256];
 } BadLog;
 
 typedef struct PrepareStats {
@@ -86,141 +59,13 @@ typedef struct PrepareContext {
     const PrepareOptions *opt;
     const DfTokenizer *tok;
     int vocab_size;
+    DfRecordRules rules;
     DfTokenStoreWriter *writer;
     PrepareStats stats;
     BadLog *bad;
     DfProgress progress;
     double start_s;
 } PrepareContext;
-
-/* ---- one record --------------------------------------------------------- */
-
-static void bytevec_push(ByteVec *v, uint8_t x, size_t count) {
-    if (v->len + count > v->cap) {
-        size_t cap = v->cap ? v->cap : 64;
-        while (cap < v->len + count) cap *= 2;
-        v->data = df_xrealloc(v->data, cap, "loss mask");
-        v->cap = cap;
-    }
-    memset(v->data + v->len, x, count);
-    v->len += count;
-}
-
-__attribute__((format(printf, 3, 4))) static void mark_bad(Record *r, BadKind kind, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
-    va_end(ap);
-    r->bad = kind;
-}
-
-static void encode_prompt_response(const PrepareContext *ctx, Record *r, const cJSON *prompt, const cJSON *response) {
-    if (!prompt || !response) {
-        mark_bad(r, BAD_MISSING_FIELD, "missing field \"%s\"", prompt ? "response" : "prompt");
-        return;
-    }
-    if (!cJSON_IsString(prompt) || !cJSON_IsString(response)) {
-        mark_bad(r, BAD_WRONG_TYPE, "field \"%s\" is not a string", cJSON_IsString(prompt) ? "response" : "prompt");
-        return;
-    }
-    DfError err = {{0}};
-    const char *texts[2] = {prompt->valuestring, response->valuestring};
-    for (int part = 0; part < 2; part++) { /* encoded separately: the boundary is exact */
-        size_t before = r->ids.len;
-        if (df_tokenizer_encode(ctx->tok, texts[part], strlen(texts[part]), &r->ids, &err) != 0) {
-            mark_bad(r, BAD_TOKENIZE, "cannot tokenize the %s: %s", part ? "response" : "prompt", err.msg);
-            return;
-        }
-        bytevec_push(&r->mask, (uint8_t)part, r->ids.len - before);
-    }
-}
-
-/* An element of input_ids / loss_mask as an integer, or -1 with *ok = 0. */
-static double json_integer(const cJSON *item, int *ok) {
-    if (cJSON_IsBool(item)) return *ok = 1, cJSON_IsTrue(item) ? 1.0 : 0.0;
-    *ok = cJSON_IsNumber(item) && item->valuedouble == floor(item->valuedouble);
-    return *ok ? item->valuedouble : -1;
-}
-
-static void read_pretokenized(const PrepareContext *ctx, Record *r, const cJSON *ids, const cJSON *mask) {
-    if (!ids || !mask) {
-        mark_bad(r, BAD_MISSING_FIELD, "missing field \"%s\"", ids ? "loss_mask" : "input_ids");
-        return;
-    }
-    if (!cJSON_IsArray(ids) || !cJSON_IsArray(mask)) {
-        mark_bad(r, BAD_WRONG_TYPE, "field \"%s\" is not an array", cJSON_IsArray(ids) ? "loss_mask" : "input_ids");
-        return;
-    }
-    int n_ids = cJSON_GetArraySize(ids), n_mask = cJSON_GetArraySize(mask);
-    if (n_ids != n_mask) {
-        mark_bad(r, BAD_MASK, "loss_mask has %d entries but input_ids has %d", n_mask, n_ids);
-        return;
-    }
-    int k = 0, ok;
-    for (const cJSON *it = ids->child; it; it = it->next, k++) {
-        double v = json_integer(it, &ok);
-        if (!ok || cJSON_IsBool(it)) {
-            mark_bad(r, BAD_WRONG_TYPE, "input_ids[%d] is not an integer", k);
-            return;
-        }
-        if (v < 0 || v >= ctx->vocab_size) {
-            mark_bad(r, BAD_ID_RANGE, "input_ids[%d] = %.0f is out of range (vocabulary size %d)", k, v,
-                     ctx->vocab_size);
-            return;
-        }
-        df_i32vec_push(&r->ids, (int32_t)v);
-    }
-    k = 0;
-    for (const cJSON *it = mask->child; it; it = it->next, k++) {
-        double v = json_integer(it, &ok);
-        if (!ok || (v != 0 && v != 1)) {
-            mark_bad(r, BAD_MASK, "loss_mask[%d] is not 0 or 1", k);
-            return;
-        }
-        bytevec_push(&r->mask, (uint8_t)v, 1);
-    }
-}
-
-static void check_lengths(const PrepareContext *ctx, Record *r) {
-    if (r->ids.len == 0) {
-        mark_bad(r, BAD_EMPTY, "empty sample (no tokens)");
-        return;
-    }
-    size_t loss = 0;
-    for (size_t i = 0; i < r->mask.len; i++) loss += r->mask.data[i];
-    if (loss == 0) {
-        mark_bad(r, BAD_NO_LOSS, "no loss tokens (empty response or all-zero loss_mask)");
-        return;
-    }
-    if (r->ids.len > (size_t)ctx->opt->max_length)
-        mark_bad(r, BAD_TOO_LONG, "too long: %zu tokens, more than --max-length %d", r->ids.len, ctx->opt->max_length);
-}
-
-/* Parses and tokenizes one line; runs on any thread. */
-static void tokenize_record(const PrepareContext *ctx, const char *text, size_t len, Record *r) {
-    r->ids.len = r->mask.len = 0;
-    r->bad = BAD_NONE;
-    const char *end = NULL;
-    cJSON *root = memchr(text, '\0', len) ? NULL : cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    if (!root) {
-        size_t column = end && end >= text ? (size_t)(end - text) + 1 : 1;
-        mark_bad(r, BAD_JSON, "invalid JSON (parse error at column %zu)", column);
-        return;
-    }
-    if (!cJSON_IsObject(root)) {
-        mark_bad(r, BAD_WRONG_TYPE, "the record is not a JSON object");
-    } else {
-        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(root, "input_ids");
-        const cJSON *mask = cJSON_GetObjectItemCaseSensitive(root, "loss_mask");
-        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-        const cJSON *response = cJSON_GetObjectItemCaseSensitive(root, "response");
-        if (ids || mask) read_pretokenized(ctx, r, ids, mask);
-        else if (prompt || response) encode_prompt_response(ctx, r, prompt, response);
-        else mark_bad(r, BAD_MISSING_FIELD, "missing fields: neither \"prompt\"/\"response\" nor \"input_ids\"/\"loss_mask\"");
-        if (r->bad == BAD_NONE) check_lengths(ctx, r);
-    }
-    cJSON_Delete(root);
-}
 
 /* ---- chunks ------------------------------------------------------------- */
 
@@ -244,7 +89,7 @@ static int read_chunk(DfJsonlReader *in, Chunk *c, DfError *err) {
     return c->n;
 }
 
-static void record_bad(BadLog *log, BadKind kind, const char *where) {
+static void record_bad(BadLog *log, DfBadRecord kind, const char *where) {
     int64_t seen = log->count[kind]++;
     if (seen < EXAMPLES_PER_KIND) snprintf(log->example[kind][seen], sizeof log->example[kind][seen], "%s", where);
 }
@@ -252,21 +97,22 @@ static void record_bad(BadLog *log, BadKind kind, const char *where) {
 /* Writes the chunk's good records in order; handles the bad ones. */
 static int write_chunk(PrepareContext *ctx, const char *file, const Chunk *c, DfError *err) {
     for (int i = 0; i < c->n; i++) {
-        const Record *r = &c->records[i];
+        const DfPreparedRecord *r = &c->records[i].out;
+        int64_t line_no = c->records[i].line_no;
         ctx->stats.records++;
-        if (r->bad != BAD_NONE) {
+        if (r->bad != DF_RECORD_OK) {
             if (ctx->opt->fail_on_bad)
-                return df_fail(err, "%s:%lld: %s (stopping: --on-bad-record fail)", file, (long long)r->line_no, r->msg);
-            char where[RECORD_MSG_MAX + 256];
-            snprintf(where, sizeof where, "%s:%lld: %s", file, (long long)r->line_no, r->msg);
+                return df_fail(err, "%s:%lld: %s (stopping: --on-bad-record fail)", file, (long long)line_no, r->msg);
+            char where[DF_RECORD_MSG_MAX + 256];
+            snprintf(where, sizeof where, "%s:%lld: %s", file, (long long)line_no, r->msg);
             record_bad(ctx->bad, r->bad, where);
             continue;
         }
-        if (df_token_store_writer_append(ctx->writer, r->ids.data, r->mask.data, r->ids.len, err) != 0)
-            return df_context(err, "%s:%lld", file, (long long)r->line_no);
+        if (df_token_store_writer_append(ctx->writer, r->ids.data, r->mask, r->ids.len, err) != 0)
+            return df_context(err, "%s:%lld", file, (long long)line_no);
         ctx->stats.samples++;
         ctx->stats.tokens += (int64_t)r->ids.len;
-        for (size_t k = 0; k < r->mask.len; k++) ctx->stats.loss_tokens += r->mask.data[k];
+        for (size_t k = 0; k < r->mask_len; k++) ctx->stats.loss_tokens += r->mask[k];
     }
     return 0;
 }
@@ -288,9 +134,15 @@ static int process_file(PrepareContext *ctx, const char *file, Chunk *c, DfError
         const char *text = c->text.data;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
         for (int i = 0; i < n; i++)
-            tokenize_record(ctx, text + c->records[i].text_at, c->records[i].text_len, &c->records[i]);
+            df_prepare_record(&ctx->rules, text + c->records[i].text_at, c->records[i].text_len, &c->records[i].out);
         if ((rc = write_chunk(ctx, file, c, err)) != 0) break;
         show_progress(ctx, ctx->stats.bytes_done + df_jsonl_bytes_read(&in));
+        int sig = df_stop_requested();
+        if (sig) {
+            rc = df_fail(err, "interrupted by %s at %s:%lld; nothing written", df_signal_name(sig), file,
+                         (long long)c->records[n - 1].line_no);
+            break;
+        }
     }
     if (n < 0) rc = -1;
     ctx->stats.bytes_done += df_jsonl_bytes_read(&in);
@@ -303,14 +155,14 @@ static int process_file(PrepareContext *ctx, const char *file, Chunk *c, DfError
 static void print_summary(const PrepareContext *ctx, double seconds) {
     const PrepareStats *s = &ctx->stats;
     int64_t skipped = 0;
-    for (int k = 0; k < BAD_KIND_COUNT; k++) skipped += ctx->bad->count[k];
+    for (int k = 0; k < DF_BAD_KIND_COUNT; k++) skipped += ctx->bad->count[k];
     printf("prepare: wrote %lld samples, %lld tokens (%lld loss tokens) to %s\n", (long long)s->samples,
            (long long)s->tokens, (long long)s->loss_tokens, ctx->opt->output);
     if (skipped > 0) {
         printf("prepare: skipped %lld of %lld records:\n", (long long)skipped, (long long)s->records);
-        for (int k = 0; k < BAD_KIND_COUNT; k++) {
+        for (int k = 0; k < DF_BAD_KIND_COUNT; k++) {
             if (!ctx->bad->count[k]) continue;
-            printf("  %s: %lld\n", BAD_KIND_NAMES[k], (long long)ctx->bad->count[k]);
+            printf("  %s: %lld\n", df_bad_record_name((DfBadRecord)k), (long long)ctx->bad->count[k]);
             for (int e = 0; e < EXAMPLES_PER_KIND && e < ctx->bad->count[k]; e++) printf("    %s\n", ctx->bad->example[k][e]);
         }
     }
@@ -348,7 +200,7 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
     } else {
         df_token_store_writer_abort(ctx->writer);
     }
-    for (int i = 0; i < c.cap; i++) df_i32vec_free(&c.records[i].ids), free(c.records[i].mask.data);
+    for (int i = 0; i < c.cap; i++) df_prepared_record_free(&c.records[i].out);
     free(c.records);
     df_bytebuf_free(&c.text);
     return rc;
@@ -388,12 +240,18 @@ int df_cmd_prepare(int argc, char **argv) {
         return 2;
     }
 
+    /* SIGINT/SIGTERM: stop after the current chunk and drop the temporary store */
+    if (df_stop_signals_install(&err) != 0) {
+        fprintf(stderr, "dflash prepare: %s\n", err.msg);
+        return 1;
+    }
     PrepareContext ctx = {.opt = &opt, .bad = df_xcalloc(1, sizeof(BadLog), "bad-record log")};
     int rc = check_inputs(&opt, &ctx.stats.bytes_total, &err);
     DfTokenizer *tok = rc == 0 ? df_tokenizer_load(opt.tokenizer, &err) : NULL;
     if (tok) {
         ctx.tok = tok;
         ctx.vocab_size = df_tokenizer_vocab_size(tok);
+        ctx.rules = (DfRecordRules){.tok = tok, .vocab_size = ctx.vocab_size, .max_length = opt.max_length};
         ctx.start_s = df_now_seconds();
         rc = run_prepare(&ctx, &err);
         if (rc == 0) print_summary(&ctx, df_now_seconds() - ctx.start_s);
@@ -403,5 +261,7 @@ int df_cmd_prepare(int argc, char **argv) {
     if (rc != 0) fprintf(stderr, "dflash prepare: %s\n", err.msg);
     if (tok) df_tokenizer_free(tok);
     free(ctx.bad);
+    int sig = df_stop_requested();
+    if (rc != 0 && sig) return 128 + sig; /* the shell convention for death by signal */
     return rc == 0 ? 0 : 1;
 }

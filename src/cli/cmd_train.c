@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
+#include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "formats/model_config.h"
@@ -193,6 +194,18 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
 /* ---- the command --------------------------------------------------------- */
 
 static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
+    if (s->stop_signal) {
+        if (s->last_checkpoint[0])
+            printf("train: %s received: stopped after step %lld of %lld; checkpoint written to %s; continue with the "
+                   "same command plus --resume\n",
+                   df_signal_name(s->stop_signal), (long long)s->last_step, (long long)s->total_steps,
+                   s->last_checkpoint);
+        else
+            printf("train: %s received before the first step of this run; nothing new to save (checkpoints, if any, "
+                   "are in %s/checkpoints)\n",
+                   df_signal_name(s->stop_signal), o->output_dir);
+        return;
+    }
     if (s->last_step < s->first_step) {
         printf("train: the run was already complete at step %lld\n", (long long)s->last_step);
     } else {
@@ -202,6 +215,10 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
                s->tokens_per_s, s->first_loss, s->last_loss, s->first_tau, s->last_tau);
     }
     printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
+    if (s->bad_steps > 0)
+        printf("train: %lld steps had a non-finite loss or gradient and made no update (see metrics.jsonl, "
+               "\"skipped_update\")\n",
+               (long long)s->bad_steps);
     if (s->finished) {
         printf("train: drafter written to %s (config.json, model.safetensors)\n", s->final_dir);
         printf("evaluate it with:\n  dflash eval --target %s --drafter %s --data %s\n", o->target_dir, s->final_dir,
@@ -217,7 +234,7 @@ int df_cmd_train(int argc, char **argv) {
     df_train_options_default(&o);
     /* -1: not given (every option below takes only non-negative values) */
     int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
-    int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0;
+    int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1;
     double gamma = -1, lr = -1, warmup = -1;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
@@ -240,6 +257,7 @@ int df_cmd_train(int argc, char **argv) {
         {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
         {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0},
         {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0},
+        {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0},
     };
     const DfCommandSpec spec = {
         "train", "train a DFlash drafter for a target", NULL,
@@ -249,7 +267,9 @@ int df_cmd_train(int argc, char **argv) {
         "  --draft-layers 2 --intermediate-size 512 --num-taps 3 --num-anchors 32 --token-budget 2048\n"
         "  --steps 500 --lr 1.5e-3 --save-every 100   (a few minutes on two CPU cores).\n"
         "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
-        "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.",
+        "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.\n"
+        "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 0; a second\n"
+        "signal exits at once (130/143), leaving the previous checkpoint intact.",
         options, DF_COUNT(options)};
     DfParsedArgs parsed;
     DfError err = {{0}};
@@ -276,7 +296,7 @@ int df_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (steps < -1 || epochs < -1 || layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 ||
-        budget < -1 || seed < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 ||
+        budget < -1 || seed < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
         (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
         fprintf(stderr, "dflash train: options take non-negative values\n");
         return 2;
@@ -297,7 +317,12 @@ int df_cmd_train(int argc, char **argv) {
     if (gamma >= 0) o.gamma = gamma;
     if (lr > 0) o.lr = lr;
     if (warmup >= 0) o.warmup = warmup;
+    if (max_bad >= 0) o.max_bad_steps = max_bad;
     o.resume = resume;
+    if (df_stop_signals_install(&err) != 0) { /* the loop polls the flag (base/signals.h) */
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 1;
+    }
     char store_path[4096];
     DfTrainSummary summary;
     int rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
@@ -307,7 +332,8 @@ int df_cmd_train(int argc, char **argv) {
     }
     if (rc != 0) {
         fprintf(stderr, "dflash train: %s\n", err.msg);
-        return 1;
+        int sig = df_stop_requested();
+        return sig ? 128 + sig : 1; /* e.g. interrupted while preparing the data */
     }
     print_result(&o, &summary);
     return 0;

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/progress.h"
+#include "base/signals.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
 #include "model/drafter_io.h"
@@ -40,6 +42,7 @@ void df_train_options_default(DfTrainOptions *o) {
     o->mask_token_id = -1;
     o->keep_checkpoints = 3;
     o->log_interval_s = 1.0;
+    o->max_bad_steps = 10;
 }
 
 /* Host arrays of one step, grown when a larger batch comes (never shrunk),
@@ -80,6 +83,8 @@ typedef struct Trainer {
     StepBuffers buf;
     double elapsed_offset; /* elapsed_s of the run before this call (resume) */
     double start_s;
+    int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
+    int64_t poison_first, poison_last; /* test hook DFLASH_TEST_POISON_STEPS (0, 0: off) */
 } Trainer;
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -190,13 +195,68 @@ static int plan_steps(Trainer *t, DfError *err) {
     return 0;
 }
 
-static int load_models(Trainer *t, DfError *err) {
+static int make_drafter_config(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
     if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, o->draft_layers, o->intermediate_size, o->block_size,
                                       o->num_taps, o->mask_token_id, err))
         return -1;
     if (o->gamma > 0) t->dcfg.gamma = o->gamma;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
+    return 0;
+}
+
+/* Bytes of memory this process may still use: MemAvailable, and the
+ * address-space and data limits (SIZE_MAX when nothing is known). */
+static double memory_available(void) {
+    double avail = 1e300;
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (fp) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, fp))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) avail = (double)kb * 1024.0;
+        fclose(fp);
+    }
+    int limits[2] = {RLIMIT_AS, RLIMIT_DATA};
+    for (int i = 0; i < 2; i++) {
+        struct rlimit rl;
+        if (getrlimit(limits[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (double)rl.rlim_cur < avail)
+            avail = (double)rl.rlim_cur;
+    }
+    return avail;
+}
+
+/* A lower bound of the memory the run needs (see trainer.h), against what is
+ * available: a run that cannot fit fails here with the sizes, instead of
+ * being killed (or failing an allocation) hours later. */
+static int check_memory(Trainer *t, DfError *err) {
+    const DfDrafterConfig *c = &t->dcfg;
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, c);
+    double params = (double)layout.total;
+    df_drafter_layout_free(&layout);
+    double H = c->hidden_size, kvd = (double)c->num_kv_heads * c->head_dim;
+    /* weights, gradients, the two AdamW moments and the backend's copy, fp32 */
+    double state = 5.0 * 4.0 * params;
+    /* a batch: ids/mask/anchors, the tap features, the target's hidden state
+     * and MLP rows, the drafter's context rows and keys/values */
+    double per_token = 13.0 + 4.0 * ((double)c->n_taps * H + 4.0 * H + 3.0 * t->tcfg.intermediate_size + 2.0 * H +
+                                     3.0 * kvd * c->num_layers);
+    double batch = per_token * (double)t->opt->token_budget;
+    double need = state + batch, avail = memory_available();
+    if (need > avail) {
+        const double gib = 1024.0 * 1024.0 * 1024.0;
+        return df_fail(err,
+                       "not enough memory: this run needs at least %.2f GiB (drafter of %.0f parameters: %.2f GiB for "
+                       "weights, gradients and AdamW state; a batch of --token-budget %lld tokens: %.2f GiB) but only "
+                       "%.2f GiB is available; lower --token-budget, --intermediate-size or --draft-layers",
+                       need / gib, params, state / gib, (long long)t->opt->token_budget, batch / gib, avail / gib);
+    }
+    return 0;
+}
+
+static int load_models(Trainer *t, DfError *err) {
+    const DfTrainOptions *o = t->opt;
     if (!(t->be = df_backend_cpu_create(err))) return -1;
     /* Training loads and runs layers 0..max tap only; an untied lm head is
      * loaded on its own (the drafter needs it, the target's last layers not). */
@@ -385,7 +445,30 @@ typedef struct StepResult {
     int64_t tokens, samples;
     double lr, weight_sum;
     float grad_norm;
+    const char *nonfinite; /* "loss" or "grad_norm" when the update was skipped, else NULL */
 } StepResult;
+
+/* The test hook (trainer.h): NaN features for the steps named by
+ * DFLASH_TEST_POISON_STEPS, read once at start. */
+static void read_poison_steps(Trainer *t) {
+    const char *v = getenv("DFLASH_TEST_POISON_STEPS");
+    long long a = 0, b = 0;
+    if (!v || !*v) return;
+    int n = sscanf(v, "%lld-%lld", &a, &b);
+    if (n < 1 || a < 1) return;
+    t->poison_first = a;
+    t->poison_last = n == 2 && b >= a ? b : a;
+    fprintf(stderr, "train: test hook DFLASH_TEST_POISON_STEPS: NaN features at steps %lld..%lld\n", a,
+            (long long)t->poison_last);
+}
+
+static int poison_features(Trainer *t, DfBuffer features, size_t count, DfError *err) {
+    float *nan_rows = df_xmalloc(count * sizeof *nan_rows, "poisoned features");
+    for (size_t i = 0; i < count; i++) nan_rows[i] = NAN;
+    int rc = t->be->ops->upload_f32(t->be, features, nan_rows, err);
+    free(nan_rows);
+    return rc;
+}
 
 static int train_step(Trainer *t, const int64_t *samples, int n, int64_t epoch, StepResult *r, DfError *err) {
     int64_t tokens = gather_batch(t, samples, n, epoch, err);
@@ -402,6 +485,10 @@ static int train_step(Trainer *t, const int64_t *samples, int n, int64_t epoch, 
     if (df_target_forward_batch(&t->target, &pb, ids, t->dcfg.target_layer_ids, t->dcfg.n_taps, features,
                                 (DfBuffer){0}, err))
         goto done;
+    int64_t step = t->progress.step + 1;
+    if (t->poison_first && step >= t->poison_first && step <= t->poison_last &&
+        poison_features(t, features, (size_t)tokens * width, err))
+        goto done;
     DfDrafterBatch db = {.n_seqs = n, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
                          .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
     r->weight_sum = df_drafter_batch_weight_sum(&t->dcfg, &db);
@@ -416,8 +503,11 @@ static int train_step(Trainer *t, const int64_t *samples, int n, int64_t epoch, 
     int n_params = t->drafter.layout.n_params;
     r->grad_norm = df_clip_grad_norm(t->grad_ptrs, t->sizes, n_params, CLIP_NORM);
     r->lr = df_lr_at(&t->schedule, t->progress.step);
-    df_adamw_step(&t->adamw, t->param_ptrs, (const float *const *)t->grad_ptrs, r->lr);
-    if (df_drafter_set_params(&t->drafter, t->params, err)) goto done;
+    r->nonfinite = !isfinite(df_metrics_loss(&t->metrics)) ? "loss" : !isfinite(r->grad_norm) ? "grad_norm" : NULL;
+    if (!r->nonfinite) { /* a non-finite step changes nothing: no optimizer step, the weights stay */
+        df_adamw_step(&t->adamw, t->param_ptrs, (const float *const *)t->grad_ptrs, r->lr);
+        if (df_drafter_set_params(&t->drafter, t->params, err)) goto done;
+    }
     r->tokens = tokens;
     r->samples = n;
     rc = 0;
@@ -428,17 +518,35 @@ done:
 
 /* ---- metrics and progress ------------------------------------------------ */
 
-static int write_metrics(Trainer *t, int64_t epoch, const StepResult *r, double step_s, double elapsed, DfError *err) {
+/* A number in JSON: null for NaN and infinities (JSON has no such numbers). */
+static void put_number(FILE *fp, const char *format, double x) {
+    if (isfinite(x)) fprintf(fp, format, x);
+    else fputs("null", fp);
+}
+
+static void put_sample_ids(FILE *fp, const int64_t *samples, int n) {
+    for (int i = 0; i < n; i++) fprintf(fp, "%s%lld", i ? ", " : "", (long long)samples[i]);
+}
+
+static int write_metrics(Trainer *t, int64_t epoch, const StepResult *r, const int64_t *samples, double step_s,
+                         double elapsed, DfError *err) {
     const DfMetrics *m = &t->metrics;
     FILE *fp = t->metrics_fp;
-    fprintf(fp, "{\"step\": %lld, \"epoch\": %lld, \"loss\": %.17g, \"train_tau\": %.17g, \"acc\": [",
-            (long long)t->progress.step, (long long)epoch, df_metrics_loss(m), df_metrics_train_tau(m));
+    fprintf(fp, "{\"step\": %lld, \"epoch\": %lld, \"loss\": ", (long long)t->progress.step, (long long)epoch);
+    put_number(fp, "%.17g", df_metrics_loss(m));
+    fprintf(fp, ", \"train_tau\": %.17g, \"acc\": [", df_metrics_train_tau(m));
     for (int k = 1; k < t->dcfg.block_size; k++) fprintf(fp, "%s%.17g", k > 1 ? ", " : "", df_metrics_accuracy(m, k));
-    fprintf(fp,
-            "], \"lr\": %.17g, \"grad_norm\": %.9g, \"tokens\": %lld, \"samples\": %lld, \"tokens_per_s\": %.1f, "
-            "\"elapsed_s\": %.3f}\n",
-            r->lr, (double)r->grad_norm, (long long)r->tokens, (long long)r->samples,
-            step_s > 0 ? (double)r->tokens / step_s : 0.0, elapsed);
+    fprintf(fp, "], \"lr\": %.17g, \"grad_norm\": ", r->lr);
+    put_number(fp, "%.9g", (double)r->grad_norm);
+    fprintf(fp, ", \"tokens\": %lld, \"samples\": %lld, ", (long long)r->tokens, (long long)r->samples);
+    if (r->nonfinite) {
+        fprintf(fp, "\"skipped_update\": true, \"nonfinite\": \"%s\", \"bad_steps\": %lld, \"sample_ids\": [",
+                r->nonfinite, (long long)t->bad_total);
+        put_sample_ids(fp, samples, (int)r->samples);
+        fputs("], ", fp);
+    }
+    fprintf(fp, "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n", step_s > 0 ? (double)r->tokens / step_s : 0.0,
+            elapsed);
     if (fflush(fp) != 0 || ferror(fp)) return df_fail_errno(err, "writing %s", t->metrics_path);
     return 0;
 }
@@ -454,9 +562,43 @@ static void print_progress(const Trainer *t, const StepResult *r, double step_s,
             step_s > 0 ? (double)r->tokens / step_s : 0.0, el, eta);
 }
 
-static int save_checkpoint(Trainer *t, DfError *err) {
-    return df_checkpoint_save(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
-                              t->options_json, t->opt->keep_checkpoints, err);
+/* Writes the checkpoint of the current step; its path goes to s->last_checkpoint. */
+static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
+    if (df_checkpoint_save(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
+                           t->options_json, t->opt->keep_checkpoints, err)) {
+        if (s->last_checkpoint[0])
+            return df_context(err, "writing the checkpoint of step %lld (the previous checkpoint %s is intact)",
+                              (long long)t->progress.step, s->last_checkpoint);
+        return df_context(err, "writing the checkpoint of step %lld (earlier checkpoints are intact)",
+                          (long long)t->progress.step);
+    }
+    snprintf(s->last_checkpoint, sizeof s->last_checkpoint, "%s/step-%08lld.safetensors", t->ckpt_dir,
+             (long long)t->progress.step);
+    return 0;
+}
+
+/* Counts and reports a step whose update was skipped. */
+static void report_bad_step(Trainer *t, const StepResult *r, const int64_t *samples, DfTrainSummary *s) {
+    t->bad_in_row++;
+    t->bad_total++;
+    s->bad_steps++;
+    fprintf(stderr, "train: step %lld: non-finite %s (loss %g, |g| %g): update skipped (%lld in a row, %lld in all); "
+                    "batch sample ids [",
+            (long long)t->progress.step, r->nonfinite, df_metrics_loss(&t->metrics), (double)r->grad_norm,
+            (long long)t->bad_in_row, (long long)t->bad_total);
+    put_sample_ids(stderr, samples, (int)r->samples);
+    fputs("]\n", stderr);
+}
+
+/* Fails after max_bad_steps skipped steps in a row. */
+static int too_many_bad_steps(Trainer *t, const DfTrainSummary *s, DfError *err) {
+    if (t->opt->max_bad_steps > 0 && t->bad_in_row >= t->opt->max_bad_steps)
+        return df_fail(err,
+                       "stopping: %lld steps in a row (up to step %lld) had a non-finite loss or gradient "
+                       "(--max-bad-steps %d); they made no update, so the checkpoints in %s hold good weights%s%s",
+                       (long long)t->bad_in_row, (long long)t->progress.step, t->opt->max_bad_steps, t->ckpt_dir,
+                       s->last_checkpoint[0] ? " (newest of this run: " : "", s->last_checkpoint[0] ? s->last_checkpoint : "");
+    return 0;
 }
 
 /* ---- the loop ------------------------------------------------------------ */
@@ -492,7 +634,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     SummaryWindow window = {0};
     int64_t steps_here = 0, tokens_here = 0, saved_at = -1;
     s->first_step = t->progress.step + 1;
-    while (t->progress.step < t->stop_step) {
+    while (t->progress.step < t->stop_step && !(s->stop_signal = df_stop_requested())) {
         if (!t->have_plan || t->plan.epoch != t->progress.epoch) {
             if (t->have_plan) df_epoch_plan_free(&t->plan);
             df_batcher_plan_epoch(&t->batcher, t->progress.epoch, &t->plan);
@@ -510,26 +652,32 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         if (train_step(t, samples, n, epoch, &r, err)) return df_context(err, "step %lld", (long long)t->progress.step + 1);
         double step_s = df_now_seconds() - t0;
         double loss = df_metrics_loss(&t->metrics);
-        if (!isfinite(loss)) return df_fail(err, "step %lld: the loss is not finite (%g)", (long long)t->progress.step + 1, loss);
         t->progress.step++;
         t->progress.tokens_seen += r.tokens;
         if (++t->progress.batch_in_epoch == t->plan.n_batches) t->progress.epoch++, t->progress.batch_in_epoch = 0;
         steps_here++;
         tokens_here += r.tokens;
         double now = df_now_seconds();
-        if (write_metrics(t, epoch, &r, step_s, t->elapsed_offset + (now - loop_start), err)) return -1;
-        window_add(&window, loss, df_metrics_train_tau(&t->metrics));
+        if (r.nonfinite) {
+            report_bad_step(t, &r, samples, s);
+        } else {
+            t->bad_in_row = 0;
+            window_add(&window, loss, df_metrics_train_tau(&t->metrics));
+        }
+        if (write_metrics(t, epoch, &r, samples, step_s, t->elapsed_offset + (now - loop_start), err)) return -1;
+        if (r.nonfinite && too_many_bad_steps(t, s, err)) return -1;
         if (now - last_print >= t->opt->log_interval_s || t->progress.step == t->stop_step || steps_here == 1) {
             print_progress(t, &r, step_s, steps_here, now - loop_start);
             last_print = now;
         }
         int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
         if (periodic || t->progress.step == t->stop_step) {
-            if (save_checkpoint(t, err)) return -1;
+            if (save_checkpoint(t, s, err)) return -1;
             saved_at = t->progress.step;
         }
     }
-    if (steps_here > 0 && saved_at != t->progress.step && save_checkpoint(t, err)) return -1;
+    /* the end, or a stop signal: the step reached gets its checkpoint */
+    if (steps_here > 0 && saved_at != t->progress.step && save_checkpoint(t, s, err)) return -1;
     window_summary(&window, s);
     s->last_step = t->progress.step;
     s->seconds = df_now_seconds() - loop_start;
@@ -564,6 +712,8 @@ static int setup(Trainer *t, DfError *err) {
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
     snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
     snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
+    if (make_drafter_config(t, err) || check_memory(t, err)) return -1;
+    read_poison_steps(t);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
     t->options_json = options_json(t);

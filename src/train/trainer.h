@@ -53,6 +53,7 @@ typedef struct DfTrainOptions {
     int mask_token_id;
     int keep_checkpoints;    /* newest checkpoints kept (0: all) */
     double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
+    int max_bad_steps;       /* stop after this many non-finite steps in a row (0: never) */
 } DfTrainOptions;
 
 /* The defaults of the spec's recipe where one exists. */
@@ -66,13 +67,39 @@ typedef struct DfTrainSummary {
     int64_t skipped_samples;
     int finished;          /* the run reached total_steps and final/ was written */
     char final_dir[4096];
+    int stop_signal;       /* SIGINT/SIGTERM that ended the run early (0: none) */
+    int64_t bad_steps;     /* steps of this call whose update was skipped (non-finite loss or gradient) */
+    char last_checkpoint[4200]; /* newest checkpoint written by this call ("" if none) */
 } DfTrainSummary;
 
 /* Runs (or resumes) a training run. Metrics line per step:
  *   {"step", "epoch", "loss", "train_tau", "acc": [positions 1..B-1], "lr",
  *    "grad_norm", "tokens", "samples", "tokens_per_s", "elapsed_s"}
  * with doubles printed as %.17g (lossless). step counts completed steps
- * from 1; lr is the rate used by that step; grad_norm is before clipping. */
+ * from 1; lr is the rate used by that step; grad_norm is before clipping.
+ *
+ * Numerical guard: a step whose loss or gradient norm is not finite makes no
+ * update (no optimizer step, the weights stay as they were) but still counts
+ * as a step (its batch is consumed and the schedule moves on, so a resumed
+ * run stays identical); it is reported on stderr and in its metrics line
+ * with "skipped_update": true, "nonfinite": "loss" or "grad_norm" and
+ * "sample_ids" (the batch's sample indices in the token store). After
+ * max_bad_steps such steps in a row the run fails; the checkpoints are those
+ * of good weights (a skipped step never changes them).
+ *
+ * Signals: when df_stop_requested() (base/signals.h) becomes set, the loop
+ * finishes the step under way, writes a checkpoint, and returns 0 with
+ * summary->stop_signal set (the caller installs the handler).
+ *
+ * Memory: before anything large is allocated, a lower bound of what the run
+ * needs (the drafter's weights, gradients and AdamW moments, and the
+ * activations of a batch of token_budget tokens) is compared with the
+ * memory available (MemAvailable, RLIMIT_AS, RLIMIT_DATA); a run that cannot
+ * fit fails with a message naming the sizes, before training.
+ *
+ * Test hook: the environment variable DFLASH_TEST_POISON_STEPS ("N" or
+ * "A-B", read once at start) fills the target features of those steps with
+ * NaN, to exercise the guard (tests/test_reliability.c). */
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err);
 
 #endif

@@ -19,8 +19,8 @@ static float row_max(const float *row, int vocab, int32_t *argmax) {
     float mx = row[0];
 #pragma omp simd reduction(max : mx)
     for (int i = 1; i < vocab; i++) mx = row[i] > mx ? row[i] : mx;
-    int best = 0;
-    while (row[best] != mx) best++;
+    int best = 0; /* bounded: a NaN max equals no entry (non-finite logits must not read past the row) */
+    while (best < vocab - 1 && row[best] != mx) best++;
     *argmax = best;
     return mx;
 }

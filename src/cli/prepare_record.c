@@ -1,0 +1,154 @@
+#include "cli/prepare_record.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const BAD_KIND_NAMES[DF_BAD_KIND_COUNT] = {
+    "invalid JSON", "missing field",  "wrong type", "id out of range", "bad loss mask",
+    "empty sample", "no loss tokens", "too long",   "tokenizer error",
+};
+
+const char *df_bad_record_name(DfBadRecord kind) {
+    return kind >= 0 && kind < DF_BAD_KIND_COUNT ? BAD_KIND_NAMES[kind] : "ok";
+}
+
+static void mask_push(DfPreparedRecord *r, uint8_t x, size_t count) {
+    if (count == 0) return; /* an empty prompt: memset on a NULL mask would be undefined (found by fuzzing) */
+    if (r->mask_len + count > r->mask_cap) {
+        size_t cap = r->mask_cap ? r->mask_cap : 64;
+        while (cap < r->mask_len + count) cap *= 2;
+        r->mask = df_xrealloc(r->mask, cap, "loss mask");
+        r->mask_cap = cap;
+    }
+    memset(r->mask + r->mask_len, x, count);
+    r->mask_len += count;
+}
+
+__attribute__((format(printf, 3, 4))) static void mark_bad(DfPreparedRecord *r, DfBadRecord kind, const char *fmt,
+                                                           ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+    va_end(ap);
+    r->bad = kind;
+}
+
+static void encode_prompt_response(const DfRecordRules *rules, DfPreparedRecord *r, const cJSON *prompt,
+                                   const cJSON *response) {
+    if (!prompt || !response) {
+        mark_bad(r, DF_BAD_MISSING_FIELD, "missing field \"%s\"", prompt ? "response" : "prompt");
+        return;
+    }
+    if (!cJSON_IsString(prompt) || !cJSON_IsString(response)) {
+        mark_bad(r, DF_BAD_WRONG_TYPE, "field \"%s\" is not a string", cJSON_IsString(prompt) ? "response" : "prompt");
+        return;
+    }
+    DfError err = {{0}};
+    const char *texts[2] = {prompt->valuestring, response->valuestring};
+    for (int part = 0; part < 2; part++) { /* encoded separately: the boundary is exact */
+        size_t before = r->ids.len;
+        if (df_tokenizer_encode(rules->tok, texts[part], strlen(texts[part]), &r->ids, &err) != 0) {
+            mark_bad(r, DF_BAD_TOKENIZE, "cannot tokenize the %s: %s", part ? "response" : "prompt", err.msg);
+            return;
+        }
+        mask_push(r, (uint8_t)part, r->ids.len - before);
+    }
+}
+
+/* An element of input_ids / loss_mask as an integer, or -1 with *ok = 0. */
+static double json_integer(const cJSON *item, int *ok) {
+    if (cJSON_IsBool(item)) return *ok = 1, cJSON_IsTrue(item) ? 1.0 : 0.0;
+    *ok = cJSON_IsNumber(item) && item->valuedouble == floor(item->valuedouble);
+    return *ok ? item->valuedouble : -1;
+}
+
+static void read_pretokenized(const DfRecordRules *rules, DfPreparedRecord *r, const cJSON *ids, const cJSON *mask) {
+    if (!ids || !mask) {
+        mark_bad(r, DF_BAD_MISSING_FIELD, "missing field \"%s\"", ids ? "loss_mask" : "input_ids");
+        return;
+    }
+    if (!cJSON_IsArray(ids) || !cJSON_IsArray(mask)) {
+        mark_bad(r, DF_BAD_WRONG_TYPE, "field \"%s\" is not an array", cJSON_IsArray(ids) ? "loss_mask" : "input_ids");
+        return;
+    }
+    int n_ids = cJSON_GetArraySize(ids), n_mask = cJSON_GetArraySize(mask);
+    if (n_ids != n_mask) {
+        mark_bad(r, DF_BAD_MASK, "loss_mask has %d entries but input_ids has %d", n_mask, n_ids);
+        return;
+    }
+    int k = 0, ok;
+    for (const cJSON *it = ids->child; it; it = it->next, k++) {
+        double v = json_integer(it, &ok);
+        if (!ok || cJSON_IsBool(it)) {
+            mark_bad(r, DF_BAD_WRONG_TYPE, "input_ids[%d] is not an integer", k);
+            return;
+        }
+        if (v < 0 || v >= rules->vocab_size) {
+            mark_bad(r, DF_BAD_ID_RANGE, "input_ids[%d] = %.0f is out of range (vocabulary size %d)", k, v,
+                     rules->vocab_size);
+            return;
+        }
+        df_i32vec_push(&r->ids, (int32_t)v);
+    }
+    k = 0;
+    for (const cJSON *it = mask->child; it; it = it->next, k++) {
+        double v = json_integer(it, &ok);
+        if (!ok || (v != 0 && v != 1)) {
+            mark_bad(r, DF_BAD_MASK, "loss_mask[%d] is not 0 or 1", k);
+            return;
+        }
+        mask_push(r, (uint8_t)v, 1);
+    }
+}
+
+static void check_lengths(const DfRecordRules *rules, DfPreparedRecord *r) {
+    if (r->ids.len == 0) {
+        mark_bad(r, DF_BAD_EMPTY, "empty sample (no tokens)");
+        return;
+    }
+    size_t loss = 0;
+    for (size_t i = 0; i < r->mask_len; i++) loss += r->mask[i];
+    if (loss == 0) {
+        mark_bad(r, DF_BAD_NO_LOSS, "no loss tokens (empty response or all-zero loss_mask)");
+        return;
+    }
+    if (r->ids.len > (size_t)rules->max_length)
+        mark_bad(r, DF_BAD_TOO_LONG, "too long: %zu tokens, more than --max-length %d", r->ids.len, rules->max_length);
+}
+
+void df_prepare_record(const DfRecordRules *rules, const char *text, size_t len, DfPreparedRecord *r) {
+    r->ids.len = r->mask_len = 0;
+    r->bad = DF_RECORD_OK;
+    r->msg[0] = '\0';
+    const char *end = NULL;
+    cJSON *root = memchr(text, '\0', len) ? NULL : cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    if (!root) {
+        size_t column = end && end >= text ? (size_t)(end - text) + 1 : 1;
+        mark_bad(r, DF_BAD_JSON, "invalid JSON (parse error at column %zu)", column);
+        return;
+    }
+    if (!cJSON_IsObject(root)) {
+        mark_bad(r, DF_BAD_WRONG_TYPE, "the record is not a JSON object");
+    } else {
+        const cJSON *ids = cJSON_GetObjectItemCaseSensitive(root, "input_ids");
+        const cJSON *mask = cJSON_GetObjectItemCaseSensitive(root, "loss_mask");
+        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        const cJSON *response = cJSON_GetObjectItemCaseSensitive(root, "response");
+        if (ids || mask) read_pretokenized(rules, r, ids, mask);
+        else if (prompt || response) encode_prompt_response(rules, r, prompt, response);
+        else mark_bad(r, DF_BAD_MISSING_FIELD, "missing fields: neither \"prompt\"/\"response\" nor \"input_ids\"/\"loss_mask\"");
+        if (r->bad == DF_RECORD_OK) check_lengths(rules, r);
+    }
+    cJSON_Delete(root);
+}
+
+void df_prepared_record_free(DfPreparedRecord *r) {
+    df_i32vec_free(&r->ids);
+    free(r->mask);
+    r->mask = NULL;
+    r->mask_len = r->mask_cap = 0;
+}
