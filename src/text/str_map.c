@@ -69,7 +69,7 @@ int32_t df_str_map_put(DfStrMap *m, const char *key, size_t len, int32_t value) 
         m->keys = df_xrealloc(m->keys, cap, "string map keys");
         m->keys_cap = cap;
     }
-    memcpy(m->keys + m->keys_len, key, len);
+    if (len > 0) memcpy(m->keys + m->keys_len, key, len); /* an empty first key: keys may still be NULL */
     s->hash = h;
     s->key_off = (uint32_t)m->keys_len;
     s->key_len = (uint32_t)len;
