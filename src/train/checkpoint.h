@@ -21,10 +21,19 @@ typedef struct DfTrainProgress {
     int64_t tokens_seen;
 } DfTrainProgress;
 
-/* Writes checkpoints_dir/step-NNNNNNNN.safetensors (creating the directory)
- * and removes the oldest checkpoints beyond keep_last (0 keeps all).
- * options_json: the run's options, stored as metadata so that --resume can
- * refuse a run whose options changed. */
+/* File layout: tensors "params", "adam.exp_avg", "adam.exp_avg_sq" (F32
+ * [total]), "adam.step" and "progress.<field>" (I64 [1]; the seed's 64 bits
+ * stored as I64); "__metadata__" holds "format" ("dflash-checkpoint"),
+ * "version", "drafter_config" (the config.json text), "loss_gamma",
+ * "options" and "checksum" (16 hex digits, see df_checkpoint_checksum).
+ *
+ * Writes checkpoints_dir/step-NNNNNNNN.safetensors (NNNNNNNN =
+ * progress->step; creating the directory), atomically and fsynced, then,
+ * once it is durable, removes the oldest checkpoints beyond keep_last (0
+ * keeps all); the new one is never removed, even when older-numbered steps
+ * from an abandoned run are around. options_json: the run's options, stored
+ * as metadata so that --resume can refuse a run whose options changed (NULL
+ * stores "{}"). */
 int df_checkpoint_save(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
                        const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
                        const char *options_json, int keep_last, DfError *err);
@@ -39,5 +48,26 @@ char *df_checkpoint_latest(const char *checkpoints_dir, DfError *err);
  * stored config, else an error says which field differs. */
 int df_checkpoint_load(const char *path, const DfDrafterConfig *cfg, const DfDrafterLayout *layout, float **params,
                        DfAdamW *opt, DfTrainProgress *progress, char **options_json, DfError *err);
+
+/* Loads the newest checkpoint of the directory that passes its checks,
+ * walking from the newest to the oldest and skipping corrupt or unreadable
+ * ones with a warning on stderr. A config mismatch is not skipped (older
+ * checkpoints of the same run would differ the same way): it is an error.
+ * Returns 0 with *loaded_path (caller frees) naming the file loaded, 1 when
+ * the directory holds no checkpoint (or does not exist), -1 on error (every
+ * checkpoint corrupt: the message names the newest one and its fault). */
+int df_checkpoint_latest_valid(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
+                               float **params, DfAdamW *opt, DfTrainProgress *progress, char **options_json,
+                               char **loaded_path, DfError *err);
+
+/* The checkpoint checksum: a 64-bit hash over the tensors in name order
+ * (each one's name bytes, then its data bytes), then the metadata strings
+ * drafter_config, loss_gamma and options. Each byte string is hashed in
+ * 1 MiB chunks (in parallel; the chunk hashes are folded in order, so the
+ * result does not depend on the thread count) with four lanes over 8-byte
+ * little-endian words: lane = rotl(lane + word * K2, 31) * K1. Every step
+ * is a bijection of the changed word and of the state, so a change confined
+ * to one 8-byte word is always detected; others with probability 1 - 2^-64. */
+uint64_t df_checkpoint_hash_bytes(const void *data, size_t n);
 
 #endif
