@@ -146,3 +146,143 @@ void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be) {
     free((void *)pb->host_seq_starts);
     memset(pb, 0, sizeof *pb);
 }
+
+/* --- training ops --------------------------------------------------------- */
+
+void df_op_fill_zero(DfBackend *be, DfBuffer buf) {
+    if (buf.count) be->ops->fill_zero(be, buf);
+}
+
+void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k) {
+    require(m > 0 && n > 0 && k > 0, "linear_weight_grad", "empty dimension");
+    require(fits(dw, (size_t)n * k, DF_BUF_F32) && fits(dy, (size_t)m * n, DF_BUF_ACT) &&
+                fits(x, (size_t)m * k, DF_BUF_ACT),
+            "linear_weight_grad", "buffer smaller than its matrix");
+    be->ops->linear_weight_grad(be, dw, dy, x, m, n, k);
+}
+
+void df_op_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
+                            int dim, float eps, int accumulate) {
+    size_t n = (size_t)rows * dim;
+    require(rows > 0 && dim > 0 && fits(dx, n, DF_BUF_ACT) && fits(dy, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) &&
+                fits(w, dim, DF_BUF_ACT) && fits(dw, dim, DF_BUF_F32),
+            "rmsnorm_backward", "buffer smaller than [rows, dim]");
+    require(!accumulate || dx.ptr != dy.ptr, "rmsnorm_backward", "dx may alias dy only when overwriting");
+    be->ops->rmsnorm_backward(be, dx, dw, dy, x, w, rows, dim, eps, accumulate);
+}
+
+void df_op_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                         int n_tokens, int heads, int head_dim) {
+    require(head_dim > 0 && head_dim % 2 == 0, "rope_backward", "head_dim must be even");
+    require(fits(dx, (size_t)n_tokens * heads * head_dim, DF_BUF_ACT) && fits(positions, n_tokens, DF_BUF_I32) &&
+                cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
+                cos_table.count % (size_t)(head_dim / 2) == 0,
+            "rope_backward", "bad shapes");
+    be->ops->rope_backward(be, dx, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+}
+
+void df_op_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate, DfBuffer up) {
+    size_t n = d_out.count;
+    require(fits(d_gate, n, DF_BUF_ACT) && fits(d_up, n, DF_BUF_ACT) && fits(gate, n, DF_BUF_ACT) &&
+                fits(up, n, DF_BUF_ACT) && d_out.kind == DF_BUF_ACT,
+            "swiglu_backward", "sizes differ");
+    be->ops->swiglu_backward(be, d_gate, d_up, d_out, gate, up);
+}
+
+static void check_block_attn(const DfBlockAttnArgs *a, const char *op) {
+    const DfBlockAttnLayout *l = a->layout;
+    require(l && l->n_blocks > 0 && l->block_size > 0, op, "empty layout");
+    require(a->heads > 0 && a->kv_heads > 0 && a->heads % a->kv_heads == 0, op, "heads not a multiple of kv_heads");
+    size_t q_rows = (size_t)l->n_blocks * l->block_size, qd = (size_t)a->heads * a->head_dim,
+           kvd = (size_t)a->kv_heads * a->head_dim, ctx = (size_t)l->n_ctx_rows;
+    require(fits(a->q, q_rows * qd, DF_BUF_ACT) && fits(a->out, q_rows * qd, DF_BUF_ACT) &&
+                fits(a->k_blk, q_rows * kvd, DF_BUF_ACT) && fits(a->v_blk, q_rows * kvd, DF_BUF_ACT) &&
+                fits(a->k_ctx, ctx * kvd, DF_BUF_ACT) && fits(a->v_ctx, ctx * kvd, DF_BUF_ACT) &&
+                fits(a->lse, q_rows * a->heads, DF_BUF_F32),
+            op, "buffer smaller than the layout needs");
+}
+
+void df_op_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
+    check_block_attn(a, "block_attention");
+    be->ops->block_attention(be, a);
+}
+
+void df_op_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g) {
+    check_block_attn(a, "block_attention_backward");
+    const DfBlockAttnLayout *l = a->layout;
+    size_t q_rows = (size_t)l->n_blocks * l->block_size, qd = (size_t)a->heads * a->head_dim,
+           kvd = (size_t)a->kv_heads * a->head_dim, ctx = (size_t)l->n_ctx_rows;
+    require(fits(g->d_out, q_rows * qd, DF_BUF_ACT) && fits(g->dq, q_rows * qd, DF_BUF_ACT) &&
+                fits(g->dk_blk, q_rows * kvd, DF_BUF_ACT) && fits(g->dv_blk, q_rows * kvd, DF_BUF_ACT) &&
+                fits(g->dk_ctx, ctx * kvd, DF_BUF_ACT) && fits(g->dv_ctx, ctx * kvd, DF_BUF_ACT),
+            "block_attention_backward", "gradient buffer smaller than the layout needs");
+    be->ops->block_attention_backward(be, a, g);
+}
+
+void df_op_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
+    size_t r = (size_t)a->rows;
+    require(a->rows > 0 && a->hidden > 0 && a->vocab > 0, "lm_head_ce", "empty dimension");
+    require(fits(a->x, r * a->hidden, DF_BUF_ACT) && fits(a->head, (size_t)a->vocab * a->hidden, DF_BUF_ACT) &&
+                fits(a->labels, r, DF_BUF_I32) && fits(a->weights, r, DF_BUF_F32) && fits(a->ce, r, DF_BUF_F32) &&
+                fits(a->argmax, r, DF_BUF_I32) && (!a->d_x.ptr || fits(a->d_x, r * a->hidden, DF_BUF_ACT)),
+            "lm_head_ce", "buffer smaller than its matrix");
+    be->ops->lm_head_ce(be, a);
+}
+
+static int32_t *copy_i32(const int32_t *src, int n) {
+    int32_t *dst = df_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *dst, "block attention layout");
+    if (n > 0) memcpy(dst, src, (size_t)n * sizeof *dst);
+    return dst;
+}
+
+static int upload_copy(DfBackend *be, DfBuffer *dst, const int32_t *src, int n, DfError *err) {
+    return df_buffer_alloc(be, dst, DF_BUF_I32, (size_t)n, err) || be->ops->upload_i32(be, *dst, src, err);
+}
+
+int df_block_attn_layout_init(DfBlockAttnLayout *l, DfBackend *be, int n_seqs, const int32_t *ctx_starts,
+                              const int32_t *block_starts, const int32_t *anchors, int block_size, DfError *err) {
+    memset(l, 0, sizeof *l);
+    if (n_seqs <= 0 || block_size <= 0) return df_fail(err, "block attention: %d sequences, block size %d", n_seqs, block_size);
+    if (ctx_starts[0] != 0 || block_starts[0] != 0)
+        return df_fail(err, "block attention: context and block starts must begin at 0");
+    int max_visible = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        int len = ctx_starts[s + 1] - ctx_starts[s];
+        if (len <= 0 || block_starts[s + 1] < block_starts[s])
+            return df_fail(err, "block attention: sequence %d has %d context rows and blocks %d..%d", s, len,
+                           (int)block_starts[s], (int)block_starts[s + 1]);
+        for (int j = block_starts[s]; j < block_starts[s + 1]; j++) {
+            if (anchors[j] < 0 || anchors[j] >= len)
+                return df_fail(err, "block attention: block %d of sequence %d has anchor %d outside [0, %d)", j, s,
+                               (int)anchors[j], len);
+            if (anchors[j] + block_size > max_visible) max_visible = anchors[j] + block_size;
+        }
+    }
+    int n_blocks = block_starts[n_seqs];
+    if (n_blocks <= 0) return df_fail(err, "block attention: no blocks");
+    l->n_seqs = n_seqs;
+    l->n_blocks = n_blocks;
+    l->block_size = block_size;
+    l->n_ctx_rows = ctx_starts[n_seqs];
+    l->max_visible = max_visible;
+    l->host_ctx_starts = copy_i32(ctx_starts, n_seqs + 1);
+    l->host_block_starts = copy_i32(block_starts, n_seqs + 1);
+    l->host_anchors = copy_i32(anchors, n_blocks);
+    if (upload_copy(be, &l->ctx_starts, ctx_starts, n_seqs + 1, err) ||
+        upload_copy(be, &l->block_starts, block_starts, n_seqs + 1, err) ||
+        upload_copy(be, &l->anchors, anchors, n_blocks, err)) {
+        df_block_attn_layout_free(l, be);
+        return -1;
+    }
+    return 0;
+}
+
+void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be) {
+    df_buffer_free(be, &l->ctx_starts);
+    df_buffer_free(be, &l->block_starts);
+    df_buffer_free(be, &l->anchors);
+    free((void *)l->host_ctx_starts);
+    free((void *)l->host_block_starts);
+    free((void *)l->host_anchors);
+    memset(l, 0, sizeof *l);
+}

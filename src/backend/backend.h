@@ -80,6 +80,52 @@ typedef struct DfPackedBatch {
     DfBuffer positions;             /* I32 [n_tokens] */
 } DfPackedBatch;
 
+/* DFlash block attention (spec section 4 step 3) over a packed batch.
+ * Queries are the blocks: block j owns query rows j*B .. j*B+B-1 (B =
+ * block_size). Keys/values come in two parts: the context rows of every
+ * sequence (computed once per sequence, shared by all its blocks) and the
+ * block rows (one per query row). Block j of sequence s sees context rows
+ * ctx_starts[s] .. ctx_starts[s] + anchors[j] - 1 (positions < its anchor)
+ * and the B rows of its own block, nothing else. Sequence s owns blocks
+ * block_starts[s] .. block_starts[s+1]-1. */
+typedef struct DfBlockAttnLayout {
+    int n_seqs, n_blocks, block_size;
+    int n_ctx_rows;                   /* context rows of all sequences */
+    int max_visible;                  /* max over blocks of anchors[j] + block_size */
+    const int32_t *host_ctx_starts;   /* [n_seqs + 1], owned */
+    const int32_t *host_block_starts; /* [n_seqs + 1], owned */
+    const int32_t *host_anchors;      /* [n_blocks], owned */
+    DfBuffer ctx_starts, block_starts, anchors; /* I32 copies on the backend */
+} DfBlockAttnLayout;
+
+/* Buffers of one block attention: q, out [Q, heads*hd]; k_ctx, v_ctx
+ * [n_ctx_rows, kv_heads*hd]; k_blk, v_blk [Q, kv_heads*hd]; lse F32
+ * [heads, Q] (written by the forward, read by the backward). */
+typedef struct DfBlockAttnArgs {
+    const DfBlockAttnLayout *layout;
+    DfBuffer q, k_ctx, v_ctx, k_blk, v_blk, out, lse;
+    int heads, kv_heads, head_dim;
+    float scale;
+} DfBlockAttnArgs;
+
+/* Gradients of a block attention: d_out in; dq written; dk_*, dv_* added to. */
+typedef struct DfBlockAttnGrads {
+    DfBuffer d_out, dq, dk_ctx, dv_ctx, dk_blk, dv_blk;
+} DfBlockAttnGrads;
+
+/* Fused frozen lm head + weighted cross-entropy over `rows` hidden rows x
+ * [rows, hidden] with head [vocab, hidden]: per row, logits = head x_r (never
+ * more than a chunk of rows x vocab at once), ce[r] = logsumexp - logit[label]
+ * (0 where label < 0), argmax[r] (first maximum); when d_x is non-empty,
+ * d_x[r] = grad_scale * w[r] * (softmax - onehot(label)) head. No gradient
+ * for the head. labels I32 [rows], weights F32 [rows], ce F32 [rows],
+ * argmax I32 [rows]. */
+typedef struct DfLmHeadCeArgs {
+    DfBuffer x, head, labels, weights, ce, argmax, d_x;
+    int rows, hidden, vocab;
+    float grad_scale;
+} DfLmHeadCeArgs;
+
 typedef struct DfBackendOps {
     const char *name;
 
@@ -122,6 +168,29 @@ typedef struct DfBackendOps {
     /* dst[r * ld_dst + c] = src[r * ld_src + c] for r < rows, c < cols
      * (e.g. a layer's output into its column block of the tap features). */
     void (*copy2d)(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+
+    /* --- training: backward ops and helpers ------------------------------ */
+    int (*download_i32)(DfBackend *be, int32_t *dst, DfBuffer src, DfError *err);
+    /* every element of buf (any kind) = 0 */
+    void (*fill_zero)(DfBackend *be, DfBuffer buf);
+    /* Weight gradient of a linear layer y = x W^T: dw[N,K] (F32) += dy[M,N]^T x[M,K]. */
+    void (*linear_weight_grad)(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
+    /* Backward of out = rmsnorm(x, w): with xh = x * r, r = rsqrt(mean(x^2) + eps),
+     * g = dy * w: dx = r * (g - xh * mean(g * xh)) (written, or added when
+     * accumulate; dx may be dy when not accumulating), dw (F32 [dim]) += sum over rows of dy * xh. */
+    void (*rmsnorm_backward)(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
+                             int dim, float eps, int accumulate);
+    /* Backward of rope, in place on the gradient: the inverse rotation (rope with -sin). */
+    void (*rope_backward)(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                          int n_tokens, int heads, int head_dim);
+    /* Backward of out = silu(gate) * up: d_gate = d_out * up * silu'(gate),
+     * d_up = d_out * silu(gate); d_gate may be gate and d_up may be up. */
+    void (*swiglu_backward)(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate, DfBuffer up);
+    /* DFlash block attention (see DfBlockAttnLayout): out and lse from q, k, v. */
+    void (*block_attention)(DfBackend *be, const DfBlockAttnArgs *a);
+    /* Its backward: probabilities recomputed from lse; dq written, dk/dv added to. */
+    void (*block_attention_backward)(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
+    void (*lm_head_ce)(DfBackend *be, const DfLmHeadCeArgs *a);
 } DfBackendOps;
 
 struct DfBackend {
@@ -153,6 +222,25 @@ void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBu
                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
 void df_op_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
 void df_op_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+
+/* --- training ops (see the table for their meaning) --------------------- */
+
+void df_op_fill_zero(DfBackend *be, DfBuffer buf);
+void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
+void df_op_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
+                            int dim, float eps, int accumulate);
+void df_op_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                         int n_tokens, int heads, int head_dim);
+void df_op_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate, DfBuffer up);
+void df_op_block_attention(DfBackend *be, const DfBlockAttnArgs *a);
+void df_op_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
+void df_op_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
+
+/* Checks and copies the layout (anchors[j] in [0, length of its sequence],
+ * every sequence's blocks inside 0..n_blocks) and uploads it. */
+int df_block_attn_layout_init(DfBlockAttnLayout *l, DfBackend *be, int n_seqs, const int32_t *ctx_starts,
+                              const int32_t *block_starts, const int32_t *anchors, int block_size, DfError *err);
+void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be);
 
 /* --- packed batches ------------------------------------------------------- */
 

@@ -97,6 +97,15 @@ static const DfBackendOps CPU_OPS = {
     .attention = df_cpu_attention,
     .swiglu = df_cpu_swiglu,
     .copy2d = df_cpu_copy2d,
+    .download_i32 = df_cpu_download_i32,
+    .fill_zero = df_cpu_fill_zero,
+    .linear_weight_grad = df_cpu_linear_weight_grad,
+    .rmsnorm_backward = df_cpu_rmsnorm_backward,
+    .rope_backward = df_cpu_rope_backward,
+    .swiglu_backward = df_cpu_swiglu_backward,
+    .block_attention = df_cpu_block_attention,
+    .block_attention_backward = df_cpu_block_attention_backward,
+    .lm_head_ce = df_cpu_lm_head_ce,
 };
 
 DfBackend *df_backend_cpu_create(DfError *err) {

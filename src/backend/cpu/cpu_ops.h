@@ -25,4 +25,19 @@ void df_cpu_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfB
 void df_cpu_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
 void df_cpu_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
 
+
+/* training (cpu_memory.c, cpu_weight_grad.c, cpu_rmsnorm_backward.c,
+ * cpu_elementwise_backward.c, cpu_block_attention.c, cpu_lm_head_ce.c) */
+int df_cpu_download_i32(DfBackend *be, int32_t *dst, DfBuffer src, DfError *err);
+void df_cpu_fill_zero(DfBackend *be, DfBuffer buf);
+void df_cpu_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
+void df_cpu_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
+                             int dim, float eps, int accumulate);
+void df_cpu_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                          int n_tokens, int heads, int head_dim);
+void df_cpu_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate, DfBuffer up);
+void df_cpu_block_attention(DfBackend *be, const DfBlockAttnArgs *a);
+void df_cpu_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
+void df_cpu_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
+
 #endif
