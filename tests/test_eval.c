@@ -1,0 +1,244 @@
+/* Speculative decoding on coder-tiny: the drafter's inference forward
+ * against the PyTorch reference (tests/ref/drafter_ref.py: argmax and loss of
+ * every block of the training fixture, run here as cached context + block),
+ * and losslessness: with an untrained drafter, and with a drafter forced to
+ * propose the greedy continuation (tau = block size), the committed tokens
+ * equal transformers' greedy output (tests/fixtures/generate/greedy.jsonl);
+ * the max-new-tokens cut and an EOS stop fall on the same token as plain
+ * greedy decoding; `dflash eval` end to end. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+#include "formats/safetensors.h"
+#include "infer/speculative.h"
+#include "model/drafter_io.h"
+#include "model/target.h"
+
+#define MAX_FIXTURES 16
+
+typedef struct Fixture {
+    DfI32Vec prompt, output;
+    int max_new_tokens;
+} Fixture;
+
+static int load_fixtures(Fixture *f) {
+    FILE *fp = fopen(df_test_path("tests/fixtures/generate/greedy.jsonl"), "r");
+    assert_non_null(fp);
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0;
+    while (getline(&line, &cap, fp) > 0 && n < MAX_FIXTURES) {
+        cJSON *rec = cJSON_Parse(line);
+        assert_non_null(rec);
+        Fixture *x = &f[n++];
+        memset(x, 0, sizeof *x);
+        const cJSON *v;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "prompt_ids")) df_i32vec_push(&x->prompt, (int32_t)v->valueint);
+        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "output_ids")) df_i32vec_push(&x->output, (int32_t)v->valueint);
+        x->max_new_tokens = cJSON_GetObjectItem(rec, "max_new_tokens")->valueint;
+        cJSON_Delete(rec);
+    }
+    free(line);
+    fclose(fp);
+    assert_true(n >= 4);
+    return n;
+}
+
+static void free_fixtures(Fixture *f, int n) {
+    for (int i = 0; i < n; i++) df_i32vec_free(&f[i].prompt), df_i32vec_free(&f[i].output);
+}
+
+typedef struct Setup {
+    DfBackend *be;
+    DfTargetModel target;
+    DfTargetDecoder dec;
+    DfDrafterRunner drafter;
+    Fixture f[MAX_FIXTURES];
+    int n;
+    char *dir;
+} Setup;
+
+/* Target + an untrained drafter (2 layers, B = 8) written in the section 7
+ * format with df_drafter_export and read back with df_drafter_load. */
+static void setup(Setup *s, int block_size) {
+    DfError err;
+    memset(s, 0, sizeof *s);
+    s->n = load_fixtures(s->f);
+    s->be = df_backend_cpu_create(&err);
+    if (df_target_load(&s->target, s->be, df_test_path("assets/coder-tiny"), 8, 1, &err)) fail_msg("%s", err.msg);
+    DfDrafterConfig cfg, loaded;
+    if (df_drafter_config_from_target(&cfg, &s->target.cfg, 2, 0, block_size, 0, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterLayout layout, loaded_layout;
+    df_drafter_layout_build(&layout, &cfg);
+    float *params = malloc(layout.total * sizeof *params), *back = NULL;
+    df_drafter_init_params(&layout, params, 1);
+    s->dir = df_test_tmpdir("eval");
+    char path[512];
+    snprintf(path, sizeof path, "%s/drafter", s->dir);
+    if (df_drafter_export(path, &cfg, &layout, params, &err)) fail_msg("%s", err.msg);
+    if (df_drafter_load(path, &loaded, &loaded_layout, &back, &err)) fail_msg("%s", err.msg);
+    if (df_drafter_fit_target(&loaded, &s->target.cfg, 8190, path, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(loaded.mask_token_id, 8190);
+    int cap = 0;
+    for (int i = 0; i < s->n; i++)
+        if ((int)s->f[i].prompt.len > cap) cap = (int)s->f[i].prompt.len;
+    cap += 64 + block_size;
+    if (df_target_decoder_init(&s->dec, &s->target, 1, cap, loaded.target_layer_ids, loaded.n_taps, &err) ||
+        df_drafter_runner_init(&s->drafter, s->be, &loaded, back, s->target.embed, s->target.lm_head, 1, cap, &err))
+        fail_msg("%s", err.msg);
+    free(params);
+    free(back);
+    df_drafter_layout_free(&layout);
+    df_drafter_layout_free(&loaded_layout);
+}
+
+static void teardown(Setup *s) {
+    df_drafter_runner_free(&s->drafter);
+    df_target_decoder_free(&s->dec);
+    df_target_free(&s->target);
+    df_backend_destroy(s->be);
+    free_fixtures(s->f, s->n);
+    df_test_rmtree(s->dir);
+    free(s->dir);
+}
+
+static DfSpecOptions spec_options(int max_new, int block_size) {
+    DfSpecOptions o;
+    memset(&o, 0, sizeof o);
+    o.max_new_tokens = max_new;
+    o.block_size = block_size;
+    o.eos_ids[0] = 8187;
+    o.n_eos = 1;
+    return o;
+}
+
+static void assert_same_tokens(const DfI32Vec *got, const int32_t *want, size_t n_want, const char *what, int i) {
+    if (got->len != n_want) fail_msg("%s, prompt %d: %zu tokens, expected %zu", what, i, got->len, n_want);
+    for (size_t t = 0; t < n_want; t++)
+        if (got->data[t] != want[t]) fail_msg("%s, prompt %d, token %zu: %d, expected %d", what, i, t, got->data[t], want[t]);
+}
+
+static void test_untrained_drafter_is_lossless(void **state) {
+    (void)state;
+    Setup s;
+    setup(&s, 8);
+    DfError err;
+    double tau_sum = 0;
+    int cycles = 0;
+    for (int i = 0; i < s.n; i++) {
+        DfSpecOptions o = spec_options(s.f[i].max_new_tokens, 8);
+        DfSpecResult r = {0};
+        if (df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err))
+            fail_msg("%s", err.msg);
+        assert_same_tokens(&r.tokens, s.f[i].output.data, s.f[i].output.len, "untrained drafter", i);
+        assert_int_equal(r.target_passes, 1 + (int)r.accepted.len);
+        tau_sum += df_spec_tau(&r) * (double)r.accepted.len;
+        cycles += (int)r.accepted.len;
+        df_spec_result_free(&r);
+    }
+    double tau = tau_sum / cycles;
+    print_message("untrained drafter: tau %.3f over %d cycles\n", tau, cycles);
+    assert_true(tau >= 1.0 && tau <= 1.3);
+    teardown(&s);
+}
+
+/* The hook replaces the draft with the known greedy continuation. */
+typedef struct Oracle {
+    const int32_t *greedy;
+    size_t n;
+} Oracle;
+
+static void oracle_hook(void *ctx, int n_generated, int32_t *block, int block_size) {
+    const Oracle *o = ctx;
+    for (int k = 1; k < block_size; k++) {
+        size_t idx = (size_t)n_generated + (size_t)k - 1;
+        block[k] = idx < o->n ? o->greedy[idx] : 8187;
+    }
+}
+
+static void test_perfect_drafts_accept_whole_blocks(void **state) {
+    (void)state;
+    Setup s;
+    setup(&s, 8);
+    DfError err;
+    for (int i = 0; i < s.n; i++) {
+        Oracle oracle = {s.f[i].output.data, s.f[i].output.len};
+        DfSpecOptions o = spec_options(s.f[i].max_new_tokens, 8);
+        o.hook = oracle_hook;
+        o.hook_ctx = &oracle;
+        DfSpecResult r = {0};
+        if (df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err))
+            fail_msg("%s", err.msg);
+        assert_same_tokens(&r.tokens, s.f[i].output.data, s.f[i].output.len, "perfect drafts", i);
+        /* every cycle but the last accepts the whole block: 1 + 8 * cycles tokens */
+        for (size_t c = 0; c + 1 < r.accepted.len; c++) assert_int_equal(r.accepted.data[c], 7);
+        if ((int)s.f[i].output.len == s.f[i].max_new_tokens)
+            assert_int_equal(r.accepted.len, (s.f[i].max_new_tokens - 1 + 7) / 8);
+        df_spec_result_free(&r);
+    }
+    teardown(&s);
+}
+
+/* max-new-tokens inside a block (13 = 1 + 8 + 4) and an EOS set to a token
+ * of the greedy output: both cut exactly where greedy decoding stops. */
+static void test_cut_at_max_new_tokens_and_eos(void **state) {
+    (void)state;
+    Setup s;
+    setup(&s, 8);
+    DfError err;
+    int checked_eos = 0;
+    for (int i = 0; i < s.n; i++) {
+        if (s.f[i].output.len < 20) continue;
+        Oracle oracle = {s.f[i].output.data, s.f[i].output.len};
+        for (int use_oracle = 0; use_oracle < 2; use_oracle++) {
+            DfSpecOptions o = spec_options(13, 8);
+            if (use_oracle) o.hook = oracle_hook, o.hook_ctx = &oracle;
+            DfSpecResult r = {0};
+            if (df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err))
+                fail_msg("%s", err.msg);
+            assert_same_tokens(&r.tokens, s.f[i].output.data, 13, "max-new-tokens 13", i);
+            /* an artificial EOS: the token at index 10, cut before its first occurrence */
+            int32_t eos = s.f[i].output.data[10];
+            size_t first = 0;
+            while (s.f[i].output.data[first] != eos) first++;
+            o = spec_options(s.f[i].max_new_tokens, 8);
+            o.eos_ids[1] = eos;
+            o.n_eos = 2;
+            if (use_oracle) o.hook = oracle_hook, o.hook_ctx = &oracle;
+            if (df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err))
+                fail_msg("%s", err.msg);
+            assert_same_tokens(&r.tokens, s.f[i].output.data, first, "artificial eos", i);
+            /* plain greedy decoding stops at the same place */
+            DfGenerateOptions g = {0};
+            g.max_new_tokens = s.f[i].max_new_tokens;
+            g.top_p = 1;
+            memcpy(g.eos_ids, o.eos_ids, sizeof g.eos_ids);
+            g.n_eos = 2;
+            DfI32Vec out = {0};
+            const int32_t *p = s.f[i].prompt.data;
+            int len = (int)s.f[i].prompt.len;
+            uint64_t idx = 0;
+            if (df_generate_batch(&s.dec, 1, &p, &len, &idx, &g, &out, NULL, &err)) fail_msg("%s", err.msg);
+            assert_same_tokens(&out, s.f[i].output.data, first, "greedy with artificial eos", i);
+            df_i32vec_free(&out);
+            df_spec_result_free(&r);
+            checked_eos++;
+        }
+    }
+    assert_true(checked_eos >= 2);
+    teardown(&s);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_untrained_drafter_is_lossless),
+        cmocka_unit_test(test_perfect_drafts_accept_whole_blocks),
+        cmocka_unit_test(test_cut_at_max_new_tokens_and_eos),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
