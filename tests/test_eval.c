@@ -234,8 +234,99 @@ static void test_cut_at_max_new_tokens_and_eos(void **state) {
     teardown(&s);
 }
 
+/* tests/ref/drafter_ref.py's deterministic weights: splitmix64 of
+ * (seed * 2^32 + i), top 24 bits to [0, 1), mapped to [-1, 1). */
+static float det_uniform(uint64_t seed, uint64_t i) {
+    uint64_t z = (seed << 32) + i + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(2.0 * ((double)(z >> 40) / (double)(1 << 24)) - 1.0);
+}
+
+static int32_t *fixture_i32(const DfSafetensors *st, const char *name) {
+    const DfTensorInfo *t = df_safetensors_find(st, name);
+    assert_non_null(t);
+    assert_int_equal(t->dtype, DF_DTYPE_I32);
+    int32_t *out = malloc(t->nbytes);
+    memcpy(out, t->data, t->nbytes);
+    return out;
+}
+
+/* Every block of the training fixture, run as inference: context features of
+ * positions < anchor appended to the cache, then the block. The argmax of
+ * every block position and the weighted loss equal PyTorch's. */
+static void test_drafter_forward_matches_reference(void **state) {
+    (void)state;
+    DfError err;
+    DfBackend *be = df_backend_cpu_create(&err);
+    DfTargetModel target = {0};
+    if (df_target_load(&target, be, df_test_path("assets/coder-tiny"), 8, 1, &err)) fail_msg("%s", err.msg);
+    DfDrafterConfig cfg;
+    if (df_drafter_config_from_target(&cfg, &target.cfg, 2, 128, 8, 3, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, &cfg);
+    float *params = malloc(layout.total * sizeof *params);
+    for (int p = 0; p < layout.n_params; p++) {
+        const DfParamInfo *pi = &layout.params[p];
+        for (size_t i = 0; i < pi->count; i++) {
+            float u = det_uniform(1000 + (uint64_t)p, i);
+            params[pi->offset + i] = pi->kind == DF_PARAM_LINEAR ? u * (float)(sqrt(3.0) * 0.05) : 1.0f + 0.1f * u;
+        }
+    }
+    DfSafetensors st;
+    if (df_safetensors_open(&st, df_test_path("tests/fixtures/drafter/step.safetensors"), &err)) fail_msg("%s", err.msg);
+    int32_t *ids = fixture_i32(&st, "input_ids"), *starts = fixture_i32(&st, "seq_starts");
+    int32_t *anchors = fixture_i32(&st, "anchors"), *astarts = fixture_i32(&st, "anchor_starts");
+    int32_t *block_ids = fixture_i32(&st, "block_ids"), *ref_argmax = fixture_i32(&st, "argmax");
+    int n_seqs = (int)df_safetensors_find(&st, "seq_starts")->shape[0] - 1;
+    int T = starts[n_seqs], nf = 3 * cfg.hidden_size, B = 8, V = cfg.vocab_size;
+    int64_t fshape[2] = {T, nf}, wshape[1] = {astarts[n_seqs] * B}, one[1] = {1};
+    float *features = df_safetensors_load_f32(&st, "features", 2, fshape, &err);
+    float *weights = df_safetensors_load_f32(&st, "weights", 1, wshape, &err);
+    float *ref_loss = df_safetensors_load_f32(&st, "loss", 1, one, &err);
+    assert_non_null(features), assert_non_null(weights), assert_non_null(ref_loss);
+    DfDrafterRunner r;
+    if (df_drafter_runner_init(&r, be, &cfg, params, target.embed, target.lm_head, 2, 128, &err)) fail_msg("%s", err.msg);
+    double wce = 0, wsum = 0;
+    int mismatches = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        int slot = s, t0 = starts[s], len = starts[s + 1] - t0;
+        for (int j = astarts[s]; j < astarts[s + 1]; j++) {
+            int a = anchors[j], have = r.ctx.lens[slot];
+            if (df_drafter_append_context(&r, slot, features + (size_t)(t0 + have) * nf, a - have, &err))
+                fail_msg("%s", err.msg);
+            assert_int_equal(block_ids[j * B], ids[t0 + a]);
+            int32_t am[8];
+            if (df_drafter_propose(&r, slot, block_ids + j * B, B, am, &err)) fail_msg("%s", err.msg);
+            assert_int_equal(r.ctx.lens[slot], a);
+            for (int k = 0; k < B; k++) {
+                mismatches += am[k] != ref_argmax[j * B + k];
+                if (a + k >= len || weights[j * B + k] == 0) continue;
+                const float *row = r.host_logits + (size_t)k * V;
+                double mx = row[0], sum = 0;
+                for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+                for (int v = 0; v < V; v++) sum += exp(row[v] - mx);
+                wce += weights[j * B + k] * (mx + log(sum) - row[ids[t0 + a + k]]);
+                wsum += weights[j * B + k];
+            }
+        }
+    }
+    assert_int_equal(mismatches, 0);
+    double loss = wce / wsum;
+    if (fabs(loss - ref_loss[0]) > 1e-4 * fabs(ref_loss[0])) fail_msg("loss %.7f, reference %.7f", loss, ref_loss[0]);
+    df_drafter_runner_free(&r);
+    df_safetensors_close(&st);
+    free(ids), free(starts), free(anchors), free(astarts), free(block_ids), free(ref_argmax);
+    free(features), free(weights), free(ref_loss), free(params);
+    df_drafter_layout_free(&layout);
+    df_target_free(&target);
+    df_backend_destroy(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_drafter_forward_matches_reference),
         cmocka_unit_test(test_untrained_drafter_is_lossless),
         cmocka_unit_test(test_perfect_drafts_accept_whole_blocks),
         cmocka_unit_test(test_cut_at_max_new_tokens_and_eos),
