@@ -236,12 +236,100 @@ static void test_sampling_reproducible(void **state) {
     free_model(&md);
 }
 
+static char *read_text(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
+    buf[n] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+/* The first n records of assets/data/code-dev.jsonl ({"id", "prompt", "response"}). */
+static void write_prompts(const char *path, int n) {
+    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r"), *out = fopen(path, "w");
+    assert_non_null(in), assert_non_null(out);
+    char *line = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < n && getline(&line, &cap, in) > 0; i++) fputs(line, out);
+    free(line);
+    fclose(in);
+    fclose(out);
+}
+
+static void run_generate(const char *input, const char *output, int expect_ok) {
+    char cmd[2048], log[4096];
+    snprintf(cmd, sizeof cmd, "%s generate --target %s --input %s --output %s --max-new-tokens 12 --batch 2",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), input, output);
+    int rc = df_test_run(cmd, log, sizeof log);
+    if (expect_ok && rc != 0) fail_msg("dflash generate failed: %s", log);
+    if (!expect_ok && rc == 0) fail_msg("dflash generate should have failed: %s", log);
+}
+
+/* An interrupted run (3 of 6 records written, a torn 4th line) continues to
+ * the same file as an uninterrupted one; an output of other records is
+ * refused and left alone. */
+static void test_generate_command_resumes(void **state) {
+    (void)state;
+    char *dir = df_test_tmpdir("generate");
+    char in3[512], in6[512], whole[512], resumed[512];
+    snprintf(in3, sizeof in3, "%s/in3.jsonl", dir);
+    snprintf(in6, sizeof in6, "%s/in6.jsonl", dir);
+    snprintf(whole, sizeof whole, "%s/whole.jsonl", dir);
+    snprintf(resumed, sizeof resumed, "%s/resumed.jsonl", dir);
+    write_prompts(in3, 3);
+    write_prompts(in6, 6);
+    run_generate(in6, whole, 1);
+    char *expected = read_text(whole);
+    /* six lines, each {"id", "prompt", "response"} in input order */
+    int lines = 0;
+    for (char *p = expected; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, 6);
+    cJSON *first = cJSON_ParseWithLength(expected, strchr(expected, '\n') - expected);
+    assert_non_null(first);
+    assert_string_equal(cJSON_GetObjectItem(first, "id")->valuestring, "1-8000");
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(first, "prompt")) && cJSON_IsString(cJSON_GetObjectItem(first, "response")));
+    cJSON_Delete(first);
+
+    run_generate(in3, resumed, 1);
+    char *fourth = expected;
+    for (int i = 0; i < 3; i++) fourth = strchr(fourth, '\n') + 1;
+    FILE *fp = fopen(resumed, "ab");
+    fwrite(fourth, 1, 25, fp); /* the interrupted write of record 4 */
+    fclose(fp);
+    run_generate(in6, resumed, 1);
+    char *got = read_text(resumed);
+    assert_string_equal(got, expected);
+    free(got);
+    run_generate(in6, resumed, 1); /* complete already: nothing redone */
+    got = read_text(resumed);
+    assert_string_equal(got, expected);
+    free(got);
+
+    /* other input: the existing lines do not match its ids */
+    char other[512];
+    snprintf(other, sizeof other, "%s/other.jsonl", dir);
+    df_test_write_file(other, "{\"id\": \"x\", \"prompt\": \"def f():\"}\n");
+    run_generate(other, resumed, 0);
+    got = read_text(resumed);
+    assert_string_equal(got, expected);
+    free(got);
+    free(expected);
+    df_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_batch1),
         cmocka_unit_test(test_greedy_batch4),
         cmocka_unit_test(test_decode_logits_equal_full_forward),
         cmocka_unit_test(test_sampling_reproducible),
+        cmocka_unit_test(test_generate_command_resumes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,8 @@ static const Command COMMANDS[] = {
     {"inspect", "summarize a safetensors file or model directory", df_cmd_inspect},
     {"forward", "run the target on token ids, write tap features (and logits)", df_cmd_forward},
     {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", df_cmd_bench},
+    {"generate", "the target's responses to prompts, with a KV cache (resumable)", df_cmd_generate},
+    {"eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", df_cmd_eval},
     {NULL, NULL, NULL},
 };
 
