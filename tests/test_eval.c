@@ -324,12 +324,86 @@ static void test_drafter_forward_matches_reference(void **state) {
     df_backend_destroy(be);
 }
 
+static char *read_all(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, fp);
+    assert_true(n > 0 && n < (1 << 16) - 1);
+    fclose(fp);
+    return buf;
+}
+
+/* dflash eval end to end: a random drafter exported in the section 7 format
+ * (no mask_token_id in its config: derived from the tokenizer, 8190), two
+ * prompts; the per-prompt output holds the fields and tau is about 1. */
+static void test_eval_command(void **state) {
+    (void)state;
+    DfError err;
+    DfModelConfig tcfg;
+    if (df_model_config_load(&tcfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
+    DfDrafterConfig cfg;
+    if (df_drafter_config_from_target(&cfg, &tcfg, 1, 128, 4, 0, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, &cfg);
+    float *params = malloc(layout.total * sizeof *params);
+    df_drafter_init_params(&layout, params, 3);
+    char *dir = df_test_tmpdir("evalcmd");
+    char draft[512], input[512], output[512], cmd[4096], log[8192];
+    snprintf(draft, sizeof draft, "%s/draft", dir);
+    snprintf(input, sizeof input, "%s/prompts.jsonl", dir);
+    snprintf(output, sizeof output, "%s/eval.jsonl", dir);
+    if (df_drafter_export(draft, &cfg, &layout, params, &err)) fail_msg("%s", err.msg);
+    /* another trainer's config without dflash_config.mask_token_id: eval must derive it */
+    char cfg_path[600];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", draft);
+    char *text = read_all(cfg_path);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    assert_non_null(root);
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(root, "dflash_config"), "mask_token_id");
+    text = cJSON_Print(root);
+    df_test_write_file(cfg_path, text);
+    cJSON_free(text);
+    cJSON_Delete(root);
+    df_test_write_file(input, "{\"id\": \"a\", \"prompt\": \"def add(a, b):\\n\"}\n{\"id\": 7, \"prompt\": \"import os\\n\"}\n");
+    snprintf(cmd, sizeof cmd, "%s eval --target %s --draft %s --input %s --output %s --max-new-tokens 20",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), draft, input, output);
+    if (df_test_run(cmd, log, sizeof log) != 0) fail_msg("dflash eval failed: %s", log);
+    assert_non_null(strstr(log, "tau "));
+    assert_non_null(strstr(log, "mask token 8190"));
+    FILE *fp = fopen(output, "r");
+    assert_non_null(fp);
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, fp)) {
+        cJSON *rec = cJSON_Parse(line);
+        assert_non_null(rec);
+        const cJSON *id = cJSON_GetObjectItem(rec, "id"), *acc = cJSON_GetObjectItem(rec, "accepted");
+        if (n == 0) assert_string_equal(id->valuestring, "a");
+        else assert_int_equal(id->valueint, 7);
+        assert_true(cJSON_IsString(cJSON_GetObjectItem(rec, "response")));
+        double tau = cJSON_GetObjectItem(rec, "tau")->valuedouble;
+        assert_true(tau >= 1.0 && tau <= 1.5);
+        assert_true(cJSON_IsArray(acc) && cJSON_GetArraySize(acc) >= 1);
+        cJSON_Delete(rec);
+        n++;
+    }
+    fclose(fp);
+    assert_int_equal(n, 2);
+    free(params);
+    df_drafter_layout_free(&layout);
+    df_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drafter_forward_matches_reference),
         cmocka_unit_test(test_untrained_drafter_is_lossless),
         cmocka_unit_test(test_perfect_drafts_accept_whole_blocks),
         cmocka_unit_test(test_cut_at_max_new_tokens_and_eos),
+        cmocka_unit_test(test_eval_command),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
