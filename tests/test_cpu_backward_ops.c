@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_fast_exp.h"
 #include "model/rope.h"
 
 typedef struct Fixture {
@@ -441,6 +442,22 @@ static void test_fill_zero(void **state) {
     free(x), free(got);
 }
 
+/* The softmax exp against libm over its whole range: relative error of a few ulp. */
+static void test_fast_exp(void **state) {
+    (void)state;
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 200000.0f;
+        double want = exp((double)x), got = df_fast_expf(x);
+        double e = fabs(got - want) / want;
+        if (e > worst) worst = e;
+    }
+    if (!(worst < 5e-7)) fail_msg("fast exp relative error %g", worst);
+    assert_true(df_fast_expf(0.0f) == 1.0f);
+    assert_true(df_fast_expf(-1000.0f) < 1e-37f && df_fast_expf(-1000.0f) >= 0.0f); /* clamped, still finite */
+    assert_true(df_fast_expf(-INFINITY) < 1e-37f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rmsnorm_backward, setup, teardown),
@@ -452,6 +469,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_lm_head_ce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lm_head_ce_bad_label, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fill_zero, setup, teardown),
+        cmocka_unit_test(test_fast_exp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,8 +58,20 @@ double df_drafter_batch_weight_sum(const DfDrafterConfig *cfg, const DfDrafterBa
 int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
                                 DfError *err);
 
+/* Argmax of every block row (Q = blocks * block_size, blocks in batch order)
+ * of the last forward_backward; NULL before the first. */
+const int32_t *df_drafter_last_argmax(const DfDrafter *d, int *n_rows);
+
 /* Spec section 8: forward FLOPs of the drafter for one sequence of S context
  * tokens with n_anchors blocks (the backward is counted by the caller). */
 double df_drafter_forward_flops(const DfDrafterConfig *cfg, int64_t seq_len, int64_t n_anchors);
+
+/* The same forward count summed over a batch, with the block attention term
+ * from the actual anchors (df_drafter_forward_flops takes a = S/2). */
+double df_drafter_batch_forward_flops(const DfDrafterConfig *cfg, const DfDrafterBatch *batch);
+
+/* Forward + backward of one df_drafter_forward_backward over the batch:
+ * forward + 2 * (forward - lm head) + 2*Q*H*V (spec section 8). */
+double df_drafter_step_flops(const DfDrafterConfig *cfg, const DfDrafterBatch *batch);
 
 #endif

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_fast_exp.h"
 #include "backend/cpu/cpu_ops.h"
 
 typedef struct Dims {
@@ -125,7 +126,7 @@ void df_cpu_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
                 float *row = p + (size_t)r * n, mx = -INFINITY, sum = 0.0f;
                 for (int i = 0; i < n; i++) mx = row[i] > mx ? row[i] : mx;
                 for (int i = 0; i < n; i++) {
-                    row[i] = expf(row[i] - mx);
+                    row[i] = df_fast_expf(row[i] - mx);
                     sum += row[i];
                 }
                 float inv = 1.0f / sum;
@@ -162,7 +163,7 @@ static void block_backward(const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,
         float row_lse = lse[(size_t)h * d->n_q + (size_t)j * d->B + r % d->B];
         float *pr = p + (size_t)r * n, *dpr = dp + (size_t)r * n;
         for (int i = 0; i < n; i++) {
-            pr[i] = expf(pr[i] - row_lse);
+            pr[i] = df_fast_expf(pr[i] - row_lse);
             dpr[i] = pr[i] * (dpr[i] - dD[r]) * a->scale; /* dS, with the score scale folded in */
         }
     }

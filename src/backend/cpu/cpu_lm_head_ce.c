@@ -8,21 +8,19 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/cpu/cpu_fast_exp.h"
 #include "backend/cpu/cpu_ops.h"
 
 #define CHUNK_FLOATS (1 << 21) /* 8 MiB of logits per thread */
 #define MAX_CHUNK_ROWS 128
 
-/* Statistics of one logits row; returns the logit of the label (0 when none). */
-static float row_stats(const float *row, int vocab, float *lse, int32_t *argmax) {
+/* Max (first index of it) of one logits row. */
+static float row_max(const float *row, int vocab, int32_t *argmax) {
     float mx = row[0];
+#pragma omp simd reduction(max : mx)
+    for (int i = 1; i < vocab; i++) mx = row[i] > mx ? row[i] : mx;
     int best = 0;
-    for (int i = 1; i < vocab; i++)
-        if (row[i] > mx) mx = row[i], best = i;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < vocab; i++) sum += expf(row[i] - mx);
-    *lse = mx + logf(sum);
+    while (row[best] != mx) best++;
     *argmax = best;
     return mx;
 }
@@ -36,18 +34,29 @@ static void ce_chunk(DfBackend *be, const DfLmHeadCeArgs *a, int r0, int rows, f
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, H, 1.0f, x + (size_t)r0 * H, H, head, H, 0.0f,
                 logits, V);
     for (int r = 0; r < rows; r++) {
-        float *row = logits + (size_t)r * V, lse;
+        float *row = logits + (size_t)r * V;
         int label = labels[r0 + r];
-        row_stats(row, V, &lse, &argmax[r0 + r]);
         if (label >= V) {
             df_cpu_record_failure(be, "lm_head_ce: label %d of row %d is outside the vocabulary [0, %d)", label, r0 + r, V);
             label = -1;
         }
-        ce[r0 + r] = label >= 0 ? lse - row[label] : 0.0f;
+        float mx = row_max(row, V, &argmax[r0 + r]), label_logit = label >= 0 ? row[label] : 0.0f, sum = 0.0f;
+        if (!a->d_x.ptr) {
+#pragma omp simd reduction(+ : sum)
+            for (int i = 0; i < V; i++) sum += df_fast_expf(row[i] - mx);
+        } else { /* keep exp(logit - max) in place for the softmax below */
+#pragma omp simd reduction(+ : sum)
+            for (int i = 0; i < V; i++) {
+                row[i] = df_fast_expf(row[i] - mx);
+                sum += row[i];
+            }
+        }
+        float lse = mx + logf(sum);
+        ce[r0 + r] = label >= 0 ? lse - label_logit : 0.0f;
         if (!a->d_x.ptr) continue;
-        float coef = a->grad_scale * w[r0 + r];
+        float coef = a->grad_scale * w[r0 + r], scale = coef / sum;
 #pragma omp simd
-        for (int i = 0; i < V; i++) row[i] = coef * expf(row[i] - lse);
+        for (int i = 0; i < V; i++) row[i] *= scale;
         if (label >= 0) row[label] -= coef;
     }
     if (a->d_x.ptr)

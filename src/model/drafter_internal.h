@@ -1,0 +1,75 @@
+/* Private to the drafter's compute files (drafter.c, drafter_work.c,
+ * drafter_forward.c, drafter_backward.c): the activations one
+ * forward keeps for the backward, the per-batch host arrays, and helpers
+ * shared between the forward and the backward. */
+#ifndef DF_MODEL_DRAFTER_INTERNAL_H
+#define DF_MODEL_DRAFTER_INTERNAL_H
+
+#include "model/drafter.h"
+
+/* What one decoder layer's forward keeps (Q = block rows, T = context rows). */
+typedef struct DfDrafterLayerActs {
+    DfBuffer x;      /* [Q, H] layer input (residual stream) */
+    DfBuffer h;      /* [Q, H] input_layernorm(x) */
+    DfBuffer q_pre;  /* [Q, nh*hd] q_proj(h) before q_norm */
+    DfBuffer q;      /* [Q, nh*hd] after q_norm and rope */
+    DfBuffer k_pre;  /* [T+Q, nkv*hd] [k_proj(ctx); k_proj(h)] before k_norm */
+    DfBuffer k;      /* [T+Q, nkv*hd] after k_norm and rope */
+    DfBuffer v;      /* [T+Q, nkv*hd] [v_proj(ctx); v_proj(h)] */
+    DfBuffer attn;   /* [Q, nh*hd] attention output */
+    DfBuffer lse;    /* F32 [nh, Q] */
+    DfBuffer x_mid;  /* [Q, H] x + o_proj(attn) */
+    DfBuffer n;      /* [Q, H] post_attention_layernorm(x_mid) */
+    DfBuffer gate, up, act; /* [Q, I]; act = silu(gate) * up */
+} DfDrafterLayerActs;
+
+/* Gradient scratch of the backward (reused by every layer). */
+typedef struct DfDrafterGradScratch {
+    DfBuffer dx, dh;           /* [Q, H] */
+    DfBuffer dattn, dq;        /* [Q, nh*hd] */
+    DfBuffer dk, dv;           /* [T+Q, nkv*hd] */
+    DfBuffer dgate, dup, dact; /* [Q, I] */
+    DfBuffer dctx;             /* [T, H], summed over layers */
+} DfDrafterGradScratch;
+
+/* Host-side description of the current batch. */
+typedef struct DfDrafterHostBatch {
+    int n_ctx, n_blocks, n_q;
+    int32_t *block_ids, *kpos, *labels, *argmax, *anchors, *block_starts;
+    float *weights, *ce;
+    uint8_t *valid;
+    int host_capacity_ctx, host_capacity_q, host_capacity_seqs;
+} DfDrafterHostBatch;
+
+struct DfDrafterWork {
+    DfBuffer arena_act, arena_f32, arena_i32; /* every buffer below is a view of these */
+    DfDrafterLayerActs *layers;               /* [num_layers] */
+    DfBuffer ctx_pre, ctx;                    /* [T, H]: fc(F), hidden_norm of it */
+    DfBuffer x_final, out;                    /* [Q, H]: last residual stream, norm of it */
+    DfDrafterGradScratch g;
+    DfBuffer ids, kpos, labels, weights, ce, argmax; /* I32/F32 per row; kpos [T+Q] */
+    DfBuffer rope_cos, rope_sin;              /* F32 [rope_positions, hd/2] */
+    int rope_positions;
+    DfBlockAttnLayout attn_layout;
+    DfDrafterHostBatch host;
+};
+
+/* Lays the work buffers out for T context rows and Q block rows, growing the
+ * arenas when needed (drafter_work.c). */
+int df_drafter_work_prepare(DfDrafter *d, int n_ctx, int n_q, DfError *err);
+/* rope tables covering positions 0 .. n_positions-1 */
+int df_drafter_work_rope(DfDrafter *d, int n_positions, DfError *err);
+void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seqs);
+void df_drafter_work_free(DfDrafter *d);
+
+/* Views of parameter `index` in the flat params / grads. */
+DfBuffer df_drafter_param(const DfDrafter *d, int index);
+DfBuffer df_drafter_grad(const DfDrafter *d, int index);
+
+/* The forward from the batch's features to d->work->out (drafter_forward.c)
+ * and the backward from work->g.dx = d loss / d out into d->grads
+ * (drafter_backward.c). The host batch and uploads are already done. */
+void df_drafter_run_forward(DfDrafter *d, const DfDrafterBatch *batch);
+void df_drafter_run_backward(DfDrafter *d, const DfDrafterBatch *batch);
+
+#endif

@@ -1,0 +1,134 @@
+/* One drafter training step over a packed batch: checks the batch, builds
+ * the blocks on the host (ids, positions, labels, weights: train/anchors.h),
+ * runs the forward, the fused lm-head cross-entropy, the metrics, and (when
+ * asked) the backward. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/drafter_internal.h"
+#include "train/anchors.h"
+
+static int check_batch(const DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
+    const DfDrafterConfig *c = &d->cfg;
+    if (b->n_seqs < 1) return df_fail(err, "drafter batch: no sequences");
+    if (b->seq_starts[0] != 0 || b->anchor_starts[0] != 0)
+        return df_fail(err, "drafter batch: seq_starts[0] and anchor_starts[0] must be 0");
+    for (int s = 0; s < b->n_seqs; s++) {
+        int64_t t0 = b->seq_starts[s], len = b->seq_starts[s + 1] - t0;
+        if (len < 1) return df_fail(err, "drafter batch: sequence %d is empty or seq_starts decreases", s);
+        if (b->anchor_starts[s + 1] < b->anchor_starts[s])
+            return df_fail(err, "drafter batch: anchor_starts decreases at sequence %d", s);
+        for (int64_t j = b->anchor_starts[s]; j < b->anchor_starts[s + 1]; j++)
+            if (b->anchors[j] < 0 || b->anchors[j] >= len)
+                return df_fail(err, "drafter batch: anchor %lld of sequence %d is outside [0, %lld)",
+                               (long long)b->anchors[j], s, (long long)len);
+    }
+    int64_t t = b->seq_starts[b->n_seqs];
+    for (int64_t i = 0; i < t; i++)
+        if (b->ids[i] < 0 || b->ids[i] >= c->vocab_size)
+            return df_fail(err, "drafter batch: token id %d at row %lld is outside the vocabulary [0, %d)",
+                           (int)b->ids[i], (long long)i, c->vocab_size);
+    size_t need = (size_t)t * c->n_taps * c->hidden_size;
+    if (b->features.kind != DF_BUF_ACT || b->features.count < need)
+        return df_fail(err, "drafter batch: features hold %zu values, need [%lld, %d]", b->features.count,
+                       (long long)t, c->n_taps * c->hidden_size);
+    if ((int64_t)b->anchor_starts[b->n_seqs] * c->block_size + t > INT32_MAX / 2)
+        return df_fail(err, "drafter batch: too many rows");
+    return 0;
+}
+
+/* Host arrays of the batch; returns the number of rope positions needed. */
+static int build_host_batch(DfDrafter *d, const DfDrafterBatch *b) {
+    const DfDrafterConfig *c = &d->cfg;
+    DfDrafterHostBatch *h = &d->work->host;
+    int B = c->block_size, T = (int)b->seq_starts[b->n_seqs];
+    h->n_ctx = T;
+    h->n_blocks = (int)b->anchor_starts[b->n_seqs];
+    h->n_q = h->n_blocks * B;
+    df_drafter_host_prepare(h, T, h->n_q, b->n_seqs);
+    int max_pos = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int t0 = b->seq_starts[s], len = b->seq_starts[s + 1] - t0;
+        h->block_starts[s] = (int32_t)b->anchor_starts[s];
+        for (int i = 0; i < len; i++) h->kpos[t0 + i] = i;
+        if (len > max_pos) max_pos = len;
+        for (int64_t j = b->anchor_starts[s]; j < b->anchor_starts[s + 1]; j++) {
+            int64_t a = b->anchors[j];
+            size_t r = (size_t)j * B;
+            h->anchors[j] = (int32_t)a;
+            df_block_inputs(b->ids + t0, a, B, c->mask_token_id, h->block_ids + r, h->kpos + T + r);
+            df_block_targets(b->ids + t0, b->loss_mask + t0, len, a, B, c->gamma, h->labels + r, h->valid + r,
+                             h->weights + r);
+            if (a + B > max_pos) max_pos = (int)a + B;
+        }
+    }
+    h->block_starts[b->n_seqs] = h->n_blocks;
+    return max_pos;
+}
+
+static int upload_batch(DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
+    DfDrafterWork *w = d->work;
+    DfDrafterHostBatch *h = &w->host;
+    DfBackend *be = d->be;
+    df_block_attn_layout_free(&w->attn_layout, be);
+    if (df_block_attn_layout_init(&w->attn_layout, be, b->n_seqs, b->seq_starts, h->block_starts, h->anchors,
+                                  d->cfg.block_size, err))
+        return -1;
+    return be->ops->upload_i32(be, w->ids, h->block_ids, err) || be->ops->upload_i32(be, w->kpos, h->kpos, err) ||
+           be->ops->upload_i32(be, w->labels, h->labels, err) || be->ops->upload_f32(be, w->weights, h->weights, err);
+}
+
+/* Loss sums and per-position hits into metrics. */
+static int collect_metrics(DfDrafter *d, DfMetrics *metrics, DfError *err) {
+    DfDrafterWork *w = d->work;
+    DfDrafterHostBatch *h = &w->host;
+    DfBackend *be = d->be;
+    if (be->ops->download_f32(be, h->ce, w->ce, err) || be->ops->download_i32(be, h->argmax, w->argmax, err))
+        return -1;
+    double loss = 0, weight = 0;
+    for (int r = 0; r < h->n_q; r++) {
+        loss += (double)h->weights[r] * h->ce[r];
+        weight += h->weights[r];
+    }
+    if (metrics) {
+        for (int j = 0; j < h->n_blocks; j++) {
+            size_t r = (size_t)j * d->cfg.block_size;
+            df_metrics_add_block(metrics, h->labels + r, h->argmax + r, h->valid + r);
+        }
+        df_metrics_add_loss(metrics, loss, weight);
+    }
+    return 0;
+}
+
+int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
+                                DfError *err) {
+    const DfDrafterConfig *c = &d->cfg;
+    DfBackend *be = d->be;
+    if (metrics && metrics->block_size != c->block_size)
+        return df_fail(err, "drafter: metrics for block size %d, drafter has %d", metrics->block_size, c->block_size);
+    if (check_batch(d, batch, err)) return -1;
+    if (batch->anchor_starts[batch->n_seqs] == 0) return 0; /* no blocks: nothing to learn from */
+    int max_pos = build_host_batch(d, batch);
+    DfDrafterWork *w = d->work;
+    if (df_drafter_work_prepare(d, w->host.n_ctx, w->host.n_q, err) || df_drafter_work_rope(d, max_pos, err) ||
+        upload_batch(d, batch, err))
+        return -1;
+    df_drafter_run_forward(d, batch);
+    DfLmHeadCeArgs ce = {.x = w->out, .head = d->lm_head, .labels = w->labels, .weights = w->weights, .ce = w->ce,
+                         .argmax = w->argmax, .rows = w->host.n_q, .hidden = c->hidden_size, .vocab = c->vocab_size,
+                         .grad_scale = (float)grad_scale};
+    if (grad_scale != 0) ce.d_x = w->g.dx;
+    df_op_lm_head_ce(be, &ce);
+    if (be->ops->sync(be, err) || collect_metrics(d, metrics, err)) return -1;
+    if (grad_scale != 0) df_drafter_run_backward(d, batch);
+    return be->ops->sync(be, err);
+}
+
+const int32_t *df_drafter_last_argmax(const DfDrafter *d, int *n_rows) {
+    if (!d->work || !d->work->host.argmax) {
+        *n_rows = 0;
+        return NULL;
+    }
+    *n_rows = d->work->host.n_q;
+    return d->work->host.argmax;
+}

@@ -1,0 +1,368 @@
+/* The drafter's forward and backward:
+ * - parity with tests/fixtures/drafter/step.safetensors (tests/ref/drafter_ref.py:
+ *   PyTorch autograd over the spec's drafter on coder-tiny features): block
+ *   inputs, loss, argmax, metrics and the gradient of every parameter;
+ * - central finite differences of the loss on a tiny random configuration
+ *   against the analytic gradient of every parameter tensor;
+ * - gradients accumulate over calls. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+#include "backend/backend.h"
+#include "formats/safetensors.h"
+#include "model/drafter.h"
+#include "model/target.h"
+#include "train/anchors.h"
+
+/* drafter_ref.py's det_uniform: splitmix64 of (seed << 32) + i, top 24 bits
+ * to [0, 1), mapped to [-1, 1). */
+static double det_uniform(uint64_t seed, uint64_t i) {
+    uint64_t z = (seed << 32) + i + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return 2.0 * ((double)(z >> 40) / (double)(1 << 24)) - 1.0;
+}
+
+/* drafter_ref.py's make_params: tensor idx (layout order) seeded 1000 + idx;
+ * linear u * sqrt(3) * scale, norms 1 + 0.1 u. */
+static float *ref_params(const DfDrafterLayout *layout, double linear_scale) {
+    float *flat = malloc(layout->total * sizeof *flat);
+    for (int p = 0; p < layout->n_params; p++) {
+        const DfParamInfo *info = &layout->params[p];
+        for (size_t i = 0; i < info->count; i++) {
+            double u = (float)det_uniform(1000 + (uint64_t)p, i); /* the reference rounds u to fp32 first */
+            flat[info->offset + i] = info->kind == DF_PARAM_LINEAR ? (float)((float)u * (float)(sqrt(3.0) * linear_scale))
+                                                                   : (float)(1.0f + 0.1f * (float)u);
+        }
+    }
+    return flat;
+}
+
+static DfBuffer upload(DfBackend *be, const float *host, size_t n) {
+    DfError err;
+    DfBuffer b;
+    assert_int_equal(df_buffer_alloc(be, &b, DF_BUF_ACT, n, &err), 0);
+    assert_int_equal(be->ops->upload_f32(be, b, host, &err), 0);
+    return b;
+}
+
+/* --------------------------------------------------------- the fixture */
+
+static void *load_tensor(const DfSafetensors *st, const char *name, DfDtype dtype, int64_t *count) {
+    const DfTensorInfo *t = df_safetensors_find(st, name);
+    if (!t) fail_msg("fixture has no tensor %s", name);
+    assert_int_equal(t->dtype, dtype);
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    if (count) *count = n;
+    void *out = malloc(t->nbytes ? t->nbytes : 1);
+    memcpy(out, t->data, t->nbytes);
+    return out;
+}
+
+typedef struct Parity {
+    DfBackend *be;
+    DfTargetModel target;
+    DfDrafter drafter;
+    DfSafetensors st;
+    int32_t *ids, *seq_starts;
+    uint8_t *mask;
+    int64_t *anchors, *anchor_starts;
+    int64_t n_tok, n_seqs, n_anchors;
+    DfBuffer features;
+    DfDrafterBatch batch;
+} Parity;
+
+static int parity_setup(void **state) {
+    DfError err;
+    Parity *p = calloc(1, sizeof *p);
+    p->be = df_backend_cpu_create(&err);
+    /* the embedding is all the drafter needs of the target; coder-tiny ties lm_head to it */
+    if (df_target_load(&p->target, p->be, df_test_path("assets/coder-tiny"), 1, 0, &err)) fail_msg("%s", err.msg);
+    assert_true(p->target.cfg.tie_word_embeddings);
+    DfDrafterConfig cfg;
+    if (df_drafter_config_from_target(&cfg, &p->target.cfg, 2, 128, 8, 3, 8190, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(cfg.target_layer_ids[0], 1);
+    assert_int_equal(cfg.target_layer_ids[2], 5);
+    assert_true(cfg.gamma == 4.0);
+    if (df_drafter_create(&p->drafter, p->be, &cfg, p->target.embed, p->target.embed, &err)) fail_msg("%s", err.msg);
+    if (df_safetensors_open(&p->st, df_test_path("tests/fixtures/drafter/step.safetensors"), &err))
+        fail_msg("%s", err.msg);
+    int64_t n, n_feat;
+    p->ids = load_tensor(&p->st, "input_ids", DF_DTYPE_I32, &p->n_tok);
+    int32_t *mask32 = load_tensor(&p->st, "loss_mask", DF_DTYPE_I32, &n);
+    p->seq_starts = load_tensor(&p->st, "seq_starts", DF_DTYPE_I32, &n);
+    p->n_seqs = n - 1;
+    int32_t *anchors32 = load_tensor(&p->st, "anchors", DF_DTYPE_I32, &p->n_anchors);
+    int32_t *astarts32 = load_tensor(&p->st, "anchor_starts", DF_DTYPE_I32, &n);
+    float *features = load_tensor(&p->st, "features", DF_DTYPE_F32, &n_feat);
+    assert_int_equal(n_feat, p->n_tok * 3 * cfg.hidden_size);
+    p->mask = malloc((size_t)p->n_tok);
+    for (int64_t i = 0; i < p->n_tok; i++) p->mask[i] = (uint8_t)mask32[i];
+    p->anchors = malloc((size_t)p->n_anchors * sizeof *p->anchors);
+    for (int64_t i = 0; i < p->n_anchors; i++) p->anchors[i] = anchors32[i];
+    p->anchor_starts = malloc((size_t)(p->n_seqs + 1) * sizeof *p->anchor_starts);
+    for (int64_t i = 0; i <= p->n_seqs; i++) p->anchor_starts[i] = astarts32[i];
+    p->features = upload(p->be, features, (size_t)n_feat);
+    free(mask32), free(anchors32), free(astarts32), free(features);
+    p->batch = (DfDrafterBatch){.n_seqs = (int)p->n_seqs, .seq_starts = p->seq_starts, .ids = p->ids,
+                                .loss_mask = p->mask, .features = p->features, .anchor_starts = p->anchor_starts,
+                                .anchors = p->anchors};
+    float *params = ref_params(&p->drafter.layout, 0.05);
+    assert_int_equal(df_drafter_set_params(&p->drafter, params, &err), 0);
+    free(params);
+    *state = p;
+    return 0;
+}
+
+static int parity_teardown(void **state) {
+    Parity *p = *state;
+    df_buffer_free(p->be, &p->features);
+    df_drafter_free(&p->drafter);
+    df_target_free(&p->target);
+    df_safetensors_close(&p->st);
+    free(p->ids), free(p->seq_starts), free(p->mask), free(p->anchors), free(p->anchor_starts);
+    df_backend_destroy(p->be);
+    free(p);
+    return 0;
+}
+
+/* Block ids and positions as the drafter builds them (train/anchors.h) equal the reference's. */
+static void test_fixture_blocks(void **state) {
+    Parity *p = *state;
+    int B = p->drafter.cfg.block_size;
+    int64_t nq;
+    int32_t *ref_ids = load_tensor(&p->st, "block_ids", DF_DTYPE_I32, &nq);
+    int32_t *ref_pos = load_tensor(&p->st, "block_pos", DF_DTYPE_I32, NULL);
+    assert_int_equal(nq, p->n_anchors * B);
+    int32_t ids[64], pos[64];
+    for (int s = 0; s < p->n_seqs; s++)
+        for (int64_t j = p->anchor_starts[s]; j < p->anchor_starts[s + 1]; j++) {
+            df_block_inputs(p->ids + p->seq_starts[s], p->anchors[j], B, p->drafter.cfg.mask_token_id, ids, pos);
+            assert_memory_equal(ids, ref_ids + j * B, (size_t)B * sizeof *ids);
+            assert_memory_equal(pos, ref_pos + j * B, (size_t)B * sizeof *pos);
+        }
+    free(ref_ids), free(ref_pos);
+}
+
+static void test_fixture_step(void **state) {
+    Parity *p = *state;
+    DfDrafter *d = &p->drafter;
+    DfError err;
+    DfMetrics m;
+    assert_int_equal(df_metrics_init(&m, d->cfg.block_size, &err), 0);
+    double wsum = df_drafter_batch_weight_sum(&d->cfg, &p->batch);
+    df_drafter_zero_grads(d);
+    if (df_drafter_forward_backward(d, &p->batch, 1.0 / wsum, &m, &err)) fail_msg("%s", err.msg);
+
+    float *ref_loss = load_tensor(&p->st, "loss", DF_DTYPE_F32, NULL);
+    double loss = df_metrics_loss(&m);
+    if (!(fabs(loss - ref_loss[0]) <= 1e-4 * fabs(ref_loss[0]))) fail_msg("loss %.7f, reference %.7f", loss, ref_loss[0]);
+    assert_true(fabs(m.values[DF_METRICS_WEIGHT_SUM] - wsum) < 1e-9 * wsum);
+
+    int n_rows;
+    const int32_t *argmax = df_drafter_last_argmax(d, &n_rows);
+    int64_t nq;
+    int32_t *ref_arg = load_tensor(&p->st, "argmax", DF_DTYPE_I32, &nq);
+    assert_int_equal(n_rows, nq);
+    assert_memory_equal(argmax, ref_arg, (size_t)nq * sizeof *argmax);
+    float *ref_acc = load_tensor(&p->st, "accuracy", DF_DTYPE_F32, NULL);
+    float *ref_tau = load_tensor(&p->st, "train_tau", DF_DTYPE_F32, NULL);
+    for (int k = 0; k < d->cfg.block_size; k++) assert_true(fabs(df_metrics_accuracy(&m, k) - ref_acc[k]) < 1e-6);
+    assert_true(fabs(df_metrics_train_tau(&m) - ref_tau[0]) < 1e-6);
+
+    float *grads = malloc(d->layout.total * sizeof *grads);
+    assert_int_equal(df_drafter_get_grads(d, grads, &err), 0);
+    double worst = 0;
+    for (int i = 0; i < d->layout.n_params; i++) {
+        const DfParamInfo *info = &d->layout.params[i];
+        char name[128];
+        snprintf(name, sizeof name, "grad.%s", info->name);
+        int64_t n;
+        float *ref = load_tensor(&p->st, name, DF_DTYPE_F32, &n);
+        assert_int_equal(n, (int64_t)info->count);
+        double e = df_rel_error(grads + info->offset, ref, info->count);
+        if (e > worst) worst = e;
+        if (!(e < 1e-3)) fail_msg("%s: relative error %g", name, e);
+        free(ref);
+    }
+    print_message("fixture: loss %.6f (ref %.6f), worst gradient relative error %.2e\n", loss, ref_loss[0], worst);
+    free(grads), free(ref_loss), free(ref_arg), free(ref_acc), free(ref_tau);
+}
+
+/* Two calls add their gradients: (g at scale 1) + (g at scale 0.5) = 1.5 g. */
+static void test_gradients_accumulate(void **state) {
+    Parity *p = *state;
+    DfDrafter *d = &p->drafter;
+    DfError err;
+    size_t n = d->layout.total;
+    float *once = malloc(n * sizeof *once), *twice = malloc(n * sizeof *twice);
+    df_drafter_zero_grads(d);
+    assert_int_equal(df_drafter_forward_backward(d, &p->batch, 1.0, NULL, &err), 0);
+    assert_int_equal(df_drafter_get_grads(d, once, &err), 0);
+    assert_int_equal(df_drafter_forward_backward(d, &p->batch, 0.5, NULL, &err), 0);
+    assert_int_equal(df_drafter_get_grads(d, twice, &err), 0);
+    for (size_t i = 0; i < n; i++) once[i] *= 1.5f;
+    assert_true(df_rel_error(twice, once, n) < 1e-5);
+    /* a forward without gradient leaves them alone */
+    assert_int_equal(df_drafter_forward_backward(d, &p->batch, 0.0, NULL, &err), 0);
+    assert_int_equal(df_drafter_get_grads(d, once, &err), 0);
+    assert_memory_equal(once, twice, n * sizeof *once);
+    free(once), free(twice);
+}
+
+static void test_bad_batch(void **state) {
+    Parity *p = *state;
+    DfError err;
+    DfDrafterBatch b = p->batch;
+    int64_t anchors[16];
+    memcpy(anchors, p->anchors, (size_t)p->n_anchors * sizeof *anchors);
+    anchors[1] = 1000;
+    b.anchors = anchors;
+    assert_int_equal(df_drafter_forward_backward(&p->drafter, &b, 1.0, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "anchor 1000"));
+    int32_t ids[256];
+    memcpy(ids, p->ids, (size_t)p->n_tok * sizeof *ids);
+    ids[5] = 9000;
+    b = p->batch;
+    b.ids = ids;
+    assert_int_equal(df_drafter_forward_backward(&p->drafter, &b, 1.0, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "row 5"));
+}
+
+/* --------------------------------------- finite differences, tiny model */
+
+enum { FD_H = 16, FD_V = 37, FD_B = 4, FD_TAPS = 2, FD_T = 22 };
+
+typedef struct FdModel {
+    DfBackend *be;
+    DfDrafter d;
+    DfBuffer embed, head, features;
+    int32_t ids[FD_T], seq_starts[3];
+    uint8_t mask[FD_T];
+    int64_t anchors[5], anchor_starts[3];
+    DfDrafterBatch batch;
+} FdModel;
+
+static void fd_model_init(FdModel *f) {
+    DfError err;
+    memset(f, 0, sizeof *f);
+    f->be = df_backend_cpu_create(&err);
+    DfDrafterConfig c = {.hidden_size = FD_H, .num_heads = 2, .num_kv_heads = 1, .head_dim = 8, .intermediate_size = 24,
+                         .num_layers = 2, .vocab_size = FD_V, .block_size = FD_B, .mask_token_id = FD_V - 1,
+                         .num_target_layers = 4, .n_taps = FD_TAPS, .target_layer_ids = {1, 2},
+                         .rms_norm_eps = 1e-6, .rope = {.theta = 10000.0, .type = DF_ROPE_DEFAULT},
+                         .max_position_embeddings = 64, .gamma = 4.0};
+    float *embed = malloc(sizeof *embed * FD_V * FD_H), *head = malloc(sizeof *head * FD_V * FD_H);
+    float *feat = malloc(sizeof *feat * FD_T * FD_TAPS * FD_H);
+    df_test_fill_random(embed, FD_V * FD_H, 1, 1.0f);
+    df_test_fill_random(head, FD_V * FD_H, 2, 1.0f); /* untied head */
+    df_test_fill_random(feat, FD_T * FD_TAPS * FD_H, 3, 2.0f);
+    f->embed = upload(f->be, embed, FD_V * FD_H);
+    f->head = upload(f->be, head, FD_V * FD_H);
+    f->features = upload(f->be, feat, FD_T * FD_TAPS * FD_H);
+    free(embed), free(head), free(feat);
+    if (df_drafter_create(&f->d, f->be, &c, f->embed, f->head, &err)) fail_msg("%s", err.msg);
+    f->seq_starts[0] = 0, f->seq_starts[1] = 13, f->seq_starts[2] = FD_T;
+    for (int i = 0; i < FD_T; i++) {
+        f->ids[i] = (i * 17 + 5) % (FD_V - 1);
+        f->mask[i] = (i % 13) >= 3 && i != 17;
+    }
+    int64_t anchors[5] = {2, 5, 10, 1, 6}; /* the block at 10 runs past the end of its 13 tokens */
+    memcpy(f->anchors, anchors, sizeof anchors);
+    f->anchor_starts[0] = 0, f->anchor_starts[1] = 3, f->anchor_starts[2] = 5;
+    f->batch = (DfDrafterBatch){.n_seqs = 2, .seq_starts = f->seq_starts, .ids = f->ids, .loss_mask = f->mask,
+                                .features = f->features, .anchor_starts = f->anchor_starts, .anchors = f->anchors};
+}
+
+static void fd_model_free(FdModel *f) {
+    df_drafter_free(&f->d);
+    df_buffer_free(f->be, &f->embed), df_buffer_free(f->be, &f->head), df_buffer_free(f->be, &f->features);
+    df_backend_destroy(f->be);
+}
+
+/* sum(w * CE) at the given parameters */
+static double fd_loss(FdModel *f, const float *params) {
+    DfError err;
+    DfMetrics m;
+    df_metrics_init(&m, FD_B, &err);
+    assert_int_equal(df_drafter_set_params(&f->d, params, &err), 0);
+    if (df_drafter_forward_backward(&f->d, &f->batch, 0.0, &m, &err)) fail_msg("%s", err.msg);
+    return m.values[DF_METRICS_LOSS_SUM];
+}
+
+static void test_finite_differences(void **state) {
+    (void)state;
+    DfError err;
+    FdModel *f = malloc(sizeof *f);
+    fd_model_init(f);
+    const DfDrafterLayout *layout = &f->d.layout;
+    float *params = ref_params(layout, 0.3);
+    float *grads = malloc(layout->total * sizeof *grads);
+    assert_int_equal(df_drafter_set_params(&f->d, params, &err), 0);
+    df_drafter_zero_grads(&f->d);
+    DfMetrics m;
+    df_metrics_init(&m, FD_B, &err);
+    assert_int_equal(df_drafter_forward_backward(&f->d, &f->batch, 1.0, &m, &err), 0);
+    assert_true(m.values[DF_METRICS_WEIGHT_SUM] > 1.0);
+    assert_int_equal(df_drafter_get_grads(&f->d, grads, &err), 0);
+    double worst = 0;
+    for (int p = 0; p < layout->n_params; p++) {
+        const DfParamInfo *info = &layout->params[p];
+        const float *g = grads + info->offset;
+        /* the 3 entries with the largest gradient and 3 spread over the tensor */
+        size_t pick[6];
+        for (int s = 0; s < 3; s++) {
+            size_t best = 0;
+            double bv = -1;
+            for (size_t i = 0; i < info->count; i++) {
+                int taken = 0;
+                for (int t = 0; t < s; t++) taken |= pick[t] == i;
+                if (!taken && fabs(g[i]) > bv) bv = fabs(g[i]), best = i;
+            }
+            pick[s] = best;
+        }
+        for (int s = 3; s < 6; s++) pick[s] = (info->count * (size_t)(2 * s - 5)) / 7;
+        double max_an = 0, max_err = 0;
+        for (int s = 0; s < 6; s++) {
+            float *x = params + info->offset + pick[s], keep = *x;
+            float h = 1e-2f * (fabsf(keep) > 0.1f ? fabsf(keep) : 0.1f);
+            *x = keep + h;
+            double lp = fd_loss(f, params);
+            *x = keep - h;
+            double lm = fd_loss(f, params);
+            *x = keep;
+            double fd = (lp - lm) / (2.0 * ((double)(keep + h) - (double)keep));
+            double an = g[pick[s]];
+            if (fabs(an) > max_an) max_an = fabs(an);
+            if (fabs(fd - an) > max_err) max_err = fabs(fd - an);
+        }
+        if (!(max_err <= 1e-2 * max_an + 2e-4))
+            fail_msg("%s: finite differences differ by %g (largest gradient checked %g)", info->name, max_err, max_an);
+        assert_true(max_an > 1e-3); /* every tensor gets a real gradient */
+        if (max_err / max_an > worst) worst = max_err / max_an;
+    }
+    print_message("finite differences: worst error / largest gradient %.2e\n", worst);
+    free(params), free(grads);
+    fd_model_free(f);
+    free(f);
+}
+
+int main(void) {
+    const struct CMUnitTest parity[] = {
+        cmocka_unit_test(test_fixture_blocks),
+        cmocka_unit_test(test_fixture_step),
+        cmocka_unit_test(test_gradients_accumulate),
+        cmocka_unit_test(test_bad_batch),
+    };
+    const struct CMUnitTest fd[] = {
+        cmocka_unit_test(test_finite_differences),
+    };
+    int failed = cmocka_run_group_tests(parity, parity_setup, parity_teardown);
+    return failed + cmocka_run_group_tests(fd, NULL, NULL);
+}
