@@ -559,9 +559,26 @@ static int write_export_files(const char *tmp, const DfDrafterConfig *cfg, const
     return rc;
 }
 
-int df_drafter_export(const char *dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout, const float *params,
-                      DfError *err) {
-    if (check_config(cfg, dir, 1, err) != 0 || check_layout(layout, cfg, dir, err) != 0) return -1;
+/* dir without trailing slashes (so that "out/d/" gets its siblings next to
+ * it, not inside it); NULL for names that cannot be replaced by a rename. */
+static char *export_dir_name(const char *dir, DfError *err) {
+    char *d = df_xstrdup(dir);
+    size_t n = strlen(d);
+    while (n > 1 && d[n - 1] == '/') d[--n] = '\0';
+    const char *base = strrchr(d, '/') ? strrchr(d, '/') + 1 : d;
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        df_fail(err, "'%s': not a directory name that an export can replace", dir);
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+int df_drafter_export(const char *dir_arg, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
+                      const float *params, DfError *err) {
+    if (check_config(cfg, dir_arg, 1, err) != 0 || check_layout(layout, cfg, dir_arg, err) != 0) return -1;
+    char *dir = export_dir_name(dir_arg, err);
+    if (!dir) return -1;
     char *tmp = sibling_path(dir, ".tmp");
     int rc = make_fresh_dir(tmp, err);
     if (rc == 0) {
@@ -571,6 +588,7 @@ int df_drafter_export(const char *dir, const DfDrafterConfig *cfg, const DfDraft
             fprintf(stderr, "warning: %s: could not remove the temporary export directory\n", tmp);
     }
     free(tmp);
+    free(dir);
     return rc;
 }
 
