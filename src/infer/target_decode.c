@@ -12,7 +12,7 @@
 static void free_workspace(DfTargetDecoder *d) {
     DfBackend *be = d->model->be;
     DfBuffer *bufs[] = {&d->ids, &d->x, &d->h, &d->q, &d->k, &d->v, &d->attn, &d->gate, &d->up, &d->last,
-                        &d->logits, &d->features};
+                        &d->features};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
     d->ws_rows = 0;
 }
@@ -34,7 +34,7 @@ static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
         {&d->ids, DF_BUF_I32, t},          {&d->x, DF_BUF_ACT, t * hid},      {&d->h, DF_BUF_ACT, t * hid},
         {&d->q, DF_BUF_ACT, t * q},        {&d->k, DF_BUF_ACT, t * kv},       {&d->v, DF_BUF_ACT, t * kv},
         {&d->attn, DF_BUF_ACT, t * q},     {&d->gate, DF_BUF_ACT, t * inter}, {&d->up, DF_BUF_ACT, t * inter},
-        {&d->last, DF_BUF_ACT, t * hid},   {&d->logits, DF_BUF_ACT, t * c->vocab_size},
+        {&d->last, DF_BUF_ACT, t * hid},
         {&d->features, DF_BUF_ACT, t * (size_t)(d->n_taps ? d->n_taps : 1) * hid},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -43,6 +43,17 @@ static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
             return df_context(err, "target decoder workspace for %d tokens", want);
         }
     d->ws_rows = want;
+    return 0;
+}
+
+/* Logits rows are sized apart from the other activations: a prefill of many
+ * prompt tokens needs one logits row per sequence, not per token. */
+static int ensure_logits(DfTargetDecoder *d, int rows, DfError *err) {
+    size_t need = (size_t)rows * d->model->cfg.vocab_size;
+    if (d->logits.count >= need) return 0;
+    df_buffer_free(d->model->be, &d->logits);
+    if (df_buffer_alloc(d->model->be, &d->logits, DF_BUF_ACT, need, err))
+        return df_context(err, "target decoder logits for %d rows", rows);
     return 0;
 }
 
@@ -84,6 +95,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
 void df_target_decoder_free(DfTargetDecoder *d) {
     if (!d->model) return;
     free_workspace(d);
+    df_buffer_free(d->model->be, &d->logits);
     df_kv_cache_free(&d->cache, d->model->be);
     df_buffer_free(d->model->be, &d->rope_cos);
     df_buffer_free(d->model->be, &d->rope_sin);
@@ -133,8 +145,8 @@ static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
     df_op_linear(be, x, gate, l->down_proj, t, hid, inter, 1);
 }
 
-/* Final norm and lm head over the rows asked for; returns the row count. */
-static int run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which) {
+/* Final norm and lm head over the rows asked for. */
+static void run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which) {
     DfTargetModel *m = d->model;
     DfBackend *be = m->be;
     int hid = m->cfg.hidden_size, rows = kb->n_rows;
@@ -151,7 +163,6 @@ static int run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which)
                   (float)m->cfg.rms_norm_eps);
     df_op_linear(be, df_buffer_view(d->logits, 0, (size_t)rows * m->cfg.vocab_size), h, m->lm_head, rows,
                  m->cfg.vocab_size, hid, 0);
-    return rows;
 }
 
 static int fetch_outputs(DfTargetDecoder *d, const DfDecodeStep *step, int n_rows, int logit_rows, DfError *err) {
@@ -199,7 +210,9 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
     free(lens);
     if (rc) return df_context(err, "target decode");
     rc = -1;
-    if (ensure_workspace(d, t, err) || be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
+    int logit_rows = step->logits_rows == DF_LOGITS_ALL ? t : step->logits_rows == DF_LOGITS_LAST ? n_seqs : 0;
+    if (ensure_workspace(d, t, err) || (logit_rows && ensure_logits(d, logit_rows, err)) ||
+        be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
         goto done;
     DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
     df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
@@ -210,7 +223,7 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
                 df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
                              d->n_taps * hid, x, hid, t, hid);
     }
-    int logit_rows = step->logits_rows == DF_LOGITS_NONE ? 0 : run_head(d, &kb, step->logits_rows);
+    if (logit_rows) run_head(d, &kb, step->logits_rows);
     if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) goto done;
     for (int i = 0; i < n_seqs; i++) d->cache.lens[step->slots[i]] += step->row_starts[i + 1] - step->row_starts[i];
     rc = 0;
