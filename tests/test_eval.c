@@ -222,8 +222,7 @@ static void test_cut_at_max_new_tokens_and_eos(void **state) {
             DfI32Vec out = {0};
             const int32_t *p = s.f[i].prompt.data;
             int len = (int)s.f[i].prompt.len;
-            uint64_t idx = 0;
-            if (df_generate_batch(&s.dec, 1, &p, &len, &idx, &g, &out, NULL, &err)) fail_msg("%s", err.msg);
+            if (df_generate_batch(&s.dec, 1, &p, &len, &g, &out, NULL, &err)) fail_msg("%s", err.msg);
             assert_same_tokens(&out, s.f[i].output.data, first, "greedy with artificial eos", i);
             df_i32vec_free(&out);
             df_spec_result_free(&r);

@@ -73,26 +73,23 @@ static void free_model(Model *md) {
     df_backend_destroy(md->be);
 }
 
-/* Generates fixtures [0, n) in batches of `batch` prompts. */
+/* Generates fixtures [0, n) with `batch` cache slots (continuous batching). */
 static void generate_all(Model *md, Fixture *f, int n, int batch, DfI32Vec *out) {
     DfError err;
     DfTargetDecoder d;
     int cap = 0;
-    for (int i = 0; i < n; i++)
-        if ((int)f[i].prompt.len + md->opt.max_new_tokens > cap) cap = (int)f[i].prompt.len + md->opt.max_new_tokens;
-    if (df_target_decoder_init(&d, &md->m, batch, cap, NULL, 0, &err)) fail_msg("%s", err.msg);
-    for (int i0 = 0; i0 < n; i0 += batch) {
-        int nb = n - i0 < batch ? n - i0 : batch;
-        const int32_t *prompts[MAX_FIXTURES];
-        int lens[MAX_FIXTURES];
-        uint64_t index[MAX_FIXTURES];
-        for (int j = 0; j < nb; j++) {
-            prompts[j] = f[i0 + j].prompt.data;
-            lens[j] = (int)f[i0 + j].prompt.len;
-            index[j] = (uint64_t)(i0 + j);
-        }
-        if (df_generate_batch(&d, nb, prompts, lens, index, &md->opt, out + i0, NULL, &err)) fail_msg("%s", err.msg);
+    const int32_t *prompts[MAX_FIXTURES];
+    int lens[MAX_FIXTURES];
+    for (int i = 0; i < n; i++) {
+        prompts[i] = f[i].prompt.data;
+        lens[i] = (int)f[i].prompt.len;
+        if (lens[i] + md->opt.max_new_tokens > cap) cap = lens[i] + md->opt.max_new_tokens;
     }
+    if (df_target_decoder_init(&d, &md->m, batch, cap, NULL, 0, &err)) fail_msg("%s", err.msg);
+    int steps = 0;
+    if (df_generate_batch(&d, n, prompts, lens, &md->opt, out, &steps, &err)) fail_msg("%s", err.msg);
+    /* slots run side by side: fewer forward passes than one prompt at a time */
+    if (batch > 1) assert_true(steps < n * md->opt.max_new_tokens / 2);
     df_target_decoder_free(&d);
 }
 
@@ -261,13 +258,17 @@ static void write_prompts(const char *path, int n) {
     fclose(out);
 }
 
-static void run_generate(const char *input, const char *output, int expect_ok) {
+static void run_generate_with(const char *input, const char *output, const char *extra, int expect_ok) {
     char cmd[2048], log[4096];
-    snprintf(cmd, sizeof cmd, "%s generate --target %s --input %s --output %s --max-new-tokens 12 --batch 2",
-             df_test_path("dflash"), df_test_path("assets/coder-tiny"), input, output);
+    snprintf(cmd, sizeof cmd, "%s generate --target %s --input %s --output %s --max-new-tokens 12 %s",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), input, output, extra);
     int rc = df_test_run(cmd, log, sizeof log);
     if (expect_ok && rc != 0) fail_msg("dflash generate failed: %s", log);
     if (!expect_ok && rc == 0) fail_msg("dflash generate should have failed: %s", log);
+}
+
+static void run_generate(const char *input, const char *output, int expect_ok) {
+    run_generate_with(input, output, "--batch 2", expect_ok);
 }
 
 /* An interrupted run (3 of 6 records written, a torn 4th line) continues to
@@ -317,6 +318,23 @@ static void test_generate_command_resumes(void **state) {
     run_generate(other, resumed, 0);
     got = read_text(resumed);
     assert_string_equal(got, expected);
+    free(got);
+    free(expected);
+
+    /* sampled: the resumed records draw what they would have drawn in one run
+     * (the key is the record's index in the input), whatever --batch */
+    char s_whole[512], s_resumed[512];
+    snprintf(s_whole, sizeof s_whole, "%s/s_whole.jsonl", dir);
+    snprintf(s_resumed, sizeof s_resumed, "%s/s_resumed.jsonl", dir);
+    run_generate_with(in6, s_whole, "--temperature 1.0 --top-p 0.95 --seed 5 --batch 4", 1);
+    run_generate_with(in3, s_resumed, "--temperature 1.0 --top-p 0.95 --seed 5 --batch 1", 1);
+    run_generate_with(in6, s_resumed, "--temperature 1.0 --top-p 0.95 --seed 5 --batch 3", 1);
+    expected = read_text(s_whole);
+    got = read_text(s_resumed);
+    assert_string_equal(got, expected);
+    free(got);
+    got = read_text(whole);
+    assert_string_not_equal(got, expected); /* sampling did change the responses */
     free(got);
     free(expected);
     df_test_rmtree(dir);

@@ -118,8 +118,7 @@ static int eval_prompt(EvalRun *e, int i, EvalTotals *t, DfError *err) {
     double t1 = df_now_seconds();
     const int32_t *prompt = ids.data;
     int len = (int)ids.len;
-    uint64_t index = (uint64_t)i;
-    if (df_generate_batch(&e->dec, 1, &prompt, &len, &index, &e->greedy, &greedy, &steps, err)) goto done;
+    if (df_generate_batch(&e->dec, 1, &prompt, &len, &e->greedy, &greedy, &steps, err)) goto done;
     t->spec_s += t1 - t0;
     t->greedy_s += df_now_seconds() - t1;
     if (greedy.len != r.tokens.len || memcmp(greedy.data, r.tokens.data, greedy.len * sizeof *greedy.data)) {

@@ -1,5 +1,6 @@
 /* dflash generate: the target's own responses to prompts (the recipe's
- * regenerated training data), with a KV cache, in batches, resumable. */
+ * regenerated training data), with a KV cache and continuous batching,
+ * resumable. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,6 @@ typedef struct GenerateRun {
     DfBackend *be;
     DfTargetModel model;
     DfTargetDecoder dec;
-    int dec_capacity;
     DfGenerateOptions opt;
     FILE *out;
     int64_t tokens;
@@ -50,52 +50,99 @@ static int write_record(GenerateRun *g, const DfPrompt *p, const DfI32Vec *ids, 
     return rc;
 }
 
-/* A decoder whose slots hold `need` tokens, re-made when a batch needs more. */
-static int ensure_decoder(GenerateRun *g, int need, DfError *err) {
-    if (g->dec_capacity >= need) return 0;
-    int cap = g->dec_capacity ? g->dec_capacity : 256;
-    while (cap < need) cap *= 2;
-    df_target_decoder_free(&g->dec);
-    g->dec_capacity = 0;
-    if (df_target_decoder_init(&g->dec, &g->model, g->args->batch, cap, NULL, 0, err)) return -1;
-    g->dec_capacity = cap;
+/* Records finish out of order (continuous batching); they are written in
+ * input order: a finished record waits in `pending` until those before it
+ * are written. */
+typedef struct Writer {
+    GenerateRun *g;
+    int first;          /* record index of stream index 0 */
+    int n;              /* records in the stream */
+    DfI32Vec *pending;  /* [n] */
+    uint8_t *finished;  /* [n] */
+    int next;           /* next stream index to write */
+    double last_sync_s;
+    DfProgress progress;
+    double start_s;
+} Writer;
+
+static int source_prompt(void *ctx, int index, DfI32Vec *ids, DfError *err) {
+    Writer *w = ctx;
+    const DfPrompt *p = &w->g->prompts.items[w->first + index];
+    if (df_tokenizer_encode(w->g->tok, p->text, strlen(p->text), ids, err)) return -1;
+    if (ids->len == 0)
+        return df_fail(err, "%s: record %d (id %s) has an empty prompt", w->g->args->input, w->first + index + 1,
+                       p->id_json);
     return 0;
 }
 
-/* Records first .. first+n-1: tokenize, generate, append their lines. */
-static int run_batch(GenerateRun *g, int first, int n, DfError *err) {
-    DfI32Vec ids[n], outs[n];
-    const int32_t *prompts[n];
-    int lens[n], need = 0, rc = -1;
-    uint64_t index[n];
-    memset(ids, 0, sizeof ids);
-    memset(outs, 0, sizeof outs);
-    for (int i = 0; i < n; i++) {
-        const DfPrompt *p = &g->prompts.items[first + i];
-        if (df_tokenizer_encode(g->tok, p->text, strlen(p->text), &ids[i], err)) goto done;
-        if (ids[i].len == 0) {
-            df_fail(err, "%s: record %d (id %s) has an empty prompt", g->args->input, first + i + 1, p->id_json);
-            goto done;
+static int sink_output(void *ctx, int index, const DfI32Vec *out, DfError *err) {
+    Writer *w = ctx;
+    GenerateRun *g = w->g;
+    for (size_t i = 0; i < out->len; i++) df_i32vec_push(&w->pending[index], out->data[i]);
+    w->finished[index] = 1;
+    int wrote = 0;
+    for (; w->next < w->n && w->finished[w->next]; w->next++, wrote++) {
+        if (write_record(g, &g->prompts.items[w->first + w->next], &w->pending[w->next], err)) return -1;
+        g->tokens += (int64_t)w->pending[w->next].len;
+        df_i32vec_free(&w->pending[w->next]);
+    }
+    if (!wrote) return 0;
+    /* every complete line reaches the file at once (a restart continues after
+     * it); fsync at most once a second */
+    if (fflush(g->out) != 0) return df_fail_errno(err, "writing %s", g->args->output);
+    double now = df_now_seconds();
+    if (now - w->last_sync_s >= 1.0) {
+        if (fsync(fileno(g->out)) != 0) return df_fail_errno(err, "writing %s", g->args->output);
+        w->last_sync_s = now;
+    }
+    char extra[96];
+    snprintf(extra, sizeof extra, "%lld tokens, %.1f tokens/s", (long long)g->tokens,
+             (double)g->tokens / (now - w->start_s));
+    df_progress_update(&w->progress, w->next, extra);
+    return 0;
+}
+
+/* Slots long enough for the longest remaining prompt plus max_new_tokens. */
+static int longest_prompt(GenerateRun *g, int first, int *max_len, DfError *err) {
+    DfI32Vec ids = {0};
+    *max_len = 0;
+    for (int i = first; i < g->prompts.n; i++) {
+        ids.len = 0;
+        if (df_tokenizer_encode(g->tok, g->prompts.items[i].text, strlen(g->prompts.items[i].text), &ids, err)) {
+            df_i32vec_free(&ids);
+            return -1;
         }
-        prompts[i] = ids[i].data;
-        lens[i] = (int)ids[i].len;
-        index[i] = (uint64_t)(first + i);
-        if (lens[i] + g->opt.max_new_tokens > need) need = lens[i] + g->opt.max_new_tokens;
+        if ((int)ids.len > *max_len) *max_len = (int)ids.len;
     }
-    if (ensure_decoder(g, need, err) || df_generate_batch(&g->dec, n, prompts, lens, index, &g->opt, outs, NULL, err))
-        goto done;
-    for (int i = 0; i < n; i++) {
-        if (write_record(g, &g->prompts.items[first + i], &outs[i], err)) goto done;
-        g->tokens += (int64_t)outs[i].len;
+    df_i32vec_free(&ids);
+    return 0;
+}
+
+static int generate_remaining(GenerateRun *g, int first, DfError *err) {
+    int max_len;
+    if (longest_prompt(g, first, &max_len, err) ||
+        df_target_decoder_init(&g->dec, &g->model, g->args->batch, max_len + g->opt.max_new_tokens, NULL, 0, err))
+        return -1;
+    Writer w = {0};
+    w.g = g;
+    w.first = first;
+    w.n = g->prompts.n - first;
+    w.pending = df_xcalloc((size_t)w.n, sizeof *w.pending, "pending outputs");
+    w.finished = df_xcalloc((size_t)w.n, 1, "pending outputs");
+    w.start_s = w.last_sync_s = df_now_seconds();
+    df_progress_start(&w.progress, "generate", "records", w.n);
+    g->opt.record_offset = (uint64_t)first;
+    int rc = df_generate_stream(&g->dec, w.n, source_prompt, sink_output, &w, &g->opt, NULL, err);
+    if (rc == 0 && fsync(fileno(g->out)) != 0) rc = df_fail_errno(err, "writing %s", g->args->output);
+    if (rc == 0) {
+        char extra[96];
+        snprintf(extra, sizeof extra, "%lld tokens, %.1f tokens/s", (long long)g->tokens,
+                 (double)g->tokens / (df_now_seconds() - w.start_s));
+        df_progress_finish(&w.progress, w.n, extra);
     }
-    /* durable record by record: a restart continues after the last line */
-    if (fflush(g->out) != 0 || fsync(fileno(g->out)) != 0) {
-        df_fail_errno(err, "writing %s", g->args->output);
-        goto done;
-    }
-    rc = 0;
-done:
-    for (int i = 0; i < n; i++) df_i32vec_free(&ids[i]), df_i32vec_free(&outs[i]);
+    for (int i = 0; i < w.n; i++) df_i32vec_free(&w.pending[i]);
+    free(w.pending);
+    free(w.finished);
     return rc;
 }
 
@@ -124,18 +171,7 @@ static int run_generate(const GenerateArgs *a, DfError *err) {
         df_fail_errno(err, "cannot open %s", a->output);
         goto out;
     }
-    DfProgress progress;
-    df_progress_start(&progress, "generate", "records", g.prompts.n - done);
-    double t0 = df_now_seconds();
-    char extra[96];
-    for (int first = done; first < g.prompts.n; first += a->batch) {
-        int n = g.prompts.n - first < a->batch ? g.prompts.n - first : a->batch;
-        if (run_batch(&g, first, n, err)) goto out;
-        snprintf(extra, sizeof extra, "%lld tokens, %.1f tokens/s", (long long)g.tokens,
-                 (double)g.tokens / (df_now_seconds() - t0));
-        df_progress_update(&progress, first + n - done, extra);
-    }
-    df_progress_finish(&progress, g.prompts.n - done, extra);
+    if (generate_remaining(&g, done, err)) goto out;
     rc = 0;
 out:
     if (g.out && fclose(g.out) != 0 && rc == 0) rc = df_fail_errno(err, "closing %s", a->output);
@@ -157,13 +193,14 @@ int df_cmd_generate(int argc, char **argv) {
         {"temperature", DF_OPT_DOUBLE, &a.temperature, "T", "sampling temperature; 0 = greedy (default)", 0},
         {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0},
         {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0},
-        {"batch", DF_OPT_INT, &a.batch, "N", "prompts generated together (default 8)", 0},
+        {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0},
     };
     const DfCommandSpec spec = {
         "generate", "the target's responses to prompts (regenerated training data)", NULL,
         "Each response stops at an EOS id (generation_config.json's eos_token_id, else config.json's; the EOS is\n"
-        "not written) or after --max-new-tokens. Records are written in input order and flushed one batch at a\n"
-        "time; running the same command again after an interruption continues after the last complete record.\n"
+        "not written) or after --max-new-tokens. Records are written in input order, each flushed as soon as it\n"
+        "and those before it are done; running the same command again after an interruption continues after\n"
+        "the last complete record.\n"
         "Sampling draws depend only on (seed, record index), so --batch does not change the output.",
         options, DF_COUNT(options)};
     DfParsedArgs args;

@@ -68,96 +68,147 @@ int df_is_eos(const DfGenerateOptions *opt, int32_t id) {
     return 0;
 }
 
-typedef struct GenState {
-    int n, active;
-    int *done;
-    int32_t *slots, *ids, *starts, *seq_of_row;
-    float *logits;
-    DfRng *rngs;
-    DfSampler sampler;
-} GenState;
+/* One cache slot of the stream: the record it serves, if any. */
+typedef struct Slot {
+    int record;    /* -1: free */
+    int prefilled; /* its prompt has run */
+    DfI32Vec prompt, out;
+    DfRng rng;
+} Slot;
 
-/* Takes token `tok` for sequence i: stops it at EOS or at the length limit. */
-static void take_token(GenState *g, const DfGenerateOptions *opt, DfI32Vec *outputs, int i, int32_t tok) {
-    if (df_is_eos(opt, tok)) {
-        g->done[i] = 1;
-        return;
+typedef struct Stream {
+    DfTargetDecoder *d;
+    const DfGenerateOptions *opt;
+    Slot *slots;
+    int n_slots;
+    int32_t *step_slots, *starts, *slot_of_row;
+    DfI32Vec ids;
+    float *logits; /* [n_slots, V] */
+    DfSampler sampler;
+} Stream;
+
+/* Gives free slots the next records; returns -1 on a source error. */
+static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource source, void *ctx, DfError *err) {
+    for (int s = 0; s < st->n_slots && *next < n_records; s++) {
+        Slot *sl = &st->slots[s];
+        if (sl->record >= 0) continue;
+        sl->prompt.len = 0;
+        sl->out.len = 0;
+        if (source(ctx, *next, &sl->prompt, err)) return -1;
+        if (sl->prompt.len == 0) return df_fail(err, "generate: record %d has an empty prompt", *next + 1);
+        if ((long)sl->prompt.len + st->opt->max_new_tokens > st->d->cache.capacity)
+            return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
+                           *next + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
+        sl->record = (*next)++;
+        sl->prefilled = 0;
+        sl->rng = df_sampler_rng(st->opt->seed, st->opt->record_offset + (uint64_t)sl->record);
+        st->d->cache.lens[s] = 0;
     }
-    df_i32vec_push(&outputs[i], tok);
-    if ((int)outputs[i].len >= opt->max_new_tokens) g->done[i] = 1;
+    return 0;
 }
 
-int df_generate_batch(DfTargetDecoder *d, int n, const int32_t *const *prompts, const int *prompt_lens,
-                      const uint64_t *record_index, const DfGenerateOptions *opt, DfI32Vec *outputs, int *steps,
-                      DfError *err) {
-    int vocab = d->model->cfg.vocab_size;
-    if (n <= 0 || n > d->cache.n_slots) return df_fail(err, "generate: %d prompts for %d slots", n, d->cache.n_slots);
-    size_t total = 0;
-    for (int i = 0; i < n; i++) {
-        if (prompt_lens[i] <= 0) return df_fail(err, "generate: prompt %d is empty", i);
-        if ((long)prompt_lens[i] + opt->max_new_tokens > d->cache.capacity)
-            return df_fail(err, "generate: prompt %d has %d tokens; with %d new ones it exceeds the %d-token cache", i,
-                           prompt_lens[i], opt->max_new_tokens, d->cache.capacity);
-        total += (size_t)prompt_lens[i];
-        outputs[i].len = 0;
+/* Packs one step: a whole prompt for a new record, else its last token. */
+static int build_step(Stream *st) {
+    int rows = 0;
+    st->ids.len = 0;
+    st->starts[0] = 0;
+    for (int s = 0; s < st->n_slots; s++) {
+        Slot *sl = &st->slots[s];
+        if (sl->record < 0) continue;
+        if (sl->prefilled) {
+            df_i32vec_push(&st->ids, sl->out.data[sl->out.len - 1]);
+        } else {
+            for (size_t i = 0; i < sl->prompt.len; i++) df_i32vec_push(&st->ids, sl->prompt.data[i]);
+            sl->prefilled = 1;
+        }
+        st->step_slots[rows] = s;
+        st->slot_of_row[rows] = s;
+        st->starts[++rows] = (int32_t)st->ids.len;
     }
-    GenState g = {0};
-    g.n = n;
-    g.done = df_xcalloc((size_t)n, sizeof *g.done, "generate state");
-    g.slots = df_xmalloc((size_t)n * sizeof *g.slots, "generate state");
-    g.starts = df_xmalloc((size_t)(n + 1) * sizeof *g.starts, "generate state");
-    g.seq_of_row = df_xmalloc((size_t)n * sizeof *g.seq_of_row, "generate state");
-    g.ids = df_xmalloc((total > (size_t)n ? total : (size_t)n) * sizeof *g.ids, "generate ids");
-    g.logits = df_xmalloc((size_t)n * vocab * sizeof *g.logits, "generate logits");
-    g.rngs = df_xmalloc((size_t)n * sizeof *g.rngs, "generate rng");
-    df_sampler_init(&g.sampler, vocab, opt->temperature, opt->top_p);
-    int rc = -1, n_steps = 0;
+    return rows;
+}
+
+/* Takes the sampled token of a slot; returns 1 when its record is finished
+ * (an EOS, not kept, or the length limit). */
+static int take_token(Stream *st, Slot *sl, int32_t tok) {
+    if (df_is_eos(st->opt, tok)) return 1;
+    df_i32vec_push(&sl->out, tok);
+    return (int)sl->out.len >= st->opt->max_new_tokens;
+}
+
+int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source, DfGenerateSink sink, void *ctx,
+                       const DfGenerateOptions *opt, int *steps, DfError *err) {
+    Stream st = {0};
+    st.d = d;
+    st.opt = opt;
+    st.n_slots = d->cache.n_slots;
+    st.slots = df_xcalloc((size_t)st.n_slots, sizeof *st.slots, "generate slots");
+    for (int s = 0; s < st.n_slots; s++) st.slots[s].record = -1;
+    st.step_slots = df_xmalloc((size_t)st.n_slots * sizeof *st.step_slots, "generate step");
+    st.slot_of_row = df_xmalloc((size_t)st.n_slots * sizeof *st.slot_of_row, "generate step");
+    st.starts = df_xmalloc((size_t)(st.n_slots + 1) * sizeof *st.starts, "generate step");
+    int vocab = d->model->cfg.vocab_size;
+    st.logits = df_xmalloc((size_t)st.n_slots * vocab * sizeof *st.logits, "generate logits");
+    df_sampler_init(&st.sampler, vocab, opt->temperature, opt->top_p);
+    int rc = -1, next = 0, n_steps = 0;
     if (opt->max_new_tokens <= 0) {
-        rc = 0;
+        df_fail(err, "generate: max_new_tokens is %d", opt->max_new_tokens);
         goto done;
     }
-    /* prefill: every prompt whole, logits of its last token */
-    g.starts[0] = 0;
-    for (int i = 0; i < n; i++) {
-        d->cache.lens[i] = 0;
-        g.rngs[i] = df_sampler_rng(opt->seed, record_index[i]);
-        g.slots[i] = i;
-        g.seq_of_row[i] = i;
-        memcpy(g.ids + g.starts[i], prompts[i], (size_t)prompt_lens[i] * sizeof *g.ids);
-        g.starts[i + 1] = g.starts[i] + prompt_lens[i];
-    }
-    int rows = n;
     for (;;) {
-        DfDecodeStep step = {rows, g.slots, g.ids, g.starts, DF_LOGITS_LAST, g.logits, NULL, NULL};
+        if (fill_slots(&st, n_records, &next, source, ctx, err)) goto done;
+        int rows = build_step(&st);
+        if (rows == 0) break;
+        DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits, NULL, NULL};
         if (df_target_decode(d, &step, err)) goto done;
         n_steps++;
         for (int r = 0; r < rows; r++) {
-            int i = g.seq_of_row[r];
-            take_token(&g, opt, outputs, i, df_sample_token(&g.sampler, g.logits + (size_t)r * vocab, &g.rngs[i]));
+            Slot *sl = &st.slots[st.slot_of_row[r]];
+            int32_t tok = df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
+            if (!take_token(&st, sl, tok)) continue;
+            if (sink(ctx, sl->record, &sl->out, err)) goto done;
+            sl->record = -1;
         }
-        /* next step: one token for each sequence still running */
-        rows = 0;
-        for (int i = 0; i < n; i++)
-            if (!g.done[i]) {
-                g.slots[rows] = i;
-                g.seq_of_row[rows] = i;
-                g.ids[rows] = outputs[i].data[outputs[i].len - 1];
-                g.starts[rows] = rows;
-                rows++;
-            }
-        g.starts[rows] = rows;
-        if (rows == 0) break;
     }
     rc = 0;
 done:
     if (steps) *steps = n_steps;
-    df_sampler_free(&g.sampler);
-    free(g.done);
-    free(g.slots);
-    free(g.starts);
-    free(g.seq_of_row);
-    free(g.ids);
-    free(g.logits);
-    free(g.rngs);
+    for (int s = 0; s < st.n_slots; s++) df_i32vec_free(&st.slots[s].prompt), df_i32vec_free(&st.slots[s].out);
+    free(st.slots);
+    free(st.step_slots);
+    free(st.slot_of_row);
+    free(st.starts);
+    df_i32vec_free(&st.ids);
+    free(st.logits);
+    df_sampler_free(&st.sampler);
     return rc;
+}
+
+/* df_generate_batch over the stream: prompts from arrays, outputs into them. */
+typedef struct ArrayIo {
+    const int32_t *const *prompts;
+    const int *lens;
+    DfI32Vec *outputs;
+} ArrayIo;
+
+static int array_source(void *ctx, int index, DfI32Vec *ids, DfError *err) {
+    const ArrayIo *io = ctx;
+    (void)err;
+    for (int i = 0; i < io->lens[index]; i++) df_i32vec_push(ids, io->prompts[index][i]);
+    return 0;
+}
+
+static int array_sink(void *ctx, int index, const DfI32Vec *out, DfError *err) {
+    ArrayIo *io = ctx;
+    (void)err;
+    io->outputs[index].len = 0;
+    for (size_t i = 0; i < out->len; i++) df_i32vec_push(&io->outputs[index], out->data[i]);
+    return 0;
+}
+
+int df_generate_batch(DfTargetDecoder *d, int n, const int32_t *const *prompts, const int *prompt_lens,
+                      const DfGenerateOptions *opt, DfI32Vec *outputs, int *steps, DfError *err) {
+    ArrayIo io = {prompts, prompt_lens, outputs};
+    for (int i = 0; i < n; i++) outputs[i].len = 0;
+    return df_generate_stream(d, n, array_source, array_sink, &io, opt, steps, err);
 }
