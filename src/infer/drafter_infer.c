@@ -13,10 +13,8 @@ static DfBuffer param(const DfDrafterRunner *r, int index) {
 }
 
 static void free_workspace(DfDrafterRunner *r) {
-    DfBuffer *bufs[] = {&r->ids, &r->feat, &r->x, &r->h, &r->q, &r->k, &r->v, &r->attn, &r->gate, &r->up, &r->logits};
+    DfBuffer *bufs[] = {&r->ids, &r->feat, &r->x, &r->h, &r->q, &r->k, &r->v, &r->attn, &r->gate, &r->up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(r->be, bufs[i]);
-    free(r->host_logits);
-    r->host_logits = NULL;
     r->ws_rows = 0;
 }
 
@@ -36,15 +34,26 @@ static int ensure_workspace(DfDrafterRunner *r, int rows, DfError *err) {
         {&r->ids, DF_BUF_I32, t},        {&r->feat, DF_BUF_ACT, t * c->n_taps * hid}, {&r->x, DF_BUF_ACT, t * hid},
         {&r->h, DF_BUF_ACT, t * hid},    {&r->q, DF_BUF_ACT, t * q},                  {&r->k, DF_BUF_ACT, t * kv},
         {&r->v, DF_BUF_ACT, t * kv},     {&r->attn, DF_BUF_ACT, t * q},               {&r->gate, DF_BUF_ACT, t * inter},
-        {&r->up, DF_BUF_ACT, t * inter}, {&r->logits, DF_BUF_ACT, t * c->vocab_size},
+        {&r->up, DF_BUF_ACT, t * inter},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (df_buffer_alloc(r->be, bufs[i].b, bufs[i].kind, bufs[i].n, err)) {
             free_workspace(r);
             return df_context(err, "drafter workspace for %d rows", want);
         }
-    r->host_logits = df_xmalloc(t * c->vocab_size * sizeof *r->host_logits, "drafter logits");
     r->ws_rows = want;
+    return 0;
+}
+
+/* Logits for one block only (a context append of a long prompt needs none). */
+static int ensure_logits(DfDrafterRunner *r, int rows, DfError *err) {
+    size_t need = (size_t)rows * r->cfg.vocab_size;
+    if (r->logits.count >= need) return 0;
+    df_buffer_free(r->be, &r->logits);
+    free(r->host_logits);
+    r->host_logits = NULL;
+    if (df_buffer_alloc(r->be, &r->logits, DF_BUF_ACT, need, err)) return df_context(err, "drafter logits");
+    r->host_logits = df_xmalloc(need * sizeof *r->host_logits, "drafter logits");
     return 0;
 }
 
@@ -81,6 +90,8 @@ int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterCon
 void df_drafter_runner_free(DfDrafterRunner *r) {
     if (!r->be) return;
     free_workspace(r);
+    df_buffer_free(r->be, &r->logits);
+    free(r->host_logits);
     df_kv_cache_free(&r->ctx, r->be);
     df_buffer_free(r->be, &r->params);
     df_buffer_free(r->be, &r->rope_cos);
@@ -164,7 +175,8 @@ int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int blo
         if (ids[i] < 0 || ids[i] >= vocab)
             return df_fail(err, "drafter: block token %d is outside the vocabulary [0, %d)", (int)ids[i], vocab);
     DfKvBatch kb;
-    if (ensure_workspace(r, b, err) || one_seq_batch(r, &kb, slot, b, err)) return df_context(err, "drafter block");
+    if (ensure_workspace(r, b, err) || ensure_logits(r, b, err) || one_seq_batch(r, &kb, slot, b, err))
+        return df_context(err, "drafter block");
     int rc = -1;
     DfBuffer x = df_buffer_view(r->x, 0, (size_t)b * hid), h = df_buffer_view(r->h, 0, (size_t)b * hid);
     DfBuffer logits = df_buffer_view(r->logits, 0, (size_t)b * vocab);

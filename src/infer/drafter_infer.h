@@ -28,7 +28,7 @@ typedef struct DfDrafterRunner {
     int ws_rows;
     DfBuffer ids, feat, x, h, q, k, v, attn, gate, up, logits;
     DfBuffer rope_cos, rope_sin; /* F32 [ctx.capacity, head_dim/2] */
-    float *host_logits;
+    float *host_logits;        /* [block_size, V]: the logits of the last proposal */
 } DfDrafterRunner;
 
 /* params: host fp32 in the layout df_drafter_layout_build gives for cfg.
