@@ -205,8 +205,7 @@ static void test_decode_logits_equal_full_forward(void **state) {
 static void test_sampling_reproducible(void **state) {
     (void)state;
     Fixture f[MAX_FIXTURES];
-    int n = load_fixtures(f);
-    if (n > 4) n = 4;
+    int n_loaded = load_fixtures(f), n = n_loaded < 4 ? n_loaded : 4;
     Model md;
     load_model(&md);
     md.opt.max_new_tokens = 24;
@@ -229,7 +228,7 @@ static void test_sampling_reproducible(void **state) {
     }
     assert_true(differs_from_other_seed);
     assert_true(differs_from_greedy);
-    free_fixtures(f, n);
+    free_fixtures(f, n_loaded);
     free_model(&md);
 }
 
