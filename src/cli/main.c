@@ -18,6 +18,8 @@ static const Command COMMANDS[] = {
     {"forward", "run the target on token ids, write tap features (and logits)", df_cmd_forward},
     {"train", "train a drafter for a target (no arguments: the bundled default run)", df_cmd_train},
     {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", df_cmd_bench},
+    {"generate", "the target's responses to prompts, with a KV cache (resumable)", df_cmd_generate},
+    {"eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", df_cmd_eval},
     {NULL, NULL, NULL},
 };
 
