@@ -4,7 +4,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -fopenmp -Isrc
-LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -lm -fopenmp
+LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lm -fopenmp
 CUDA_SRC := $(wildcard src/backend/cuda/*.cu)
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dflash builds and tests with, when missing.
 set -euo pipefail
-PKGS="gcc make pkg-config libcjson-dev libonig-dev libutf8proc-dev libopenblas-dev libcmocka-dev"
+PKGS="gcc make pkg-config libcjson-dev libonig-dev libutf8proc-dev libopenblas-dev libcmocka-dev liblz4-dev libzstd-dev"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

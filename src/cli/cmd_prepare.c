@@ -1,10 +1,13 @@
-/* dflash prepare: JSONL records -> token store.
+/* dflash prepare: JSONL records or Arrow datasets -> token store.
  *
  * Input lines are read in chunks; each chunk is parsed and tokenized in
  * parallel (the tokenizer is immutable and thread-safe) and then written in
  * input order, so the store's sample order is the order of the input lines,
  * file after file. Bad records are classified, counted and either skipped or
- * fatal (--on-bad-record). */
+ * fatal (--on-bad-record). Arrow inputs (an .arrow file or a `datasets`
+ * folder) are read batch by batch the same way, a row standing for a line.
+ * Chat records (messages / ShareGPT conversations) are rendered with the
+ * tokenizer's chat template (src/text/chat_template.h). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,8 +22,11 @@
 #include "base/progress.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "formats/arrow_dataset.h"
 #include "formats/jsonl.h"
+#include "formats/records.h"
 #include "formats/token_store.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 enum { RECORDS_PER_THREAD = 256, EXAMPLES_PER_KIND = 3, RECORD_MSG_MAX = 320 };
@@ -51,17 +57,13 @@ typedef struct PrepareOptions {
     int fail_on_bad; /* from on_bad_record */
 } PrepareOptions;
 
-typedef struct ByteVec {
-    uint8_t *data;
-    size_t len, cap;
-} ByteVec;
-
-/* One input line and what became of it. */
+/* One input line (or Arrow row) and what became of it. */
 typedef struct Record {
     size_t text_at, text_len; /* in the chunk's text arena */
-    int64_t line_no;
+    int64_t line_no;          /* Arrow: the row number in its file, from 0 */
     DfI32Vec ids;
-    ByteVec mask;
+    DfByteBuf mask;           /* 0/1 bytes, one per id */
+    DfChatMessages messages;  /* scratch for chat records */
     BadKind bad;
     char msg[RECORD_MSG_MAX];
 } Record;
@@ -86,24 +88,20 @@ typedef struct PrepareContext {
     const PrepareOptions *opt;
     const DfTokenizer *tok;
     int vocab_size;
+    const DfChatTemplate *chat; /* NULL when the tokenizer has none we render */
+    char chat_error[DF_ERROR_MAX];
     DfTokenStoreWriter *writer;
     PrepareStats stats;
     BadLog *bad;
+    int arrow; /* the file being read is Arrow: records are rows */
     DfProgress progress;
     double start_s;
 } PrepareContext;
 
 /* ---- one record --------------------------------------------------------- */
 
-static void bytevec_push(ByteVec *v, uint8_t x, size_t count) {
-    if (v->len + count > v->cap) {
-        size_t cap = v->cap ? v->cap : 64;
-        while (cap < v->len + count) cap *= 2;
-        v->data = df_xrealloc(v->data, cap, "loss mask");
-        v->cap = cap;
-    }
-    memset(v->data + v->len, x, count);
-    v->len += count;
+static void mask_push(DfByteBuf *m, char bit, size_t count) {
+    for (size_t i = 0; i < count; i++) df_bytebuf_append(m, &bit, 1);
 }
 
 __attribute__((format(printf, 3, 4))) static void mark_bad(Record *r, BadKind kind, const char *fmt, ...) {
@@ -112,6 +110,18 @@ __attribute__((format(printf, 3, 4))) static void mark_bad(Record *r, BadKind ki
     vsnprintf(r->msg, sizeof r->msg, fmt, ap);
     va_end(ap);
     r->bad = kind;
+}
+
+static void encode_texts(const PrepareContext *ctx, Record *r, const char *const texts[2], const size_t lens[2]) {
+    DfError err = {{0}};
+    for (int part = 0; part < 2; part++) { /* encoded separately: the boundary is exact */
+        size_t before = r->ids.len;
+        if (df_tokenizer_encode(ctx->tok, texts[part], lens[part], &r->ids, &err) != 0) {
+            mark_bad(r, BAD_TOKENIZE, "cannot tokenize the %s: %s", part ? "response" : "prompt", err.msg);
+            return;
+        }
+        mask_push(&r->mask, (char)part, r->ids.len - before);
+    }
 }
 
 static void encode_prompt_response(const PrepareContext *ctx, Record *r, const cJSON *prompt, const cJSON *response) {
@@ -123,16 +133,26 @@ static void encode_prompt_response(const PrepareContext *ctx, Record *r, const c
         mark_bad(r, BAD_WRONG_TYPE, "field \"%s\" is not a string", cJSON_IsString(prompt) ? "response" : "prompt");
         return;
     }
-    DfError err = {{0}};
     const char *texts[2] = {prompt->valuestring, response->valuestring};
-    for (int part = 0; part < 2; part++) { /* encoded separately: the boundary is exact */
-        size_t before = r->ids.len;
-        if (df_tokenizer_encode(ctx->tok, texts[part], strlen(texts[part]), &r->ids, &err) != 0) {
-            mark_bad(r, BAD_TOKENIZE, "cannot tokenize the %s: %s", part ? "response" : "prompt", err.msg);
-            return;
-        }
-        bytevec_push(&r->mask, (uint8_t)part, r->ids.len - before);
+    size_t lens[2] = {strlen(texts[0]), strlen(texts[1])};
+    encode_texts(ctx, r, texts, lens);
+}
+
+/* Renders r->messages with the chat template and tokenizes them. */
+static void encode_chat(const PrepareContext *ctx, Record *r) {
+    if (!ctx->chat) {
+        mark_bad(r, BAD_TOKENIZE, "chat record, but %s", ctx->chat_error);
+        return;
     }
+    DfError err = {{0}};
+    if (df_chat_tokenize(ctx->chat, ctx->tok, r->messages.items, r->messages.n, &r->ids, &r->mask, &err) != 0)
+        mark_bad(r, BAD_TOKENIZE, "cannot render or tokenize the conversation: %s", err.msg);
+}
+
+static void encode_chat_json(const PrepareContext *ctx, Record *r, const cJSON *array, int sharegpt) {
+    DfError err = {{0}};
+    if (df_records_json_messages(array, sharegpt, &r->messages, &err) != 0) mark_bad(r, BAD_WRONG_TYPE, "%s", err.msg);
+    else encode_chat(ctx, r);
 }
 
 /* An element of input_ids / loss_mask as an integer, or -1 with *ok = 0. */
@@ -177,7 +197,7 @@ static void read_pretokenized(const PrepareContext *ctx, Record *r, const cJSON 
             mark_bad(r, BAD_MASK, "loss_mask[%d] is not 0 or 1", k);
             return;
         }
-        bytevec_push(&r->mask, (uint8_t)v, 1);
+        mask_push(&r->mask, (char)v, 1);
     }
 }
 
@@ -187,7 +207,7 @@ static void check_lengths(const PrepareContext *ctx, Record *r) {
         return;
     }
     size_t loss = 0;
-    for (size_t i = 0; i < r->mask.len; i++) loss += r->mask.data[i];
+    for (size_t i = 0; i < r->mask.len; i++) loss += (size_t)r->mask.data[i];
     if (loss == 0) {
         mark_bad(r, BAD_NO_LOSS, "no loss tokens (empty response or all-zero loss_mask)");
         return;
@@ -214,9 +234,14 @@ static void tokenize_record(const PrepareContext *ctx, const char *text, size_t 
         const cJSON *mask = cJSON_GetObjectItemCaseSensitive(root, "loss_mask");
         const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(root, "prompt");
         const cJSON *response = cJSON_GetObjectItemCaseSensitive(root, "response");
+        const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
+        const cJSON *conversations = cJSON_GetObjectItemCaseSensitive(root, "conversations");
         if (ids || mask) read_pretokenized(ctx, r, ids, mask);
+        else if (messages) encode_chat_json(ctx, r, messages, 0);
+        else if (conversations) encode_chat_json(ctx, r, conversations, 1);
         else if (prompt || response) encode_prompt_response(ctx, r, prompt, response);
-        else mark_bad(r, BAD_MISSING_FIELD, "missing fields: neither \"prompt\"/\"response\" nor \"input_ids\"/\"loss_mask\"");
+        else mark_bad(r, BAD_MISSING_FIELD, "missing fields: none of \"prompt\"/\"response\", \"input_ids\"/\"loss_mask\", "
+                                            "\"messages\", \"conversations\"");
         if (r->bad == BAD_NONE) check_lengths(ctx, r);
     }
     cJSON_Delete(root);
@@ -256,14 +281,15 @@ static int write_chunk(PrepareContext *ctx, const char *file, const Chunk *c, Df
         ctx->stats.records++;
         if (r->bad != BAD_NONE) {
             if (ctx->opt->fail_on_bad)
-                return df_fail(err, "%s:%lld: %s (stopping: --on-bad-record fail)", file, (long long)r->line_no, r->msg);
+                return df_fail(err, "%s:%s%lld: %s (stopping: --on-bad-record fail)", file, ctx->arrow ? "row " : "",
+                               (long long)r->line_no, r->msg);
             char where[RECORD_MSG_MAX + 256];
-            snprintf(where, sizeof where, "%s:%lld: %s", file, (long long)r->line_no, r->msg);
+            snprintf(where, sizeof where, "%s:%s%lld: %s", file, ctx->arrow ? "row " : "", (long long)r->line_no, r->msg);
             record_bad(ctx->bad, r->bad, where);
             continue;
         }
-        if (df_token_store_writer_append(ctx->writer, r->ids.data, r->mask.data, r->ids.len, err) != 0)
-            return df_context(err, "%s:%lld", file, (long long)r->line_no);
+        if (df_token_store_writer_append(ctx->writer, r->ids.data, (const uint8_t *)r->mask.data, r->ids.len, err) != 0)
+            return df_context(err, "%s:%s%lld", file, ctx->arrow ? "row " : "", (long long)r->line_no);
         ctx->stats.samples++;
         ctx->stats.tokens += (int64_t)r->ids.len;
         for (size_t k = 0; k < r->mask.len; k++) ctx->stats.loss_tokens += r->mask.data[k];
@@ -296,6 +322,87 @@ static int process_file(PrepareContext *ctx, const char *file, Chunk *c, DfError
     ctx->stats.bytes_done += df_jsonl_bytes_read(&in);
     df_jsonl_close(&in);
     return rc;
+}
+
+/* ---- Arrow inputs ---------------------------------------------------------- */
+
+typedef struct ArrowRows {
+    const DfRecordLayout *layout;
+    const DfArrowBatch *batch;
+    int64_t first; /* batch row of records[0] */
+} ArrowRows;
+
+/* Converts and tokenizes one row; runs on any thread. */
+static void tokenize_row(const PrepareContext *ctx, const ArrowRows *rows, int64_t row, Record *r) {
+    r->ids.len = r->mask.len = 0;
+    r->bad = BAD_NONE;
+    DfError err = {{0}};
+    const DfRecordLayout *l = rows->layout;
+    switch (l->kind) {
+    case DF_LAYOUT_PRETOKENIZED:
+    case DF_LAYOUT_LABELS:
+        if (df_records_arrow_ids(l, rows->batch, row, ctx->vocab_size, &r->ids, &r->mask, &err) != 0)
+            mark_bad(r, strstr(err.msg, "out of range") ? BAD_ID_RANGE : BAD_MASK, "%s", err.msg);
+        break;
+    case DF_LAYOUT_MESSAGES:
+    case DF_LAYOUT_CONVERSATIONS:
+        if (df_records_arrow_messages(l, rows->batch, row, &r->messages, &err) != 0) mark_bad(r, BAD_WRONG_TYPE, "%s", err.msg);
+        else encode_chat(ctx, r);
+        break;
+    case DF_LAYOUT_PROMPT_RESPONSE: {
+        const char *texts[2];
+        size_t lens[2];
+        if (df_records_arrow_strings(l, rows->batch, row, texts, lens, &err) != 0) mark_bad(r, BAD_MISSING_FIELD, "%s", err.msg);
+        else encode_texts(ctx, r, texts, lens);
+        break;
+    }
+    }
+    if (r->bad == BAD_NONE) check_lengths(ctx, r);
+}
+
+/* A batch's rows, a chunk at a time, tokenized in parallel and written in order. */
+static int process_batch(PrepareContext *ctx, const char *file, const ArrowRows *batch_rows, int64_t *row_no,
+                         Chunk *c, DfError *err) {
+    int threads = ctx->opt->threads > 0 ? ctx->opt->threads : omp_get_max_threads();
+    for (int64_t at = 0; at < batch_rows->batch->length; at += c->cap) {
+        int n = (int)(batch_rows->batch->length - at < c->cap ? batch_rows->batch->length - at : c->cap);
+        c->n = n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (int i = 0; i < n; i++) tokenize_row(ctx, batch_rows, at + i, &c->records[i]);
+        for (int i = 0; i < n; i++) c->records[i].line_no = *row_no + i;
+        if (write_chunk(ctx, file, c, err) != 0) return -1;
+        *row_no += n;
+    }
+    return 0;
+}
+
+static int process_arrow(PrepareContext *ctx, const char *path, Chunk *c, DfError *err) {
+    DfArrowDataset *ds = df_arrow_dataset_open(path, err);
+    if (!ds) return -1;
+    DfRecordLayout layout;
+    if (df_records_arrow_layout(df_arrow_dataset_schema(ds), &layout, err) != 0) {
+        df_context(err, "%s", path);
+        df_arrow_dataset_close(ds);
+        return -1;
+    }
+    ctx->arrow = 1;
+    const DfArrowBatch *batch;
+    const DfArrowReader *shard, *last = NULL;
+    int64_t row_no = 0;
+    int rc;
+    while ((rc = df_arrow_dataset_next_batch(ds, &batch, &shard, err)) == 1) {
+        if (shard != last) row_no = 0, last = shard;
+        ArrowRows rows = {&layout, batch, 0};
+        if ((rc = process_batch(ctx, df_arrow_path(shard), &rows, &row_no, c, err)) != 0) break;
+        show_progress(ctx, ctx->stats.bytes_done);
+    }
+    ctx->arrow = 0;
+    for (int i = 0; i < df_arrow_dataset_num_files(ds); i++) {
+        struct stat st;
+        if (stat(df_arrow_dataset_file(ds, i), &st) == 0) ctx->stats.bytes_done += (uint64_t)st.st_size;
+    }
+    df_arrow_dataset_close(ds);
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---- the command -------------------------------------------------------- */
@@ -337,7 +444,10 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
     ctx->writer = df_token_store_writer_open(opt->output, ctx->vocab_size, df_tokenizer_fingerprint(ctx->tok), err);
     int rc = ctx->writer ? 0 : -1;
     df_progress_start(&ctx->progress, "prepare", "kB", (int64_t)(ctx->stats.bytes_total / 1000));
-    for (int i = 0; rc == 0 && i < opt->inputs.count; i++) rc = process_file(ctx, opt->inputs.items[i], &c, err);
+    for (int i = 0; rc == 0 && i < opt->inputs.count; i++) {
+        const char *in = opt->inputs.items[i];
+        rc = df_arrow_is_arrow_path(in) ? process_arrow(ctx, in, &c, err) : process_file(ctx, in, &c, err);
+    }
     if (rc == 0 && ctx->stats.samples == 0)
         rc = df_fail(err, "no usable records in the input (%lld read); nothing written", (long long)ctx->stats.records);
     if (rc == 0) {
@@ -348,7 +458,11 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
     } else {
         df_token_store_writer_abort(ctx->writer);
     }
-    for (int i = 0; i < c.cap; i++) df_i32vec_free(&c.records[i].ids), free(c.records[i].mask.data);
+    for (int i = 0; i < c.cap; i++) {
+        df_i32vec_free(&c.records[i].ids);
+        df_bytebuf_free(&c.records[i].mask);
+        df_chat_messages_free(&c.records[i].messages);
+    }
     free(c.records);
     df_bytebuf_free(&c.text);
     return rc;
@@ -358,16 +472,21 @@ int df_cmd_prepare(int argc, char **argv) {
     PrepareOptions opt = {.max_length = 3072, .on_bad_record = "skip"};
     const DfOption options[] = {
         {"tokenizer", DF_OPT_STRING, &opt.tokenizer, "DIR", "tokenizer.json, or the model directory holding it", 1},
-        {"input", DF_OPT_STRING_LIST, &opt.inputs, "FILE", "JSONL records; repeat for several files, read in order", 1},
+        {"input", DF_OPT_STRING_LIST, &opt.inputs, "PATH", "JSONL records, an .arrow file or a datasets folder; repeat for several, read in order", 1},
         {"output", DF_OPT_STRING, &opt.output, "STORE", "token store to write (atomically)", 1},
         {"max-length", DF_OPT_INT, &opt.max_length, "N", "longest sample in tokens; longer records are bad (default 3072)", 0},
         {"on-bad-record", DF_OPT_STRING, &opt.on_bad_record, "skip|fail", "skip bad records and count them, or stop at the first (default skip)", 0},
         {"threads", DF_OPT_INT, &opt.threads, "N", "tokenizer threads (default: all cores)", 0},
     };
     const DfCommandSpec spec = {
-        "prepare", "tokenize JSONL records into a token store for training", NULL,
+        "prepare", "tokenize JSONL records or Arrow datasets into a token store for training", NULL,
         "Records: {\"prompt\": str, \"response\": str} (loss on the response tokens only), or\n"
-        "{\"input_ids\": [int, ...], \"loss_mask\": [0|1, ...]} (already tokenized, same length).\n"
+        "{\"input_ids\": [int, ...], \"loss_mask\": [0|1, ...]} (already tokenized, same length), or\n"
+        "{\"messages\": [{\"role\", \"content\"}, ...]} / ShareGPT {\"conversations\": [{\"from\", \"value\"}, ...]}\n"
+        "(rendered with the chat template of the tokenizer's tokenizer_config.json, Qwen3 or Llama-3;\n"
+        "loss on the assistant turns). Arrow inputs (an .arrow file, stream or file format, or a\n"
+        "Hugging Face datasets folder) hold the same shapes as columns: input_ids with loss_mask or\n"
+        "labels (-100 = no loss), messages, conversations, or prompt and response.\n"
         "Bad records (invalid JSON, missing or mistyped fields, ids outside the vocabulary, mask\n"
         "mismatches, empty samples, no loss tokens, longer than --max-length) are reported by file:line.",
         options, DF_COUNT(options)};
@@ -391,9 +510,14 @@ int df_cmd_prepare(int argc, char **argv) {
     PrepareContext ctx = {.opt = &opt, .bad = df_xcalloc(1, sizeof(BadLog), "bad-record log")};
     int rc = check_inputs(&opt, &ctx.stats.bytes_total, &err);
     DfTokenizer *tok = rc == 0 ? df_tokenizer_load(opt.tokenizer, &err) : NULL;
+    DfChatTemplate *chat = NULL;
     if (tok) {
         ctx.tok = tok;
         ctx.vocab_size = df_tokenizer_vocab_size(tok);
+        DfError chat_err = {{0}};
+        chat = df_chat_template_load(opt.tokenizer, &chat_err); /* needed only by chat records */
+        ctx.chat = chat;
+        if (!chat) snprintf(ctx.chat_error, sizeof ctx.chat_error, "%s", chat_err.msg);
         ctx.start_s = df_now_seconds();
         rc = run_prepare(&ctx, &err);
         if (rc == 0) print_summary(&ctx, df_now_seconds() - ctx.start_s);
@@ -402,6 +526,7 @@ int df_cmd_prepare(int argc, char **argv) {
     }
     if (rc != 0) fprintf(stderr, "dflash prepare: %s\n", err.msg);
     if (tok) df_tokenizer_free(tok);
+    df_chat_template_free(chat);
     free(ctx.bad);
     return rc == 0 ? 0 : 1;
 }
