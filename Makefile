@@ -4,7 +4,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -fopenmp -Isrc
-LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -lm -fopenmp
+LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lm -fopenmp
 # Instrumentation flags for compiling and linking (make test-sanitize, make fuzz).
 SANITIZE ?=
 CFLAGS  += $(SANITIZE)
@@ -91,7 +91,7 @@ $(BUILD)/dflash: $(BUILD)/src/cli/main.o $(BUILD)/libdflash.a
 # copied to build-fuzz/corpus/ so the seeds stay as committed) and prints the
 # executions. fuzz/README.md has the longer runs.
 FUZZ_SECONDS ?= 20
-FUZZ_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+FUZZ_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -Wno-pass-failed
 FUZZ_TARGETS := $(basename $(notdir $(wildcard fuzz/fuzz_*.c)))
 fuzz-build:
 	CFLAGS="-O1 -g" $(MAKE) BUILD=build-fuzz NVCC= CC=clang SANITIZE="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" \
@@ -101,7 +101,7 @@ build-fuzz/fuzz/%: fuzz/%.c build-fuzz/libdflash.a
 	@mkdir -p $(dir $@)
 	clang -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Isrc -Ifuzz \
 		-DDF_SOURCE_DIR=\"$(CURDIR)\" $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libdflash.a \
-		-lcjson -lonig -lutf8proc -lopenblas -lm -fopenmp
+		-lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lm -fopenmp
 
 fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)

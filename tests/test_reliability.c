@@ -546,7 +546,8 @@ static void test_fuzz_regressions(void **state) {
     DfError err = {{0}};
     DfTokenizer *tok = df_tokenizer_load(df_test_path("assets/coder-tiny"), &err);
     assert_non_null(tok);
-    DfRecordRules rules = {.tok = tok, .vocab_size = df_tokenizer_vocab_size(tok), .max_length = 256};
+    DfRecordRules rules = {.tok = tok, .vocab_size = df_tokenizer_vocab_size(tok), .max_length = 256,
+                           .chat_error = "no chat template loaded"};
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;
@@ -588,19 +589,20 @@ static void test_prepare_record(void **state) {
     DfError err = {{0}};
     DfTokenizer *tok = df_tokenizer_load(df_test_path("assets/coder-tiny"), &err);
     assert_non_null(tok);
-    DfRecordRules rules = {.tok = tok, .vocab_size = df_tokenizer_vocab_size(tok), .max_length = 8};
+    DfRecordRules rules = {.tok = tok, .vocab_size = df_tokenizer_vocab_size(tok), .max_length = 8,
+                           .chat_error = "no chat template loaded"};
     DfPreparedRecord r = {0};
     const char *pre = "{\"input_ids\": [5, 6, 7], \"loss_mask\": [0, true, 1]}";
     df_prepare_record(&rules, pre, strlen(pre), &r);
     assert_int_equal(r.bad, DF_RECORD_OK);
     assert_int_equal(r.ids.len, 3);
     assert_int_equal(r.ids.data[2], 7);
-    assert_int_equal(r.mask_len, 3);
-    assert_int_equal(r.mask[0] + 2 * r.mask[1] + 4 * r.mask[2], 6);
+    assert_int_equal(r.mask.len, 3);
+    assert_int_equal(r.mask.data[0] + 2 * r.mask.data[1] + 4 * r.mask.data[2], 6);
     const char *empty_prompt = "{\"prompt\": \"\", \"response\": \"x\"}";
     df_prepare_record(&rules, empty_prompt, strlen(empty_prompt), &r);
     assert_int_equal(r.bad, DF_RECORD_OK);
-    assert_true(r.ids.len >= 1 && r.mask_len == r.ids.len && r.mask[0] == 1);
+    assert_true(r.ids.len >= 1 && r.mask.len == r.ids.len && r.mask.data[0] == 1);
     const char *too_long = "{\"input_ids\": [1,1,1,1,1,1,1,1,1], \"loss_mask\": [1,1,1,1,1,1,1,1,1]}";
     df_prepare_record(&rules, too_long, strlen(too_long), &r);
     assert_int_equal(r.bad, DF_BAD_TOO_LONG);

@@ -307,3 +307,92 @@ void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be) {
     free((void *)l->host_anchors);
     memset(l, 0, sizeof *l);
 }
+
+/* --- inference against KV caches ----------------------------------------- */
+
+static void check_kv_batch(const DfKvBatch *kb, DfBuffer cache, int dim, const char *op) {
+    require(kb->n_seqs > 0 && dim > 0, op, "empty batch");
+    require(cache.kind == DF_BUF_ACT && cache.count >= (size_t)kb->n_slots * kb->slot_capacity * dim, op,
+            "cache smaller than [n_slots * slot_capacity, dim]");
+}
+
+void df_op_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim) {
+    check_kv_batch(batch, cache, dim, "kv_cache_write");
+    require(fits(rows, (size_t)batch->n_rows * dim, DF_BUF_ACT), "kv_cache_write", "rows smaller than [n_rows, dim]");
+    be->ops->kv_cache_write(be, cache, rows, batch, dim);
+}
+
+void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
+                        const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal) {
+    require(heads > 0 && kv_heads > 0 && heads % kv_heads == 0, "kv_attention", "heads not a multiple of kv_heads");
+    check_kv_batch(batch, k_cache, kv_heads * head_dim, "kv_attention");
+    check_kv_batch(batch, v_cache, kv_heads * head_dim, "kv_attention");
+    size_t qn = (size_t)batch->n_rows * heads * head_dim;
+    require(fits(out, qn, DF_BUF_ACT) && fits(q, qn, DF_BUF_ACT), "kv_attention", "q/out smaller than [n_rows, heads*hd]");
+    be->ops->kv_attention(be, out, q, k_cache, v_cache, batch, heads, kv_heads, head_dim, scale, causal);
+}
+
+int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                     const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err) {
+    memset(kb, 0, sizeof *kb);
+    if (n_seqs <= 0) return df_fail(err, "kv batch: no sequences");
+    if (row_starts[0] != 0) return df_fail(err, "kv batch: row_starts[0] is %d, expected 0", (int)row_starts[0]);
+    int max_new = 0, max_visible = 0;
+    for (int i = 0; i < n_seqs; i++) {
+        int n = row_starts[i + 1] - row_starts[i];
+        if (n <= 0) return df_fail(err, "kv batch: sequence %d has no new rows", i);
+        if (slots[i] < 0 || slots[i] >= n_slots)
+            return df_fail(err, "kv batch: sequence %d uses slot %d, outside 0..%d", i, (int)slots[i], n_slots - 1);
+        for (int j = 0; j < i; j++)
+            if (slots[j] == slots[i]) return df_fail(err, "kv batch: sequences %d and %d share slot %d", j, i, (int)slots[i]);
+        if (cache_lens[i] < 0 || cache_lens[i] > slot_capacity - n)
+            return df_fail(err, "kv batch: sequence %d: %d cached + %d new rows exceed the slot capacity %d", i,
+                           (int)cache_lens[i], n, slot_capacity);
+        if (n > max_new) max_new = n;
+        if (cache_lens[i] + n > max_visible) max_visible = cache_lens[i] + n;
+    }
+    int t = row_starts[n_seqs];
+    int32_t *s = df_xmalloc((size_t)n_seqs * sizeof *s, "kv batch slots");
+    int32_t *l = df_xmalloc((size_t)n_seqs * sizeof *l, "kv batch lens");
+    int32_t *r = df_xmalloc((size_t)(n_seqs + 1) * sizeof *r, "kv batch starts");
+    int32_t *pos = df_xmalloc((size_t)t * sizeof *pos, "kv batch positions");
+    memcpy(s, slots, (size_t)n_seqs * sizeof *s);
+    memcpy(l, cache_lens, (size_t)n_seqs * sizeof *l);
+    memcpy(r, row_starts, (size_t)(n_seqs + 1) * sizeof *r);
+    for (int i = 0; i < n_seqs; i++)
+        for (int j = r[i]; j < r[i + 1]; j++) pos[j] = l[i] + (j - r[i]);
+    kb->n_seqs = n_seqs;
+    kb->n_rows = t;
+    kb->n_slots = n_slots;
+    kb->slot_capacity = slot_capacity;
+    kb->max_new = max_new;
+    kb->max_visible = max_visible;
+    kb->host_slots = s;
+    kb->host_cache_lens = l;
+    kb->host_row_starts = r;
+    int rc = -1;
+    if (df_buffer_alloc(be, &kb->slots, DF_BUF_I32, (size_t)n_seqs, err) || be->ops->upload_i32(be, kb->slots, s, err) ||
+        df_buffer_alloc(be, &kb->cache_lens, DF_BUF_I32, (size_t)n_seqs, err) ||
+        be->ops->upload_i32(be, kb->cache_lens, l, err) ||
+        df_buffer_alloc(be, &kb->row_starts, DF_BUF_I32, (size_t)n_seqs + 1, err) ||
+        be->ops->upload_i32(be, kb->row_starts, r, err) ||
+        df_buffer_alloc(be, &kb->positions, DF_BUF_I32, (size_t)t, err) ||
+        be->ops->upload_i32(be, kb->positions, pos, err))
+        goto done;
+    rc = 0;
+done:
+    free(pos);
+    if (rc) df_kv_batch_free(kb, be);
+    return rc;
+}
+
+void df_kv_batch_free(DfKvBatch *kb, DfBackend *be) {
+    df_buffer_free(be, &kb->slots);
+    df_buffer_free(be, &kb->cache_lens);
+    df_buffer_free(be, &kb->row_starts);
+    df_buffer_free(be, &kb->positions);
+    free((void *)kb->host_slots);
+    free((void *)kb->host_cache_lens);
+    free((void *)kb->host_row_starts);
+    memset(kb, 0, sizeof *kb);
+}

@@ -126,6 +126,23 @@ typedef struct DfLmHeadCeArgs {
     float grad_scale;
 } DfLmHeadCeArgs;
 
+/* Inference against per-sequence KV caches. A cache buffer (one per layer,
+ * one for K and one for V) holds n_slots slots of slot_capacity rows of
+ * kv_heads*head_dim values: row r of slot s is at (s * slot_capacity + r).
+ * A step brings new rows for some sequences: sequence i owns the packed new
+ * rows row_starts[i] .. row_starts[i+1]-1 of q/k/v, lives in cache slot
+ * slots[i], and already has cache_lens[i] rows cached (positions 0 ..
+ * cache_lens[i]-1), so its new rows sit at positions cache_lens[i] + j. */
+typedef struct DfKvBatch {
+    int n_seqs, n_rows, slot_capacity, n_slots;
+    int max_new, max_visible;         /* max over sequences of new rows, of cache_len + new rows */
+    const int32_t *host_slots;        /* [n_seqs], owned */
+    const int32_t *host_cache_lens;   /* [n_seqs], owned */
+    const int32_t *host_row_starts;   /* [n_seqs + 1], owned */
+    DfBuffer slots, cache_lens, row_starts; /* I32 copies on the backend */
+    DfBuffer positions;               /* I32 [n_rows]: cache_lens[i] + j, for rope */
+} DfKvBatch;
+
 typedef struct DfBackendOps {
     const char *name;
 
@@ -191,6 +208,18 @@ typedef struct DfBackendOps {
     /* Its backward: probabilities recomputed from lse; dq written, dk/dv added to. */
     void (*block_attention_backward)(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
     void (*lm_head_ce)(DfBackend *be, const DfLmHeadCeArgs *a);
+    /* --- inference against KV caches (see DfKvBatch) --------------------- */
+    /* cache row (slots[i], cache_lens[i] + j) = rows[row_starts[i] + j] for
+     * each new row; rows [n_rows, dim], cache [n_slots * slot_capacity, dim]. */
+    void (*kv_cache_write)(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
+    /* GQA attention of the new query rows q [n_rows, heads*hd] against the
+     * cached keys/values of their slot (the new ones already written):
+     * new row j of sequence i sees cache rows 0 .. cache_lens[i] + j when
+     * causal, and all cache_lens[i] + n_i rows of its sequence otherwise
+     * (a DFlash block: bidirectional inside the new rows). Softmax in fp32;
+     * out [n_rows, heads*hd]. */
+    void (*kv_attention)(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
+                         const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
 } DfBackendOps;
 
 struct DfBackend {
@@ -252,5 +281,18 @@ void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be);
  * sequence) and uploads it with the per-token positions. */
 int df_packed_batch_init(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err);
 void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be);
+
+/* --- inference ops against KV caches (see DfKvBatch) --------------------- */
+
+void df_op_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
+void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
+                        const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+
+/* Checks (every sequence has new rows, distinct slots in 0..n_slots-1,
+ * cache_lens[i] + new rows <= slot_capacity), copies and uploads a step's
+ * layout with the positions of its new rows. */
+int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                     const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err);
+void df_kv_batch_free(DfKvBatch *kb, DfBackend *be);
 
 #endif

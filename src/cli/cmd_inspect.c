@@ -1,14 +1,20 @@
 /* dflash inspect PATH: what a safetensors file or a model directory holds
  * (tensors, dtypes, shapes, parameter count) and, for a directory with a
- * config.json, the fields the target forward will use. */
+ * config.json, the fields the target forward will use; what a token store
+ * holds (counts, length histogram, loss-token fraction; --dump N prints
+ * samples as JSON lines); what an Arrow file or datasets folder holds
+ * (schema, rows, batches). */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "formats/arrow_dataset.h"
 #include "formats/model_config.h"
 #include "formats/safetensors.h"
+#include "formats/token_store.h"
 
 static void print_shape(const DfTensorInfo *t) {
     char buf[160];
@@ -56,14 +62,119 @@ static void print_config(const DfModelConfig *c) {
     printf("%s\n", c->n_eos ? "" : " none");
 }
 
+/* ---- token stores ------------------------------------------------------- */
+
+static int is_token_store(const char *path) {
+    char magic[8];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f) fclose(f);
+    return n == sizeof magic && memcmp(magic, DF_TOKEN_STORE_MAGIC, sizeof magic) == 0;
+}
+
+static void print_store_summary(const DfTokenStore *s) {
+    int64_t n = df_token_store_num_samples(s), tokens = df_token_store_num_tokens(s);
+    int64_t loss = df_token_store_num_loss_tokens(s), min_len = n ? INT64_MAX : 0, max_len = 0;
+    int64_t buckets[64] = {0}; /* bucket b > 0: lengths in [2^(b-1), 2^b); bucket 0: empty samples */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t len = df_token_store_sample_length(s, i);
+        min_len = len < min_len ? len : min_len;
+        max_len = len > max_len ? len : max_len;
+        int b = 0;
+        while (b < 63 && ((int64_t)1 << b) <= len) b++;
+        buckets[b]++;
+    }
+    printf("token store: %s\nsamples: %lld\ntokens: %lld\nloss tokens: %lld (%.2f%%)\n", df_token_store_path(s),
+           (long long)n, (long long)tokens, (long long)loss, tokens ? 100.0 * (double)loss / (double)tokens : 0.0);
+    printf("vocabulary: %d\ntokenizer fingerprint: %016llx\n", df_token_store_vocab_size(s),
+           (unsigned long long)df_token_store_fingerprint(s));
+    printf("length: min %lld, mean %.1f, max %lld\nlength histogram:\n", (long long)min_len,
+           n ? (double)tokens / (double)n : 0.0, (long long)max_len);
+    for (int b = 0; b < 64; b++) {
+        if (!buckets[b]) continue;
+        long long lo = b ? (long long)1 << (b - 1) : 0, hi = b ? ((long long)1 << b) - 1 : 0;
+        printf("  %8lld .. %-8lld %10lld  %5.1f%%\n", lo, hi, (long long)buckets[b],
+               100.0 * (double)buckets[b] / (double)n);
+    }
+}
+
+static int dump_samples(const DfTokenStore *s, int count, DfError *err) {
+    int64_t n = df_token_store_num_samples(s);
+    for (int64_t i = 0; i < n && i < count; i++) {
+        const int32_t *ids;
+        const uint8_t *mask;
+        int64_t len;
+        if (df_token_store_sample(s, i, &ids, &mask, &len, err) != 0) return -1;
+        printf("{\"input_ids\": [");
+        for (int64_t k = 0; k < len; k++) printf("%s%d", k ? ", " : "", ids[k]);
+        printf("], \"loss_mask\": [");
+        for (int64_t k = 0; k < len; k++) printf("%s%d", k ? ", " : "", mask[k]);
+        printf("]}\n");
+    }
+    return 0;
+}
+
+static int inspect_store(const char *path, int dump, DfError *err) {
+    DfTokenStore *s = df_token_store_open(path, 0, err);
+    if (!s) return -1;
+    int rc = 0;
+    if (dump > 0) rc = dump_samples(s, dump, err);
+    else print_store_summary(s);
+    df_token_store_close(s);
+    return rc;
+}
+
+/* ---- Arrow ---------------------------------------------------------------- */
+
+static void print_shard(const DfArrowReader *r, int64_t rows, int64_t batches) {
+    printf("  %s: %s format, %lld rows in %lld batches, compression %s\n", df_arrow_path(r),
+           df_arrow_is_file_format(r) ? "file" : "stream", (long long)rows, (long long)batches, df_arrow_compression(r));
+}
+
+static int inspect_arrow(const char *path, DfError *err) {
+    DfArrowDataset *ds = df_arrow_dataset_open(path, err);
+    if (!ds) return -1;
+    const DfArrowSchema *schema = df_arrow_dataset_schema(ds);
+    printf("arrow: %s\nfiles: %d%s\ncolumns: %d\n", path, df_arrow_dataset_num_files(ds),
+           df_arrow_dataset_has_info(ds) ? " (datasets folder with dataset_info.json)" : "", schema->n_fields);
+    for (int i = 0; i < schema->n_fields; i++) {
+        char type[512];
+        df_arrow_type_string(&schema->fields[i], type, sizeof type);
+        printf("  %-24s %s%s\n", schema->fields[i].name, type, schema->fields[i].nullable ? " (nullable)" : "");
+    }
+    const DfArrowBatch *b;
+    const DfArrowReader *shard, *last = NULL;
+    int64_t rows = 0, batches = 0, shard_rows = 0, shard_batches = 0;
+    int rc;
+    while ((rc = df_arrow_dataset_next_batch(ds, &b, &shard, err)) == 1) {
+        if (shard != last) {
+            if (last) print_shard(last, shard_rows, shard_batches);
+            shard_rows = shard_batches = 0, last = shard;
+        }
+        rows += b->length, batches++;
+        shard_rows += b->length, shard_batches++;
+    }
+    if (rc == 0) {
+        if (last) print_shard(last, shard_rows, shard_batches);
+        printf("rows: %lld\nbatches: %lld\n", (long long)rows, (long long)batches);
+    }
+    df_arrow_dataset_close(ds);
+    return rc;
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
 int df_cmd_inspect(int argc, char **argv) {
-    int summary_only = 0;
+    int summary_only = 0, dump = 0;
     const DfOption options[] = {
         {"summary", DF_OPT_FLAG, &summary_only, NULL, "print the totals only, not one line per tensor", 0},
+        {"dump", DF_OPT_INT, &dump, "N", "token store: print the first N samples as JSON lines {input_ids, loss_mask}", 0},
     };
     const DfCommandSpec spec = {
-        "inspect", "summarize a safetensors file or a model directory (tensors, shapes, parameters, config)", "PATH",
-        "PATH: a .safetensors file, a model.safetensors.index.json, or a model directory (with config.json).",
+        "inspect", "summarize a model, a token store or an Arrow dataset", "PATH",
+        "PATH: a .safetensors file, a model.safetensors.index.json, or a model directory (with config.json);\n"
+        "a token store (counts, length histogram, loss-token fraction; --dump N prints samples as JSON lines);\n"
+        "an .arrow file or a Hugging Face datasets folder (schema, rows, batches).",
         options, DF_COUNT(options),
     };
     DfParsedArgs args;
@@ -78,6 +189,20 @@ int df_cmd_inspect(int argc, char **argv) {
         return 2;
     }
     const char *path = args.positional[0];
+    struct stat state_st;
+    char state[4096];
+    snprintf(state, sizeof state, "%s/state.json", path);
+    int store = is_token_store(path), arrow = !store && (df_arrow_is_arrow_path(path) && (stat(state, &state_st) == 0 ||
+                                                                                     strstr(path, ".arrow")));
+    if (dump < 0 || (dump > 0 && !store)) {
+        fprintf(stderr, "dflash: inspect: --dump N needs a token store and N >= 0\n");
+        return 2;
+    }
+    if (store || arrow) {
+        int rc = store ? inspect_store(path, dump, &err) : inspect_arrow(path, &err);
+        if (rc != 0) fprintf(stderr, "dflash: %s\n", err.msg);
+        return rc == 0 ? 0 : 1;
+    }
     DfSafetensors st;
     if (df_safetensors_open(&st, path, &err) != 0) {
         fprintf(stderr, "dflash: %s\n", err.msg);

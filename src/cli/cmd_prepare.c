@@ -1,11 +1,13 @@
-/* dflash prepare: JSONL records -> token store.
+/* dflash prepare: JSONL records or Arrow datasets -> token store.
  *
  * Input lines are read in chunks; each chunk is parsed and tokenized in
  * parallel (the tokenizer is immutable and thread-safe) and then written in
  * input order, so the store's sample order is the order of the input lines,
  * file after file. Bad records are classified, counted and either skipped or
- * fatal (--on-bad-record). */
-#include <cjson/cJSON.h>
+ * fatal (--on-bad-record). Arrow inputs (an .arrow file or a `datasets`
+ * folder) are read batch by batch the same way, a row standing for a line.
+ * Chat records (messages / ShareGPT conversations) are rendered with the
+ * tokenizer's chat template (src/text/chat_template.h). */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +21,11 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/prepare_record.h"
+#include "formats/arrow_dataset.h"
 #include "formats/jsonl.h"
+#include "formats/records.h"
 #include "formats/token_store.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 enum { RECORDS_PER_THREAD = 256, EXAMPLES_PER_KIND = 3 };
@@ -32,10 +37,10 @@ typedef struct PrepareOptions {
     int fail_on_bad; /* from on_bad_record */
 } PrepareOptions;
 
-/* One input line and what became of it. */
+/* One input line (or Arrow row) and what became of it. */
 typedef struct Record {
     size_t text_at, text_len; /* in the chunk's text arena */
-    int64_t line_no;
+    int64_t line_no;          /* Arrow: the row number in its file, from 0 */
     DfPreparedRecord out;
 } Record;
 
@@ -59,10 +64,13 @@ typedef struct PrepareContext {
     const PrepareOptions *opt;
     const DfTokenizer *tok;
     int vocab_size;
-    DfRecordRules rules;
+    const DfChatTemplate *chat; /* NULL when the tokenizer has none we render */
+    char chat_error[DF_ERROR_MAX];
+    DfRecordRules rules;        /* what the record parser needs of the above */
     DfTokenStoreWriter *writer;
     PrepareStats stats;
     BadLog *bad;
+    int arrow; /* the file being read is Arrow: records are rows */
     DfProgress progress;
     double start_s;
 } PrepareContext;
@@ -102,17 +110,18 @@ static int write_chunk(PrepareContext *ctx, const char *file, const Chunk *c, Df
         ctx->stats.records++;
         if (r->bad != DF_RECORD_OK) {
             if (ctx->opt->fail_on_bad)
-                return df_fail(err, "%s:%lld: %s (stopping: --on-bad-record fail)", file, (long long)line_no, r->msg);
+                return df_fail(err, "%s:%s%lld: %s (stopping: --on-bad-record fail)", file, ctx->arrow ? "row " : "",
+                               (long long)line_no, r->msg);
             char where[DF_RECORD_MSG_MAX + 256];
-            snprintf(where, sizeof where, "%s:%lld: %s", file, (long long)line_no, r->msg);
+            snprintf(where, sizeof where, "%s:%s%lld: %s", file, ctx->arrow ? "row " : "", (long long)line_no, r->msg);
             record_bad(ctx->bad, r->bad, where);
             continue;
         }
-        if (df_token_store_writer_append(ctx->writer, r->ids.data, r->mask, r->ids.len, err) != 0)
-            return df_context(err, "%s:%lld", file, (long long)line_no);
+        if (df_token_store_writer_append(ctx->writer, r->ids.data, (const uint8_t *)r->mask.data, r->ids.len, err) != 0)
+            return df_context(err, "%s:%s%lld", file, ctx->arrow ? "row " : "", (long long)line_no);
         ctx->stats.samples++;
         ctx->stats.tokens += (int64_t)r->ids.len;
-        for (size_t k = 0; k < r->mask_len; k++) ctx->stats.loss_tokens += r->mask[k];
+        for (size_t k = 0; k < r->mask.len; k++) ctx->stats.loss_tokens += r->mask.data[k];
     }
     return 0;
 }
@@ -123,6 +132,15 @@ static void show_progress(PrepareContext *ctx, uint64_t bytes_done) {
     snprintf(extra, sizeof extra, "%lld records, %.0f records/s, %.2f MB/s", (long long)ctx->stats.records,
              elapsed > 0 ? (double)ctx->stats.records / elapsed : 0.0, elapsed > 0 ? 1e-6 * (double)bytes_done / elapsed : 0.0);
     df_progress_update(&ctx->progress, (int64_t)(bytes_done / 1000), extra);
+}
+
+/* After a chunk: a SIGINT/SIGTERM (base/signals.h) stops the run; the
+ * caller then drops the temporary store, so nothing partial is left. */
+static int check_stop(const PrepareContext *ctx, const char *file, int64_t line_no, DfError *err) {
+    int sig = df_stop_requested();
+    if (!sig) return 0;
+    return df_fail(err, "interrupted by %s after %s:%s%lld; nothing written", df_signal_name(sig), file,
+                   ctx->arrow ? "row " : "", (long long)line_no);
 }
 
 static int process_file(PrepareContext *ctx, const char *file, Chunk *c, DfError *err) {
@@ -137,17 +155,95 @@ static int process_file(PrepareContext *ctx, const char *file, Chunk *c, DfError
             df_prepare_record(&ctx->rules, text + c->records[i].text_at, c->records[i].text_len, &c->records[i].out);
         if ((rc = write_chunk(ctx, file, c, err)) != 0) break;
         show_progress(ctx, ctx->stats.bytes_done + df_jsonl_bytes_read(&in));
-        int sig = df_stop_requested();
-        if (sig) {
-            rc = df_fail(err, "interrupted by %s at %s:%lld; nothing written", df_signal_name(sig), file,
-                         (long long)c->records[n - 1].line_no);
-            break;
-        }
+        if ((rc = check_stop(ctx, file, c->records[n - 1].line_no, err)) != 0) break;
     }
     if (n < 0) rc = -1;
     ctx->stats.bytes_done += df_jsonl_bytes_read(&in);
     df_jsonl_close(&in);
     return rc;
+}
+
+/* ---- Arrow inputs ---------------------------------------------------------- */
+
+typedef struct ArrowRows {
+    const DfRecordLayout *layout;
+    const DfArrowBatch *batch;
+    int64_t first; /* batch row of records[0] */
+} ArrowRows;
+
+/* Converts and tokenizes one row; runs on any thread. */
+static void tokenize_row(const PrepareContext *ctx, const ArrowRows *rows, int64_t row, DfPreparedRecord *r) {
+    df_prepared_record_reset(r);
+    DfError err = {{0}};
+    const DfRecordLayout *l = rows->layout;
+    switch (l->kind) {
+    case DF_LAYOUT_PRETOKENIZED:
+    case DF_LAYOUT_LABELS:
+        if (df_records_arrow_ids(l, rows->batch, row, ctx->vocab_size, &r->ids, &r->mask, &err) != 0)
+            df_prepared_record_bad(r, strstr(err.msg, "out of range") ? DF_BAD_ID_RANGE : DF_BAD_MASK, "%s", err.msg);
+        break;
+    case DF_LAYOUT_MESSAGES:
+    case DF_LAYOUT_CONVERSATIONS:
+        if (df_records_arrow_messages(l, rows->batch, row, &r->messages, &err) != 0)
+            df_prepared_record_bad(r, DF_BAD_WRONG_TYPE, "%s", err.msg);
+        else df_prepare_record_chat(&ctx->rules, r);
+        break;
+    case DF_LAYOUT_PROMPT_RESPONSE: {
+        const char *texts[2];
+        size_t lens[2];
+        if (df_records_arrow_strings(l, rows->batch, row, texts, lens, &err) != 0)
+            df_prepared_record_bad(r, DF_BAD_MISSING_FIELD, "%s", err.msg);
+        else df_prepare_record_texts(&ctx->rules, r, texts, lens);
+        break;
+    }
+    }
+    if (r->bad == DF_RECORD_OK) df_prepare_record_check(&ctx->rules, r);
+}
+
+/* A batch's rows, a chunk at a time, tokenized in parallel and written in order. */
+static int process_batch(PrepareContext *ctx, const char *file, const ArrowRows *batch_rows, int64_t *row_no,
+                         Chunk *c, DfError *err) {
+    int threads = ctx->opt->threads > 0 ? ctx->opt->threads : omp_get_max_threads();
+    for (int64_t at = 0; at < batch_rows->batch->length; at += c->cap) {
+        int n = (int)(batch_rows->batch->length - at < c->cap ? batch_rows->batch->length - at : c->cap);
+        c->n = n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (int i = 0; i < n; i++) tokenize_row(ctx, batch_rows, at + i, &c->records[i].out);
+        for (int i = 0; i < n; i++) c->records[i].line_no = *row_no + i;
+        if (write_chunk(ctx, file, c, err) != 0) return -1;
+        *row_no += n;
+        if (check_stop(ctx, file, *row_no - 1, err) != 0) return -1;
+    }
+    return 0;
+}
+
+static int process_arrow(PrepareContext *ctx, const char *path, Chunk *c, DfError *err) {
+    DfArrowDataset *ds = df_arrow_dataset_open(path, err);
+    if (!ds) return -1;
+    DfRecordLayout layout;
+    if (df_records_arrow_layout(df_arrow_dataset_schema(ds), &layout, err) != 0) {
+        df_context(err, "%s", path);
+        df_arrow_dataset_close(ds);
+        return -1;
+    }
+    ctx->arrow = 1;
+    const DfArrowBatch *batch;
+    const DfArrowReader *shard, *last = NULL;
+    int64_t row_no = 0;
+    int rc;
+    while ((rc = df_arrow_dataset_next_batch(ds, &batch, &shard, err)) == 1) {
+        if (shard != last) row_no = 0, last = shard;
+        ArrowRows rows = {&layout, batch, 0};
+        if ((rc = process_batch(ctx, df_arrow_path(shard), &rows, &row_no, c, err)) != 0) break;
+        show_progress(ctx, ctx->stats.bytes_done);
+    }
+    ctx->arrow = 0;
+    for (int i = 0; i < df_arrow_dataset_num_files(ds); i++) {
+        struct stat st;
+        if (stat(df_arrow_dataset_file(ds, i), &st) == 0) ctx->stats.bytes_done += (uint64_t)st.st_size;
+    }
+    df_arrow_dataset_close(ds);
+    return rc < 0 ? -1 : 0;
 }
 
 /* ---- the command -------------------------------------------------------- */
@@ -189,7 +285,10 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
     ctx->writer = df_token_store_writer_open(opt->output, ctx->vocab_size, df_tokenizer_fingerprint(ctx->tok), err);
     int rc = ctx->writer ? 0 : -1;
     df_progress_start(&ctx->progress, "prepare", "kB", (int64_t)(ctx->stats.bytes_total / 1000));
-    for (int i = 0; rc == 0 && i < opt->inputs.count; i++) rc = process_file(ctx, opt->inputs.items[i], &c, err);
+    for (int i = 0; rc == 0 && i < opt->inputs.count; i++) {
+        const char *in = opt->inputs.items[i];
+        rc = df_arrow_is_arrow_path(in) ? process_arrow(ctx, in, &c, err) : process_file(ctx, in, &c, err);
+    }
     if (rc == 0 && ctx->stats.samples == 0)
         rc = df_fail(err, "no usable records in the input (%lld read); nothing written", (long long)ctx->stats.records);
     if (rc == 0) {
@@ -210,16 +309,21 @@ int df_cmd_prepare(int argc, char **argv) {
     PrepareOptions opt = {.max_length = 3072, .on_bad_record = "skip"};
     const DfOption options[] = {
         {"tokenizer", DF_OPT_STRING, &opt.tokenizer, "DIR", "tokenizer.json, or the model directory holding it", 1},
-        {"input", DF_OPT_STRING_LIST, &opt.inputs, "FILE", "JSONL records; repeat for several files, read in order", 1},
+        {"input", DF_OPT_STRING_LIST, &opt.inputs, "PATH", "JSONL records, an .arrow file or a datasets folder; repeat for several, read in order", 1},
         {"output", DF_OPT_STRING, &opt.output, "STORE", "token store to write (atomically)", 1},
         {"max-length", DF_OPT_INT, &opt.max_length, "N", "longest sample in tokens; longer records are bad (default 3072)", 0},
         {"on-bad-record", DF_OPT_STRING, &opt.on_bad_record, "skip|fail", "skip bad records and count them, or stop at the first (default skip)", 0},
         {"threads", DF_OPT_INT, &opt.threads, "N", "tokenizer threads (default: all cores)", 0},
     };
     const DfCommandSpec spec = {
-        "prepare", "tokenize JSONL records into a token store for training", NULL,
+        "prepare", "tokenize JSONL records or Arrow datasets into a token store for training", NULL,
         "Records: {\"prompt\": str, \"response\": str} (loss on the response tokens only), or\n"
-        "{\"input_ids\": [int, ...], \"loss_mask\": [0|1, ...]} (already tokenized, same length).\n"
+        "{\"input_ids\": [int, ...], \"loss_mask\": [0|1, ...]} (already tokenized, same length), or\n"
+        "{\"messages\": [{\"role\", \"content\"}, ...]} / ShareGPT {\"conversations\": [{\"from\", \"value\"}, ...]}\n"
+        "(rendered with the chat template of the tokenizer's tokenizer_config.json, Qwen3 or Llama-3;\n"
+        "loss on the assistant turns). Arrow inputs (an .arrow file, stream or file format, or a\n"
+        "Hugging Face datasets folder) hold the same shapes as columns: input_ids with loss_mask or\n"
+        "labels (-100 = no loss), messages, conversations, or prompt and response.\n"
         "Bad records (invalid JSON, missing or mistyped fields, ids outside the vocabulary, mask\n"
         "mismatches, empty samples, no loss tokens, longer than --max-length) are reported by file:line.",
         options, DF_COUNT(options)};
@@ -248,10 +352,16 @@ int df_cmd_prepare(int argc, char **argv) {
     PrepareContext ctx = {.opt = &opt, .bad = df_xcalloc(1, sizeof(BadLog), "bad-record log")};
     int rc = check_inputs(&opt, &ctx.stats.bytes_total, &err);
     DfTokenizer *tok = rc == 0 ? df_tokenizer_load(opt.tokenizer, &err) : NULL;
+    DfChatTemplate *chat = NULL;
     if (tok) {
         ctx.tok = tok;
         ctx.vocab_size = df_tokenizer_vocab_size(tok);
-        ctx.rules = (DfRecordRules){.tok = tok, .vocab_size = ctx.vocab_size, .max_length = opt.max_length};
+        DfError chat_err = {{0}};
+        chat = df_chat_template_load(opt.tokenizer, &chat_err); /* needed only by chat records */
+        ctx.chat = chat;
+        if (!chat) snprintf(ctx.chat_error, sizeof ctx.chat_error, "%s", chat_err.msg);
+        ctx.rules = (DfRecordRules){.tok = tok, .vocab_size = ctx.vocab_size, .max_length = opt.max_length,
+                                    .chat = chat, .chat_error = ctx.chat_error};
         ctx.start_s = df_now_seconds();
         rc = run_prepare(&ctx, &err);
         if (rc == 0) print_summary(&ctx, df_now_seconds() - ctx.start_s);
@@ -260,8 +370,9 @@ int df_cmd_prepare(int argc, char **argv) {
     }
     if (rc != 0) fprintf(stderr, "dflash prepare: %s\n", err.msg);
     if (tok) df_tokenizer_free(tok);
+    df_chat_template_free(chat);
     free(ctx.bad);
     int sig = df_stop_requested();
-    if (rc != 0 && sig) return 128 + sig; /* the shell convention for death by signal */
+    if (rc != 0 && sig) return 128 + sig; /* the shell's convention for death by a signal */
     return rc == 0 ? 0 : 1;
 }

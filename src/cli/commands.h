@@ -9,5 +9,7 @@ int df_cmd_inspect(int argc, char **argv);
 int df_cmd_forward(int argc, char **argv);
 int df_cmd_bench(int argc, char **argv);
 int df_cmd_train(int argc, char **argv);
+int df_cmd_generate(int argc, char **argv);
+int df_cmd_eval(int argc, char **argv);
 
 #endif

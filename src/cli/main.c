@@ -11,13 +11,15 @@ typedef struct Command {
 } Command;
 
 static const Command COMMANDS[] = {
-    /* one line per command, in the order --help lists them */
+    /* one line per command, in the order --help lists them: the workflow first */
     {"prepare", "tokenize JSONL records into a token store", df_cmd_prepare},
+    {"generate", "the target's responses to prompts, with a KV cache (resumable)", df_cmd_generate},
+    {"train", "train a drafter for a target (no arguments: the bundled default run)", df_cmd_train},
+    {"eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", df_cmd_eval},
+    {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", df_cmd_bench},
     {"tokenize", "encode JSONL text to token ids (or decode ids)", df_cmd_tokenize},
     {"inspect", "summarize a safetensors file or model directory", df_cmd_inspect},
     {"forward", "run the target on token ids, write tap features (and logits)", df_cmd_forward},
-    {"train", "train a drafter for a target (no arguments: the bundled default run)", df_cmd_train},
-    {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", df_cmd_bench},
     {NULL, NULL, NULL},
 };
 

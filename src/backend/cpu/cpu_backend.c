@@ -106,6 +106,8 @@ static const DfBackendOps CPU_OPS = {
     .block_attention = df_cpu_block_attention,
     .block_attention_backward = df_cpu_block_attention_backward,
     .lm_head_ce = df_cpu_lm_head_ce,
+    .kv_cache_write = df_cpu_kv_cache_write,
+    .kv_attention = df_cpu_kv_attention,
 };
 
 DfBackend *df_backend_cpu_create(DfError *err) {

@@ -40,4 +40,9 @@ void df_cpu_block_attention(DfBackend *be, const DfBlockAttnArgs *a);
 void df_cpu_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
 void df_cpu_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
 
+/* inference against KV caches (cpu_kv_cache_write.c, cpu_kv_attention.c) */
+void df_cpu_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
+void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
+                         const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+
 #endif

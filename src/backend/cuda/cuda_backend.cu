@@ -196,6 +196,8 @@ static const DfBackendOps CUDA_OPS = {
     .block_attention = nullptr,
     .block_attention_backward = nullptr,
     .lm_head_ce = nullptr,
+    .kv_cache_write = nullptr,
+    .kv_attention = nullptr,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {

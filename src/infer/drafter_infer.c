@@ -1,0 +1,221 @@
+#include "infer/drafter_infer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/target_decode.h"
+#include "model/rope.h"
+
+static DfBuffer param(const DfDrafterRunner *r, int index) {
+    const DfParamInfo *p = &r->layout.params[index];
+    return df_buffer_view(r->params, p->offset, p->count);
+}
+
+static void free_workspace(DfDrafterRunner *r) {
+    DfBuffer *bufs[] = {&r->ids, &r->feat, &r->x, &r->h, &r->q, &r->k, &r->v, &r->attn, &r->gate, &r->up};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(r->be, bufs[i]);
+    r->ws_rows = 0;
+}
+
+static int ensure_workspace(DfDrafterRunner *r, int rows, DfError *err) {
+    if (r->ws_rows >= rows) return 0;
+    int want = r->ws_rows ? r->ws_rows : 32;
+    while (want < rows) want *= 2;
+    free_workspace(r);
+    const DfDrafterConfig *c = &r->cfg;
+    size_t t = (size_t)want, hid = c->hidden_size, q = (size_t)c->num_heads * c->head_dim;
+    size_t kv = (size_t)c->num_kv_heads * c->head_dim, inter = c->intermediate_size;
+    struct {
+        DfBuffer *b;
+        DfBufKind kind;
+        size_t n;
+    } bufs[] = {
+        {&r->ids, DF_BUF_I32, t},        {&r->feat, DF_BUF_ACT, t * c->n_taps * hid}, {&r->x, DF_BUF_ACT, t * hid},
+        {&r->h, DF_BUF_ACT, t * hid},    {&r->q, DF_BUF_ACT, t * q},                  {&r->k, DF_BUF_ACT, t * kv},
+        {&r->v, DF_BUF_ACT, t * kv},     {&r->attn, DF_BUF_ACT, t * q},               {&r->gate, DF_BUF_ACT, t * inter},
+        {&r->up, DF_BUF_ACT, t * inter},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (df_buffer_alloc(r->be, bufs[i].b, bufs[i].kind, bufs[i].n, err)) {
+            free_workspace(r);
+            return df_context(err, "drafter workspace for %d rows", want);
+        }
+    r->ws_rows = want;
+    return 0;
+}
+
+/* Logits for one block only (a context append of a long prompt needs none). */
+static int ensure_logits(DfDrafterRunner *r, int rows, DfError *err) {
+    size_t need = (size_t)rows * r->cfg.vocab_size;
+    if (r->logits.count >= need) return 0;
+    df_buffer_free(r->be, &r->logits);
+    free(r->host_logits);
+    r->host_logits = NULL;
+    if (df_buffer_alloc(r->be, &r->logits, DF_BUF_ACT, need, err)) return df_context(err, "drafter logits");
+    r->host_logits = df_xmalloc(need * sizeof *r->host_logits, "drafter logits");
+    return 0;
+}
+
+int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, const float *params,
+                           DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err) {
+    memset(r, 0, sizeof *r);
+    size_t vh = (size_t)cfg->vocab_size * cfg->hidden_size;
+    if (embed.count < vh || lm_head.count < vh)
+        return df_fail(err, "drafter: the target's embedding/lm head hold fewer than %d x %d values", cfg->vocab_size,
+                       cfg->hidden_size);
+    r->cfg = *cfg;
+    r->be = be;
+    r->embed = embed;
+    r->lm_head = lm_head;
+    df_drafter_layout_build(&r->layout, cfg);
+    size_t half = (size_t)cfg->head_dim / 2, n_rope = (size_t)slot_capacity * half;
+    float *cs = df_xmalloc(n_rope * sizeof *cs, "rope cos"), *sn = df_xmalloc(n_rope * sizeof *sn, "rope sin");
+    df_rope_tables(&cfg->rope, cfg->head_dim, slot_capacity, cs, sn);
+    int rc = df_buffer_alloc(be, &r->params, DF_BUF_ACT, r->layout.total, err) ||
+             be->ops->upload_f32(be, r->params, params, err) ||
+             df_buffer_alloc(be, &r->rope_cos, DF_BUF_F32, n_rope, err) || be->ops->upload_f32(be, r->rope_cos, cs, err) ||
+             df_buffer_alloc(be, &r->rope_sin, DF_BUF_F32, n_rope, err) || be->ops->upload_f32(be, r->rope_sin, sn, err) ||
+             df_kv_cache_init(&r->ctx, be, cfg->num_layers, n_slots, slot_capacity, cfg->num_kv_heads * cfg->head_dim,
+                              err);
+    free(cs);
+    free(sn);
+    if (rc) {
+        df_drafter_runner_free(r);
+        return -1;
+    }
+    return 0;
+}
+
+void df_drafter_runner_free(DfDrafterRunner *r) {
+    if (!r->be) return;
+    free_workspace(r);
+    df_buffer_free(r->be, &r->logits);
+    free(r->host_logits);
+    df_kv_cache_free(&r->ctx, r->be);
+    df_buffer_free(r->be, &r->params);
+    df_buffer_free(r->be, &r->rope_cos);
+    df_buffer_free(r->be, &r->rope_sin);
+    df_drafter_layout_free(&r->layout);
+    memset(r, 0, sizeof *r);
+}
+
+/* A one-sequence step layout over slot: n new rows after its cached ones. */
+static int one_seq_batch(DfDrafterRunner *r, DfKvBatch *kb, int slot, int n, DfError *err) {
+    if (slot < 0 || slot >= r->ctx.n_slots) return df_fail(err, "drafter: slot %d outside 0..%d", slot, r->ctx.n_slots - 1);
+    int32_t s = slot, len = r->ctx.lens[slot], starts[2] = {0, n};
+    return df_kv_batch_init(kb, r->be, 1, &s, &len, starts, r->ctx.n_slots, r->ctx.capacity, err);
+}
+
+/* k_norm(k_proj(in)) with rope, and v_proj(in), into the cache rows of kb. */
+static void write_kv(DfDrafterRunner *r, int layer, DfBuffer in, const DfKvBatch *kb) {
+    const DfDrafterConfig *c = &r->cfg;
+    const DfDrafterLayerIndex *li = &r->layout.layers[layer];
+    int t = kb->n_rows, hid = c->hidden_size, nkv = c->num_kv_heads, hd = c->head_dim;
+    DfBuffer k = df_buffer_view(r->k, 0, (size_t)t * nkv * hd), v = df_buffer_view(r->v, 0, (size_t)t * nkv * hd);
+    df_op_linear(r->be, k, in, param(r, li->k_proj), t, nkv * hd, hid, 0);
+    df_op_linear(r->be, v, in, param(r, li->v_proj), t, nkv * hd, hid, 0);
+    df_op_rmsnorm(r->be, k, k, param(r, li->k_norm), t * nkv, hd, (float)c->rms_norm_eps);
+    df_op_rope(r->be, k, kb->positions, r->rope_cos, r->rope_sin, t, nkv, hd);
+    df_op_kv_cache_write(r->be, r->ctx.k[layer], k, kb, nkv * hd);
+    df_op_kv_cache_write(r->be, r->ctx.v[layer], v, kb, nkv * hd);
+}
+
+int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *features, int n, DfError *err) {
+    if (n <= 0) return 0;
+    const DfDrafterConfig *c = &r->cfg;
+    int hid = c->hidden_size, nf = c->n_taps * hid;
+    DfKvBatch kb;
+    if (ensure_workspace(r, n, err) || one_seq_batch(r, &kb, slot, n, err)) return df_context(err, "drafter context");
+    int rc = -1;
+    DfBuffer feat = df_buffer_view(r->feat, 0, (size_t)n * nf), ctx = df_buffer_view(r->x, 0, (size_t)n * hid);
+    if (r->be->ops->upload_f32(r->be, feat, features, err)) goto done;
+    df_op_linear(r->be, ctx, feat, param(r, r->layout.fc), n, hid, nf, 0);
+    df_op_rmsnorm(r->be, ctx, ctx, param(r, r->layout.hidden_norm), n, hid, (float)c->rms_norm_eps);
+    for (int l = 0; l < c->num_layers; l++) write_kv(r, l, ctx, &kb);
+    if (r->be->ops->sync(r->be, err)) goto done;
+    r->ctx.lens[slot] += n;
+    rc = 0;
+done:
+    df_kv_batch_free(&kb, r->be);
+    return rc;
+}
+
+static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb) {
+    const DfDrafterConfig *c = &r->cfg;
+    const DfDrafterLayerIndex *li = &r->layout.layers[layer];
+    DfBackend *be = r->be;
+    int t = kb->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    int inter = c->intermediate_size;
+    float eps = (float)c->rms_norm_eps;
+    DfBuffer x = df_buffer_view(r->x, 0, (size_t)t * hid), h = df_buffer_view(r->h, 0, (size_t)t * hid);
+    DfBuffer q = df_buffer_view(r->q, 0, (size_t)t * nh * hd), attn = df_buffer_view(r->attn, 0, (size_t)t * nh * hd);
+    DfBuffer gate = df_buffer_view(r->gate, 0, (size_t)t * inter), up = df_buffer_view(r->up, 0, (size_t)t * inter);
+
+    df_op_rmsnorm(be, h, x, param(r, li->input_layernorm), t, hid, eps);
+    df_op_linear(be, q, h, param(r, li->q_proj), t, nh * hd, hid, 0);
+    df_op_rmsnorm(be, q, q, param(r, li->q_norm), t * nh, hd, eps);
+    df_op_rope(be, q, kb->positions, r->rope_cos, r->rope_sin, t, nh, hd);
+    write_kv(r, layer, h, kb);
+    df_op_kv_attention(be, attn, q, r->ctx.k[layer], r->ctx.v[layer], kb, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0);
+    df_op_linear(be, x, attn, param(r, li->o_proj), t, hid, nh * hd, 1);
+
+    df_op_rmsnorm(be, h, x, param(r, li->post_attention_layernorm), t, hid, eps);
+    df_op_linear(be, gate, h, param(r, li->gate_proj), t, inter, hid, 0);
+    df_op_linear(be, up, h, param(r, li->up_proj), t, inter, hid, 0);
+    df_op_swiglu(be, gate, gate, up);
+    df_op_linear(be, x, gate, param(r, li->down_proj), t, hid, inter, 1);
+}
+
+int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int block_size, int32_t *argmax,
+                       DfError *err) {
+    const DfDrafterConfig *c = &r->cfg;
+    int hid = c->hidden_size, b = block_size, vocab = c->vocab_size;
+    for (int i = 0; i < b; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return df_fail(err, "drafter: block token %d is outside the vocabulary [0, %d)", (int)ids[i], vocab);
+    DfKvBatch kb;
+    if (ensure_workspace(r, b, err) || ensure_logits(r, b, err) || one_seq_batch(r, &kb, slot, b, err))
+        return df_context(err, "drafter block");
+    int rc = -1;
+    DfBuffer x = df_buffer_view(r->x, 0, (size_t)b * hid), h = df_buffer_view(r->h, 0, (size_t)b * hid);
+    DfBuffer logits = df_buffer_view(r->logits, 0, (size_t)b * vocab);
+    if (r->be->ops->upload_i32(r->be, df_buffer_view(r->ids, 0, (size_t)b), ids, err)) goto done;
+    df_op_embedding(r->be, x, r->embed, df_buffer_view(r->ids, 0, (size_t)b), b, hid);
+    for (int l = 0; l < c->num_layers; l++) block_layer(r, l, &kb);
+    df_op_rmsnorm(r->be, h, x, param(r, r->layout.norm), b, hid, (float)c->rms_norm_eps);
+    df_op_linear(r->be, logits, h, r->lm_head, b, vocab, hid, 0);
+    if (r->be->ops->sync(r->be, err) || r->be->ops->download_f32(r->be, r->host_logits, logits, err)) goto done;
+    for (int k = 0; k < b; k++) argmax[k] = df_argmax_f32(r->host_logits + (size_t)k * vocab, vocab);
+    rc = 0; /* the slot's length is unchanged: the block rows are scratch */
+done:
+    df_kv_batch_free(&kb, r->be);
+    return rc;
+}
+
+int df_drafter_fit_target(DfDrafterConfig *c, const DfModelConfig *t, int tokenizer_vocab, const char *dir,
+                          DfError *err) {
+#define SAME(field, tfield)                                                                                         \
+    if (c->field != t->tfield)                                                                                      \
+        return df_fail(err, "%s: %s is %d, the target's is %d", dir, #field, (int)c->field, (int)t->tfield);
+    SAME(hidden_size, hidden_size)
+    SAME(num_heads, num_heads)
+    SAME(num_kv_heads, num_kv_heads)
+    SAME(head_dim, head_dim)
+    SAME(vocab_size, vocab_size)
+#undef SAME
+    for (int i = 0; i < c->n_taps; i++)
+        if (c->target_layer_ids[i] < 0 || c->target_layer_ids[i] >= t->num_layers)
+            return df_fail(err, "%s: target layer %d is outside the target's %d layers", dir, c->target_layer_ids[i],
+                           t->num_layers);
+    if (c->mask_token_id < 0) {
+        if (tokenizer_vocab >= t->vocab_size)
+            return df_fail(err, "%s: no mask_token_id in config.json, and the target's embedding (%d rows) has no row "
+                           "past the tokenizer's %d ids", dir, t->vocab_size, tokenizer_vocab);
+        c->mask_token_id = tokenizer_vocab;
+    }
+    if (c->mask_token_id >= t->vocab_size)
+        return df_fail(err, "%s: mask token %d is outside the target's embedding (%d rows)", dir, c->mask_token_id,
+                       t->vocab_size);
+    return 0;
+}

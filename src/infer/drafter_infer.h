@@ -1,0 +1,59 @@
+/* The DFlash drafter's inference forward (spec sections 3 and 6): no
+ * backward, one sequence's block at a time against cached context K/V.
+ *
+ * The context of a sequence is the target's tap features of its committed
+ * positions. Each layer's keys/values of a context row depend only on that
+ * row (k = k_norm(k_proj(hidden_norm(fc(F)))) at its position, v likewise),
+ * so they are computed once when the row is committed and kept in a KV cache
+ * slot. A proposal runs the B block tokens [last committed, MASK, ...] at
+ * positions start .. start+B-1 (start = context rows cached): their K/V are
+ * written past the context rows without growing the slot, and every block
+ * row attends to all context rows and all block rows (bidirectional). */
+#ifndef DF_INFER_DRAFTER_INFER_H
+#define DF_INFER_DRAFTER_INFER_H
+
+#include <stdint.h>
+
+#include "infer/kv_cache.h"
+#include "model/drafter_config.h"
+#include "model/drafter_layout.h"
+
+typedef struct DfDrafterRunner {
+    DfDrafterConfig cfg;
+    DfDrafterLayout layout;
+    DfBackend *be;
+    DfBuffer params;           /* ACT [layout.total] */
+    DfBuffer embed, lm_head;   /* the target's [V, H], not owned */
+    DfKvCache ctx;             /* context K/V per layer */
+    int ws_rows;
+    DfBuffer ids, feat, x, h, q, k, v, attn, gate, up, logits;
+    DfBuffer rope_cos, rope_sin; /* F32 [ctx.capacity, head_dim/2] */
+    float *host_logits;        /* [block_size, V]: the logits of the last proposal */
+} DfDrafterRunner;
+
+/* params: host fp32 in the layout df_drafter_layout_build gives for cfg.
+ * embed / lm_head: the target's (vocab_size rows of hidden_size).
+ * slot_capacity: context rows + one block per slot. */
+int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, const float *params,
+                           DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err);
+void df_drafter_runner_free(DfDrafterRunner *r);
+
+/* Appends n committed context rows (features [n, n_taps * H], host fp32) to
+ * slot, at positions continuing from its length. */
+int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *features, int n, DfError *err);
+
+/* One block of block_size tokens (ids[0] the last committed token, the rest
+ * the mask token) at positions len .. len+block_size-1 of slot; argmax[k]
+ * receives the drafter's prediction at block position k (1.. are the draft). */
+int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int block_size, int32_t *argmax,
+                       DfError *err);
+
+/* A drafter directory's config against the target it will serve: equal
+ * hidden size, heads, kv heads, head_dim and vocabulary, and taps inside the
+ * target's layers. A mask token id of -1 (not in config.json) becomes the
+ * first id past the tokenizer's vocabulary (tokenizer_vocab) that the
+ * embedding still has a row for (spec section 7). */
+int df_drafter_fit_target(DfDrafterConfig *cfg, const DfModelConfig *target, int tokenizer_vocab, const char *dir,
+                          DfError *err);
+
+#endif

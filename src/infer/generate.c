@@ -1,0 +1,214 @@
+#include "infer/generate.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/sampling.h"
+
+static char *read_small_file(const char *path, DfError *err) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    DfByteBuf b = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) df_bytebuf_append(&b, chunk, n);
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        df_bytebuf_free(&b);
+        df_fail_errno(err, "reading %s", path);
+        return NULL;
+    }
+    if (!b.data) df_bytebuf_append(&b, "", 0);
+    return b.data;
+}
+
+int df_generation_eos_ids(const char *target_dir, const DfModelConfig *cfg, int32_t *eos, int *n_eos, DfError *err) {
+    *n_eos = cfg->n_eos;
+    for (int i = 0; i < cfg->n_eos; i++) eos[i] = cfg->eos_token_ids[i];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/generation_config.json", target_dir);
+    DfError read_err = {{0}};
+    char *text = read_small_file(path, &read_err);
+    if (!text) return read_err.msg[0] ? df_fail(err, "%s", read_err.msg) : 0; /* no such file: config.json's */
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root) return df_fail(err, "%s: not valid JSON", path);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+    int rc = 0, n = 0;
+    int32_t ids[DF_MAX_EOS];
+    if (e && !cJSON_IsNull(e)) {
+        const cJSON *item = cJSON_IsArray(e) ? e->child : e;
+        for (; item; item = cJSON_IsArray(e) ? item->next : NULL) {
+            if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble != (double)(int)item->valuedouble ||
+                item->valuedouble >= cfg->vocab_size) {
+                rc = df_fail(err, "%s: eos_token_id must be token ids in [0, %d)", path, cfg->vocab_size);
+                break;
+            }
+            if (n == DF_MAX_EOS) {
+                rc = df_fail(err, "%s: eos_token_id lists more than %d ids", path, DF_MAX_EOS);
+                break;
+            }
+            ids[n++] = (int32_t)item->valuedouble;
+        }
+        if (rc == 0 && n > 0) {
+            memcpy(eos, ids, (size_t)n * sizeof *ids);
+            *n_eos = n;
+        }
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int df_is_eos(const DfGenerateOptions *opt, int32_t id) {
+    for (int i = 0; i < opt->n_eos; i++)
+        if (opt->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+/* One cache slot of the stream: the record it serves, if any. */
+typedef struct Slot {
+    int record;    /* -1: free */
+    int prefilled; /* its prompt has run */
+    DfI32Vec prompt, out;
+    DfRng rng;
+} Slot;
+
+typedef struct Stream {
+    DfTargetDecoder *d;
+    const DfGenerateOptions *opt;
+    Slot *slots;
+    int n_slots;
+    int32_t *step_slots, *starts, *slot_of_row;
+    DfI32Vec ids;
+    float *logits; /* [n_slots, V] */
+    DfSampler sampler;
+} Stream;
+
+/* Gives free slots the next records; returns -1 on a source error. */
+static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource source, void *ctx, DfError *err) {
+    for (int s = 0; s < st->n_slots && *next < n_records; s++) {
+        Slot *sl = &st->slots[s];
+        if (sl->record >= 0) continue;
+        sl->prompt.len = 0;
+        sl->out.len = 0;
+        if (source(ctx, *next, &sl->prompt, err)) return -1;
+        if (sl->prompt.len == 0) return df_fail(err, "generate: record %d has an empty prompt", *next + 1);
+        if ((long)sl->prompt.len + st->opt->max_new_tokens > st->d->cache.capacity)
+            return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
+                           *next + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
+        sl->record = (*next)++;
+        sl->prefilled = 0;
+        sl->rng = df_sampler_rng(st->opt->seed, st->opt->record_offset + (uint64_t)sl->record);
+        st->d->cache.lens[s] = 0;
+    }
+    return 0;
+}
+
+/* Packs one step: a whole prompt for a new record, else its last token. */
+static int build_step(Stream *st) {
+    int rows = 0;
+    st->ids.len = 0;
+    st->starts[0] = 0;
+    for (int s = 0; s < st->n_slots; s++) {
+        Slot *sl = &st->slots[s];
+        if (sl->record < 0) continue;
+        if (sl->prefilled) {
+            df_i32vec_push(&st->ids, sl->out.data[sl->out.len - 1]);
+        } else {
+            for (size_t i = 0; i < sl->prompt.len; i++) df_i32vec_push(&st->ids, sl->prompt.data[i]);
+            sl->prefilled = 1;
+        }
+        st->step_slots[rows] = s;
+        st->slot_of_row[rows] = s;
+        st->starts[++rows] = (int32_t)st->ids.len;
+    }
+    return rows;
+}
+
+/* Takes the sampled token of a slot; returns 1 when its record is finished
+ * (an EOS, not kept, or the length limit). */
+static int take_token(Stream *st, Slot *sl, int32_t tok) {
+    if (df_is_eos(st->opt, tok)) return 1;
+    df_i32vec_push(&sl->out, tok);
+    return (int)sl->out.len >= st->opt->max_new_tokens;
+}
+
+int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source, DfGenerateSink sink, void *ctx,
+                       const DfGenerateOptions *opt, int *steps, DfError *err) {
+    Stream st = {0};
+    st.d = d;
+    st.opt = opt;
+    st.n_slots = d->cache.n_slots;
+    st.slots = df_xcalloc((size_t)st.n_slots, sizeof *st.slots, "generate slots");
+    for (int s = 0; s < st.n_slots; s++) st.slots[s].record = -1;
+    st.step_slots = df_xmalloc((size_t)st.n_slots * sizeof *st.step_slots, "generate step");
+    st.slot_of_row = df_xmalloc((size_t)st.n_slots * sizeof *st.slot_of_row, "generate step");
+    st.starts = df_xmalloc((size_t)(st.n_slots + 1) * sizeof *st.starts, "generate step");
+    int vocab = d->model->cfg.vocab_size;
+    st.logits = df_xmalloc((size_t)st.n_slots * vocab * sizeof *st.logits, "generate logits");
+    df_sampler_init(&st.sampler, vocab, opt->temperature, opt->top_p);
+    int rc = -1, next = 0, n_steps = 0;
+    if (opt->max_new_tokens <= 0) {
+        df_fail(err, "generate: max_new_tokens is %d", opt->max_new_tokens);
+        goto done;
+    }
+    for (;;) {
+        if (fill_slots(&st, n_records, &next, source, ctx, err)) goto done;
+        int rows = build_step(&st);
+        if (rows == 0) break;
+        DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits, NULL, NULL};
+        if (df_target_decode(d, &step, err)) goto done;
+        n_steps++;
+        for (int r = 0; r < rows; r++) {
+            Slot *sl = &st.slots[st.slot_of_row[r]];
+            int32_t tok = df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
+            if (!take_token(&st, sl, tok)) continue;
+            if (sink(ctx, sl->record, &sl->out, err)) goto done;
+            sl->record = -1;
+        }
+    }
+    rc = 0;
+done:
+    if (steps) *steps = n_steps;
+    for (int s = 0; s < st.n_slots; s++) df_i32vec_free(&st.slots[s].prompt), df_i32vec_free(&st.slots[s].out);
+    free(st.slots);
+    free(st.step_slots);
+    free(st.slot_of_row);
+    free(st.starts);
+    df_i32vec_free(&st.ids);
+    free(st.logits);
+    df_sampler_free(&st.sampler);
+    return rc;
+}
+
+/* df_generate_batch over the stream: prompts from arrays, outputs into them. */
+typedef struct ArrayIo {
+    const int32_t *const *prompts;
+    const int *lens;
+    DfI32Vec *outputs;
+} ArrayIo;
+
+static int array_source(void *ctx, int index, DfI32Vec *ids, DfError *err) {
+    const ArrayIo *io = ctx;
+    (void)err;
+    for (int i = 0; i < io->lens[index]; i++) df_i32vec_push(ids, io->prompts[index][i]);
+    return 0;
+}
+
+static int array_sink(void *ctx, int index, const DfI32Vec *out, DfError *err) {
+    ArrayIo *io = ctx;
+    (void)err;
+    io->outputs[index].len = 0;
+    for (size_t i = 0; i < out->len; i++) df_i32vec_push(&io->outputs[index], out->data[i]);
+    return 0;
+}
+
+int df_generate_batch(DfTargetDecoder *d, int n, const int32_t *const *prompts, const int *prompt_lens,
+                      const DfGenerateOptions *opt, DfI32Vec *outputs, int *steps, DfError *err) {
+    ArrayIo io = {prompts, prompt_lens, outputs};
+    for (int i = 0; i < n; i++) outputs[i].len = 0;
+    return df_generate_stream(d, n, array_source, array_sink, &io, opt, steps, err);
+}

@@ -1,0 +1,97 @@
+#include "infer/speculative.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int stop_token(const DfSpecOptions *opt, int32_t id) {
+    for (int i = 0; i < opt->n_eos; i++)
+        if (opt->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+/* Commits one generated token; returns 1 when generation ends (an EOS,
+ * which is not kept, or the length limit reached). */
+static int commit(const DfSpecOptions *opt, DfSpecResult *res, int32_t tok) {
+    if (stop_token(opt, tok)) return 1;
+    df_i32vec_push(&res->tokens, tok);
+    return (int)res->tokens.len >= opt->max_new_tokens;
+}
+
+static int check_setup(const DfTargetDecoder *t, const DfDrafterRunner *d, int slot, int n_prompt,
+                       const DfSpecOptions *opt, DfError *err) {
+    if (opt->block_size < 2) return df_fail(err, "speculative decoding: block size %d (at least 2)", opt->block_size);
+    if (n_prompt <= 0) return df_fail(err, "speculative decoding: empty prompt");
+    if (t->n_taps != d->cfg.n_taps || memcmp(t->taps, d->cfg.target_layer_ids, (size_t)t->n_taps * sizeof(int)))
+        return df_fail(err, "speculative decoding: the target decoder does not tap the drafter's target_layer_ids");
+    long need = (long)n_prompt + opt->max_new_tokens + opt->block_size;
+    if (slot < 0 || slot >= t->cache.n_slots || slot >= d->ctx.n_slots || need > t->cache.capacity ||
+        need > d->ctx.capacity)
+        return df_fail(err, "speculative decoding: slot %d cannot hold %ld tokens", slot, need);
+    return 0;
+}
+
+int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, int slot, const int32_t *prompt,
+                            int n_prompt, const DfSpecOptions *opt, DfSpecResult *res, DfError *err) {
+    res->tokens.len = 0;
+    res->accepted.len = 0;
+    res->target_passes = 0;
+    if (check_setup(target, drafter, slot, n_prompt, opt, err)) return -1;
+    if (opt->max_new_tokens <= 0) return 0;
+    int b = opt->block_size, nf = target->n_taps * target->model->cfg.hidden_size;
+    size_t feat_rows = (size_t)(n_prompt > b ? n_prompt : b);
+    float *features = df_xmalloc(feat_rows * nf * sizeof *features, "speculative features");
+    int32_t *block = df_xmalloc((size_t)b * sizeof *block, "block"), *draft = df_xmalloc((size_t)b * sizeof *draft, "draft");
+    int32_t *verify = df_xmalloc((size_t)b * sizeof *verify, "verify");
+    int32_t s = slot, tok, rc = -1;
+    target->cache.lens[slot] = 0;
+    drafter->ctx.lens[slot] = 0;
+
+    /* prefill: the first token, and the prompt's features as the context */
+    int32_t starts[2] = {0, n_prompt};
+    DfDecodeStep pre = {1, &s, prompt, starts, DF_LOGITS_LAST, NULL, &tok, features};
+    if (df_target_decode(target, &pre, err) || df_drafter_append_context(drafter, slot, features, n_prompt, err))
+        goto done;
+    res->target_passes = 1;
+    int finished = commit(opt, res, tok);
+    while (!finished) {
+        int start = target->cache.lens[slot];
+        block[0] = tok;
+        for (int k = 1; k < b; k++) block[k] = drafter->cfg.mask_token_id;
+        if (df_drafter_propose(drafter, slot, block, b, draft, err)) goto done;
+        for (int k = 1; k < b; k++) block[k] = draft[k];
+        if (opt->hook) opt->hook(opt->hook_ctx, (int)res->tokens.len, block, b);
+        int32_t bs[2] = {0, b};
+        DfDecodeStep step = {1, &s, block, bs, DF_LOGITS_ALL, NULL, verify, features};
+        if (df_target_decode(target, &step, err)) goto done;
+        res->target_passes++;
+        int n = 0;
+        while (n < b - 1 && block[n + 1] == verify[n]) n++;
+        df_i32vec_push(&res->accepted, n);
+        for (int k = 1; k <= n && !finished; k++) finished = commit(opt, res, block[k]);
+        tok = verify[n];
+        if (!finished) finished = commit(opt, res, tok);
+        if (finished) break;
+        /* keep t and the n accepted drafts; the bonus is the next block's first token */
+        df_kv_cache_truncate(&target->cache, slot, start + n + 1);
+        if (df_drafter_append_context(drafter, slot, features, n + 1, err)) goto done;
+    }
+    rc = 0;
+done:
+    free(features);
+    free(block);
+    free(draft);
+    free(verify);
+    return rc;
+}
+
+void df_spec_result_free(DfSpecResult *res) {
+    df_i32vec_free(&res->tokens);
+    df_i32vec_free(&res->accepted);
+}
+
+double df_spec_tau(const DfSpecResult *res) {
+    if (!res->accepted.len) return 0;
+    double sum = 0;
+    for (size_t i = 0; i < res->accepted.len; i++) sum += res->accepted.data[i] + 1;
+    return sum / (double)res->accepted.len;
+}

@@ -1,0 +1,233 @@
+/* The target decoder layer of target_forward.c, rewritten over the KV-cache
+ * ops: the new rows' keys/values go into the cache first, then the new
+ * queries attend to everything their slot holds. */
+#include "infer/target_decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/rope.h"
+
+static void free_workspace(DfTargetDecoder *d) {
+    DfBackend *be = d->model->be;
+    DfBuffer *bufs[] = {&d->ids, &d->x, &d->h, &d->q, &d->k, &d->v, &d->attn, &d->gate, &d->up, &d->last,
+                        &d->features};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
+    d->ws_rows = 0;
+}
+
+/* Activations for `rows` new tokens (grown by doubling). */
+static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
+    if (d->ws_rows >= rows) return 0;
+    int want = d->ws_rows ? d->ws_rows : 16;
+    while (want < rows) want *= 2;
+    free_workspace(d);
+    const DfModelConfig *c = &d->model->cfg;
+    size_t t = (size_t)want, hid = c->hidden_size, q = (size_t)c->num_heads * c->head_dim;
+    size_t kv = (size_t)c->num_kv_heads * c->head_dim, inter = c->intermediate_size;
+    struct {
+        DfBuffer *b;
+        DfBufKind kind;
+        size_t n;
+    } bufs[] = {
+        {&d->ids, DF_BUF_I32, t},          {&d->x, DF_BUF_ACT, t * hid},      {&d->h, DF_BUF_ACT, t * hid},
+        {&d->q, DF_BUF_ACT, t * q},        {&d->k, DF_BUF_ACT, t * kv},       {&d->v, DF_BUF_ACT, t * kv},
+        {&d->attn, DF_BUF_ACT, t * q},     {&d->gate, DF_BUF_ACT, t * inter}, {&d->up, DF_BUF_ACT, t * inter},
+        {&d->last, DF_BUF_ACT, t * hid},
+        {&d->features, DF_BUF_ACT, t * (size_t)(d->n_taps ? d->n_taps : 1) * hid},
+    };
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (df_buffer_alloc(d->model->be, bufs[i].b, bufs[i].kind, bufs[i].n, err)) {
+            free_workspace(d);
+            return df_context(err, "target decoder workspace for %d tokens", want);
+        }
+    d->ws_rows = want;
+    return 0;
+}
+
+/* Logits rows are sized apart from the other activations: a prefill of many
+ * prompt tokens needs one logits row per sequence, not per token. */
+static int ensure_logits(DfTargetDecoder *d, int rows, DfError *err) {
+    size_t need = (size_t)rows * d->model->cfg.vocab_size;
+    if (d->logits.count >= need) return 0;
+    df_buffer_free(d->model->be, &d->logits);
+    if (df_buffer_alloc(d->model->be, &d->logits, DF_BUF_ACT, need, err))
+        return df_context(err, "target decoder logits for %d rows", rows);
+    return 0;
+}
+
+static int build_rope_tables(DfTargetDecoder *d, int n_pos, DfError *err) {
+    const DfModelConfig *c = &d->model->cfg;
+    DfBackend *be = d->model->be;
+    size_t n = (size_t)n_pos * (c->head_dim / 2);
+    float *cs = df_xmalloc(n * sizeof *cs, "rope cos"), *sn = df_xmalloc(n * sizeof *sn, "rope sin");
+    df_rope_tables(&c->rope, c->head_dim, n_pos, cs, sn);
+    int rc = df_buffer_alloc(be, &d->rope_cos, DF_BUF_F32, n, err) || be->ops->upload_f32(be, d->rope_cos, cs, err) ||
+             df_buffer_alloc(be, &d->rope_sin, DF_BUF_F32, n, err) || be->ops->upload_f32(be, d->rope_sin, sn, err);
+    free(cs);
+    free(sn);
+    return rc ? -1 : 0;
+}
+
+int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, int slot_capacity, const int *taps,
+                           int n_taps, DfError *err) {
+    memset(d, 0, sizeof *d);
+    const DfModelConfig *c = &m->cfg;
+    if (!m->has_head || m->n_layers_loaded != c->num_layers)
+        return df_fail(err, "target decoder: the model must be loaded with all %d layers and the lm head",
+                       c->num_layers);
+    if (n_taps < 0 || n_taps > DF_MAX_TAPS) return df_fail(err, "target decoder: %d taps (at most %d)", n_taps, DF_MAX_TAPS);
+    for (int i = 0; i < n_taps; i++)
+        if (taps[i] < 0 || taps[i] >= c->num_layers)
+            return df_fail(err, "target decoder: tap layer %d outside 0..%d", taps[i], c->num_layers - 1);
+    d->model = m;
+    d->n_taps = n_taps;
+    if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
+    if (df_kv_cache_init(&d->cache, m->be, c->num_layers, n_slots, slot_capacity, c->num_kv_heads * c->head_dim, err) ||
+        build_rope_tables(d, slot_capacity, err)) {
+        df_target_decoder_free(d);
+        return -1;
+    }
+    return 0;
+}
+
+void df_target_decoder_free(DfTargetDecoder *d) {
+    if (!d->model) return;
+    free_workspace(d);
+    df_buffer_free(d->model->be, &d->logits);
+    df_kv_cache_free(&d->cache, d->model->be);
+    df_buffer_free(d->model->be, &d->rope_cos);
+    df_buffer_free(d->model->be, &d->rope_sin);
+    free(d->host_logits);
+    memset(d, 0, sizeof *d);
+}
+
+int32_t df_argmax_f32(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
+    DfTargetModel *m = d->model;
+    const DfTargetLayer *l = &m->layers[layer];
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    int t = kb->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    int inter = c->intermediate_size;
+    float eps = (float)c->rms_norm_eps;
+    DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid), h = df_buffer_view(d->h, 0, (size_t)t * hid);
+    DfBuffer q = df_buffer_view(d->q, 0, (size_t)t * nh * hd), attn = df_buffer_view(d->attn, 0, (size_t)t * nh * hd);
+    DfBuffer k = df_buffer_view(d->k, 0, (size_t)t * nkv * hd), v = df_buffer_view(d->v, 0, (size_t)t * nkv * hd);
+    DfBuffer gate = df_buffer_view(d->gate, 0, (size_t)t * inter), up = df_buffer_view(d->up, 0, (size_t)t * inter);
+
+    df_op_rmsnorm(be, h, x, l->input_norm, t, hid, eps);
+    df_op_linear(be, q, h, l->q_proj, t, nh * hd, hid, 0);
+    df_op_linear(be, k, h, l->k_proj, t, nkv * hd, hid, 0);
+    df_op_linear(be, v, h, l->v_proj, t, nkv * hd, hid, 0);
+    if (c->has_qk_norm) {
+        df_op_rmsnorm(be, q, q, l->q_norm, t * nh, hd, eps);
+        df_op_rmsnorm(be, k, k, l->k_norm, t * nkv, hd, eps);
+    }
+    df_op_rope(be, q, kb->positions, d->rope_cos, d->rope_sin, t, nh, hd);
+    df_op_rope(be, k, kb->positions, d->rope_cos, d->rope_sin, t, nkv, hd);
+    df_op_kv_cache_write(be, d->cache.k[layer], k, kb, nkv * hd);
+    df_op_kv_cache_write(be, d->cache.v[layer], v, kb, nkv * hd);
+    df_op_kv_attention(be, attn, q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd, 1.0f / sqrtf((float)hd), 1);
+    df_op_linear(be, x, attn, l->o_proj, t, hid, nh * hd, 1);
+
+    df_op_rmsnorm(be, h, x, l->post_norm, t, hid, eps);
+    df_op_linear(be, gate, h, l->gate_proj, t, inter, hid, 0);
+    df_op_linear(be, up, h, l->up_proj, t, inter, hid, 0);
+    df_op_swiglu(be, gate, gate, up);
+    df_op_linear(be, x, gate, l->down_proj, t, hid, inter, 1);
+}
+
+/* Final norm and lm head over the rows asked for. */
+static void run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which) {
+    DfTargetModel *m = d->model;
+    DfBackend *be = m->be;
+    int hid = m->cfg.hidden_size, rows = kb->n_rows;
+    DfBuffer src = d->x;
+    if (which == DF_LOGITS_LAST) {
+        rows = kb->n_seqs;
+        for (int i = 0; i < kb->n_seqs; i++)
+            df_op_copy2d(be, df_buffer_view(d->last, (size_t)i * hid, hid), hid,
+                         df_buffer_view(d->x, (size_t)(kb->host_row_starts[i + 1] - 1) * hid, hid), hid, 1, hid);
+        src = d->last;
+    }
+    DfBuffer h = df_buffer_view(d->h, 0, (size_t)rows * hid);
+    df_op_rmsnorm(be, h, df_buffer_view(src, 0, (size_t)rows * hid), m->final_norm, rows, hid,
+                  (float)m->cfg.rms_norm_eps);
+    df_op_linear(be, df_buffer_view(d->logits, 0, (size_t)rows * m->cfg.vocab_size), h, m->lm_head, rows,
+                 m->cfg.vocab_size, hid, 0);
+}
+
+static int fetch_outputs(DfTargetDecoder *d, const DfDecodeStep *step, int n_rows, int logit_rows, DfError *err) {
+    DfBackend *be = d->model->be;
+    int vocab = d->model->cfg.vocab_size;
+    size_t nf = (size_t)n_rows * d->n_taps * d->model->cfg.hidden_size;
+    if (step->features && d->n_taps && be->ops->download_f32(be, step->features, df_buffer_view(d->features, 0, nf), err))
+        return -1;
+    if (!logit_rows || (!step->logits && !step->argmax)) return 0;
+    size_t nl = (size_t)logit_rows * vocab;
+    float *logits = step->logits;
+    if (!logits) {
+        if (d->host_logits_cap < nl) {
+            free(d->host_logits);
+            d->host_logits = df_xmalloc(nl * sizeof *d->host_logits, "host logits");
+            d->host_logits_cap = nl;
+        }
+        logits = d->host_logits;
+    }
+    if (be->ops->download_f32(be, logits, df_buffer_view(d->logits, 0, nl), err)) return -1;
+    if (step->argmax)
+        for (int r = 0; r < logit_rows; r++) step->argmax[r] = df_argmax_f32(logits + (size_t)r * vocab, vocab);
+    return 0;
+}
+
+int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err) {
+    DfTargetModel *m = d->model;
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    int n_seqs = step->n_seqs;
+    if (n_seqs <= 0) return df_fail(err, "target decode: no sequences");
+    int t = step->row_starts[n_seqs], hid = c->hidden_size;
+    for (int i = 0; i < t; i++)
+        if (step->ids[i] < 0 || step->ids[i] >= c->vocab_size)
+            return df_fail(err, "target decode: token id %d (new token %d) is outside the vocabulary [0, %d)",
+                           (int)step->ids[i], i, c->vocab_size);
+    for (int i = 0; i < n_seqs; i++)
+        if (step->slots[i] < 0 || step->slots[i] >= d->cache.n_slots)
+            return df_fail(err, "target decode: slot %d outside 0..%d", (int)step->slots[i], d->cache.n_slots - 1);
+    int32_t *lens = df_xmalloc((size_t)n_seqs * sizeof *lens, "cache lengths");
+    for (int i = 0; i < n_seqs; i++) lens[i] = d->cache.lens[step->slots[i]];
+    DfKvBatch kb;
+    int rc = df_kv_batch_init(&kb, be, n_seqs, step->slots, lens, step->row_starts, d->cache.n_slots,
+                              d->cache.capacity, err);
+    free(lens);
+    if (rc) return df_context(err, "target decode");
+    rc = -1;
+    int logit_rows = step->logits_rows == DF_LOGITS_ALL ? t : step->logits_rows == DF_LOGITS_LAST ? n_seqs : 0;
+    if (ensure_workspace(d, t, err) || (logit_rows && ensure_logits(d, logit_rows, err)) ||
+        be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
+        goto done;
+    DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
+    df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
+    for (int l = 0; l < c->num_layers; l++) {
+        decoder_layer(d, l, &kb);
+        for (int j = 0; j < d->n_taps && step->features; j++)
+            if (d->taps[j] == l)
+                df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
+                             d->n_taps * hid, x, hid, t, hid);
+    }
+    if (logit_rows) run_head(d, &kb, step->logits_rows);
+    if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) goto done;
+    for (int i = 0; i < n_seqs; i++) d->cache.lens[step->slots[i]] += step->row_starts[i + 1] - step->row_starts[i];
+    rc = 0;
+done:
+    df_kv_batch_free(&kb, be);
+    return rc;
+}

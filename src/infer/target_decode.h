@@ -1,0 +1,59 @@
+/* Incremental target inference: prefill and decode steps for a batch of
+ * independent sequences, each in its own KV cache slot with its own length.
+ * A step runs the new tokens of some sequences (a whole prompt, one token,
+ * or a speculative block) at positions continuing from their cache lengths,
+ * attending to the cached keys and causally among themselves, appends their
+ * K/V to the cache, and returns logits (every new row or each sequence's
+ * last), their argmax, and the tap features of the new rows (the outputs of
+ * decoder layers `taps`, transformers' hidden_states[l + 1]). */
+#ifndef DF_INFER_TARGET_DECODE_H
+#define DF_INFER_TARGET_DECODE_H
+
+#include <stdint.h>
+
+#include "infer/kv_cache.h"
+#include "model/drafter_config.h"
+#include "model/target.h"
+
+typedef enum DfLogitsRows {
+    DF_LOGITS_NONE, /* only the cache (and features) */
+    DF_LOGITS_LAST, /* one row per sequence: its last new token */
+    DF_LOGITS_ALL,  /* one row per new token */
+} DfLogitsRows;
+
+typedef struct DfTargetDecoder {
+    DfTargetModel *model; /* not owned; all layers and the head loaded */
+    DfKvCache cache;
+    int n_taps;
+    int taps[DF_MAX_TAPS];
+    int ws_rows; /* rows the workspace holds */
+    DfBuffer ids, x, h, q, k, v, attn, gate, up, last, logits, features;
+    DfBuffer rope_cos, rope_sin; /* F32 [cache.capacity, head_dim/2] */
+    float *host_logits;          /* scratch when argmax is asked without logits */
+    size_t host_logits_cap;
+} DfTargetDecoder;
+
+/* n_slots sequences of up to slot_capacity tokens each (prompt + generated
+ * + one speculative block); taps may be empty (n_taps = 0). */
+int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, int slot_capacity, const int *taps,
+                           int n_taps, DfError *err);
+void df_target_decoder_free(DfTargetDecoder *d);
+
+typedef struct DfDecodeStep {
+    int n_seqs;
+    const int32_t *slots;      /* [n_seqs], distinct */
+    const int32_t *ids;        /* [row_starts[n_seqs]] new tokens, packed */
+    const int32_t *row_starts; /* [n_seqs + 1] */
+    DfLogitsRows logits_rows;
+    float *logits;    /* host [rows, V] or NULL; rows = new tokens (ALL) or n_seqs (LAST) */
+    int32_t *argmax;  /* host [rows] or NULL: first maximum of each logits row */
+    float *features;  /* host [new tokens, n_taps * H] or NULL */
+} DfDecodeStep;
+
+/* Runs one step; the cache length of each slot grows by its new tokens. */
+int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err);
+
+/* Index of the first maximum of x[0..n-1] (torch.argmax's choice on ties). */
+int32_t df_argmax_f32(const float *x, int n);
+
+#endif

@@ -1,0 +1,94 @@
+"""Reference chat renderings for tests/test_chat_template.c.
+
+For every conversation in tests/fixtures/chat/conversations.json and each of the
+Qwen3 and Llama-3 tokenizers (tokenizer.json + tokenizer_config.json under
+tests/.cache/tokenizers/), writes tests/fixtures/chat/<family>.json with
+
+  text: tokenizer.apply_chat_template(messages, tokenize=False)
+  ids:  tokenizer.encode(text, add_special_tokens=False)
+  mask: the assistant-only loss mask (DFLASH.md section 5), derived here from
+        the rendered text: each assistant turn's span runs from the end of its
+        role header to the end of the end-of-turn token that closes it; a token
+        gets 1 when its first byte lies inside such a span.
+
+The token byte offsets are computed from the tokens themselves (byte-level
+pieces mapped back to bytes, added tokens as their text), not from the
+tokenizer's offset mapping, and are checked to add up to the (normalized) text.
+
+usage: python3 chat_ref.py TOKENIZERS_DIR CONVERSATIONS_JSON OUT_DIR
+"""
+import json
+import re
+import sys
+import unicodedata
+
+from transformers import AutoTokenizer
+
+HEADERS = {
+    "qwen3": (re.compile(r"<\|im_start\|>([^\n]*)\n"), "<|im_end|>"),
+    "llama3": (re.compile(r"<\|start_header_id\|>(.*?)<\|end_header_id\|>\n\n"), "<|eot_id|>"),
+}
+
+
+def byte_decoder():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def token_bytes(tok, ids, decoder):
+    added = {i: t.content for i, t in tok.added_tokens_decoder.items()}
+    out = []
+    for i, piece in zip(ids, tok.convert_ids_to_tokens(ids)):
+        out.append(added[i].encode() if i in added else bytes(decoder[c] for c in piece))
+    return out
+
+
+def assistant_spans(family, text):
+    header, end_token = HEADERS[family]
+    spans = []
+    for m in header.finditer(text):
+        end = text.find(end_token, m.end())
+        assert end >= 0, "unterminated turn"
+        if m.group(1) == "assistant":
+            spans.append((m.end(), end + len(end_token)))
+    return spans
+
+
+def main():
+    tok_dir, conv_path, out_dir = sys.argv[1:4]
+    conversations = json.load(open(conv_path, encoding="utf-8"))["conversations"]
+    decoder = byte_decoder()
+    for family in ("qwen3", "llama3"):
+        tok = AutoTokenizer.from_pretrained(f"{tok_dir}/{family}")
+        nfc = family == "qwen3"  # the Qwen3 tokenizer.json normalizer is NFC; Llama-3 has none
+        norm = (lambda s: unicodedata.normalize("NFC", s)) if nfc else (lambda s: s)
+        results = []
+        for conv in conversations:
+            text = tok.apply_chat_template(conv, tokenize=False)
+            ids = tok.encode(text, add_special_tokens=False)
+            direct = tok.apply_chat_template(conv, tokenize=True)
+            if not isinstance(direct, list):  # newer transformers return a BatchEncoding
+                direct = direct["input_ids"]
+            assert ids == list(direct), "tokenize=True differs"
+            pieces = token_bytes(tok, ids, decoder)
+            assert b"".join(pieces) == norm(text).encode(), "token bytes do not add up to the text"
+            spans = [(len(norm(text[:a]).encode()), len(norm(text[:b]).encode())) for a, b in assistant_spans(family, text)]
+            mask, at = [], 0
+            for p in pieces:
+                mask.append(int(any(a <= at < b for a, b in spans)))
+                at += len(p)
+            results.append({"text": text, "ids": ids, "mask": mask})
+        with open(f"{out_dir}/{family}.json", "w", encoding="utf-8") as f:
+            json.dump({"family": family, "results": results}, f, ensure_ascii=False, separators=(",", ":"))
+        print(family, len(results), "conversations")
+
+
+if __name__ == "__main__":
+    main()

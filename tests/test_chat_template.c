@@ -1,0 +1,123 @@
+/* Chat templates against transformers (tests/ref/chat_ref.py): for ~30
+ * conversations and the real Qwen3 and Llama-3 tokenizers, the rendered text
+ * and the token ids equal apply_chat_template's, and the assistant-only loss
+ * mask equals the one derived in Python from the rendered text's spans.
+ * Other templates are refused with an error naming tokenizer_config.json. */
+#include "test_util.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mapped_file.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+static cJSON *load_json(const char *rel) {
+    DfError err = {{0}};
+    size_t size;
+    char *text = df_read_text_file(df_test_path(rel), &size, &err);
+    if (!text) fail_msg("%s", err.msg);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    return j;
+}
+
+/* The messages of one conversation ([{"role", "content"}, ...]). */
+static int to_messages(const cJSON *conv, DfChatMessage *out, int cap) {
+    int n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, conv) {
+        assert_true(n < cap);
+        const char *role = cJSON_GetObjectItem(m, "role")->valuestring;
+        const char *content = cJSON_GetObjectItem(m, "content")->valuestring;
+        int r = df_chat_role_parse(role, strlen(role));
+        assert_true(r >= 0);
+        out[n++] = (DfChatMessage){(DfChatRole)r, content, strlen(content)};
+    }
+    return n;
+}
+
+static void check_family(const char *family) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "tests/.cache/tokenizers/%s", family);
+    DfError err = {{0}};
+    DfTokenizer *tok = df_tokenizer_load(df_test_path(rel), &err);
+    if (!tok) fail_msg("%s", err.msg);
+    DfChatTemplate *t = df_chat_template_load(df_test_path(rel), &err);
+    if (!t) fail_msg("%s", err.msg);
+    assert_string_equal(df_chat_family_name(df_chat_template_family(t)), family);
+    cJSON *convs = load_json("tests/fixtures/chat/conversations.json");
+    snprintf(rel, sizeof rel, "tests/fixtures/chat/%s.json", family);
+    cJSON *ref = load_json(rel);
+    const cJSON *results = cJSON_GetObjectItem(ref, "results");
+    const cJSON *conv = cJSON_GetObjectItem(convs, "conversations")->child;
+    int c = 0, masked = 0;
+    for (const cJSON *want = results->child; want; want = want->next, conv = conv->next, c++) {
+        assert_non_null(conv);
+        DfChatMessage msgs[16];
+        int n = to_messages(conv, msgs, 16);
+        DfByteBuf text = {0};
+        assert_int_equal(df_chat_render(t, msgs, n, &text, NULL, &err), 0);
+        const char *want_text = cJSON_GetObjectItem(want, "text")->valuestring;
+        if (strcmp(text.data, want_text) != 0)
+            fail_msg("%s conversation %d: rendered\n%s\nwant\n%s", family, c, text.data, want_text);
+        DfI32Vec ids = {0};
+        DfByteBuf mask = {0};
+        if (df_chat_tokenize(t, tok, msgs, n, &ids, &mask, &err) != 0) fail_msg("%s", err.msg);
+        const cJSON *want_ids = cJSON_GetObjectItem(want, "ids"), *want_mask = cJSON_GetObjectItem(want, "mask");
+        assert_int_equal(ids.len, cJSON_GetArraySize(want_ids));
+        assert_int_equal(mask.len, ids.len);
+        size_t k = 0;
+        for (const cJSON *a = want_ids->child, *b = want_mask->child; a; a = a->next, b = b->next, k++) {
+            if (ids.data[k] != a->valueint) fail_msg("%s conversation %d: id %zu is %d, want %d", family, c, k, ids.data[k], a->valueint);
+            if (mask.data[k] != b->valueint)
+                fail_msg("%s conversation %d: mask %zu is %d, want %d", family, c, k, mask.data[k], b->valueint);
+            masked += mask.data[k];
+        }
+        df_i32vec_free(&ids);
+        df_bytebuf_free(&mask);
+        df_bytebuf_free(&text);
+    }
+    assert_true(c >= 30);
+    assert_true(masked > 100);
+    cJSON_Delete(ref);
+    cJSON_Delete(convs);
+    df_chat_template_free(t);
+    df_tokenizer_free(tok);
+}
+
+static void test_qwen3(void **state) { (void)state; check_family("qwen3"); }
+static void test_llama3(void **state) { (void)state; check_family("llama3"); }
+
+static void test_refuses_other_templates(void **state) {
+    (void)state;
+    char *dir = df_test_tmpdir("chat_template");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    const char *configs[] = {
+        "{\"chat_template\": \"{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}\"}",
+        "{\"bos_token\": \"<s>\", \"chat_template\": \"{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}\"}",
+        "{\"eos_token\": \"x\"}",
+        "not json",
+    };
+    for (int i = 0; i < 4; i++) {
+        df_test_write_file(path, configs[i]);
+        DfError err = {{0}};
+        assert_null(df_chat_template_load(dir, &err));
+        if (!strstr(err.msg, "tokenizer_config.json")) fail_msg("the error does not name the file: %s", err.msg);
+    }
+    df_test_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_refuses_other_templates),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,197 @@
+/* The KV-cache ops of the CPU backend against naive double-precision
+ * references: kv_cache_write puts each new row at (slot, cache_len + j), and
+ * kv_attention (causal, and bidirectional among the new rows as in a DFlash
+ * block) over several sequences with different cache lengths, GQA, and more
+ * new rows than one query tile. Also: causal kv_attention of a whole prompt
+ * on an empty cache equals the packed attention op. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+
+#include "backend/backend.h"
+
+enum { HEADS = 4, KV_HEADS = 2, HD = 8, KVD = KV_HEADS * HD, QD = HEADS * HD, N_SLOTS = 4, CAP = 160 };
+
+typedef struct Case {
+    int n_seqs;
+    int32_t slots[3], lens[3], starts[4];
+} Case;
+
+static DfBuffer upload(DfBackend *be, const float *x, size_t n) {
+    DfError err;
+    DfBuffer b;
+    if (df_buffer_alloc(be, &b, DF_BUF_ACT, n, &err) || be->ops->upload_f32(be, b, x, &err)) fail_msg("%s", err.msg);
+    return b;
+}
+
+static float *download(DfBackend *be, DfBuffer b) {
+    DfError err;
+    float *x = malloc(b.count * sizeof *x);
+    if (be->ops->sync(be, &err) || be->ops->download_f32(be, x, b, &err)) fail_msg("%s", err.msg);
+    return x;
+}
+
+/* Reference output of new row j of sequence s: softmax over the visible
+ * cache rows (after the write) of scale * q.k, times v, in double. */
+static void reference(const Case *c, const float *q, const float *kc, const float *vc, int causal, double *out) {
+    double scale = 1.0 / sqrt((double)HD);
+    for (int s = 0; s < c->n_seqs; s++) {
+        int n = c->starts[s + 1] - c->starts[s];
+        for (int j = 0; j < n; j++)
+            for (int h = 0; h < HEADS; h++) {
+                int visible = causal ? c->lens[s] + j + 1 : c->lens[s] + n, g = h / (HEADS / KV_HEADS);
+                const float *qr = q + (size_t)(c->starts[s] + j) * QD + h * HD;
+                double *sc = malloc((size_t)visible * sizeof *sc), mx = -INFINITY, sum = 0;
+                for (int r = 0; r < visible; r++) {
+                    const float *kr = kc + ((size_t)c->slots[s] * CAP + r) * KVD + g * HD;
+                    double d = 0;
+                    for (int i = 0; i < HD; i++) d += (double)qr[i] * kr[i];
+                    sc[r] = d * scale;
+                    mx = sc[r] > mx ? sc[r] : mx;
+                }
+                for (int r = 0; r < visible; r++) sum += (sc[r] = exp(sc[r] - mx));
+                double *o = out + (size_t)(c->starts[s] + j) * QD + h * HD;
+                for (int i = 0; i < HD; i++) {
+                    double acc = 0;
+                    for (int r = 0; r < visible; r++)
+                        acc += sc[r] / sum * vc[((size_t)c->slots[s] * CAP + r) * KVD + g * HD + i];
+                    o[i] = acc;
+                }
+                free(sc);
+            }
+    }
+}
+
+static void run_case(const Case *c, int causal) {
+    DfError err;
+    DfBackend *be = df_backend_cpu_create(&err);
+    int t = c->starts[c->n_seqs];
+    size_t cache_n = (size_t)N_SLOTS * CAP * KVD;
+    float *kc = malloc(cache_n * sizeof *kc), *vc = malloc(cache_n * sizeof *vc);
+    float *q = malloc((size_t)t * QD * sizeof *q), *kn = malloc((size_t)t * KVD * sizeof *kn);
+    float *vn = malloc((size_t)t * KVD * sizeof *vn);
+    df_test_fill_random(kc, cache_n, 1, 1.0f);
+    df_test_fill_random(vc, cache_n, 2, 1.0f);
+    df_test_fill_random(q, (size_t)t * QD, 3, 2.0f);
+    df_test_fill_random(kn, (size_t)t * KVD, 4, 1.0f);
+    df_test_fill_random(vn, (size_t)t * KVD, 5, 1.0f);
+    DfBuffer bk = upload(be, kc, cache_n), bv = upload(be, vc, cache_n), bq = upload(be, q, (size_t)t * QD);
+    DfBuffer bkn = upload(be, kn, (size_t)t * KVD), bvn = upload(be, vn, (size_t)t * KVD), bo;
+    if (df_buffer_alloc(be, &bo, DF_BUF_ACT, (size_t)t * QD, &err)) fail_msg("%s", err.msg);
+    DfKvBatch kb;
+    if (df_kv_batch_init(&kb, be, c->n_seqs, c->slots, c->lens, c->starts, N_SLOTS, CAP, &err)) fail_msg("%s", err.msg);
+    df_op_kv_cache_write(be, bk, bkn, &kb, KVD);
+    df_op_kv_cache_write(be, bv, bvn, &kb, KVD);
+    df_op_kv_attention(be, bo, bq, bk, bv, &kb, HEADS, KV_HEADS, HD, 1.0f / sqrtf((float)HD), causal);
+    /* the naive write on the host copies, and the positions */
+    int32_t pos[512];
+    for (int s = 0; s < c->n_seqs; s++)
+        for (int j = 0; j < c->starts[s + 1] - c->starts[s]; j++) {
+            size_t row = (size_t)c->slots[s] * CAP + c->lens[s] + j;
+            memcpy(kc + row * KVD, kn + (size_t)(c->starts[s] + j) * KVD, KVD * sizeof *kc);
+            memcpy(vc + row * KVD, vn + (size_t)(c->starts[s] + j) * KVD, KVD * sizeof *vc);
+            pos[c->starts[s] + j] = c->lens[s] + j;
+        }
+    float *gk = download(be, bk), *gv = download(be, bv), *go = download(be, bo);
+    assert_memory_equal(gk, kc, cache_n * sizeof *kc); /* rows outside the new ones untouched too */
+    assert_memory_equal(gv, vc, cache_n * sizeof *vc);
+    int32_t *gpos = kb.positions.ptr;
+    assert_memory_equal(gpos, pos, (size_t)t * sizeof *pos);
+    double *ref = malloc((size_t)t * QD * sizeof *ref);
+    reference(c, q, kc, vc, causal, ref);
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)t * QD; i++) worst = fmax(worst, fabs(go[i] - ref[i]));
+    if (worst > 1e-5) fail_msg("kv_attention (causal %d): max error %.3g", causal, worst);
+    df_kv_batch_free(&kb, be);
+    DfBuffer *bufs[] = {&bk, &bv, &bq, &bkn, &bvn, &bo};
+    for (int i = 0; i < 6; i++) df_buffer_free(be, bufs[i]);
+    free(kc), free(vc), free(q), free(kn), free(vn), free(gk), free(gv), free(go), free(ref);
+    df_backend_destroy(be);
+}
+
+/* decode-like (one row each), a block of 8, a long chunk crossing tiles */
+static const Case CASES[] = {
+    {3, {2, 0, 3}, {17, 0, 40}, {0, 1, 2, 3}},
+    {2, {1, 3}, {5, 33}, {0, 8, 16}},
+    {3, {0, 2, 1}, {0, 9, 80}, {0, 70, 75, 150}},
+};
+
+static void test_kv_attention_causal(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i], 1);
+}
+
+static void test_kv_attention_block(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i], 0);
+}
+
+static void test_bad_layouts_refused(void **state) {
+    (void)state;
+    DfError err;
+    DfBackend *be = df_backend_cpu_create(&err);
+    DfKvBatch kb;
+    int32_t slots[2] = {0, 0}, lens[2] = {0, 0}, starts[3] = {0, 2, 4};
+    assert_int_equal(df_kv_batch_init(&kb, be, 2, slots, lens, starts, N_SLOTS, CAP, &err), -1); /* shared slot */
+    slots[1] = 1;
+    lens[1] = CAP - 1;
+    assert_int_equal(df_kv_batch_init(&kb, be, 2, slots, lens, starts, N_SLOTS, CAP, &err), -1); /* overflow */
+    lens[1] = 0;
+    starts[1] = 0;
+    assert_int_equal(df_kv_batch_init(&kb, be, 2, slots, lens, starts, N_SLOTS, CAP, &err), -1); /* empty sequence */
+    starts[1] = 2;
+    slots[1] = N_SLOTS;
+    assert_int_equal(df_kv_batch_init(&kb, be, 2, slots, lens, starts, N_SLOTS, CAP, &err), -1); /* slot range */
+    df_backend_destroy(be);
+}
+
+/* A prompt on an empty cache: the same as the packed causal attention. */
+static void test_prefill_equals_packed_attention(void **state) {
+    (void)state;
+    DfError err;
+    DfBackend *be = df_backend_cpu_create(&err);
+    int32_t seq_starts[3] = {0, 37, 137}, slots[2] = {1, 0}, lens[2] = {0, 0};
+    int t = 137;
+    float *q = malloc((size_t)t * QD * sizeof *q), *k = malloc((size_t)t * KVD * sizeof *k);
+    float *v = malloc((size_t)t * KVD * sizeof *v);
+    df_test_fill_random(q, (size_t)t * QD, 11, 2.0f);
+    df_test_fill_random(k, (size_t)t * KVD, 12, 1.0f);
+    df_test_fill_random(v, (size_t)t * KVD, 13, 1.0f);
+    DfBuffer bq = upload(be, q, (size_t)t * QD), bk = upload(be, k, (size_t)t * KVD), bv = upload(be, v, (size_t)t * KVD);
+    DfBuffer o1, o2, kc, vc, no_lse = {0};
+    no_lse.kind = DF_BUF_F32;
+    assert_int_equal(df_buffer_alloc(be, &o1, DF_BUF_ACT, (size_t)t * QD, &err), 0);
+    assert_int_equal(df_buffer_alloc(be, &o2, DF_BUF_ACT, (size_t)t * QD, &err), 0);
+    assert_int_equal(df_buffer_alloc(be, &kc, DF_BUF_ACT, (size_t)N_SLOTS * CAP * KVD, &err), 0);
+    assert_int_equal(df_buffer_alloc(be, &vc, DF_BUF_ACT, (size_t)N_SLOTS * CAP * KVD, &err), 0);
+    DfPackedBatch pb;
+    DfKvBatch kb;
+    if (df_packed_batch_init(&pb, be, seq_starts, 2, &err) ||
+        df_kv_batch_init(&kb, be, 2, slots, lens, seq_starts, N_SLOTS, CAP, &err))
+        fail_msg("%s", err.msg);
+    float scale = 1.0f / sqrtf((float)HD);
+    df_op_attention(be, o1, no_lse, bq, bk, bv, &pb, HEADS, KV_HEADS, HD, scale);
+    df_op_kv_cache_write(be, kc, bk, &kb, KVD);
+    df_op_kv_cache_write(be, vc, bv, &kb, KVD);
+    df_op_kv_attention(be, o2, bq, kc, vc, &kb, HEADS, KV_HEADS, HD, scale, 1);
+    float *a = download(be, o1), *b = download(be, o2);
+    assert_true(df_rel_error(b, a, (size_t)t * QD) < 1e-6);
+    free(a), free(b), free(q), free(k), free(v);
+    df_packed_batch_free(&pb, be);
+    df_kv_batch_free(&kb, be);
+    DfBuffer *bufs[] = {&bq, &bk, &bv, &o1, &o2, &kc, &vc};
+    for (int i = 0; i < 7; i++) df_buffer_free(be, bufs[i]);
+    df_backend_destroy(be);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv_attention_causal),
+        cmocka_unit_test(test_kv_attention_block),
+        cmocka_unit_test(test_bad_layouts_refused),
+        cmocka_unit_test(test_prefill_equals_packed_attention),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
