@@ -71,8 +71,8 @@ demo:
 # dflash in place of ./dflash (tests find files through DFLASH_SOURCE_DIR).
 # DFLASH_SANITIZE_RUN=1 tells the tests which are too slow there.
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	LSAN_OPTIONS=suppressions=$(CURDIR)/scripts/lsan.supp DFLASH_SANITIZE_RUN=1
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_WAIT_POLICY=passive \
+	DFLASH_SANITIZE_RUN=1
 test-sanitize:
 	CFLAGS="-O1 -g" $(MAKE) BUILD=build-asan NVCC= SANITIZE="$(ASAN_FLAGS)" build-asan/dflash \
 		$(TEST_BIN:$(BUILD)/%=build-asan/%)

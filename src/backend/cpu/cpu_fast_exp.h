@@ -28,10 +28,13 @@ static inline float df_fast_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     float e = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* NaN in, NaN out (a non-finite training step must show as one), without
+     * converting a NaN to an integer, which is undefined */
+    int nan_in = x != x;
+    uint32_t bits = (uint32_t)((int32_t)(nan_in ? 0.0f : n) + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return e * scale;
+    return nan_in ? x : e * scale;
 }
 
 #endif
