@@ -613,10 +613,7 @@ static void test_prepare_record(void **state) {
 }
 
 int main(void) {
-    /* under the sanitizers (make test-sanitize) the training processes run
-     * 5-10 times slower: the kill test (20 launches) is left to make test */
-    int sanitized = getenv("DFLASH_SANITIZE_RUN") != NULL;
-    const struct CMUnitTest all[] = {
+    const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_malformed_token_stores),
         cmocka_unit_test(test_malformed_tokenizers),
         cmocka_unit_test(test_fuzz_regressions),
@@ -629,10 +626,5 @@ int main(void) {
         cmocka_unit_test(test_sigterm_during_prepare_leaves_no_store),
         cmocka_unit_test(test_sigkill_and_resume_is_identical),
     };
-    size_t n = sizeof all / sizeof *all;
-    if (sanitized) {
-        fprintf(stderr, "test_reliability: under the sanitizers, the SIGKILL test is skipped (too slow)\n");
-        n--;
-    }
-    return _cmocka_run_group_tests("test_reliability", all, n, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -206,7 +206,7 @@ static int make_drafter_config(Trainer *t, DfError *err) {
 }
 
 /* Bytes of memory this process may still use: MemAvailable, and the
- * address-space and data limits (SIZE_MAX when nothing is known). */
+ * address-space and data limits (1e300 when nothing is known). */
 static double memory_available(void) {
     double avail = 1e300;
     FILE *fp = fopen("/proc/meminfo", "r");
