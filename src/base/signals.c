@@ -8,9 +8,20 @@
  * See signals.h for why this is the one global. */
 static volatile sig_atomic_t g_stop_signal = 0;
 
+static void say(const char *msg) {
+    ssize_t ignored = write(STDERR_FILENO, msg, strlen(msg));
+    (void)ignored;
+}
+
+/* Only async-signal-safe calls here: write, _exit. */
 static void on_stop_signal(int sig) {
-    if (g_stop_signal != 0) _exit(128 + sig); /* second signal: leave now (async-signal-safe) */
+    if (g_stop_signal != 0) {
+        say("dflash: second signal: exiting now\n");
+        _exit(128 + sig);
+    }
     g_stop_signal = sig;
+    say(sig == SIGINT ? "\ndflash: SIGINT: stopping cleanly (send it again to exit at once)\n"
+                      : "\ndflash: SIGTERM: stopping cleanly (send it again to exit at once)\n");
 }
 
 int df_stop_signals_install(DfError *err) {

@@ -1,8 +1,8 @@
 /* Graceful stop of long commands (dflash train, dflash prepare) on SIGINT and
  * SIGTERM.
  *
- * df_stop_signals_install() sets a handler that only records the signal in a
- * flag; the command polls df_stop_requested() at safe points (between
+ * df_stop_signals_install() sets a handler that records the signal in a
+ * flag (and says so on stderr); the command polls df_stop_requested() at safe points (between
  * training steps, between chunks of records) and winds down cleanly: the
  * trainer finishes the step and writes a checkpoint, prepare drops its
  * temporary store. A second signal while the first is pending ends the
