@@ -209,6 +209,15 @@ static char *checkpoint_params(const char *path, size_t *n) {
     return copy;
 }
 
+/* No file of the directory is a leftover temporary ("NAME.tmp.PID"). */
+static void assert_no_temporaries(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp.")) fail_msg("%s: temporary file %s left behind", dir, e->d_name);
+    closedir(d);
+}
+
 /* ------------------------------------------------------------ kill -9 */
 
 static double now_ms(void) {
@@ -259,6 +268,7 @@ static void test_sigkill_and_resume_is_identical(void **state) {
         finished = df_test_file_exists(final_path);
     }
     fprintf(stderr, "kill test: %d kills in %d launches\n", kills, launches);
+    assert_no_temporaries(ckpt); /* those of killed writers were removed */
     assert_int_equal(kills, KILLS);
     char ref[1024];
     path_in(f, "kill-reference/final/model.safetensors", ref, sizeof ref);
@@ -415,15 +425,6 @@ static void test_nonfinite_step_is_skipped(void **state) {
 }
 
 /* ------------------------------------------------------ resource errors */
-
-/* No file of the directory is a leftover temporary ("NAME.tmp.PID"). */
-static void assert_no_temporaries(const char *dir) {
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    for (struct dirent *e; (e = readdir(d));)
-        if (strstr(e->d_name, ".tmp.")) fail_msg("%s: temporary file %s left behind", dir, e->d_name);
-    closedir(d);
-}
 
 static void test_file_size_limit_keeps_previous_checkpoint(void **state) {
     Fixture *f = *state;

@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -9,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/atomic_file.h"
 #include "base/clock.h"
@@ -96,6 +99,28 @@ static int make_dir(const char *path, DfError *err) {
         return df_fail(err, "%s exists and is not a directory", path);
     }
     return df_fail_errno(err, "cannot create directory %s", path);
+}
+
+/* Removes the temporaries ("NAME.tmp.PID", base/atomic_file.h) that a
+ * killed run left in dir: a checkpoint's can be as large as a checkpoint,
+ * and a run that crashes now and then over days would fill the disk. Only
+ * those of processes that no longer exist go (another process may be
+ * writing its own). */
+static void remove_stale_temporaries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *tmp = strstr(e->d_name, ".tmp.");
+        if (!tmp || !tmp[5]) continue;
+        char *end;
+        long pid = strtol(tmp + 5, &end, 10);
+        if (*end || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer is alive (or not ours to judge) */
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) fprintf(stderr, "train: removed %s, left by an interrupted run\n", path);
+    }
+    closedir(d);
 }
 
 /* Absolute path when it resolves, else the path as given. */
@@ -712,6 +737,9 @@ static int setup(Trainer *t, DfError *err) {
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
     snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
     snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
+    remove_stale_temporaries(o->output_dir);
+    remove_stale_temporaries(t->ckpt_dir);
+    remove_stale_temporaries(t->final_dir);
     if (make_drafter_config(t, err) || check_memory(t, err)) return -1;
     read_poison_steps(t);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;

@@ -91,6 +91,9 @@ typedef struct DfTrainSummary {
  * finishes the step under way, writes a checkpoint, and returns 0 with
  * summary->stop_signal set (the caller installs the handler).
  *
+ * Crashes: at start, temporaries left in OUTPUT, checkpoints/ and final/ by
+ * killed runs (NAME.tmp.PID of a process that no longer exists) are removed.
+ *
  * Memory: before anything large is allocated, a lower bound of what the run
  * needs (the drafter's weights, gradients and AdamW moments, and the
  * activations of a batch of token_budget tokens) is compared with the
