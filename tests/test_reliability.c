@@ -593,6 +593,15 @@ static void test_fuzz_regressions(void **state) {
         DfError e2 = {{0}};
         DfTokenizer *t = df_tokenizer_load(path, &e2);
         assert_true(t != NULL || e2.msg[0] != '\0');
+        if (t) { /* as fuzz_tokenizer_json: encode and decode a text */
+            DfI32Vec ids = {0};
+            DfByteBuf back = {0};
+            const char *sample = "Hello  world 123\n<|endoftext|> caf\xc3\xa9";
+            if (df_tokenizer_encode(t, sample, strlen(sample), &ids, &e2) == 0)
+                df_tokenizer_decode(t, ids.data, ids.len, &back, &e2);
+            df_i32vec_free(&ids);
+            df_bytebuf_free(&back);
+        }
         df_tokenizer_free(t);
         n++;
     }

@@ -63,13 +63,15 @@ int32_t df_str_map_put(DfStrMap *m, const char *key, size_t len, int32_t value) 
         s->value = value;
         return prev;
     }
-    if (m->keys_len + len > m->keys_cap) {
+    /* allocated even for an empty first key, so that keys + key_off is never
+     * NULL + 0 (undefined; found by fuzzing tokenizer.json) */
+    if (!m->keys || m->keys_len + len > m->keys_cap) {
         size_t cap = m->keys_cap ? m->keys_cap : 4096;
         while (cap < m->keys_len + len) cap *= 2;
         m->keys = df_xrealloc(m->keys, cap, "string map keys");
         m->keys_cap = cap;
     }
-    if (len > 0) memcpy(m->keys + m->keys_len, key, len); /* an empty first key: keys may still be NULL */
+    memcpy(m->keys + m->keys_len, key, len);
     s->hash = h;
     s->key_off = (uint32_t)m->keys_len;
     s->key_len = (uint32_t)len;
