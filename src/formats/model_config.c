@@ -3,6 +3,8 @@
  * file and the field. */
 #include "formats/model_config.h"
 
+#include "formats/json_fields.h"
+
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <math.h>
@@ -28,93 +30,8 @@ static const struct {
 /* Transformers' default RoPE base for both families when the config gives none. */
 #define DF_DEFAULT_ROPE_THETA 10000.0
 
-typedef struct ConfigReader {
-    const char *path;
-    DfError *err;
-} ConfigReader;
-
-static const char *json_type_name(const cJSON *item) {
-    if (cJSON_IsNull(item)) return "null";
-    if (cJSON_IsBool(item)) return "a boolean";
-    if (cJSON_IsNumber(item)) return "a number";
-    if (cJSON_IsString(item)) return "a string";
-    if (cJSON_IsArray(item)) return "an array";
-    if (cJSON_IsObject(item)) return "an object";
-    return "invalid";
-}
-
-static int is_int_value(const cJSON *item) {
-    if (!cJSON_IsNumber(item)) return 0;
-    double d = item->valuedouble;
-    return isfinite(d) && d == floor(d) && d >= INT_MIN && d <= INT_MAX;
-}
-
-/* Absent or null fields are "missing": optional ones take their default. */
-static const cJSON *field(const cJSON *obj, const char *name) {
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return cJSON_IsNull(item) ? NULL : item;
-}
-
-/* scope: "" for the top level, else e.g. "rope_scaling." to name nested fields. */
-static int read_int(const ConfigReader *r, const cJSON *obj, const char *scope, const char *name, int required,
-                    int fallback, int *out) {
-    const cJSON *item = field(obj, name);
-    if (!item) {
-        if (required) return df_fail(r->err, "%s: field '%s%s' is missing", r->path, scope, name);
-        *out = fallback;
-        return 0;
-    }
-    if (cJSON_IsNumber(item) && !is_int_value(item))
-        return df_fail(r->err, "%s: field '%s%s' must be an integer, not %g", r->path, scope, name, item->valuedouble);
-    if (!is_int_value(item))
-        return df_fail(r->err, "%s: field '%s%s' must be an integer, not %s", r->path, scope, name,
-                       json_type_name(item));
-    *out = (int)item->valuedouble;
-    return 0;
-}
-
-static int read_double(const ConfigReader *r, const cJSON *obj, const char *scope, const char *name, int required,
-                       double fallback, double *out) {
-    const cJSON *item = field(obj, name);
-    if (!item) {
-        if (required) return df_fail(r->err, "%s: field '%s%s' is missing", r->path, scope, name);
-        *out = fallback;
-        return 0;
-    }
-    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
-        return df_fail(r->err, "%s: field '%s%s' must be a number, not %s", r->path, scope, name,
-                       json_type_name(item));
-    *out = item->valuedouble;
-    return 0;
-}
-
-static int read_bool(const ConfigReader *r, const cJSON *obj, const char *name, int fallback, int *out) {
-    const cJSON *item = field(obj, name);
-    if (!item) {
-        *out = fallback;
-        return 0;
-    }
-    if (!cJSON_IsBool(item))
-        return df_fail(r->err, "%s: field '%s' must be true or false, not %s", r->path, name, json_type_name(item));
-    *out = cJSON_IsTrue(item);
-    return 0;
-}
-
-/* NULL when absent; an error when present but not a string. */
-static int read_string(const ConfigReader *r, const cJSON *obj, const char *scope, const char *name,
-                       const char **out) {
-    const cJSON *item = field(obj, name);
-    *out = NULL;
-    if (!item) return 0;
-    if (!cJSON_IsString(item))
-        return df_fail(r->err, "%s: field '%s%s' must be a string, not %s", r->path, scope, name,
-                       json_type_name(item));
-    *out = item->valuestring;
-    return 0;
-}
-
-static int read_architecture(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
-    const cJSON *archs = field(root, "architectures");
+static int read_architecture(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
+    const cJSON *archs = df_json_field(root, "architectures");
     const char *name = NULL;
     if (archs) {
         if (!cJSON_IsArray(archs) || !cJSON_IsString(archs->child))
@@ -122,7 +39,7 @@ static int read_architecture(const ConfigReader *r, const cJSON *root, DfModelCo
         name = archs->child->valuestring;
     } else {
         const char *model_type;
-        if (read_string(r, root, "", "model_type", &model_type) != 0) return -1;
+        if (df_json_read_string(r, root, "", "model_type", &model_type) != 0) return -1;
         if (!model_type)
             return df_fail(r->err, "%s: neither 'architectures' nor 'model_type' is given (supported: %s)", r->path,
                            SUPPORTED_ARCHS);
@@ -142,26 +59,26 @@ static int read_architecture(const ConfigReader *r, const cJSON *root, DfModelCo
     return df_fail(r->err, "%s: architecture '%s' is not supported (supported: %s)", r->path, name, SUPPORTED_ARCHS);
 }
 
-static int read_sizes(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
-    if (read_int(r, root, "", "hidden_size", 1, 0, &cfg->hidden_size) != 0 ||
-        read_int(r, root, "", "intermediate_size", 1, 0, &cfg->intermediate_size) != 0 ||
-        read_int(r, root, "", "num_hidden_layers", 1, 0, &cfg->num_layers) != 0 ||
-        read_int(r, root, "", "num_attention_heads", 1, 0, &cfg->num_heads) != 0 ||
-        read_int(r, root, "", "vocab_size", 1, 0, &cfg->vocab_size) != 0 ||
-        read_int(r, root, "", "max_position_embeddings", 1, 0, &cfg->max_position_embeddings) != 0 ||
-        read_double(r, root, "", "rms_norm_eps", 1, 0, &cfg->rms_norm_eps) != 0)
+static int read_sizes(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
+    if (df_json_read_int(r, root, "", "hidden_size", 1, 0, &cfg->hidden_size) != 0 ||
+        df_json_read_int(r, root, "", "intermediate_size", 1, 0, &cfg->intermediate_size) != 0 ||
+        df_json_read_int(r, root, "", "num_hidden_layers", 1, 0, &cfg->num_layers) != 0 ||
+        df_json_read_int(r, root, "", "num_attention_heads", 1, 0, &cfg->num_heads) != 0 ||
+        df_json_read_int(r, root, "", "vocab_size", 1, 0, &cfg->vocab_size) != 0 ||
+        df_json_read_int(r, root, "", "max_position_embeddings", 1, 0, &cfg->max_position_embeddings) != 0 ||
+        df_json_read_double(r, root, "", "rms_norm_eps", 1, 0, &cfg->rms_norm_eps) != 0)
         return -1;
-    if (read_int(r, root, "", "num_key_value_heads", 0, cfg->num_heads, &cfg->num_kv_heads) != 0) return -1;
+    if (df_json_read_int(r, root, "", "num_key_value_heads", 0, cfg->num_heads, &cfg->num_kv_heads) != 0) return -1;
     int default_head_dim = cfg->num_heads > 0 ? cfg->hidden_size / cfg->num_heads : 0;
-    return read_int(r, root, "", "head_dim", 0, default_head_dim, &cfg->head_dim);
+    return df_json_read_int(r, root, "", "head_dim", 0, default_head_dim, &cfg->head_dim);
 }
 
-static int read_llama3_scaling(const ConfigReader *r, const cJSON *scaling, const char *scope, DfRopeConfig *rope) {
+static int read_llama3_scaling(const DfJsonReader *r, const cJSON *scaling, const char *scope, DfRopeConfig *rope) {
     rope->type = DF_ROPE_LLAMA3;
-    return read_double(r, scaling, scope, "factor", 1, 0, &rope->factor) != 0 ||
-                   read_double(r, scaling, scope, "low_freq_factor", 1, 0, &rope->low_freq_factor) != 0 ||
-                   read_double(r, scaling, scope, "high_freq_factor", 1, 0, &rope->high_freq_factor) != 0 ||
-                   read_int(r, scaling, scope, "original_max_position_embeddings", 1, 0,
+    return df_json_read_double(r, scaling, scope, "factor", 1, 0, &rope->factor) != 0 ||
+                   df_json_read_double(r, scaling, scope, "low_freq_factor", 1, 0, &rope->low_freq_factor) != 0 ||
+                   df_json_read_double(r, scaling, scope, "high_freq_factor", 1, 0, &rope->high_freq_factor) != 0 ||
+                   df_json_read_int(r, scaling, scope, "original_max_position_embeddings", 1, 0,
                             &rope->original_max_position_embeddings) != 0
                ? -1
                : 0;
@@ -169,40 +86,40 @@ static int read_llama3_scaling(const ConfigReader *r, const cJSON *scaling, cons
 
 /* RoPE base from "rope_parameters.rope_theta" or top-level "rope_theta";
  * scaling from "rope_scaling" (older spelling) or "rope_parameters". */
-static int read_rope(const ConfigReader *r, const cJSON *root, DfRopeConfig *rope) {
+static int read_rope(const DfJsonReader *r, const cJSON *root, DfRopeConfig *rope) {
     memset(rope, 0, sizeof *rope);
-    const cJSON *params = field(root, "rope_parameters");
-    const cJSON *scaling = field(root, "rope_scaling");
+    const cJSON *params = df_json_field(root, "rope_parameters");
+    const cJSON *scaling = df_json_field(root, "rope_scaling");
     if (params && !cJSON_IsObject(params))
         return df_fail(r->err, "%s: field 'rope_parameters' must be an object, not %s", r->path,
-                       json_type_name(params));
+                       df_json_type_name(params));
     if (scaling && !cJSON_IsObject(scaling))
         return df_fail(r->err, "%s: field 'rope_scaling' must be an object, not %s", r->path,
-                       json_type_name(scaling));
-    if (read_double(r, root, "", "rope_theta", 0, DF_DEFAULT_ROPE_THETA, &rope->theta) != 0) return -1;
-    if (params && read_double(r, params, "rope_parameters.", "rope_theta", 0, rope->theta, &rope->theta) != 0)
+                       df_json_type_name(scaling));
+    if (df_json_read_double(r, root, "", "rope_theta", 0, DF_DEFAULT_ROPE_THETA, &rope->theta) != 0) return -1;
+    if (params && df_json_read_double(r, params, "rope_parameters.", "rope_theta", 0, rope->theta, &rope->theta) != 0)
         return -1;
     const char *scope = scaling ? "rope_scaling." : "rope_parameters.";
     if (!scaling) scaling = params;
     rope->type = DF_ROPE_DEFAULT;
     if (!scaling) return 0;
     const char *type;
-    if (read_string(r, scaling, scope, "rope_type", &type) != 0) return -1;
-    if (!type && read_string(r, scaling, scope, "type", &type) != 0) return -1;
+    if (df_json_read_string(r, scaling, scope, "rope_type", &type) != 0) return -1;
+    if (!type && df_json_read_string(r, scaling, scope, "type", &type) != 0) return -1;
     if (!type || strcmp(type, "default") == 0) return 0;
     if (strcmp(type, "llama3") == 0) return read_llama3_scaling(r, scaling, scope, rope);
     return df_fail(r->err, "%s: rope type '%s' (%srope_type) is not supported (supported: default, llama3)", r->path,
                    type, scope);
 }
 
-static int read_token_ids(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
-    if (read_int(r, root, "", "bos_token_id", 0, -1, &cfg->bos_token_id) != 0) return -1;
-    const cJSON *eos = field(root, "eos_token_id");
+static int read_token_ids(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
+    if (df_json_read_int(r, root, "", "bos_token_id", 0, -1, &cfg->bos_token_id) != 0) return -1;
+    const cJSON *eos = df_json_field(root, "eos_token_id");
     cfg->n_eos = 0;
     if (!eos) return 0;
-    if (!cJSON_IsArray(eos)) return read_int(r, root, "", "eos_token_id", 1, 0, &cfg->eos_token_ids[cfg->n_eos++]);
+    if (!cJSON_IsArray(eos)) return df_json_read_int(r, root, "", "eos_token_id", 1, 0, &cfg->eos_token_ids[cfg->n_eos++]);
     for (const cJSON *e = eos->child; e; e = e->next) {
-        if (!is_int_value(e))
+        if (!df_json_is_int(e))
             return df_fail(r->err, "%s: field 'eos_token_id' must be an integer or a list of integers", r->path);
         if (cfg->n_eos == DF_MAX_EOS)
             return df_fail(r->err, "%s: field 'eos_token_id' lists more than %d ids", r->path, DF_MAX_EOS);
@@ -211,10 +128,10 @@ static int read_token_ids(const ConfigReader *r, const cJSON *root, DfModelConfi
     return 0;
 }
 
-static int read_dtype(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
+static int read_dtype(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
     const char *dtype;
-    if (read_string(r, root, "", "torch_dtype", &dtype) != 0) return -1;
-    if (!dtype && read_string(r, root, "", "dtype", &dtype) != 0) return -1;
+    if (df_json_read_string(r, root, "", "torch_dtype", &dtype) != 0) return -1;
+    if (!dtype && df_json_read_string(r, root, "", "dtype", &dtype) != 0) return -1;
     if (!dtype) dtype = "";
     if (strlen(dtype) >= sizeof cfg->torch_dtype)
         return df_fail(r->err, "%s: field 'torch_dtype' has an unknown value '%s'", r->path, dtype);
@@ -222,12 +139,12 @@ static int read_dtype(const ConfigReader *r, const cJSON *root, DfModelConfig *c
     return 0;
 }
 
-static int check_positive(const ConfigReader *r, const char *name, double value) {
+static int check_positive(const DfJsonReader *r, const char *name, double value) {
     if (!(value > 0)) return df_fail(r->err, "%s: field '%s' must be positive (is %g)", r->path, name, value);
     return 0;
 }
 
-static int check_sanity(const ConfigReader *r, const DfModelConfig *cfg) {
+static int check_sanity(const DfJsonReader *r, const DfModelConfig *cfg) {
     if (check_positive(r, "hidden_size", cfg->hidden_size) || check_positive(r, "intermediate_size", cfg->intermediate_size) ||
         check_positive(r, "num_hidden_layers", cfg->num_layers) ||
         check_positive(r, "num_attention_heads", cfg->num_heads) ||
@@ -255,11 +172,11 @@ static int check_sanity(const ConfigReader *r, const DfModelConfig *cfg) {
     return 0;
 }
 
-static int parse_config(const ConfigReader *r, const cJSON *root, DfModelConfig *cfg) {
+static int parse_config(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
     if (!cJSON_IsObject(root)) return df_fail(r->err, "%s: not a JSON object", r->path);
     return read_architecture(r, root, cfg) || read_sizes(r, root, cfg) || read_rope(r, root, &cfg->rope) ||
-                   read_bool(r, root, "tie_word_embeddings", 0, &cfg->tie_word_embeddings) ||
-                   read_bool(r, root, "attention_bias", 0, &cfg->attention_bias) || read_token_ids(r, root, cfg) ||
+                   df_json_read_bool(r, root, "", "tie_word_embeddings", 0, &cfg->tie_word_embeddings) ||
+                   df_json_read_bool(r, root, "", "attention_bias", 0, &cfg->attention_bias) || read_token_ids(r, root, cfg) ||
                    read_dtype(r, root, cfg) || check_sanity(r, cfg)
                ? -1
                : 0;
@@ -276,7 +193,7 @@ int df_model_config_load(DfModelConfig *cfg, const char *path, DfError *err) {
     } else {
         file = df_xstrdup(path);
     }
-    ConfigReader r = {file, err};
+    DfJsonReader r = {file, err};
     int rc = -1;
     char *text = df_read_text_file(file, NULL, err);
     if (text) {

@@ -3,6 +3,8 @@
  * queries attend to everything their slot holds. */
 #include "infer/target_decode.h"
 
+#include "model/target_layer.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,36 +115,15 @@ int32_t df_argmax_f32(const float *x, int n) {
 static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
     DfTargetModel *m = d->model;
     const DfTargetLayer *l = &m->layers[layer];
-    DfBackend *be = m->be;
     const DfModelConfig *c = &m->cfg;
-    int t = kb->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
-    int inter = c->intermediate_size;
-    float eps = (float)c->rms_norm_eps;
-    DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid), h = df_buffer_view(d->h, 0, (size_t)t * hid);
-    DfBuffer q = df_buffer_view(d->q, 0, (size_t)t * nh * hd), attn = df_buffer_view(d->attn, 0, (size_t)t * nh * hd);
-    DfBuffer k = df_buffer_view(d->k, 0, (size_t)t * nkv * hd), v = df_buffer_view(d->v, 0, (size_t)t * nkv * hd);
-    DfBuffer gate = df_buffer_view(d->gate, 0, (size_t)t * inter), up = df_buffer_view(d->up, 0, (size_t)t * inter);
-
-    df_op_rmsnorm(be, h, x, l->input_norm, t, hid, eps);
-    df_op_linear(be, q, h, l->q_proj, t, nh * hd, hid, 0);
-    df_op_linear(be, k, h, l->k_proj, t, nkv * hd, hid, 0);
-    df_op_linear(be, v, h, l->v_proj, t, nkv * hd, hid, 0);
-    if (c->has_qk_norm) {
-        df_op_rmsnorm(be, q, q, l->q_norm, t * nh, hd, eps);
-        df_op_rmsnorm(be, k, k, l->k_norm, t * nkv, hd, eps);
-    }
-    df_op_rope(be, q, kb->positions, d->rope_cos, d->rope_sin, t, nh, hd);
-    df_op_rope(be, k, kb->positions, d->rope_cos, d->rope_sin, t, nkv, hd);
-    df_op_kv_cache_write(be, d->cache.k[layer], k, kb, nkv * hd);
-    df_op_kv_cache_write(be, d->cache.v[layer], v, kb, nkv * hd);
-    df_op_kv_attention(be, attn, q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd, 1.0f / sqrtf((float)hd), 1);
-    df_op_linear(be, x, attn, l->o_proj, t, hid, nh * hd, 1);
-
-    df_op_rmsnorm(be, h, x, l->post_norm, t, hid, eps);
-    df_op_linear(be, gate, h, l->gate_proj, t, inter, hid, 0);
-    df_op_linear(be, up, h, l->up_proj, t, inter, hid, 0);
-    df_op_swiglu(be, gate, gate, up);
-    df_op_linear(be, x, gate, l->down_proj, t, hid, inter, 1);
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
+    df_target_layer_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
+    df_op_kv_cache_write(m->be, d->cache.k[layer], a.k, kb, nkv * hd);
+    df_op_kv_cache_write(m->be, d->cache.v[layer], a.v, kb, nkv * hd);
+    df_op_kv_attention(m->be, a.attn, a.q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd,
+                       1.0f / sqrtf((float)hd), 1);
+    df_target_layer_finish(m, l, &a);
 }
 
 /* Final norm and lm head over the rows asked for. */

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE /* renameat2 (RENAME_EXCHANGE), nftw */
 #include "model/drafter_io.h"
 
+#include "formats/json_fields.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -110,71 +112,6 @@ char *df_drafter_config_json(const DfDrafterConfig *c) {
 
 /* ------------------------------------------------------------ reading JSON */
 
-typedef struct Reader {
-    const char *src;
-    DfError *err;
-} Reader;
-
-static const char *json_type_name(const cJSON *item) {
-    if (!item) return "missing";
-    if (cJSON_IsNull(item)) return "null";
-    if (cJSON_IsBool(item)) return "a boolean";
-    if (cJSON_IsNumber(item)) return "a number";
-    if (cJSON_IsString(item)) return "a string";
-    if (cJSON_IsArray(item)) return "an array";
-    if (cJSON_IsObject(item)) return "an object";
-    return "invalid";
-}
-
-static int is_int_value(const cJSON *item) {
-    if (!cJSON_IsNumber(item)) return 0;
-    double d = item->valuedouble;
-    return isfinite(d) && d == floor(d) && d >= INT_MIN && d <= INT_MAX;
-}
-
-/* Absent and null are both "not given". */
-static const cJSON *field(const cJSON *obj, const char *name) {
-    const cJSON *item = obj ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
-    return cJSON_IsNull(item) ? NULL : item;
-}
-
-/* scope: "" at the top level, else e.g. "dflash_config." to name nested fields. */
-static int read_int(const Reader *r, const cJSON *obj, const char *scope, const char *name, int required,
-                    int fallback, int *out) {
-    const cJSON *item = field(obj, name);
-    if (!item) {
-        if (required) return df_fail(r->err, "%s: field '%s%s' is missing", r->src, scope, name);
-        *out = fallback;
-        return 0;
-    }
-    if (!is_int_value(item))
-        return df_fail(r->err, "%s: field '%s%s' must be an integer, not %s", r->src, scope, name,
-                       json_type_name(item));
-    *out = (int)item->valuedouble;
-    return 0;
-}
-
-static int read_double(const Reader *r, const cJSON *obj, const char *scope, const char *name, int required,
-                       double fallback, double *out) {
-    const cJSON *item = field(obj, name);
-    if (!item) {
-        if (required) return df_fail(r->err, "%s: field '%s%s' is missing", r->src, scope, name);
-        *out = fallback;
-        return 0;
-    }
-    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
-        return df_fail(r->err, "%s: field '%s%s' must be a number, not %s", r->src, scope, name, json_type_name(item));
-    *out = item->valuedouble;
-    return 0;
-}
-
-static int read_object(const Reader *r, const cJSON *obj, const char *name, const cJSON **out) {
-    *out = field(obj, name);
-    if (*out && !cJSON_IsObject(*out))
-        return df_fail(r->err, "%s: field '%s' must be an object, not %s", r->src, name, json_type_name(*out));
-    return 0;
-}
-
 static int has_string(const cJSON *array, const char *s) {
     for (const cJSON *e = cJSON_IsArray(array) ? array->child : NULL; e; e = e->next)
         if (cJSON_IsString(e) && strcmp(e->valuestring, s) == 0) return 1;
@@ -183,116 +120,116 @@ static int has_string(const cJSON *array, const char *s) {
 
 /* A DFlash drafter: "architectures" lists DFlashDraftModel, or a qwen3 /
  * llama model_type comes with a dflash_config. */
-static int check_identity(const Reader *r, const cJSON *root) {
-    const cJSON *archs = field(root, "architectures");
+static int check_identity(const DfJsonReader *r, const cJSON *root) {
+    const cJSON *archs = df_json_field(root, "architectures");
     if (archs && !cJSON_IsArray(archs))
-        return df_fail(r->err, "%s: field 'architectures' must be an array, not %s", r->src, json_type_name(archs));
+        return df_fail(r->err, "%s: field 'architectures' must be an array, not %s", r->path, df_json_type_name(archs));
     if (has_string(archs, "DFlashDraftModel")) return 0;
-    const cJSON *type = field(root, "model_type");
+    const cJSON *type = df_json_field(root, "model_type");
     int family = cJSON_IsString(type) && (strcmp(type->valuestring, "qwen3") == 0 ||
                                           strcmp(type->valuestring, "llama") == 0);
-    if (family && field(root, "dflash_config")) return 0;
+    if (family && df_json_field(root, "dflash_config")) return 0;
     return df_fail(r->err,
                    "%s: not a DFlash drafter config: field 'architectures' does not list DFlashDraftModel and there "
                    "is no qwen3/llama 'model_type' with a 'dflash_config'",
-                   r->src);
+                   r->path);
 }
 
-static int read_sizes(const Reader *r, const cJSON *root, DfDrafterConfig *c) {
-    if (read_int(r, root, "", "hidden_size", 1, 0, &c->hidden_size) ||
-        read_int(r, root, "", "intermediate_size", 1, 0, &c->intermediate_size) ||
-        read_int(r, root, "", "num_hidden_layers", 1, 0, &c->num_layers) ||
-        read_int(r, root, "", "num_attention_heads", 1, 0, &c->num_heads) ||
-        read_int(r, root, "", "vocab_size", 1, 0, &c->vocab_size) ||
-        read_int(r, root, "", "max_position_embeddings", 1, 0, &c->max_position_embeddings) ||
-        read_int(r, root, "", "num_target_layers", 1, 0, &c->num_target_layers) ||
-        read_double(r, root, "", "rms_norm_eps", 1, 0, &c->rms_norm_eps) ||
-        read_int(r, root, "", "num_key_value_heads", 0, c->num_heads, &c->num_kv_heads))
+static int read_sizes(const DfJsonReader *r, const cJSON *root, DfDrafterConfig *c) {
+    if (df_json_read_int(r, root, "", "hidden_size", 1, 0, &c->hidden_size) ||
+        df_json_read_int(r, root, "", "intermediate_size", 1, 0, &c->intermediate_size) ||
+        df_json_read_int(r, root, "", "num_hidden_layers", 1, 0, &c->num_layers) ||
+        df_json_read_int(r, root, "", "num_attention_heads", 1, 0, &c->num_heads) ||
+        df_json_read_int(r, root, "", "vocab_size", 1, 0, &c->vocab_size) ||
+        df_json_read_int(r, root, "", "max_position_embeddings", 1, 0, &c->max_position_embeddings) ||
+        df_json_read_int(r, root, "", "num_target_layers", 1, 0, &c->num_target_layers) ||
+        df_json_read_double(r, root, "", "rms_norm_eps", 1, 0, &c->rms_norm_eps) ||
+        df_json_read_int(r, root, "", "num_key_value_heads", 0, c->num_heads, &c->num_kv_heads))
         return -1;
     int default_head_dim = c->num_heads > 0 ? c->hidden_size / c->num_heads : 0;
-    return read_int(r, root, "", "head_dim", 0, default_head_dim, &c->head_dim);
+    return df_json_read_int(r, root, "", "head_dim", 0, default_head_dim, &c->head_dim);
 }
 
-static int read_taps(const Reader *r, const cJSON *dflash, DfDrafterConfig *c) {
-    const cJSON *ids = field(dflash, "target_layer_ids");
+static int read_taps(const DfJsonReader *r, const cJSON *dflash, DfDrafterConfig *c) {
+    const cJSON *ids = df_json_field(dflash, "target_layer_ids");
     if (!ids) { /* the reference's build_target_layer_ids(num_target_layers, num_hidden_layers) */
         if (c->num_layers < 1 || c->num_layers > DF_MAX_TAPS)
             return df_fail(r->err, "%s: no 'dflash_config.target_layer_ids' and the default needs %d taps (1..%d)",
-                           r->src, c->num_layers, DF_MAX_TAPS);
+                           r->path, c->num_layers, DF_MAX_TAPS);
         c->n_taps = c->num_layers;
         df_default_target_layer_ids(c->num_target_layers, c->n_taps, c->target_layer_ids);
         return 0;
     }
     if (!cJSON_IsArray(ids))
-        return df_fail(r->err, "%s: field 'dflash_config.target_layer_ids' must be an array, not %s", r->src,
-                       json_type_name(ids));
+        return df_fail(r->err, "%s: field 'dflash_config.target_layer_ids' must be an array, not %s", r->path,
+                       df_json_type_name(ids));
     int n = cJSON_GetArraySize(ids);
     if (n < 1 || n > DF_MAX_TAPS)
-        return df_fail(r->err, "%s: field 'dflash_config.target_layer_ids' lists %d ids (1..%d supported)", r->src, n,
+        return df_fail(r->err, "%s: field 'dflash_config.target_layer_ids' lists %d ids (1..%d supported)", r->path, n,
                        DF_MAX_TAPS);
     int i = 0;
     for (const cJSON *e = ids->child; e; e = e->next, i++) {
-        if (!is_int_value(e))
+        if (!df_json_is_int(e))
             return df_fail(r->err, "%s: field 'dflash_config.target_layer_ids' item %d must be an integer, not %s",
-                           r->src, i, json_type_name(e));
+                           r->path, i, df_json_type_name(e));
         c->target_layer_ids[i] = (int)e->valuedouble;
     }
     c->n_taps = n;
     return 0;
 }
 
-static int read_dflash(const Reader *r, const cJSON *root, DfDrafterConfig *c) {
+static int read_dflash(const DfJsonReader *r, const cJSON *root, DfDrafterConfig *c) {
     const cJSON *dflash;
-    if (read_object(r, root, "dflash_config", &dflash)) return -1;
-    if (read_int(r, dflash, "dflash_config.", "mask_token_id", 0, -1, &c->mask_token_id)) return -1;
+    if (df_json_read_object(r, root, "", "dflash_config", &dflash)) return -1;
+    if (df_json_read_int(r, dflash, "dflash_config.", "mask_token_id", 0, -1, &c->mask_token_id)) return -1;
     if (read_taps(r, dflash, c)) return -1;
     /* block_size at the top level (ours, z-lab's), else inside dflash_config. */
-    if (field(root, "block_size")) return read_int(r, root, "", "block_size", 1, 0, &c->block_size);
-    return read_int(r, dflash, "dflash_config.", "block_size", 0, DF_DEFAULT_BLOCK_SIZE, &c->block_size);
+    if (df_json_field(root, "block_size")) return df_json_read_int(r, root, "", "block_size", 1, 0, &c->block_size);
+    return df_json_read_int(r, dflash, "dflash_config.", "block_size", 0, DF_DEFAULT_BLOCK_SIZE, &c->block_size);
 }
 
-static int read_rope(const Reader *r, const cJSON *root, DfRopeConfig *rope) {
+static int read_rope(const DfJsonReader *r, const cJSON *root, DfRopeConfig *rope) {
     memset(rope, 0, sizeof *rope);
     const cJSON *params, *scaling;
-    if (read_object(r, root, "rope_parameters", &params) || read_object(r, root, "rope_scaling", &scaling)) return -1;
-    if (field(root, "rope_theta")) {
-        if (read_double(r, root, "", "rope_theta", 1, 0, &rope->theta)) return -1;
-    } else if (field(params, "rope_theta")) {
-        if (read_double(r, params, "rope_parameters.", "rope_theta", 1, 0, &rope->theta)) return -1;
+    if (df_json_read_object(r, root, "", "rope_parameters", &params) || df_json_read_object(r, root, "", "rope_scaling", &scaling)) return -1;
+    if (df_json_field(root, "rope_theta")) {
+        if (df_json_read_double(r, root, "", "rope_theta", 1, 0, &rope->theta)) return -1;
+    } else if (df_json_field(params, "rope_theta")) {
+        if (df_json_read_double(r, params, "rope_parameters.", "rope_theta", 1, 0, &rope->theta)) return -1;
     } else {
-        return df_fail(r->err, "%s: field 'rope_theta' (or 'rope_parameters.rope_theta') is missing", r->src);
+        return df_fail(r->err, "%s: field 'rope_theta' (or 'rope_parameters.rope_theta') is missing", r->path);
     }
     const char *scope = scaling ? "rope_scaling." : "rope_parameters.";
     if (!scaling) scaling = params;
     rope->type = DF_ROPE_DEFAULT;
     if (!scaling) return 0;
-    const cJSON *type = field(scaling, "rope_type");
-    if (!type) type = field(scaling, "type");
+    const cJSON *type = df_json_field(scaling, "rope_type");
+    if (!type) type = df_json_field(scaling, "type");
     if (type && !cJSON_IsString(type))
-        return df_fail(r->err, "%s: field '%srope_type' must be a string, not %s", r->src, scope, json_type_name(type));
+        return df_fail(r->err, "%s: field '%srope_type' must be a string, not %s", r->path, scope, df_json_type_name(type));
     if (!type || strcmp(type->valuestring, "default") == 0) return 0;
     if (strcmp(type->valuestring, "llama3") != 0)
         return df_fail(r->err, "%s: rope type '%s' (%srope_type) is not supported (supported: default, llama3)",
-                       r->src, type->valuestring, scope);
+                       r->path, type->valuestring, scope);
     rope->type = DF_ROPE_LLAMA3;
-    return read_double(r, scaling, scope, "factor", 1, 0, &rope->factor) ||
-                   read_double(r, scaling, scope, "low_freq_factor", 1, 0, &rope->low_freq_factor) ||
-                   read_double(r, scaling, scope, "high_freq_factor", 1, 0, &rope->high_freq_factor) ||
-                   read_int(r, scaling, scope, "original_max_position_embeddings", 1, 0,
+    return df_json_read_double(r, scaling, scope, "factor", 1, 0, &rope->factor) ||
+                   df_json_read_double(r, scaling, scope, "low_freq_factor", 1, 0, &rope->low_freq_factor) ||
+                   df_json_read_double(r, scaling, scope, "high_freq_factor", 1, 0, &rope->high_freq_factor) ||
+                   df_json_read_int(r, scaling, scope, "original_max_position_embeddings", 1, 0,
                             &rope->original_max_position_embeddings)
                ? -1
                : 0;
 }
 
 /* The drafter code computes no attention bias and only SiLU. */
-static int check_unsupported(const Reader *r, const cJSON *root) {
-    const cJSON *bias = field(root, "attention_bias");
+static int check_unsupported(const DfJsonReader *r, const cJSON *root) {
+    const cJSON *bias = df_json_field(root, "attention_bias");
     if (bias && !cJSON_IsFalse(bias))
-        return df_fail(r->err, "%s: field 'attention_bias' is %s: attention biases are not supported", r->src,
-                       cJSON_IsTrue(bias) ? "true" : json_type_name(bias));
-    const cJSON *act = field(root, "hidden_act");
+        return df_fail(r->err, "%s: field 'attention_bias' is %s: attention biases are not supported", r->path,
+                       cJSON_IsTrue(bias) ? "true" : df_json_type_name(bias));
+    const cJSON *act = df_json_field(root, "hidden_act");
     if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
-        return df_fail(r->err, "%s: field 'hidden_act' must be \"silu\"", r->src);
+        return df_fail(r->err, "%s: field 'hidden_act' must be \"silu\"", r->path);
     return 0;
 }
 
@@ -346,7 +283,7 @@ static int check_config(const DfDrafterConfig *c, const char *src, int need_mask
 
 int df_drafter_config_parse(const char *json_text, const char *source, DfDrafterConfig *cfg, DfError *err) {
     memset(cfg, 0, sizeof *cfg);
-    Reader r = {source, err};
+    DfJsonReader r = {source, err};
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(json_text, &end, 1);
     if (!root)

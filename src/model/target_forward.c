@@ -11,6 +11,7 @@
 
 #include "model/rope.h"
 #include "model/target.h"
+#include "model/target_layer.h"
 
 void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws) {
     DfBuffer *bufs[] = {&ws->ids, &ws->x, &ws->h, &ws->q, &ws->k, &ws->v, &ws->attn, &ws->gate, &ws->up};
@@ -68,37 +69,16 @@ static int ensure_rope_tables(DfTargetModel *m, int max_len, DfError *err) {
 }
 
 static void decoder_layer(DfTargetModel *m, const DfTargetLayer *l, const DfPackedBatch *batch) {
-    DfBackend *be = m->be;
     const DfModelConfig *c = &m->cfg;
     DfTargetWorkspace *ws = &m->ws;
-    int t = batch->n_tokens, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
-    int inter = c->intermediate_size;
-    float eps = (float)c->rms_norm_eps;
-    DfBuffer x = df_buffer_view(ws->x, 0, (size_t)t * hid), h = df_buffer_view(ws->h, 0, (size_t)t * hid);
-    DfBuffer q = df_buffer_view(ws->q, 0, (size_t)t * nh * hd), attn = df_buffer_view(ws->attn, 0, (size_t)t * nh * hd);
-    DfBuffer k = df_buffer_view(ws->k, 0, (size_t)t * nkv * hd), v = df_buffer_view(ws->v, 0, (size_t)t * nkv * hd);
-    DfBuffer gate = df_buffer_view(ws->gate, 0, (size_t)t * inter), up = df_buffer_view(ws->up, 0, (size_t)t * inter);
-
-    df_op_rmsnorm(be, h, x, l->input_norm, t, hid, eps);
-    df_op_linear(be, q, h, l->q_proj, t, nh * hd, hid, 0);
-    df_op_linear(be, k, h, l->k_proj, t, nkv * hd, hid, 0);
-    df_op_linear(be, v, h, l->v_proj, t, nkv * hd, hid, 0);
-    if (c->has_qk_norm) {
-        df_op_rmsnorm(be, q, q, l->q_norm, t * nh, hd, eps);
-        df_op_rmsnorm(be, k, k, l->k_norm, t * nkv, hd, eps);
-    }
-    df_op_rope(be, q, batch->positions, m->rope_cos, m->rope_sin, t, nh, hd);
-    df_op_rope(be, k, batch->positions, m->rope_cos, m->rope_sin, t, nkv, hd);
+    DfTargetLayerActs a = df_target_layer_acts(c, batch->n_tokens, ws->x, ws->h, ws->q, ws->k, ws->v, ws->attn,
+                                               ws->gate, ws->up);
+    df_target_layer_qkv(m, l, &a, batch->positions, m->rope_cos, m->rope_sin);
     DfBuffer no_lse = {0};
     no_lse.kind = DF_BUF_F32;
-    df_op_attention(be, attn, no_lse, q, k, v, batch, nh, nkv, hd, 1.0f / sqrtf((float)hd));
-    df_op_linear(be, x, attn, l->o_proj, t, hid, nh * hd, 1);
-
-    df_op_rmsnorm(be, h, x, l->post_norm, t, hid, eps);
-    df_op_linear(be, gate, h, l->gate_proj, t, inter, hid, 0);
-    df_op_linear(be, up, h, l->up_proj, t, inter, hid, 0);
-    df_op_swiglu(be, gate, gate, up);
-    df_op_linear(be, x, gate, l->down_proj, t, hid, inter, 1);
+    df_op_attention(m->be, a.attn, no_lse, a.q, a.k, a.v, batch, c->num_heads, c->num_kv_heads, c->head_dim,
+                    1.0f / sqrtf((float)c->head_dim));
+    df_target_layer_finish(m, l, &a);
 }
 
 static int check_taps(const DfTargetModel *m, const int *taps, int n_taps, DfError *err) {

@@ -19,27 +19,6 @@
 
 #define TILE 128
 
-/* Row r of the tile (query i0 + r) sees keys 0 .. i0 + r. Writes
- * probabilities in place, zeros past the diagonal; returns nothing but the
- * log-sum-exp through lse_out when non-NULL. */
-static void masked_softmax_rows(float *s, int rows, int cols, int i0, float *lse_out) {
-    for (int r = 0; r < rows; r++) {
-        float *row = s + (size_t)r * cols;
-        int valid = i0 + r + 1;
-        float mx = -INFINITY;
-        for (int j = 0; j < valid; j++) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j < valid; j++) {
-            row[j] = expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j < valid; j++) row[j] *= inv;
-        for (int j = valid; j < cols; j++) row[j] = 0.0f;
-        if (lse_out) lse_out[r] = mx + logf(sum);
-    }
-}
-
 typedef struct AttnTask {
     int seq, head, i0;
 } AttnTask;
@@ -79,7 +58,8 @@ void df_cpu_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfB
             float *oh = (float *)out.ptr + (size_t)(t0 + i0) * ldq + (size_t)h * hd;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd, scale, qh, ldq, kh, ldk, 0.0f, scores,
                         cols);
-            masked_softmax_rows(scores, rows, cols, i0, lse_all ? lse_all + (size_t)h * t + t0 + i0 : NULL);
+            /* row r of the tile (query i0 + r) sees keys 0 .. i0 + r */
+            df_cpu_softmax_prefix_rows(scores, rows, cols, i0 + 1, 1, lse_all ? lse_all + (size_t)h * t + t0 + i0 : NULL);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, cols, 1.0f, scores, cols, vh, ldk, 0.0f,
                         oh, ldq);
         }

@@ -19,25 +19,6 @@ typedef struct KvTask {
     int seq, head, j0;
 } KvTask;
 
-/* Softmax of rows of s [rows, cols] in place; row r sees its first
- * visible(r) entries, the rest become 0. */
-static void softmax_rows(float *s, int rows, int cols, int first_visible, int causal) {
-    for (int r = 0; r < rows; r++) {
-        float *row = s + (size_t)r * cols;
-        int valid = causal ? first_visible + r : cols;
-        float mx = -INFINITY;
-        for (int j = 0; j < valid; j++) mx = row[j] > mx ? row[j] : mx;
-        float sum = 0.0f;
-        for (int j = 0; j < valid; j++) {
-            row[j] = expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = 1.0f / sum;
-        for (int j = 0; j < valid; j++) row[j] *= inv;
-        for (int j = valid; j < cols; j++) row[j] = 0.0f;
-    }
-}
-
 void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal) {
     int group = heads / kv_heads, hd = head_dim, ldq = heads * hd, ldk = kv_heads * hd;
@@ -78,7 +59,7 @@ void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cac
             float *oh = (float *)out.ptr + (size_t)(r0 + j0) * ldq + (size_t)h * hd;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd, scale, qh, ldq, kh, ldk, 0.0f, scores,
                         cols);
-            softmax_rows(scores, rows, cols, len + j0 + 1, causal);
+            df_cpu_softmax_prefix_rows(scores, rows, cols, causal ? len + j0 + 1 : cols, causal, NULL);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, cols, 1.0f, scores, cols, vh, ldk, 0.0f,
                         oh, ldq);
         }

@@ -1,0 +1,41 @@
+/* Typed reads of JSON config fields (config.json, a drafter's config.json)
+ * with errors that name the file and the field: "PATH: field 'rope_scaling.factor'
+ * must be a number, not a string". Absent and null fields are both "not given":
+ * an optional one takes its default, a required one is an error. */
+#ifndef DF_FORMATS_JSON_FIELDS_H
+#define DF_FORMATS_JSON_FIELDS_H
+
+#include <cjson/cJSON.h>
+
+#include "base/error.h"
+
+typedef struct DfJsonReader {
+    const char *path; /* named in every message */
+    DfError *err;
+} DfJsonReader;
+
+/* "a number", "a string", ... ("missing" for NULL). */
+const char *df_json_type_name(const cJSON *item);
+
+/* A number with an integer value that fits an int. */
+int df_json_is_int(const cJSON *item);
+
+/* obj[name], or NULL when obj is NULL, the field is absent or it is null. */
+const cJSON *df_json_field(const cJSON *obj, const char *name);
+
+/* scope prefixes the field's name in messages: "" at the top level, else
+ * e.g. "rope_scaling." for a nested object. */
+int df_json_read_int(const DfJsonReader *r, const cJSON *obj, const char *scope, const char *name, int required,
+                     int fallback, int *out);
+int df_json_read_double(const DfJsonReader *r, const cJSON *obj, const char *scope, const char *name, int required,
+                        double fallback, double *out);
+int df_json_read_bool(const DfJsonReader *r, const cJSON *obj, const char *scope, const char *name, int fallback,
+                      int *out);
+/* *out = NULL when not given. */
+int df_json_read_string(const DfJsonReader *r, const cJSON *obj, const char *scope, const char *name,
+                        const char **out);
+/* *out = NULL when not given. */
+int df_json_read_object(const DfJsonReader *r, const cJSON *obj, const char *scope, const char *name,
+                        const cJSON **out);
+
+#endif

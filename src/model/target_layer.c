@@ -1,0 +1,49 @@
+#include "model/target_layer.h"
+
+DfTargetLayerActs df_target_layer_acts(const DfModelConfig *c, int t, DfBuffer x, DfBuffer h, DfBuffer q, DfBuffer k,
+                                       DfBuffer v, DfBuffer attn, DfBuffer gate, DfBuffer up) {
+    size_t hid = (size_t)c->hidden_size, qd = (size_t)c->num_heads * c->head_dim;
+    size_t kvd = (size_t)c->num_kv_heads * c->head_dim, inter = (size_t)c->intermediate_size;
+    DfTargetLayerActs a = {
+        .n_rows = t,
+        .x = df_buffer_view(x, 0, t * hid),
+        .h = df_buffer_view(h, 0, t * hid),
+        .q = df_buffer_view(q, 0, t * qd),
+        .k = df_buffer_view(k, 0, t * kvd),
+        .v = df_buffer_view(v, 0, t * kvd),
+        .attn = df_buffer_view(attn, 0, t * qd),
+        .gate = df_buffer_view(gate, 0, t * inter),
+        .up = df_buffer_view(up, 0, t * inter),
+    };
+    return a;
+}
+
+void df_target_layer_qkv(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
+                         DfBuffer positions, DfBuffer rope_cos, DfBuffer rope_sin) {
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    int t = a->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    float eps = (float)c->rms_norm_eps;
+    df_op_rmsnorm(be, a->h, a->x, l->input_norm, t, hid, eps);
+    df_op_linear(be, a->q, a->h, l->q_proj, t, nh * hd, hid, 0);
+    df_op_linear(be, a->k, a->h, l->k_proj, t, nkv * hd, hid, 0);
+    df_op_linear(be, a->v, a->h, l->v_proj, t, nkv * hd, hid, 0);
+    if (c->has_qk_norm) {
+        df_op_rmsnorm(be, a->q, a->q, l->q_norm, t * nh, hd, eps);
+        df_op_rmsnorm(be, a->k, a->k, l->k_norm, t * nkv, hd, eps);
+    }
+    df_op_rope(be, a->q, positions, rope_cos, rope_sin, t, nh, hd);
+    df_op_rope(be, a->k, positions, rope_cos, rope_sin, t, nkv, hd);
+}
+
+void df_target_layer_finish(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a) {
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    int t = a->n_rows, hid = c->hidden_size, inter = c->intermediate_size, qd = c->num_heads * c->head_dim;
+    df_op_linear(be, a->x, a->attn, l->o_proj, t, hid, qd, 1);
+    df_op_rmsnorm(be, a->h, a->x, l->post_norm, t, hid, (float)c->rms_norm_eps);
+    df_op_linear(be, a->gate, a->h, l->gate_proj, t, inter, hid, 0);
+    df_op_linear(be, a->up, a->h, l->up_proj, t, inter, hid, 0);
+    df_op_swiglu(be, a->gate, a->gate, a->up);
+    df_op_linear(be, a->x, a->gate, l->down_proj, t, hid, inter, 1);
+}
