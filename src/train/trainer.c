@@ -370,7 +370,10 @@ static int resume(Trainer *t, DfError *err) {
     char *stored = NULL, *path = NULL;
     int rc = df_checkpoint_latest_valid(t->ckpt_dir, &t->dcfg, &t->drafter.layout, &loaded, &t->adamw, &t->progress,
                                         &stored, &path, err);
-    if (rc == 1) return df_fail(err, "--resume: no checkpoint in %s", t->ckpt_dir);
+    if (rc == 1) { /* killed before its first checkpoint, or a requeued job's first launch */
+        fprintf(stderr, "train: --resume: no checkpoint in %s yet: starting from step 0\n", t->ckpt_dir);
+        return start_fresh(t, err);
+    }
     if (rc != 0) return df_context(err, "--resume");
     rc = compare_options(stored ? stored : "", t->options_json, path, err);
     if (rc == 0 && (t->progress.seed != t->opt->seed || t->progress.total_steps != t->total_steps))
