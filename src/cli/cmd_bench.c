@@ -37,6 +37,7 @@
 
 typedef struct BenchOptions {
     const char *target;
+    const char *tokenizer; /* NULL: the target's */
     const char *data;
     const char *json_out;
     const char *device;
@@ -446,6 +447,7 @@ int df_cmd_bench(int argc, char **argv) {
     BenchOptions o = {.target = "assets/coder-tiny", .data = "assets/data/code-train.jsonl", .device = "cpu"};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target, "DIR", "target model directory (default assets/coder-tiny)", 0},
+        {"tokenizer", DF_OPT_STRING, &o.tokenizer, "PATH", "tokenizer for the tokenizer figure (default: the target's)", 0},
         {"data", DF_OPT_STRING, &o.data, "FILE", "JSONL prompt/response text for the tokenizer and store figures "
                                                   "(default assets/data/code-train.jsonl)", 0},
         {"seq-len", DF_OPT_INT, &o.seq_len, "N", "tokens per packed sequence in the forward (default 1024; GPU 2048)", 0},
@@ -528,7 +530,7 @@ int df_cmd_bench(int argc, char **argv) {
 
     DfBenchTexts texts;
     if (df_bench_texts_load(&texts, o.data, &err) != 0) goto fail;
-    DfTokenizer *tok = df_tokenizer_load(o.target, &err);
+    DfTokenizer *tok = df_tokenizer_load(o.tokenizer ? o.tokenizer : o.target, &err);
     if (!tok) {
         df_bench_texts_free(&texts);
         goto fail;
