@@ -31,35 +31,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static float *random_array(size_t n, uint64_t seed, float scale) {
-    float *x = malloc(n * sizeof *x);
-    df_test_fill_random(x, n, seed, scale);
-    return x;
-}
-
-static DfBuffer upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
-    DfError err;
-    DfBuffer b;
-    assert_int_equal(df_buffer_alloc(be, &b, kind, n, &err), 0);
-    assert_int_equal(be->ops->upload_f32(be, b, host, &err), 0);
-    return b;
-}
-
-static DfBuffer upload_ids(DfBackend *be, const int32_t *host, size_t n) {
-    DfError err;
-    DfBuffer b;
-    assert_int_equal(df_buffer_alloc(be, &b, DF_BUF_I32, n, &err), 0);
-    assert_int_equal(be->ops->upload_i32(be, b, host, &err), 0);
-    return b;
-}
-
-static float *download(DfBackend *be, DfBuffer b) {
-    DfError err;
-    float *x = malloc(b.count * sizeof *x);
-    assert_int_equal(be->ops->download_f32(be, x, b, &err), 0);
-    return x;
-}
-
 static void assert_close(const float *got, const double *want, size_t n, double tol, const char *what) {
     float *w = malloc(n * sizeof *w);
     for (size_t i = 0; i < n; i++) w[i] = (float)want[i];
@@ -78,8 +49,8 @@ static void sync_ok(DfBackend *be) {
 static void check_rmsnorm_backward(DfBackend *be, int rows, int dim, int accumulate, int in_place) {
     const float eps = 1e-6f;
     size_t n = (size_t)rows * dim;
-    float *x = random_array(n, 11, 2.0f), *w = random_array((size_t)dim, 12, 1.0f), *dy = random_array(n, 13, 1.0f);
-    float *dx0 = random_array(n, 14, 1.0f), *dw0 = random_array((size_t)dim, 15, 1.0f);
+    float *x = df_test_random_array(n, 11, 2.0f), *w = df_test_random_array((size_t)dim, 12, 1.0f), *dy = df_test_random_array(n, 13, 1.0f);
+    float *dx0 = df_test_random_array(n, 14, 1.0f), *dw0 = df_test_random_array((size_t)dim, 15, 1.0f);
     double *want_dx = malloc(n * sizeof *want_dx), *want_dw = malloc((size_t)dim * sizeof *want_dw);
     for (int i = 0; i < dim; i++) want_dw[i] = dw0[i];
     for (int r = 0; r < rows; r++) {
@@ -95,11 +66,11 @@ static void check_rmsnorm_backward(DfBackend *be, int rows, int dim, int accumul
             want_dx[(size_t)r * dim + i] = (accumulate ? dx0[(size_t)r * dim + i] : 0.0) + v;
         }
     }
-    DfBuffer bx = upload(be, x, n, DF_BUF_ACT), bw = upload(be, w, dim, DF_BUF_ACT), bdy = upload(be, dy, n, DF_BUF_ACT);
-    DfBuffer bdx = in_place ? bdy : upload(be, dx0, n, DF_BUF_ACT), bdw = upload(be, dw0, dim, DF_BUF_F32);
+    DfBuffer bx = df_test_upload(be, x, n, DF_BUF_ACT), bw = df_test_upload(be, w, dim, DF_BUF_ACT), bdy = df_test_upload(be, dy, n, DF_BUF_ACT);
+    DfBuffer bdx = in_place ? bdy : df_test_upload(be, dx0, n, DF_BUF_ACT), bdw = df_test_upload(be, dw0, dim, DF_BUF_F32);
     df_op_rmsnorm_backward(be, bdx, bdw, bdy, bx, bw, rows, dim, eps, accumulate);
     sync_ok(be);
-    float *got_dx = download(be, bdx), *got_dw = download(be, bdw);
+    float *got_dx = df_test_download(be, bdx), *got_dw = df_test_download(be, bdw);
     assert_close(got_dx, want_dx, n, 1e-5, "rmsnorm dx");
     assert_close(got_dw, want_dw, (size_t)dim, 1e-5, "rmsnorm dw");
     DfBuffer *bufs[] = {&bx, &bw, &bdy, &bdw};
@@ -130,15 +101,15 @@ static void test_rope_backward(void **state) {
     df_rope_tables(&rc, hd, n_pos, c, s);
     int32_t pos[13];
     for (int i = 0; i < t; i++) pos[i] = (i * 7 + 3) % n_pos;
-    float *x = random_array(n, 21, 1.0f), *y = random_array(n, 22, 1.0f);
-    DfBuffer bc = upload(be, c, (size_t)n_pos * hd / 2, DF_BUF_F32), bs = upload(be, s, (size_t)n_pos * hd / 2, DF_BUF_F32);
-    DfBuffer bp = upload_ids(be, pos, t), bx = upload(be, x, n, DF_BUF_ACT), by = upload(be, y, n, DF_BUF_ACT);
+    float *x = df_test_random_array(n, 21, 1.0f), *y = df_test_random_array(n, 22, 1.0f);
+    DfBuffer bc = df_test_upload(be, c, (size_t)n_pos * hd / 2, DF_BUF_F32), bs = df_test_upload(be, s, (size_t)n_pos * hd / 2, DF_BUF_F32);
+    DfBuffer bp = df_test_upload_i32(be, pos, t), bx = df_test_upload(be, x, n, DF_BUF_ACT), by = df_test_upload(be, y, n, DF_BUF_ACT);
     df_op_rope(be, bx, bp, bc, bs, t, heads, hd);
-    float *rx = download(be, bx);
+    float *rx = df_test_download(be, bx);
     df_op_rope_backward(be, by, bp, bc, bs, t, heads, hd);
     df_op_rope_backward(be, bx, bp, bc, bs, t, heads, hd);
     sync_ok(be);
-    float *ry = download(be, by), *back = download(be, bx);
+    float *ry = df_test_download(be, by), *back = df_test_download(be, bx);
     double lhs = 0, rhs = 0;
     for (size_t i = 0; i < n; i++) lhs += (double)rx[i] * y[i], rhs += (double)x[i] * ry[i];
     assert_true(fabs(lhs - rhs) < 1e-4 * (1 + fabs(lhs)));
@@ -156,7 +127,7 @@ static void test_swiglu_backward(void **state) {
     Fixture *f = *state;
     DfBackend *be = f->be;
     const size_t n = 1031;
-    float *g = random_array(n, 31, 4.0f), *u = random_array(n, 32, 2.0f), *d = random_array(n, 33, 1.0f);
+    float *g = df_test_random_array(n, 31, 4.0f), *u = df_test_random_array(n, 32, 2.0f), *d = df_test_random_array(n, 33, 1.0f);
     double *want_g = malloc(n * sizeof *want_g), *want_u = malloc(n * sizeof *want_u);
     for (size_t i = 0; i < n; i++) { /* central differences of silu(g) * u in double */
         double h = 1e-5, gi = g[i];
@@ -164,10 +135,10 @@ static void test_swiglu_backward(void **state) {
         want_g[i] = d[i] * u[i] * (fp - fm) / (2 * h);
         want_u[i] = d[i] * gi / (1 + exp(-gi));
     }
-    DfBuffer bg = upload(be, g, n, DF_BUF_ACT), bu = upload(be, u, n, DF_BUF_ACT), bd = upload(be, d, n, DF_BUF_ACT);
+    DfBuffer bg = df_test_upload(be, g, n, DF_BUF_ACT), bu = df_test_upload(be, u, n, DF_BUF_ACT), bd = df_test_upload(be, d, n, DF_BUF_ACT);
     df_op_swiglu_backward(be, bg, bu, bd, bg, bu); /* in place, as the drafter uses it */
     sync_ok(be);
-    float *got_g = download(be, bg), *got_u = download(be, bu);
+    float *got_g = df_test_download(be, bg), *got_u = df_test_download(be, bu);
     assert_close(got_g, want_g, n, 1e-5, "d gate");
     assert_close(got_u, want_u, n, 1e-6, "d up");
     df_buffer_free(be, &bg), df_buffer_free(be, &bu), df_buffer_free(be, &bd);
@@ -182,8 +153,8 @@ static void test_linear_weight_grad(void **state) {
     const int shapes[][3] = {{77, 45, 19}, {5, 130, 33}, {300, 7, 90}};
     for (int c = 0; c < 3; c++) {
         int m = shapes[c][0], n = shapes[c][1], k = shapes[c][2];
-        float *dy = random_array((size_t)m * n, 41, 1.0f), *x = random_array((size_t)m * k, 42, 1.0f);
-        float *dw0 = random_array((size_t)n * k, 43, 1.0f);
+        float *dy = df_test_random_array((size_t)m * n, 41, 1.0f), *x = df_test_random_array((size_t)m * k, 42, 1.0f);
+        float *dw0 = df_test_random_array((size_t)n * k, 43, 1.0f);
         double *want = malloc((size_t)n * k * sizeof *want);
         for (int i = 0; i < n; i++)
             for (int j = 0; j < k; j++) {
@@ -191,11 +162,11 @@ static void test_linear_weight_grad(void **state) {
                 for (int r = 0; r < m; r++) s += (double)dy[(size_t)r * n + i] * x[(size_t)r * k + j];
                 want[(size_t)i * k + j] = s;
             }
-        DfBuffer bdy = upload(be, dy, (size_t)m * n, DF_BUF_ACT), bx = upload(be, x, (size_t)m * k, DF_BUF_ACT);
-        DfBuffer bdw = upload(be, dw0, (size_t)n * k, DF_BUF_F32);
+        DfBuffer bdy = df_test_upload(be, dy, (size_t)m * n, DF_BUF_ACT), bx = df_test_upload(be, x, (size_t)m * k, DF_BUF_ACT);
+        DfBuffer bdw = df_test_upload(be, dw0, (size_t)n * k, DF_BUF_F32);
         df_op_linear_weight_grad(be, bdw, bdy, bx, m, n, k);
         sync_ok(be);
-        float *got = download(be, bdw);
+        float *got = df_test_download(be, bdw);
         assert_close(got, want, (size_t)n * k, 1e-5, "weight grad");
         df_buffer_free(be, &bdy), df_buffer_free(be, &bx), df_buffer_free(be, &bdw);
         free(dy), free(x), free(dw0), free(want), free(got);
@@ -269,7 +240,7 @@ static void fd_grad(BlockAttnData *x, double *t, int n, double scale, const floa
 static DfBuffer upload_d(DfBackend *be, const double *x, size_t n) {
     float *f = malloc(n * sizeof *f);
     for (size_t i = 0; i < n; i++) f[i] = (float)x[i];
-    DfBuffer b = upload(be, f, n, DF_BUF_ACT);
+    DfBuffer b = df_test_upload(be, f, n, DF_BUF_ACT);
     free(f);
     return b;
 }
@@ -283,7 +254,7 @@ static void test_block_attention(void **state) {
     size_t sizes[] = {BA_Q * BA_H * BA_HD, BA_CTX * BA_KV * BA_HD, BA_CTX * BA_KV * BA_HD, BA_Q * BA_KV * BA_HD,
                       BA_Q * BA_KV * BA_HD};
     for (int i = 0; i < 5; i++) {
-        float *r = random_array(sizes[i], 50 + i, 1.5f);
+        float *r = df_test_random_array(sizes[i], 50 + i, 1.5f);
         for (size_t e = 0; e < sizes[i]; e++) arrays[i][e] = r[e];
         free(r);
     }
@@ -300,20 +271,20 @@ static void test_block_attention(void **state) {
 
     double *want_out = malloc(sizes[0] * sizeof *want_out), want_lse[BA_Q * BA_H];
     block_attn_ref(x, scale, want_out, want_lse);
-    float *got_out = download(be, a.out), *got_lse = download(be, a.lse);
+    float *got_out = df_test_download(be, a.out), *got_lse = df_test_download(be, a.lse);
     assert_close(got_out, want_out, sizes[0], 1e-5, "block attention out");
     assert_close(got_lse, want_lse, BA_Q * BA_H, 1e-5, "block attention lse");
 
     /* backward: d(sum dout * out) against finite differences; dk/dv accumulate onto random starts */
-    float *dout = random_array(sizes[0], 60, 1.0f);
+    float *dout = df_test_random_array(sizes[0], 60, 1.0f);
     DfBlockAttnGrads g;
-    g.d_out = upload(be, dout, sizes[0], DF_BUF_ACT);
+    g.d_out = df_test_upload(be, dout, sizes[0], DF_BUF_ACT);
     assert_int_equal(df_buffer_alloc(be, &g.dq, DF_BUF_ACT, sizes[0], &err), 0);
     float *starts[4];
     DfBuffer *gb[] = {&g.dk_ctx, &g.dv_ctx, &g.dk_blk, &g.dv_blk};
     for (int i = 0; i < 4; i++) {
-        starts[i] = random_array(sizes[i + 1], 70 + i, 1.0f);
-        *gb[i] = upload(be, starts[i], sizes[i + 1], DF_BUF_ACT);
+        starts[i] = df_test_random_array(sizes[i + 1], 70 + i, 1.0f);
+        *gb[i] = df_test_upload(be, starts[i], sizes[i + 1], DF_BUF_ACT);
     }
     df_op_block_attention_backward(be, &a, &g);
     sync_ok(be);
@@ -324,7 +295,7 @@ static void test_block_attention(void **state) {
         fd_grad(x, arrays[i], (int)sizes[i], scale, dout, want);
         if (i > 0)
             for (size_t e = 0; e < sizes[i]; e++) want[e] += starts[i - 1][e];
-        float *got = download(be, outs[i]);
+        float *got = df_test_download(be, outs[i]);
         assert_close(got, want, sizes[i], 2e-4, names[i]);
         free(want), free(got);
     }
@@ -350,8 +321,8 @@ static void test_block_attention_layout_errors(void **state) {
 
 static void check_lm_head_ce(DfBackend *be, int rows, int hidden, int vocab, int with_grad) {
     DfError err;
-    float *x = random_array((size_t)rows * hidden, 81, 1.0f), *head = random_array((size_t)vocab * hidden, 82, 0.5f);
-    float *w = random_array((size_t)rows, 83, 1.0f);
+    float *x = df_test_random_array((size_t)rows * hidden, 81, 1.0f), *head = df_test_random_array((size_t)vocab * hidden, 82, 0.5f);
+    float *w = df_test_random_array((size_t)rows, 83, 1.0f);
     int32_t *labels = malloc((size_t)rows * sizeof *labels);
     for (int r = 0; r < rows; r++) {
         labels[r] = (r * 31 + 7) % vocab;
@@ -380,22 +351,22 @@ static void check_lm_head_ce(DfBackend *be, int rows, int hidden, int vocab, int
         }
     }
     DfLmHeadCeArgs a = {.rows = rows, .hidden = hidden, .vocab = vocab, .grad_scale = (float)gs};
-    a.x = upload(be, x, (size_t)rows * hidden, DF_BUF_ACT);
-    a.head = upload(be, head, (size_t)vocab * hidden, DF_BUF_ACT);
-    a.weights = upload(be, w, (size_t)rows, DF_BUF_F32);
-    a.labels = upload_ids(be, labels, (size_t)rows);
+    a.x = df_test_upload(be, x, (size_t)rows * hidden, DF_BUF_ACT);
+    a.head = df_test_upload(be, head, (size_t)vocab * hidden, DF_BUF_ACT);
+    a.weights = df_test_upload(be, w, (size_t)rows, DF_BUF_F32);
+    a.labels = df_test_upload_i32(be, labels, (size_t)rows);
     assert_int_equal(df_buffer_alloc(be, &a.ce, DF_BUF_F32, (size_t)rows, &err), 0);
     assert_int_equal(df_buffer_alloc(be, &a.argmax, DF_BUF_I32, (size_t)rows, &err), 0);
     if (with_grad) assert_int_equal(df_buffer_alloc(be, &a.d_x, DF_BUF_ACT, (size_t)rows * hidden, &err), 0);
     df_op_lm_head_ce(be, &a);
     sync_ok(be);
-    float *got_ce = download(be, a.ce);
+    float *got_ce = df_test_download(be, a.ce);
     int32_t *got_arg = malloc((size_t)rows * sizeof *got_arg);
     assert_int_equal(be->ops->download_i32(be, got_arg, a.argmax, &err), 0);
     assert_close(got_ce, want_ce, (size_t)rows, 1e-5, "ce");
     assert_memory_equal(got_arg, want_arg, (size_t)rows * sizeof *got_arg);
     if (with_grad) {
-        float *got_dx = download(be, a.d_x);
+        float *got_dx = df_test_download(be, a.d_x);
         assert_close(got_dx, want_dx, (size_t)rows * hidden, 1e-5, "d_x");
         free(got_dx);
         df_buffer_free(be, &a.d_x);
@@ -420,8 +391,8 @@ static void test_lm_head_ce_bad_label(void **state) {
     float x[4] = {1, 2, 3, 4}, head[6] = {1, 0, 0, 1, 1, 1}, w[2] = {1, 1};
     int32_t labels[2] = {1, 3};
     DfLmHeadCeArgs a = {.rows = 2, .hidden = 2, .vocab = 3, .grad_scale = 1.0f};
-    a.x = upload(be, x, 4, DF_BUF_ACT), a.head = upload(be, head, 6, DF_BUF_ACT);
-    a.weights = upload(be, w, 2, DF_BUF_F32), a.labels = upload_ids(be, labels, 2);
+    a.x = df_test_upload(be, x, 4, DF_BUF_ACT), a.head = df_test_upload(be, head, 6, DF_BUF_ACT);
+    a.weights = df_test_upload(be, w, 2, DF_BUF_F32), a.labels = df_test_upload_i32(be, labels, 2);
     assert_int_equal(df_buffer_alloc(be, &a.ce, DF_BUF_F32, 2, &err), 0);
     assert_int_equal(df_buffer_alloc(be, &a.argmax, DF_BUF_I32, 2, &err), 0);
     df_op_lm_head_ce(be, &a);
@@ -433,10 +404,10 @@ static void test_lm_head_ce_bad_label(void **state) {
 
 static void test_fill_zero(void **state) {
     Fixture *f = *state;
-    float *x = random_array(37, 90, 1.0f);
-    DfBuffer b = upload(f->be, x, 37, DF_BUF_F32);
+    float *x = df_test_random_array(37, 90, 1.0f);
+    DfBuffer b = df_test_upload(f->be, x, 37, DF_BUF_F32);
     df_op_fill_zero(f->be, df_buffer_view(b, 3, 30));
-    float *got = download(f->be, b);
+    float *got = df_test_download(f->be, b);
     for (int i = 0; i < 37; i++) assert_true(i >= 3 && i < 33 ? got[i] == 0.0f : got[i] == x[i]);
     df_buffer_free(f->be, &b);
     free(x), free(got);

@@ -32,35 +32,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static float *random_array(size_t n, uint64_t seed, float scale) {
-    float *x = malloc(n * sizeof *x);
-    df_test_fill_random(x, n, seed, scale);
-    return x;
-}
-
-static DfBuffer upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
-    DfError err;
-    DfBuffer b;
-    assert_int_equal(df_buffer_alloc(be, &b, kind, n, &err), 0);
-    assert_int_equal(be->ops->upload_f32(be, b, host, &err), 0);
-    return b;
-}
-
-static DfBuffer upload_ids(DfBackend *be, const int32_t *host, size_t n) {
-    DfError err;
-    DfBuffer b;
-    assert_int_equal(df_buffer_alloc(be, &b, DF_BUF_I32, n, &err), 0);
-    assert_int_equal(be->ops->upload_i32(be, b, host, &err), 0);
-    return b;
-}
-
-static float *download(DfBackend *be, DfBuffer b) {
-    DfError err;
-    float *x = malloc(b.count * sizeof *x);
-    assert_int_equal(be->ops->download_f32(be, x, b, &err), 0);
-    return x;
-}
-
 static void assert_close(const float *got, const double *want, size_t n, double tol) {
     float *w = malloc(n * sizeof *w);
     for (size_t i = 0; i < n; i++) w[i] = (float)want[i];
@@ -70,8 +41,8 @@ static void assert_close(const float *got, const double *want, size_t n, double 
 }
 
 static void check_matmul(DfBackend *be, int m, int n, int k, int ta, int tb, int acc) {
-    float *a = random_array((size_t)m * k, 1 + ta, 1.0f), *b = random_array((size_t)k * n, 3 + tb, 1.0f);
-    float *c0 = random_array((size_t)m * n, 5, 1.0f);
+    float *a = df_test_random_array((size_t)m * k, 1 + ta, 1.0f), *b = df_test_random_array((size_t)k * n, 3 + tb, 1.0f);
+    float *c0 = df_test_random_array((size_t)m * n, 5, 1.0f);
     double *want = malloc((size_t)m * n * sizeof *want);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
@@ -83,10 +54,10 @@ static void check_matmul(DfBackend *be, int m, int n, int k, int ta, int tb, int
             }
             want[i * n + j] = s;
         }
-    DfBuffer ba = upload(be, a, (size_t)m * k, DF_BUF_ACT), bb = upload(be, b, (size_t)k * n, DF_BUF_ACT);
-    DfBuffer bc = upload(be, c0, (size_t)m * n, DF_BUF_ACT);
+    DfBuffer ba = df_test_upload(be, a, (size_t)m * k, DF_BUF_ACT), bb = df_test_upload(be, b, (size_t)k * n, DF_BUF_ACT);
+    DfBuffer bc = df_test_upload(be, c0, (size_t)m * n, DF_BUF_ACT);
     df_op_matmul(be, bc, ba, bb, m, n, k, ta, tb, acc ? 1.0f : 0.0f);
-    float *got = download(be, bc);
+    float *got = df_test_download(be, bc);
     assert_close(got, want, (size_t)m * n, TOL);
     df_buffer_free(be, &ba);
     df_buffer_free(be, &bb);
@@ -108,7 +79,7 @@ static void test_matmul_all_transposes(void **state) {
 static void test_linear(void **state) {
     DfBackend *be = ((Fixture *)*state)->be;
     const int m = 23, n = 41, k = 31;
-    float *x = random_array((size_t)m * k, 11, 1.0f), *w = random_array((size_t)n * k, 12, 0.5f);
+    float *x = df_test_random_array((size_t)m * k, 11, 1.0f), *w = df_test_random_array((size_t)n * k, 12, 0.5f);
     double *want = malloc((size_t)m * n * sizeof *want);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
@@ -116,11 +87,11 @@ static void test_linear(void **state) {
             for (int p = 0; p < k; p++) s += (double)x[i * k + p] * w[j * k + p];
             want[i * n + j] = s;
         }
-    DfBuffer bx = upload(be, x, (size_t)m * k, DF_BUF_ACT), bw = upload(be, w, (size_t)n * k, DF_BUF_ACT), by;
+    DfBuffer bx = df_test_upload(be, x, (size_t)m * k, DF_BUF_ACT), bw = df_test_upload(be, w, (size_t)n * k, DF_BUF_ACT), by;
     DfError err;
     assert_int_equal(df_buffer_alloc(be, &by, DF_BUF_ACT, (size_t)m * n, &err), 0);
     df_op_linear(be, by, bx, bw, m, n, k, 0);
-    float *got = download(be, by);
+    float *got = df_test_download(be, by);
     assert_close(got, want, (size_t)m * n, TOL);
     df_buffer_free(be, &bx), df_buffer_free(be, &bw), df_buffer_free(be, &by);
     free(x), free(w), free(want), free(got);
@@ -130,7 +101,7 @@ static void test_rmsnorm(void **state) {
     DfBackend *be = ((Fixture *)*state)->be;
     const int rows = 13, dim = 67;
     const float eps = 1e-5f;
-    float *x = random_array((size_t)rows * dim, 21, 2.0f), *w = random_array(dim, 22, 1.5f);
+    float *x = df_test_random_array((size_t)rows * dim, 21, 2.0f), *w = df_test_random_array(dim, 22, 1.5f);
     double *want = malloc((size_t)rows * dim * sizeof *want);
     for (int r = 0; r < rows; r++) {
         double ss = 0;
@@ -138,9 +109,9 @@ static void test_rmsnorm(void **state) {
         double inv = 1.0 / sqrt(ss / dim + eps);
         for (int i = 0; i < dim; i++) want[r * dim + i] = x[r * dim + i] * inv * w[i];
     }
-    DfBuffer bx = upload(be, x, (size_t)rows * dim, DF_BUF_ACT), bw = upload(be, w, dim, DF_BUF_ACT);
+    DfBuffer bx = df_test_upload(be, x, (size_t)rows * dim, DF_BUF_ACT), bw = df_test_upload(be, w, dim, DF_BUF_ACT);
     df_op_rmsnorm(be, bx, bx, bw, rows, dim, eps); /* in place is allowed */
-    float *got = download(be, bx);
+    float *got = df_test_download(be, bx);
     assert_close(got, want, (size_t)rows * dim, TOL);
     df_buffer_free(be, &bx), df_buffer_free(be, &bw);
     free(x), free(w), free(want), free(got);
@@ -149,20 +120,20 @@ static void test_rmsnorm(void **state) {
 static void test_add_and_swiglu(void **state) {
     DfBackend *be = ((Fixture *)*state)->be;
     const size_t n = 1001;
-    float *a = random_array(n, 31, 3.0f), *b = random_array(n, 32, 3.0f);
+    float *a = df_test_random_array(n, 31, 3.0f), *b = df_test_random_array(n, 32, 3.0f);
     double *want_add = malloc(n * sizeof *want_add), *want_glu = malloc(n * sizeof *want_glu);
     for (size_t i = 0; i < n; i++) {
         want_add[i] = (double)a[i] + b[i];
         want_glu[i] = (double)a[i] / (1.0 + exp(-(double)a[i])) * b[i];
     }
-    DfBuffer ba = upload(be, a, n, DF_BUF_ACT), bb = upload(be, b, n, DF_BUF_ACT), bo;
+    DfBuffer ba = df_test_upload(be, a, n, DF_BUF_ACT), bb = df_test_upload(be, b, n, DF_BUF_ACT), bo;
     DfError err;
     assert_int_equal(df_buffer_alloc(be, &bo, DF_BUF_ACT, n, &err), 0);
     df_op_swiglu(be, bo, ba, bb);
-    float *glu = download(be, bo);
+    float *glu = df_test_download(be, bo);
     assert_close(glu, want_glu, n, TOL);
     df_op_add_inplace(be, ba, bb);
-    float *sum = download(be, ba);
+    float *sum = df_test_download(be, ba);
     assert_close(sum, want_add, n, TOL);
     df_buffer_free(be, &ba), df_buffer_free(be, &bb), df_buffer_free(be, &bo);
     free(a), free(b), free(want_add), free(want_glu), free(glu), free(sum);
@@ -171,18 +142,18 @@ static void test_add_and_swiglu(void **state) {
 static void test_embedding(void **state) {
     DfBackend *be = ((Fixture *)*state)->be;
     const int vocab = 11, dim = 7, t = 23;
-    float *table = random_array((size_t)vocab * dim, 41, 1.0f);
+    float *table = df_test_random_array((size_t)vocab * dim, 41, 1.0f);
     int32_t ids[23];
     for (int i = 0; i < t; i++) ids[i] = (i * 7 + 3) % vocab;
     double *want = malloc((size_t)t * dim * sizeof *want);
     for (int i = 0; i < t; i++)
         for (int d = 0; d < dim; d++) want[i * dim + d] = table[ids[i] * dim + d];
-    DfBuffer bt = upload(be, table, (size_t)vocab * dim, DF_BUF_ACT), bi = upload_ids(be, ids, t), bo;
+    DfBuffer bt = df_test_upload(be, table, (size_t)vocab * dim, DF_BUF_ACT), bi = df_test_upload_i32(be, ids, t), bo;
     DfError err;
     assert_int_equal(df_buffer_alloc(be, &bo, DF_BUF_ACT, (size_t)t * dim, &err), 0);
     df_op_embedding(be, bo, bt, bi, t, dim);
     assert_int_equal(be->ops->sync(be, &err), 0);
-    float *got = download(be, bo);
+    float *got = df_test_download(be, bo);
     assert_close(got, want, (size_t)t * dim, 1e-7);
     /* an id outside the table is reported by sync, not read */
     ids[5] = vocab;
@@ -232,7 +203,7 @@ static void check_rope(DfBackend *be, const DfRopeConfig *rope, int head_dim, in
     for (int i = 0; i < half; i++) inv[i] = reference_inv_freq(rope, head_dim, i, regimes);
     if (expect_all_regimes)
         for (int r = 0; r < 3; r++) assert_true(regimes[r] > 0);
-    float *x = random_array((size_t)t * heads * head_dim, 51, 1.0f);
+    float *x = df_test_random_array((size_t)t * heads * head_dim, 51, 1.0f);
     double *want = malloc((size_t)t * heads * head_dim * sizeof *want);
     for (int s = 0; s < nseq; s++)
         for (int tok = starts[s]; tok < starts[s + 1]; tok++)
@@ -244,11 +215,11 @@ static void check_rope(DfBackend *be, const DfRopeConfig *rope, int head_dim, in
                     double rot = i < half ? -(double)x[base + i + half] : (double)x[base + i - half];
                     want[base + i] = x[base + i] * cos(ang) + rot * sin(ang);
                 }
-    DfBuffer bx = upload(be, x, (size_t)t * heads * head_dim, DF_BUF_ACT);
-    DfBuffer bc = upload(be, cos_t, (size_t)n_pos * half, DF_BUF_F32), bs = upload(be, sin_t, (size_t)n_pos * half, DF_BUF_F32);
+    DfBuffer bx = df_test_upload(be, x, (size_t)t * heads * head_dim, DF_BUF_ACT);
+    DfBuffer bc = df_test_upload(be, cos_t, (size_t)n_pos * half, DF_BUF_F32), bs = df_test_upload(be, sin_t, (size_t)n_pos * half, DF_BUF_F32);
     df_op_rope(be, bx, pb.positions, bc, bs, t, heads, head_dim);
     assert_int_equal(be->ops->sync(be, &err), 0);
-    float *got = download(be, bx);
+    float *got = df_test_download(be, bx);
     assert_close(got, want, (size_t)t * heads * head_dim, 1e-5);
     df_buffer_free(be, &bx), df_buffer_free(be, &bc), df_buffer_free(be, &bs);
     df_packed_batch_free(&pb, be);
@@ -277,9 +248,9 @@ static void test_rope_position_outside_table(void **state) {
     assert_int_equal(df_packed_batch_init(&pb, be, starts, 1, &err), 0);
     float cos_t[10 * 2], sin_t[10 * 2];
     df_rope_tables(&rope, 4, 10, cos_t, sin_t); /* 10 positions, the sequence has 12 */
-    float *x = random_array(12 * 4, 61, 1.0f);
-    DfBuffer bx = upload(be, x, 12 * 4, DF_BUF_ACT), bc = upload(be, cos_t, 20, DF_BUF_F32),
-             bs = upload(be, sin_t, 20, DF_BUF_F32);
+    float *x = df_test_random_array(12 * 4, 61, 1.0f);
+    DfBuffer bx = df_test_upload(be, x, 12 * 4, DF_BUF_ACT), bc = df_test_upload(be, cos_t, 20, DF_BUF_F32),
+             bs = df_test_upload(be, sin_t, 20, DF_BUF_F32);
     df_op_rope(be, bx, pb.positions, bc, bs, 12, 1, 4);
     assert_int_equal(be->ops->sync(be, &err), -1);
     assert_non_null(strstr(err.msg, "position 10"));
@@ -294,8 +265,8 @@ static void test_attention_packed_gqa(void **state) {
     const int32_t starts[] = {0, 5, 305, 306, 446};
     const int nseq = 4, t = 446, heads = 6, kvh = 2, hd = 12, group = heads / kvh;
     const double scale = 1.0 / sqrt((double)hd);
-    float *q = random_array((size_t)t * heads * hd, 71, 2.0f), *k = random_array((size_t)t * kvh * hd, 72, 2.0f);
-    float *v = random_array((size_t)t * kvh * hd, 73, 1.0f);
+    float *q = df_test_random_array((size_t)t * heads * hd, 71, 2.0f), *k = df_test_random_array((size_t)t * kvh * hd, 72, 2.0f);
+    float *v = df_test_random_array((size_t)t * kvh * hd, 73, 1.0f);
     double *want = malloc((size_t)t * heads * hd * sizeof *want), *want_lse = malloc((size_t)heads * t * sizeof *want_lse);
     double *sc = malloc((size_t)t * sizeof *sc);
     for (int s = 0; s < nseq; s++)
@@ -322,13 +293,13 @@ static void test_attention_packed_gqa(void **state) {
     DfPackedBatch pb;
     assert_int_equal(df_packed_batch_init(&pb, be, starts, nseq, &err), 0);
     assert_int_equal(pb.max_seq_len, 300);
-    DfBuffer bq = upload(be, q, (size_t)t * heads * hd, DF_BUF_ACT), bk = upload(be, k, (size_t)t * kvh * hd, DF_BUF_ACT);
-    DfBuffer bv = upload(be, v, (size_t)t * kvh * hd, DF_BUF_ACT), bo, bl;
+    DfBuffer bq = df_test_upload(be, q, (size_t)t * heads * hd, DF_BUF_ACT), bk = df_test_upload(be, k, (size_t)t * kvh * hd, DF_BUF_ACT);
+    DfBuffer bv = df_test_upload(be, v, (size_t)t * kvh * hd, DF_BUF_ACT), bo, bl;
     assert_int_equal(df_buffer_alloc(be, &bo, DF_BUF_ACT, (size_t)t * heads * hd, &err), 0);
     assert_int_equal(df_buffer_alloc(be, &bl, DF_BUF_F32, (size_t)t * heads, &err), 0);
     df_op_attention(be, bo, bl, bq, bk, bv, &pb, heads, kvh, hd, (float)scale);
     assert_int_equal(be->ops->sync(be, &err), 0);
-    float *got = download(be, bo), *lse = download(be, bl);
+    float *got = df_test_download(be, bo), *lse = df_test_download(be, bl);
     assert_close(got, want, (size_t)t * heads * hd, TOL);
     assert_close(lse, want_lse, (size_t)t * heads, TOL);
     df_buffer_free(be, &bq), df_buffer_free(be, &bk), df_buffer_free(be, &bv), df_buffer_free(be, &bo);
@@ -340,14 +311,14 @@ static void test_attention_packed_gqa(void **state) {
 static void test_copy2d_into_column_block(void **state) {
     DfBackend *be = ((Fixture *)*state)->be;
     const int rows = 9, cols = 5, ld_dst = 17, col0 = 7;
-    float *src = random_array((size_t)rows * cols, 81, 1.0f), *dst0 = random_array((size_t)rows * ld_dst, 82, 1.0f);
+    float *src = df_test_random_array((size_t)rows * cols, 81, 1.0f), *dst0 = df_test_random_array((size_t)rows * ld_dst, 82, 1.0f);
     double *want = malloc((size_t)rows * ld_dst * sizeof *want);
     for (int i = 0; i < rows * ld_dst; i++) want[i] = dst0[i];
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < cols; c++) want[r * ld_dst + col0 + c] = src[r * cols + c];
-    DfBuffer bs = upload(be, src, (size_t)rows * cols, DF_BUF_ACT), bd = upload(be, dst0, (size_t)rows * ld_dst, DF_BUF_ACT);
+    DfBuffer bs = df_test_upload(be, src, (size_t)rows * cols, DF_BUF_ACT), bd = df_test_upload(be, dst0, (size_t)rows * ld_dst, DF_BUF_ACT);
     df_op_copy2d(be, df_buffer_view(bd, col0, bd.count - col0), ld_dst, bs, cols, rows, cols);
-    float *got = download(be, bd);
+    float *got = df_test_download(be, bd);
     assert_close(got, want, (size_t)rows * ld_dst, 1e-7);
     df_buffer_free(be, &bs), df_buffer_free(be, &bd);
     free(src), free(dst0), free(want), free(got);

@@ -158,24 +158,10 @@ static void sleep_ms(long ms) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
-    buf[n] = '\0';
-    fclose(fp);
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
 /* Asserts that two files are byte-identical. */
 static void assert_same_file(const char *a, const char *b) {
     size_t na, nb;
-    char *x = read_file(a, &na), *y = read_file(b, &nb);
+    char *x = df_test_read_file(a, &na), *y = df_test_read_file(b, &nb);
     assert_non_null(x);
     assert_non_null(y);
     assert_int_equal(na, nb);
@@ -187,7 +173,7 @@ static void assert_same_file(const char *a, const char *b) {
 static void path_in(const Fixture *f, const char *rel, char *out, size_t cap) { snprintf(out, cap, "%s/%s", f->dir, rel); }
 
 static int count_lines(const char *path) {
-    char *text = read_file(path, NULL);
+    char *text = df_test_read_file(path, NULL);
     if (!text) return 0;
     int n = 0;
     for (char *p = text; *p; p++) n += *p == '\n';
@@ -262,7 +248,7 @@ static void test_sigkill_and_resume_is_identical(void **state) {
             continue;
         }
         if (status != 0) {
-            char *text = read_file(log, NULL);
+            char *text = df_test_read_file(log, NULL);
             fail_msg("launch %d (after %d kills) exited %d:\n%s", launches, kills, status, text ? text : "");
         }
         finished = df_test_file_exists(final_path);
@@ -290,7 +276,7 @@ static void wait_for_steps(const Fixture *f, const char *run, int n) {
 /* Waits until the file contains the text (or 20 s). */
 static void wait_for_text(const char *path, const char *needle) {
     for (int i = 0; i < 2000; i++) {
-        char *text = read_file(path, NULL);
+        char *text = df_test_read_file(path, NULL);
         int found = text && strstr(text, needle);
         free(text);
         if (found) return;
@@ -309,7 +295,7 @@ static void test_sigterm_checkpoints_and_exits_0(void **state) {
     wait_for_steps(f, "term", 2);
     kill(pid, SIGTERM);
     assert_int_equal(wait_status(pid), 0);
-    char *text = read_file(log, NULL);
+    char *text = df_test_read_file(log, NULL);
     const char *msg = strstr(text, "SIGTERM received: stopped after step ");
     assert_non_null(msg);
     int step = atoi(msg + strlen("SIGTERM received: stopped after step "));
@@ -336,7 +322,7 @@ static void test_sigterm_checkpoints_and_exits_0(void **state) {
     wait_for_text(log, "SIGTERM: stopping cleanly"); /* the first was handled: the second is not merged with it */
     kill(pid, SIGTERM);
     int status = wait_status(pid);
-    text = read_file(log, NULL);
+    text = df_test_read_file(log, NULL);
     if (status != 143 && !strstr(text, "stopped after step")) fail_msg("exit %d after two SIGTERMs:\n%s", status, text);
     fprintf(stderr, "two SIGTERMs: exit %d%s\n", status, status == 143 ? " (at once)" : " (the step ended between them)");
     free(text);
@@ -360,7 +346,7 @@ static void test_sigterm_during_prepare_leaves_no_store(void **state) {
     sleep_ms(700);
     kill(pid, SIGTERM);
     int status = wait_status(pid);
-    char *text = read_file(log, NULL);
+    char *text = df_test_read_file(log, NULL);
     if (status != 143) fail_msg("prepare exited %d:\n%s", status, text);
     assert_non_null(strstr(text, "interrupted by SIGTERM"));
     free(text);
@@ -394,7 +380,7 @@ static void test_nonfinite_step_is_skipped(void **state) {
     free(pb);
     /* metrics: step 3 says so, with the sample ids; loss null (valid JSON) */
     path_in(f, "nan/metrics.jsonl", a, sizeof a);
-    char *text = read_file(a, NULL);
+    char *text = df_test_read_file(a, NULL);
     char *line3 = strstr(text, "{\"step\": 3,");
     assert_non_null(line3);
     *strchr(line3, '\n') = '\0';
@@ -434,7 +420,7 @@ static void test_file_size_limit_keeps_previous_checkpoint(void **state) {
     train_command(f, "full", "--steps 24 --save-every 1 --resume", cmd, sizeof cmd);
     /* 1 MiB: the metrics and the store fit, a checkpoint (3.7 MB) does not */
     int status = wait_status(spawn(cmd, log, 1 << 20));
-    char *text = read_file(log, NULL);
+    char *text = df_test_read_file(log, NULL);
     if (status == 0 || status >= 1000) fail_msg("expected a clean failure, got %d:\n%s", status, text);
     assert_non_null(strstr(text, "writing the checkpoint of step 3"));
     assert_non_null(strstr(text, "File too large"));
@@ -527,7 +513,7 @@ static int run_catalogue(const char *folder, const char *ext, OpenFn open_fn) {
         char path[2048], expected_path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         snprintf(expected_path, sizeof expected_path, "%s/%.*s.expected", dir, (int)(n - k), e->d_name);
-        char *expected = read_file(expected_path, NULL);
+        char *expected = df_test_read_file(expected_path, NULL);
         if (!expected) fail_msg("%s has no .expected file", path);
         expected[strcspn(expected, "\n")] = '\0';
         DfError err = {{0}};
@@ -573,7 +559,7 @@ static void test_fuzz_regressions(void **state) {
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = df_test_read_file(path, &len);
         DfPreparedRecord r = {0};
         df_prepare_record(&rules, text, len, &r);
         assert_true(r.bad == DF_RECORD_OK || r.msg[0] != '\0');

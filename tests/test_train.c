@@ -72,26 +72,12 @@ static int run_train(Fixture *f, const char *output, const char *extra, int expe
 static int train(Fixture *f, const char *output, const char *extra) { return run_train(f, output, extra, 1); }
 static int train_refused(Fixture *f, const char *output, const char *extra) { return run_train(f, output, extra, 0); }
 
-static char *read_text(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
-    buf[n] = '\0';
-    fclose(fp);
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
 /* Metrics lines with the timing fields (tokens_per_s, elapsed_s: wall-clock
  * dependent) cut off; every line must be JSON with the documented fields. */
 static int read_metrics(const char *run_dir, char lines[][4096], int max, int block, double *loss) {
     char path[1024];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-    char *text = read_text(path, NULL);
+    char *text = df_test_read_file(path, NULL);
     assert_non_null(text);
     int n = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
@@ -139,7 +125,7 @@ static void test_short_run_learns(void **state) {
         assert_true(df_test_file_exists(path));
     }
     snprintf(path, sizeof path, "%s/final/config.json", dir);
-    char *cfg_text = read_text(path, NULL);
+    char *cfg_text = df_test_read_file(path, NULL);
     cJSON *cfg = cJSON_Parse(cfg_text);
     assert_non_null(cfg);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(cfg, "block_size")->valueint, 8);
@@ -183,7 +169,7 @@ static void test_resume_is_bit_identical(void **state) {
     size_t na, nb;
     snprintf(a, sizeof a, "%s/whole/final/model.safetensors", f->dir);
     snprintf(b, sizeof b, "%s/split/final/model.safetensors", f->dir);
-    char *wa = read_text(a, &na), *wb = read_text(b, &nb);
+    char *wa = df_test_read_file(a, &na), *wb = df_test_read_file(b, &nb);
     assert_non_null(wa);
     assert_non_null(wb);
     assert_int_equal(na, nb);

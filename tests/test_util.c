@@ -83,3 +83,49 @@ int df_test_file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
+
+char *df_test_read_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
+    buf[n] = '\0';
+    fclose(fp);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+float *df_test_random_array(size_t n, uint64_t seed, float scale) {
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    df_test_fill_random(x, n, seed, scale);
+    return x;
+}
+
+DfBuffer df_test_upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
+    DfError err;
+    DfBuffer b;
+    assert_int_equal(df_buffer_alloc(be, &b, kind, n, &err), 0);
+    assert_int_equal(be->ops->upload_f32(be, b, host, &err), 0);
+    return b;
+}
+
+DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n) {
+    DfError err;
+    DfBuffer b;
+    assert_int_equal(df_buffer_alloc(be, &b, DF_BUF_I32, n, &err), 0);
+    assert_int_equal(be->ops->upload_i32(be, b, host, &err), 0);
+    return b;
+}
+
+float *df_test_download(DfBackend *be, DfBuffer b) {
+    DfError err;
+    float *x = malloc(b.count * sizeof *x);
+    assert_non_null(x);
+    assert_int_equal(be->ops->download_f32(be, x, b, &err), 0);
+    return x;
+}

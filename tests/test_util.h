@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "backend/backend.h"
+
 /* Absolute path of a file in the source tree (DFLASH_SOURCE_DIR overrides the
  * build-time location), in a static rotating buffer. */
 const char *df_test_path(const char *relative);
@@ -29,6 +31,18 @@ void df_test_fill_random(float *x, size_t n, uint64_t seed, float scale);
 
 /* Writes text to a file, asserting success. */
 void df_test_write_file(const char *path, const char *text);
+
+/* A whole file as a NUL-terminated heap string (its length in *len when
+ * len is not NULL), or NULL when it cannot be opened. */
+char *df_test_read_file(const char *path, size_t *len);
+
+/* A heap array of n values from df_test_fill_random. */
+float *df_test_random_array(size_t n, uint64_t seed, float scale);
+
+/* Backend buffers from host arrays and back, asserting success. */
+DfBuffer df_test_upload(DfBackend *be, const float *host, size_t n, DfBufKind kind);
+DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n);
+float *df_test_download(DfBackend *be, DfBuffer b); /* heap, b.count values */
 int df_test_file_exists(const char *path);
 
 #endif
