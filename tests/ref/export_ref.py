@@ -134,4 +134,5 @@ def main():
     save_file(out, os.path.join(root, "tests", "fixtures", "export", "zlab_logits.safetensors"))
 
 
-main()
+if __name__ == "__main__":
+    main()
