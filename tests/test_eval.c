@@ -21,37 +21,9 @@
 
 #define MAX_FIXTURES 16
 
-typedef struct Fixture {
-    DfI32Vec prompt, output;
-    int max_new_tokens;
-} Fixture;
+typedef DfGreedyFixture Fixture;
 
-static int load_fixtures(Fixture *f) {
-    FILE *fp = fopen(df_test_path("tests/fixtures/generate/greedy.jsonl"), "r");
-    assert_non_null(fp);
-    char *line = NULL;
-    size_t cap = 0;
-    int n = 0;
-    while (getline(&line, &cap, fp) > 0 && n < MAX_FIXTURES) {
-        cJSON *rec = cJSON_Parse(line);
-        assert_non_null(rec);
-        Fixture *x = &f[n++];
-        memset(x, 0, sizeof *x);
-        const cJSON *v;
-        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "prompt_ids")) df_i32vec_push(&x->prompt, (int32_t)v->valueint);
-        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "output_ids")) df_i32vec_push(&x->output, (int32_t)v->valueint);
-        x->max_new_tokens = cJSON_GetObjectItem(rec, "max_new_tokens")->valueint;
-        cJSON_Delete(rec);
-    }
-    free(line);
-    fclose(fp);
-    assert_true(n >= 4);
-    return n;
-}
 
-static void free_fixtures(Fixture *f, int n) {
-    for (int i = 0; i < n; i++) df_i32vec_free(&f[i].prompt), df_i32vec_free(&f[i].output);
-}
 
 typedef struct Setup {
     DfBackend *be;
@@ -68,7 +40,7 @@ typedef struct Setup {
 static void setup(Setup *s, int block_size) {
     DfError err;
     memset(s, 0, sizeof *s);
-    s->n = load_fixtures(s->f);
+    s->n = df_test_load_greedy_fixtures(s->f, MAX_FIXTURES);
     s->be = df_backend_cpu_create(&err);
     if (df_target_load(&s->target, s->be, df_test_path("assets/coder-tiny"), 8, 1, &err)) fail_msg("%s", err.msg);
     DfDrafterConfig cfg, loaded;
@@ -102,7 +74,7 @@ static void teardown(Setup *s) {
     df_target_decoder_free(&s->dec);
     df_target_free(&s->target);
     df_backend_destroy(s->be);
-    free_fixtures(s->f, s->n);
+    df_test_free_greedy_fixtures(s->f, s->n);
     df_test_rmtree(s->dir);
     free(s->dir);
 }

@@ -15,39 +15,9 @@
 
 #define MAX_FIXTURES 16
 
-typedef struct Fixture {
-    char id[64];
-    DfI32Vec prompt, output;
-    int max_new_tokens;
-} Fixture;
+typedef DfGreedyFixture Fixture;
 
-static int load_fixtures(Fixture *f) {
-    FILE *fp = fopen(df_test_path("tests/fixtures/generate/greedy.jsonl"), "r");
-    assert_non_null(fp);
-    char *line = NULL;
-    size_t cap = 0;
-    int n = 0;
-    while (getline(&line, &cap, fp) > 0 && n < MAX_FIXTURES) {
-        cJSON *rec = cJSON_Parse(line);
-        assert_non_null(rec);
-        Fixture *x = &f[n++];
-        memset(x, 0, sizeof *x);
-        snprintf(x->id, sizeof x->id, "%s", cJSON_GetObjectItem(rec, "id")->valuestring);
-        const cJSON *v;
-        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "prompt_ids")) df_i32vec_push(&x->prompt, (int32_t)v->valueint);
-        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "output_ids")) df_i32vec_push(&x->output, (int32_t)v->valueint);
-        x->max_new_tokens = cJSON_GetObjectItem(rec, "max_new_tokens")->valueint;
-        cJSON_Delete(rec);
-    }
-    free(line);
-    fclose(fp);
-    assert_true(n >= 4);
-    return n;
-}
 
-static void free_fixtures(Fixture *f, int n) {
-    for (int i = 0; i < n; i++) df_i32vec_free(&f[i].prompt), df_i32vec_free(&f[i].output);
-}
 
 typedef struct Model {
     DfBackend *be;
@@ -95,7 +65,7 @@ static void generate_all(Model *md, Fixture *f, int n, int batch, DfI32Vec *out)
 
 static void test_greedy_matches_transformers(int batch) {
     Fixture f[MAX_FIXTURES];
-    int n = load_fixtures(f);
+    int n = df_test_load_greedy_fixtures(f, MAX_FIXTURES);
     Model md;
     load_model(&md);
     md.opt.max_new_tokens = f[0].max_new_tokens;
@@ -113,7 +83,7 @@ static void test_greedy_matches_transformers(int batch) {
         df_i32vec_free(&out[i]);
     }
     (void)some_stopped_early;
-    free_fixtures(f, n);
+    df_test_free_greedy_fixtures(f, n);
     free_model(&md);
 }
 
@@ -132,7 +102,7 @@ static void test_greedy_batch4(void **state) {
 static void test_decode_logits_equal_full_forward(void **state) {
     (void)state;
     Fixture f[MAX_FIXTURES];
-    int n = load_fixtures(f);
+    int n = df_test_load_greedy_fixtures(f, MAX_FIXTURES);
     Model md;
     load_model(&md);
     DfError err;
@@ -197,7 +167,7 @@ static void test_decode_logits_equal_full_forward(void **state) {
     for (int s = 0; s < 2; s++) free(ref_logits[s]), free(ref_feat[s]), df_i32vec_free(&seq[s]);
     free(logits);
     free(feat);
-    free_fixtures(f, n);
+    df_test_free_greedy_fixtures(f, n);
     free_model(&md);
 }
 
@@ -205,7 +175,7 @@ static void test_decode_logits_equal_full_forward(void **state) {
 static void test_sampling_reproducible(void **state) {
     (void)state;
     Fixture f[MAX_FIXTURES];
-    int n_loaded = load_fixtures(f), n = n_loaded < 4 ? n_loaded : 4;
+    int n_loaded = df_test_load_greedy_fixtures(f, MAX_FIXTURES), n = n_loaded < 4 ? n_loaded : 4;
     Model md;
     load_model(&md);
     md.opt.max_new_tokens = 24;
@@ -228,7 +198,7 @@ static void test_sampling_reproducible(void **state) {
     }
     assert_true(differs_from_other_seed);
     assert_true(differs_from_greedy);
-    free_fixtures(f, n_loaded);
+    df_test_free_greedy_fixtures(f, n_loaded);
     free_model(&md);
 }
 

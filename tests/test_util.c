@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include <cjson/cJSON.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,4 +130,32 @@ float *df_test_download(DfBackend *be, DfBuffer b) {
     assert_non_null(x);
     assert_int_equal(be->ops->download_f32(be, x, b, &err), 0);
     return x;
+}
+
+int df_test_load_greedy_fixtures(DfGreedyFixture *f, int max) {
+    FILE *fp = fopen(df_test_path("tests/fixtures/generate/greedy.jsonl"), "r");
+    assert_non_null(fp);
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0;
+    while (getline(&line, &cap, fp) > 0 && n < max) {
+        cJSON *rec = cJSON_Parse(line);
+        assert_non_null(rec);
+        DfGreedyFixture *x = &f[n++];
+        memset(x, 0, sizeof *x);
+        snprintf(x->id, sizeof x->id, "%s", cJSON_GetObjectItem(rec, "id")->valuestring);
+        const cJSON *v;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "prompt_ids")) df_i32vec_push(&x->prompt, (int32_t)v->valueint);
+        cJSON_ArrayForEach(v, cJSON_GetObjectItem(rec, "output_ids")) df_i32vec_push(&x->output, (int32_t)v->valueint);
+        x->max_new_tokens = cJSON_GetObjectItem(rec, "max_new_tokens")->valueint;
+        cJSON_Delete(rec);
+    }
+    free(line);
+    fclose(fp);
+    assert_true(n >= 4);
+    return n;
+}
+
+void df_test_free_greedy_fixtures(DfGreedyFixture *f, int n) {
+    for (int i = 0; i < n; i++) df_i32vec_free(&f[i].prompt), df_i32vec_free(&f[i].output);
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "base/buffer.h"
 
 /* Absolute path of a file in the source tree (DFLASH_SOURCE_DIR overrides the
  * build-time location), in a static rotating buffer. */
@@ -38,6 +39,19 @@ char *df_test_read_file(const char *path, size_t *len);
 
 /* A heap array of n values from df_test_fill_random. */
 float *df_test_random_array(size_t n, uint64_t seed, float scale);
+
+/* tests/fixtures/generate/greedy.jsonl (transformers' greedy generate for
+ * coder-tiny, made by tests/ref/generate_ref.py): one prompt and its greedy
+ * continuation per record. */
+typedef struct DfGreedyFixture {
+    char id[64];
+    DfI32Vec prompt, output;
+    int max_new_tokens;
+} DfGreedyFixture;
+
+/* Loads up to max records (asserting at least 4); returns how many. */
+int df_test_load_greedy_fixtures(DfGreedyFixture *f, int max);
+void df_test_free_greedy_fixtures(DfGreedyFixture *f, int n);
 
 /* Backend buffers from host arrays and back, asserting success. */
 DfBuffer df_test_upload(DfBackend *be, const float *host, size_t n, DfBufKind kind);
