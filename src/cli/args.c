@@ -106,3 +106,14 @@ void df_print_command_help(const DfCommandSpec *spec) {
     }
     printf("  %-28s %s\n", "--help", "show this help");
 }
+
+int df_parse_command_line(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs *out, int *exit_code) {
+    DfError err = {{0}};
+    if (df_parse_args(spec, argc, argv, out, &err) != 0) {
+        fprintf(stderr, "dflash: %s\n", err.msg);
+        *exit_code = 2;
+        return 1;
+    }
+    *exit_code = 0;
+    return out->help_shown;
+}

@@ -47,6 +47,11 @@ typedef struct DfParsedArgs {
 int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs *out, DfError *err);
 void df_print_command_help(const DfCommandSpec *spec);
 
+/* The start of every command: parses argv, prints "dflash: MESSAGE" on a bad
+ * command line. Returns 0 to go on, or 1 when the command must return
+ * *exit_code at once (2 after a bad command line, 0 after --help). */
+int df_parse_command_line(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs *out, int *exit_code);
+
 #define DF_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 #endif

@@ -467,11 +467,8 @@ int df_cmd_bench(int argc, char **argv) {
                                 options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err = {{0}};
-    if (df_parse_args(&spec, argc, argv, &args, &err) != 0) {
-        fprintf(stderr, "dflash: %s\n", err.msg);
-        return 2;
-    }
-    if (args.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     int gpu = df_device_is_cuda(o.device);
     if (!gpu && strcmp(o.device, "cpu") != 0) {
         fprintf(stderr, "dflash: bench: unknown --device '%s' (expected cpu, cuda or cuda:N)\n", o.device);

@@ -228,11 +228,8 @@ int df_cmd_eval(int argc, char **argv) {
         options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err;
-    if (df_parse_args(&spec, argc, argv, &args, &err)) {
-        fprintf(stderr, "dflash: %s\n", err.msg);
-        return 2;
-    }
-    if (args.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     if (a.max_new_tokens < 1 || (a.block_size && (a.block_size < 2 || a.block_size > 256))) {
         fprintf(stderr, "dflash eval: need --max-new-tokens >= 1 and --block-size in 2..256\n");
         return 2;

@@ -174,11 +174,8 @@ int df_cmd_forward(int argc, char **argv) {
         options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err;
-    if (df_parse_args(&spec, argc, argv, &args, &err)) {
-        fprintf(stderr, "dflash: %s\n", err.msg);
-        return 2;
-    }
-    if (args.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     if (run_forward(target, input, output, layers, want_logits, device, &err)) {
         fprintf(stderr, "dflash forward: %s\n", err.msg);
         return 1;

@@ -205,11 +205,8 @@ int df_cmd_generate(int argc, char **argv) {
         options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err;
-    if (df_parse_args(&spec, argc, argv, &args, &err)) {
-        fprintf(stderr, "dflash: %s\n", err.msg);
-        return 2;
-    }
-    if (args.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     if (a.max_new_tokens < 1 || a.batch < 1 || a.batch > 4096 || a.temperature < 0 || a.top_p <= 0 || a.top_p > 1) {
         fprintf(stderr, "dflash generate: need --max-new-tokens >= 1, --batch in 1..4096, --temperature >= 0, "
                         "--top-p in (0, 1]\n");

@@ -179,11 +179,8 @@ int df_cmd_inspect(int argc, char **argv) {
     };
     DfParsedArgs args;
     DfError err = {0};
-    if (df_parse_args(&spec, argc, argv, &args, &err) != 0) {
-        fprintf(stderr, "dflash: %s\n", err.msg);
-        return 2;
-    }
-    if (args.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     if (args.n_positional != 1) {
         fprintf(stderr, "dflash: inspect: expected one PATH (see 'dflash inspect --help')\n");
         return 2;

@@ -329,11 +329,8 @@ int df_cmd_prepare(int argc, char **argv) {
         options, DF_COUNT(options)};
     DfParsedArgs parsed;
     DfError err = {{0}};
-    if (df_parse_args(&spec, argc, argv, &parsed, &err) != 0) {
-        fprintf(stderr, "dflash %s\n", err.msg);
-        return 2;
-    }
-    if (parsed.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &parsed, &exit_code)) return exit_code;
     opt.fail_on_bad = strcmp(opt.on_bad_record, "fail") == 0;
     if (!opt.fail_on_bad && strcmp(opt.on_bad_record, "skip") != 0) {
         fprintf(stderr, "dflash prepare: --on-bad-record must be skip or fail, not '%s'\n", opt.on_bad_record);

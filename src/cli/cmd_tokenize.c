@@ -114,11 +114,8 @@ int df_cmd_tokenize(int argc, char **argv) {
         options, DF_COUNT(options)};
     DfParsedArgs parsed;
     DfError err = {0};
-    if (df_parse_args(&spec, argc, argv, &parsed, &err) < 0) {
-        fprintf(stderr, "dflash %s\n", err.msg);
-        return 2;
-    }
-    if (parsed.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &parsed, &exit_code)) return exit_code;
     DfTokenizer *tok = df_tokenizer_load(a.tokenizer, &err);
     if (!tok) {
         fprintf(stderr, "dflash tokenize: %s\n", err.msg);

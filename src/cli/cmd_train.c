@@ -273,11 +273,8 @@ int df_cmd_train(int argc, char **argv) {
         options, DF_COUNT(options)};
     DfParsedArgs parsed;
     DfError err = {{0}};
-    if (df_parse_args(&spec, argc, argv, &parsed, &err) != 0) {
-        fprintf(stderr, "dflash %s\n", err.msg);
-        return 2;
-    }
-    if (parsed.help_shown) return 0;
+    int exit_code;
+    if (df_parse_command_line(&spec, argc, argv, &parsed, &exit_code)) return exit_code;
     if (!o.target_dir && !o.data_source && !o.output_dir) {
         apply_bundled_default(&o);
         fprintf(stderr, "train: no --target/--data/--output: the bundled default (see 'dflash train --help')\n");
