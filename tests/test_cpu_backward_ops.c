@@ -11,25 +11,7 @@
 #include "backend/cpu/cpu_fast_exp.h"
 #include "model/rope.h"
 
-typedef struct Fixture {
-    DfBackend *be;
-} Fixture;
-
-static int setup(void **state) {
-    DfError err;
-    Fixture *f = calloc(1, sizeof *f);
-    f->be = df_backend_cpu_create(&err);
-    assert_non_null(f->be);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->be);
-    free(f);
-    return 0;
-}
+typedef DfTestBackendFixture Fixture;
 
 static void assert_close(const float *got, const double *want, size_t n, double tol, const char *what) {
     float *w = malloc(n * sizeof *w);
@@ -431,15 +413,15 @@ static void test_fast_exp(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_rmsnorm_backward, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rope_backward, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_swiglu_backward, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_linear_weight_grad, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_block_attention, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_block_attention_layout_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lm_head_ce, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lm_head_ce_bad_label, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fill_zero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rmsnorm_backward, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_rope_backward, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_swiglu_backward, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_linear_weight_grad, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_block_attention, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_block_attention_layout_errors, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_lm_head_ce, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_lm_head_ce_bad_label, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_fill_zero, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
         cmocka_unit_test(test_fast_exp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

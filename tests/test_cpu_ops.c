@@ -12,25 +12,7 @@
 
 #define TOL 1e-5
 
-typedef struct Fixture {
-    DfBackend *be;
-} Fixture;
-
-static int setup(void **state) {
-    DfError err;
-    Fixture *f = calloc(1, sizeof *f);
-    f->be = df_backend_cpu_create(&err);
-    assert_non_null(f->be);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->be);
-    free(f);
-    return 0;
-}
+typedef DfTestBackendFixture Fixture;
 
 static void assert_close(const float *got, const double *want, size_t n, double tol) {
     float *w = malloc(n * sizeof *w);
@@ -344,17 +326,17 @@ int main(void) {
      * attention tasks shared by more than two threads get exercised */
     omp_set_num_threads(3);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_matmul_all_transposes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_linear, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rmsnorm, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_add_and_swiglu, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_embedding, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rope_default, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rope_llama3, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rope_position_outside_table, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_attention_packed_gqa, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_copy2d_into_column_block, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_packed_batch_rejects_bad_starts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_all_transposes, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_linear, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_rmsnorm, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_add_and_swiglu, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_embedding, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_rope_default, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_rope_llama3, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_rope_position_outside_table, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_attention_packed_gqa, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_copy2d_into_column_block, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_packed_batch_rejects_bad_starts, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

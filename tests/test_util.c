@@ -159,3 +159,20 @@ int df_test_load_greedy_fixtures(DfGreedyFixture *f, int max) {
 void df_test_free_greedy_fixtures(DfGreedyFixture *f, int n) {
     for (int i = 0; i < n; i++) df_i32vec_free(&f[i].prompt), df_i32vec_free(&f[i].output);
 }
+
+int df_test_cpu_backend_setup(void **state) {
+    DfError err;
+    DfTestBackendFixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    f->be = df_backend_cpu_create(&err);
+    assert_non_null(f->be);
+    *state = f;
+    return 0;
+}
+
+int df_test_cpu_backend_teardown(void **state) {
+    DfTestBackendFixture *f = *state;
+    df_backend_destroy(f->be);
+    free(f);
+    return 0;
+}

@@ -53,6 +53,13 @@ typedef struct DfGreedyFixture {
 int df_test_load_greedy_fixtures(DfGreedyFixture *f, int max);
 void df_test_free_greedy_fixtures(DfGreedyFixture *f, int n);
 
+/* cmocka group setup/teardown giving each test a CPU backend in *state. */
+typedef struct DfTestBackendFixture {
+    DfBackend *be;
+} DfTestBackendFixture;
+int df_test_cpu_backend_setup(void **state);
+int df_test_cpu_backend_teardown(void **state);
+
 /* Backend buffers from host arrays and back, asserting success. */
 DfBuffer df_test_upload(DfBackend *be, const float *host, size_t n, DfBufKind kind);
 DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n);
