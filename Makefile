@@ -22,8 +22,15 @@ TEST_COMMON := $(BUILD)/tests/test_util.o
 ifneq ($(and $(NVCC),$(CUDA_SRC)),)
 CFLAGS  += -DDF_HAVE_CUDA
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
-CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
-LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lstdc++
+# nvcc may be a wrapper script outside the toolkit (/usr/local/bin/nvcc): ask nvcc where its toolkit
+# is rather than guessing from its path.
+CUDA_HOME ?= $(realpath $(shell $(NVCC) -v --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$$ TOP=//p'))
+CUDA_LIBDIR := $(patsubst %/libcudart.so,%,$(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart.so \
+               $(CUDA_HOME)/lib/libcudart.so $(CUDA_HOME)/targets/x86_64-linux/lib/libcudart.so)))
+ifeq ($(CUDA_LIBDIR),)
+$(error nvcc found at $(NVCC) (toolkit $(CUDA_HOME)) but no libcudart.so under it; set CUDA_HOME)
+endif
+LDLIBS  += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublasLt -lstdc++
 NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -Xcompiler -Wall,-Wextra
 endif
