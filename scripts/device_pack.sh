@@ -3,10 +3,11 @@
 # device tool's `carry`): ./dflash and the test programs built here (the GPU machine has
 # nvcc, gcc and OpenBLAS but not cJSON, utf8proc or cmocka), plus those shared libraries.
 # On the GPU machine: export LD_LIBRARY_PATH=$PWD/.devpack/lib; .devpack/dflash ...
-# Usage: bash scripts/device_pack.sh [SOURCE_TREE]   (default: this checkout)
+# Usage: [DEVPACK_DEST=DIR] bash scripts/device_pack.sh [SOURCE_TREE]
+#   SOURCE_TREE defaults to this checkout, DIR to .devpack/ in it.
 set -euo pipefail
 src=${1:-$(cd "$(dirname "$0")/.." && pwd)}
-dest="$(cd "$(dirname "$0")/.." && pwd)/.devpack"
+dest=${DEVPACK_DEST:-"$(cd "$(dirname "$0")/.." && pwd)/.devpack"}
 rm -rf "$dest" && mkdir -p "$dest/lib" "$dest/tests"
 make -C "$src" -j2 dflash $(cd "$src" && ls tests/test_*.c | grep -v test_util | sed 's|tests/\(.*\)\.c|build/tests/\1|') >/dev/null
 cp "$src/dflash" "$dest/"
