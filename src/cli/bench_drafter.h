@@ -3,7 +3,22 @@
 #ifndef DF_CLI_BENCH_DRAFTER_H
 #define DF_CLI_BENCH_DRAFTER_H
 
+#include <stdint.h>
+
 #include "base/error.h"
+
+/* A packed batch of n_seqs random sequences of seq_len tokens (a quarter
+ * prompt, the rest response) with up to num_anchors anchors each, on the host:
+ * the input of a benchmarked drafter step. */
+typedef struct DfBenchHostBatch {
+    int n_seqs;
+    int32_t *starts, *ids;
+    uint8_t *mask;
+    int64_t *anchor_starts, *anchors;
+} DfBenchHostBatch;
+
+void df_bench_host_batch_init(DfBenchHostBatch *b, int vocab_size, int n_seqs, int seq_len, int num_anchors);
+void df_bench_host_batch_free(DfBenchHostBatch *b);
 
 typedef struct DfDrafterBenchShape {
     int n_seqs, seq_len, num_anchors, block_size, layers, intermediate;

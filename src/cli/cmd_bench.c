@@ -27,6 +27,7 @@
 #include "cli/args.h"
 #include "cli/bench_data.h"
 #include "cli/bench_drafter.h"
+#include "cli/bench_train_step.h"
 #include "cli/commands.h"
 #include "model/target.h"
 #include "model/target_random.h"
@@ -44,6 +45,7 @@ typedef struct BenchOptions {
     int seq_len;
     int n_seqs;
     int repeat;
+    int train_seqs; /* sequences of one benchmarked GPU training step */
 } BenchOptions;
 
 /* Best-of-`repeat` time of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores. */
@@ -375,6 +377,26 @@ static int bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name
     return 0;
 }
 
+/* The whole training step (issue #5): coder-tiny's shape, then Qwen3-8B's with
+ * a 5-layer drafter, S = 2048, 512 anchors of 16. */
+static int bench_gpu_train_steps(DfBackend *be, const BenchOptions *o, double peak, cJSON *json, DfError *err) {
+    DfTrainStepShape s = {.drafter_layers = 5, .block_size = 16, .num_anchors = 512, .seq_len = 2048,
+                          .n_seqs = o->train_seqs, .repeat = 5};
+    DfTrainStepResult r;
+    printf("\n");
+    if (df_model_config_load(&s.target, o->target, err)) return -1;
+    s.drafter_layers = 2; /* as the demo trains it */
+    if (df_bench_train_step(be, &s, &r, err)) return -1;
+    df_bench_train_step_report("training step, coder-tiny shape (random)", "step_tiny", &s, &r, peak,
+                               NOMINAL_BF16_TFLOPS, json);
+    s.target = qwen3_8b_shape();
+    s.drafter_layers = 5;
+    if (df_bench_train_step(be, &s, &r, err)) return -1;
+    df_bench_train_step_report("training step, Qwen3-8B shape (random)", "step_qwen3_8b", &s, &r, peak,
+                               NOMINAL_BF16_TFLOPS, json);
+    return 0;
+}
+
 static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     DfBackend *be = df_backend_create(o->device, err);
     if (!be) return -1;
@@ -436,6 +458,7 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
         if (rc == 0) report_prefill("Qwen3-8B full, attention 16 rows/warp", "qwen3_8b_full_rows16", &r, peak, json);
     }
     df_target_free(&m);
+    if (rc == 0) rc = bench_gpu_train_steps(be, o, peak, json, err);
 done:
     df_backend_destroy(be);
     return rc;
@@ -454,6 +477,8 @@ int df_cmd_bench(int argc, char **argv) {
         {"seqs", DF_OPT_INT, &o.n_seqs, "N", "sequences packed into one forward batch (default 4; GPU 8)", 0},
         {"repeat", DF_OPT_INT, &o.repeat, "N",
          "timed repetitions after one warm-up; CPU keeps the best (default 3), GPU the median (default 10)", 0},
+        {"train-seqs", DF_OPT_INT, &o.train_seqs, "N",
+         "GPU: sequences of 2048 tokens in one benchmarked training step (default 2)", 0},
         {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
     };
@@ -463,7 +488,9 @@ int df_cmd_bench(int argc, char **argv) {
                                 "MB/s, token store random access ns.\n"
                                 "With --device cuda: cuBLASLt bf16 GEMM TFLOP/s (peak and the prefill's shapes), "
                                 "target prefill\ntokens/s and MFU for --target and a Qwen3-8B-shaped random target, "
-                                "time by op kind, peak GPU memory.",
+                                "time by op kind, peak GPU memory;\nthe whole training step (target forward, drafter "
+                                "forward + backward, optimizer) in sequences/s and MFU\nwith its split by phase, "
+                                "for coder-tiny's shape and Qwen3-8B's with a 5-layer drafter.",
                                 options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err = {{0}};
@@ -477,8 +504,9 @@ int df_cmd_bench(int argc, char **argv) {
     if (o.seq_len == 0) o.seq_len = gpu ? 2048 : 1024;
     if (o.n_seqs == 0) o.n_seqs = gpu ? 8 : 4;
     if (o.repeat == 0) o.repeat = gpu ? 10 : 3;
-    if (o.seq_len < 1 || o.n_seqs < 1 || o.repeat < 1) {
-        fprintf(stderr, "dflash: bench: --seq-len, --seqs and --repeat must be positive\n");
+    if (o.train_seqs == 0) o.train_seqs = 2;
+    if (o.seq_len < 1 || o.n_seqs < 1 || o.repeat < 1 || o.train_seqs < 1) {
+        fprintf(stderr, "dflash: bench: --seq-len, --seqs, --train-seqs and --repeat must be positive\n");
         return 2;
     }
     cJSON *json = cJSON_CreateObject();

@@ -1,0 +1,189 @@
+#include "cli/bench_train_step.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "cli/bench_drafter.h"
+#include "model/drafter.h"
+#include "model/target.h"
+#include "model/target_random.h"
+#include "train/metrics.h"
+#ifdef DF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+const char *df_step_phase_name(int phase) {
+    static const char *const names[DF_STEP_PHASES] = {"target forward", "drafter fwd+bwd", "optimizer"};
+    return phase >= 0 && phase < DF_STEP_PHASES ? names[phase] : "?";
+}
+
+/* Everything one benchmarked step needs, built once. */
+typedef struct StepBench {
+    DfBackend *be;
+    DfTargetModel target;
+    DfDrafter drafter;
+    DfBenchHostBatch host;
+    DfPackedBatch packed;
+    DfBuffer ids, features;
+    DfDrafterBatch batch;
+    DfMetrics metrics;
+    double grad_scale;
+    int have_target, have_drafter, have_packed;
+} StepBench;
+
+static int build_models(StepBench *b, const DfTrainStepShape *s, DfError *err) {
+    if (df_target_init_random(&b->target, b->be, &s->target, 1234, 1, err)) return -1;
+    b->have_target = 1;
+    DfDrafterConfig cfg;
+    if (df_drafter_config_from_target(&cfg, &s->target, s->drafter_layers, 0, s->block_size, 0,
+                                      s->target.vocab_size - 2, err) ||
+        df_drafter_create(&b->drafter, b->be, &cfg, b->target.embed, b->target.lm_head, err))
+        return -1;
+    b->have_drafter = 1;
+    float *params = df_xmalloc(b->drafter.layout.total * sizeof *params, "bench drafter parameters");
+    df_drafter_init_params(&b->drafter.layout, params, 7);
+    int rc = df_drafter_set_params(&b->drafter, params, err);
+    free(params);
+    return rc;
+}
+
+static int build_batch(StepBench *b, const DfTrainStepShape *s, DfError *err) {
+    const DfDrafterConfig *cfg = &b->drafter.cfg;
+    DfBackend *be = b->be;
+    df_bench_host_batch_init(&b->host, cfg->vocab_size, s->n_seqs, s->seq_len, s->num_anchors);
+    size_t t = (size_t)s->n_seqs * s->seq_len;
+    if (df_packed_batch_init(&b->packed, be, b->host.starts, s->n_seqs, err)) return -1;
+    b->have_packed = 1;
+    if (df_buffer_alloc(be, &b->ids, DF_BUF_I32, t, err) || be->ops->upload_i32(be, b->ids, b->host.ids, err) ||
+        df_buffer_alloc(be, &b->features, DF_BUF_ACT, t * cfg->n_taps * cfg->hidden_size, err))
+        return -1;
+    DfDrafterBatch batch = {s->n_seqs, b->host.starts, b->host.ids, b->host.mask, b->features, b->host.anchor_starts,
+                            b->host.anchors};
+    b->batch = batch;
+    b->grad_scale = 1.0 / df_drafter_batch_weight_sum(cfg, &b->batch);
+    return df_metrics_init(&b->metrics, cfg->block_size, err);
+}
+
+static void free_bench(StepBench *b) {
+    df_buffer_free(b->be, &b->ids);
+    df_buffer_free(b->be, &b->features);
+    if (b->have_packed) df_packed_batch_free(&b->packed, b->be);
+    df_bench_host_batch_free(&b->host);
+    if (b->have_drafter) df_drafter_free(&b->drafter);
+    if (b->have_target) df_target_free(&b->target);
+}
+
+/* One phase of the step; the optimizer phase is added with the on-device optimizer. */
+static int run_phase(StepBench *b, int phase, DfError *err) {
+    const DfDrafterConfig *cfg = &b->drafter.cfg;
+    DfBuffer no_logits = {0};
+    switch (phase) {
+    case DF_STEP_PHASE_TARGET:
+        return df_target_forward_batch(&b->target, &b->packed, b->ids, cfg->target_layer_ids, cfg->n_taps,
+                                       b->features, no_logits, err);
+    case DF_STEP_PHASE_DRAFTER:
+        df_drafter_zero_grads(&b->drafter);
+        return df_drafter_forward_backward(&b->drafter, &b->batch, b->grad_scale, &b->metrics, err);
+    default:
+        return 0;
+    }
+}
+
+static int run_step(StepBench *b, double *phase_s, DfError *err) {
+    for (int p = 0; p < DF_STEP_PHASES; p++) {
+        double t0 = df_now_seconds();
+        if (run_phase(b, p, err)) return -1;
+        if (phase_s) {
+            if (b->be->ops->sync(b->be, err)) return -1;
+            phase_s[p] = df_now_seconds() - t0;
+        }
+    }
+    return b->be->ops->sync(b->be, err);
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void count_flops(StepBench *b, const DfTrainStepShape *s, DfTrainStepResult *r) {
+    int *lens = df_xmalloc((size_t)s->n_seqs * sizeof *lens, "bench lengths");
+    for (int i = 0; i < s->n_seqs; i++) lens[i] = s->seq_len;
+    r->target_layers_run = b->target.layers_run;
+    r->target_tflop = df_target_forward_flops(&s->target, lens, s->n_seqs, b->target.layers_run, 0) / 1e12;
+    r->drafter_tflop = df_drafter_step_flops(&b->drafter.cfg, &b->batch) / 1e12;
+    r->tflop_per_step = r->target_tflop + r->drafter_tflop;
+    r->drafter_params = (long long)b->drafter.layout.total;
+    free(lens);
+}
+
+int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepResult *r, DfError *err) {
+    memset(r, 0, sizeof *r);
+    if (s->repeat < 1 || s->n_seqs < 1 || s->seq_len < 2 || s->num_anchors < 1)
+        return df_fail(err, "train-step bench: repeat, sequences, length and anchors must be positive");
+    StepBench b;
+    memset(&b, 0, sizeof b);
+    b.be = be;
+#ifdef DF_HAVE_CUDA
+    if (strcmp(be->ops->name, "cuda") == 0) df_cuda_reset_peak(be);
+#endif
+    double *times = df_xmalloc((size_t)s->repeat * sizeof *times, "step times");
+    int rc = -1;
+    if (build_models(&b, s, err) || build_batch(&b, s, err)) goto done;
+    if (run_step(&b, NULL, err)) goto done; /* warm-up: workspaces, plans */
+    for (int i = 0; i < s->repeat; i++) {
+        double t0 = df_now_seconds();
+        if (run_step(&b, NULL, err)) goto done;
+        times[i] = df_now_seconds() - t0;
+    }
+    if (run_step(&b, r->phase_s, err)) goto done;
+    qsort(times, (size_t)s->repeat, sizeof *times, compare_doubles);
+    r->step_s = times[s->repeat / 2];
+    count_flops(&b, s, r);
+    r->seqs_per_s = s->n_seqs / r->step_s;
+    r->tflops = r->tflop_per_step / r->step_s;
+#ifdef DF_HAVE_CUDA
+    if (strcmp(be->ops->name, "cuda") == 0) r->peak_bytes = df_cuda_peak_bytes(be);
+#endif
+    rc = 0;
+done:
+    free(times);
+    free_bench(&b);
+    return rc;
+}
+
+void df_bench_train_step_report(const char *label, const char *key, const DfTrainStepShape *s,
+                                const DfTrainStepResult *r, double peak_tflops, double nominal_tflops, cJSON *json) {
+    printf("%s: %d x %d tokens, %d anchors x block %d, %d-layer drafter (%.2f B parameters)\n", label, s->n_seqs,
+           s->seq_len, s->num_anchors, s->block_size, s->drafter_layers, r->drafter_params / 1e9);
+    printf("    whole step %8.1f ms  %6.2f sequences/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of %.0f\n",
+           r->step_s * 1e3, r->seqs_per_s, r->tflops, 100 * r->tflops / peak_tflops, 100 * r->tflops / nominal_tflops,
+           nominal_tflops);
+    printf("    FLOPs per step: target %.2f TFLOP (%d layers run) + drafter %.2f TFLOP\n", r->target_tflop,
+           r->target_layers_run, r->drafter_tflop);
+    double total = 0;
+    for (int p = 0; p < DF_STEP_PHASES; p++) total += r->phase_s[p];
+    printf("    phases (synced step, %.1f ms):", total * 1e3);
+    for (int p = 0; p < DF_STEP_PHASES; p++)
+        printf(" %s %.1f ms (%.0f%%)", df_step_phase_name(p), r->phase_s[p] * 1e3,
+               total > 0 ? 100 * r->phase_s[p] / total : 0);
+    printf("\n    peak GPU memory %.2f GiB\n", r->peak_bytes / 1073741824.0);
+    char name[160];
+    const struct {
+        const char *suffix;
+        double v;
+    } fig[] = {{"step_ms", r->step_s * 1e3},
+               {"seqs_per_s", r->seqs_per_s},
+               {"tflops", r->tflops},
+               {"mfu_measured_peak", r->tflops / peak_tflops},
+               {"target_ms", r->phase_s[DF_STEP_PHASE_TARGET] * 1e3},
+               {"drafter_ms", r->phase_s[DF_STEP_PHASE_DRAFTER] * 1e3},
+               {"optimizer_ms", r->phase_s[DF_STEP_PHASE_OPTIMIZER] * 1e3},
+               {"peak_gib", r->peak_bytes / 1073741824.0}};
+    for (size_t i = 0; i < sizeof fig / sizeof fig[0]; i++) {
+        snprintf(name, sizeof name, "%s_%s", key, fig[i].suffix);
+        cJSON_AddNumberToObject(json, name, fig[i].v);
+    }
+}

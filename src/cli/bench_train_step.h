@@ -1,0 +1,45 @@
+/* The whole training step's speed (issue #5 item 7): a target and a drafter
+ * of a named shape with random weights on one backend, one step = target
+ * forward to the deepest tap, drafter forward + backward, optimizer; timed
+ * whole, then phase by phase. Works on any backend (the figures that matter
+ * are the GPU's). */
+#ifndef DF_CLI_BENCH_TRAIN_STEP_H
+#define DF_CLI_BENCH_TRAIN_STEP_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "formats/model_config.h"
+
+typedef struct DfTrainStepShape {
+    DfModelConfig target;  /* random weights of this shape */
+    int drafter_layers;    /* e.g. 5 */
+    int block_size;        /* e.g. 16 */
+    int num_anchors;       /* per sequence, e.g. 512 */
+    int seq_len, n_seqs;   /* sequences of one step */
+    int repeat;            /* timed steps after one warm-up step */
+} DfTrainStepShape;
+
+enum { DF_STEP_PHASE_TARGET, DF_STEP_PHASE_DRAFTER, DF_STEP_PHASE_OPTIMIZER, DF_STEP_PHASES };
+
+typedef struct DfTrainStepResult {
+    double step_s;                       /* median whole step, no syncs between phases */
+    double phase_s[DF_STEP_PHASES];      /* one more step, synced after each phase */
+    double seqs_per_s, tflop_per_step, tflops;
+    double target_tflop, drafter_tflop;  /* spec section 8 split of tflop_per_step */
+    long long drafter_params;
+    int target_layers_run;
+    size_t peak_bytes;                   /* backend peak (CUDA), 0 where not tracked */
+} DfTrainStepResult;
+
+const char *df_step_phase_name(int phase);
+
+int df_bench_train_step(DfBackend *be, const DfTrainStepShape *shape, DfTrainStepResult *res, DfError *err);
+
+/* Prints the result (MFU against the measured GEMM peak and the nominal rate)
+ * and adds its figures to json as KEY_step_ms, KEY_seqs_per_s, ... */
+void df_bench_train_step_report(const char *label, const char *key, const DfTrainStepShape *shape,
+                                const DfTrainStepResult *res, double peak_tflops, double nominal_tflops, cJSON *json);
+
+#endif
