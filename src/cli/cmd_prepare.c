@@ -32,6 +32,7 @@ enum { RECORDS_PER_THREAD = 256, EXAMPLES_PER_KIND = 3 };
 
 typedef struct PrepareOptions {
     const char *tokenizer, *output, *on_bad_record;
+    const char *chat_date; /* Llama-3.1 template: the system header's date */
     DfStringList inputs;
     int max_length, threads;
     int fail_on_bad; /* from on_bad_record */
@@ -314,6 +315,9 @@ int df_cmd_prepare(int argc, char **argv) {
         {"max-length", DF_OPT_INT, &opt.max_length, "N", "longest sample in tokens; longer records are bad (default 3072)", 0},
         {"on-bad-record", DF_OPT_STRING, &opt.on_bad_record, "skip|fail", "skip bad records and count them, or stop at the first (default skip)", 0},
         {"threads", DF_OPT_INT, &opt.threads, "N", "tokenizer threads (default: all cores)", 0},
+        {"chat-date", DF_OPT_STRING, &opt.chat_date, "DATE",
+         "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
+         "template's, today's where it asks for the current date, as transformers renders it)", 0},
     };
     const DfCommandSpec spec = {
         "prepare", "tokenize JSONL records or Arrow datasets into a token store for training", NULL,
@@ -357,6 +361,13 @@ int df_cmd_prepare(int argc, char **argv) {
         chat = df_chat_template_load(opt.tokenizer, &chat_err); /* needed only by chat records */
         ctx.chat = chat;
         if (!chat) snprintf(ctx.chat_error, sizeof ctx.chat_error, "%s", chat_err.msg);
+        if (opt.chat_date && (!chat || df_chat_template_set_date(chat, opt.chat_date, &chat_err) != 0)) {
+            fprintf(stderr, "dflash prepare: --chat-date: %s\n", chat_err.msg);
+            df_chat_template_free(chat);
+            df_tokenizer_free(tok);
+            free(ctx.bad);
+            return 2;
+        }
         ctx.rules = (DfRecordRules){.tok = tok, .vocab_size = ctx.vocab_size, .max_length = opt.max_length,
                                     .chat = chat, .chat_error = ctx.chat_error};
         ctx.start_s = df_now_seconds();

@@ -1,10 +1,12 @@
-/* Chat templates of the Qwen3 and Llama-3 families, rendered natively (see
- * chat_template.h); the rules follow the Jinja templates line by line. */
+/* Chat templates of the Qwen3, Llama-3 and Llama-3.1 families, rendered
+ * natively (see chat_template.h); the rules follow the Jinja templates line
+ * by line. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/mapped_file.h"
 #include "text/chat_template.h"
@@ -13,7 +15,8 @@
 
 struct DfChatTemplate {
     DfChatFamily family;
-    char *bos; /* Llama-3: bos_token */
+    char *bos;       /* Llama-3 and 3.1: bos_token */
+    char date[32];   /* Llama-3.1: the "Today Date: " of the system header */
 };
 
 typedef struct Str {
@@ -57,11 +60,32 @@ static int detect_family(const char *tmpl, DfChatFamily *family) {
         return 0;
     }
     if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|eot_id|>") && strstr(tmpl, "| trim") &&
-        strstr(tmpl, "bos_token") && !strstr(tmpl, "Cutting Knowledge Date")) {
-        *family = DF_CHAT_LLAMA3;
+        strstr(tmpl, "bos_token")) {
+        int dated = strstr(tmpl, "Cutting Knowledge Date: December 2023") && strstr(tmpl, "date_string");
+        if (strstr(tmpl, "Cutting Knowledge Date") && !dated) return -1; /* a variant we do not know */
+        *family = dated ? DF_CHAT_LLAMA31 : DF_CHAT_LLAMA3;
         return 0;
     }
     return -1;
+}
+
+/* The date a Llama-3.1 template puts in its system header when the caller
+ * gives none: today's (as transformers' strftime_now("%d %b %Y") gives it)
+ * where the template asks for strftime_now, else the template's literal
+ * default (`set date_string = "26 Jul 2024"` in Llama 3.1's). */
+static void default_date(const char *tmpl, char *date, size_t size) {
+    if (strstr(tmpl, "strftime_now")) {
+        time_t now = time(NULL);
+        struct tm local;
+        if (localtime_r(&now, &local) && strftime(date, size, "%d %b %Y", &local) > 0) return;
+    }
+    const char *key = "set date_string = \"";
+    const char *at = strstr(tmpl, key);
+    const char *end = at ? strchr(at + strlen(key), '"') : NULL;
+    if (at && end && (size_t)(end - at - strlen(key)) < size)
+        snprintf(date, size, "%.*s", (int)(end - at - strlen(key)), at + strlen(key));
+    else
+        snprintf(date, size, "26 Jul 2024");
 }
 
 DfChatTemplate *df_chat_template_load(const char *path, DfError *err) {
@@ -80,15 +104,17 @@ DfChatTemplate *df_chat_template_load(const char *path, DfError *err) {
     } else if (!tmpl) {
         df_fail(err, "%s: no chat_template", cfg_path);
     } else if (detect_family(tmpl, &family) < 0) {
-        df_fail(err, "%s: unsupported chat template (only the Qwen3 and Llama-3 templates are rendered)", cfg_path);
+        df_fail(err, "%s: unsupported chat template (only the Qwen3, Llama-3 and Llama-3.1 templates are rendered)",
+                cfg_path);
     } else {
         t = df_xcalloc(1, sizeof *t, "chat template");
         t->family = family;
         const cJSON *bos = cJSON_GetObjectItemCaseSensitive(cfg, "bos_token");
         if (cJSON_IsObject(bos)) bos = cJSON_GetObjectItemCaseSensitive(bos, "content");
         t->bos = df_xstrdup(cJSON_IsString(bos) ? bos->valuestring : "");
-        if (family == DF_CHAT_LLAMA3 && !t->bos[0]) {
-            df_fail(err, "%s: the Llama-3 template needs a bos_token", cfg_path);
+        if (family == DF_CHAT_LLAMA31) default_date(tmpl, t->date, sizeof t->date);
+        if (family != DF_CHAT_QWEN3 && !t->bos[0]) {
+            df_fail(err, "%s: the %s template needs a bos_token", cfg_path, df_chat_family_name(family));
             df_chat_template_free(t);
             t = NULL;
         }
@@ -106,7 +132,25 @@ void df_chat_template_free(DfChatTemplate *t) {
 
 DfChatFamily df_chat_template_family(const DfChatTemplate *t) { return t->family; }
 
-const char *df_chat_family_name(DfChatFamily family) { return family == DF_CHAT_QWEN3 ? "qwen3" : "llama3"; }
+const char *df_chat_family_name(DfChatFamily family) {
+    switch (family) {
+    case DF_CHAT_QWEN3: return "qwen3";
+    case DF_CHAT_LLAMA3: return "llama3";
+    case DF_CHAT_LLAMA31: return "llama3.1";
+    }
+    return "?";
+}
+
+int df_chat_template_set_date(DfChatTemplate *t, const char *date, DfError *err) {
+    if (t->family != DF_CHAT_LLAMA31)
+        return df_fail(err, "a date is only used by the llama3.1 chat template, not by %s", df_chat_family_name(t->family));
+    if (!date[0] || strlen(date) >= sizeof t->date || strpbrk(date, "\n<|"))
+        return df_fail(err, "chat date '%s': expected a short one-line date such as \"26 Jul 2024\"", date);
+    snprintf(t->date, sizeof t->date, "%s", date);
+    return 0;
+}
+
+const char *df_chat_template_date(const DfChatTemplate *t) { return t->family == DF_CHAT_LLAMA31 ? t->date : NULL; }
 
 int df_chat_role_parse(const char *name, size_t len) {
     static const struct { const char *name; DfChatRole role; } ROLES[] = {
@@ -248,6 +292,25 @@ static void render_llama3(const DfChatTemplate *t, const Str *content, const DfC
     }
 }
 
+/* Llama 3.1's template: a system header always comes first, with the
+ * knowledge cutoff, the date and the first message's content when that
+ * message is a system one; then every other message as in Llama-3. */
+static void render_llama31(const DfChatTemplate *t, const Str *content, const DfChatMessage *msgs, int n, DfByteBuf *b,
+                           DfChatSpans *spans) {
+    put(b, t->bos);
+    put(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ");
+    put(b, t->date), put(b, "\n\n");
+    int first = 0;
+    if (msgs[0].role == DF_ROLE_SYSTEM) put_str(b, py_strip(content[0])), first = 1;
+    put(b, "<|eot_id|>");
+    for (int i = first; i < n; i++) {
+        put(b, "<|start_header_id|>"), put(b, role_name(msgs[i].role)), put(b, "<|end_header_id|>\n\n");
+        size_t start = b->len;
+        put_str(b, py_strip(content[i])), put(b, "<|eot_id|>");
+        if (msgs[i].role == DF_ROLE_ASSISTANT) add_span(spans, start, b->len);
+    }
+}
+
 /* Renders with each content passed through tok's normalizer when tok is set. */
 static int render(const DfChatTemplate *t, const DfTokenizer *normalize_with, const DfChatMessage *msgs, int n,
                   DfByteBuf *text, DfChatSpans *spans, DfError *err) {
@@ -270,6 +333,7 @@ static int render(const DfChatTemplate *t, const DfTokenizer *normalize_with, co
                                     : (Str){msgs[i].content, msgs[i].content_len};
     if (rc == 0) {
         if (t->family == DF_CHAT_QWEN3) render_qwen3(content, msgs, n, text, spans);
+        else if (t->family == DF_CHAT_LLAMA31) render_llama31(t, content, msgs, n, text, spans);
         else render_llama3(t, content, msgs, n, text, spans);
     }
     free(norm_at);

@@ -11,6 +11,14 @@
  *           content) is dropped from turns before the last user query.
  *   Llama-3 <|begin_of_text|> then <|start_header_id|>role<|end_header_id|>\n\n
  *           + content stripped of whitespace (Python's str.strip) + <|eot_id|>.
+ *   Llama-3.1 (the template of Llama 3.1, 3.2 and 3.3 Instruct) as Llama-3,
+ *           but a system turn always comes first: "Cutting Knowledge Date:
+ *           December 2023\nToday Date: DATE\n\n" + the first message's
+ *           content when it is a system message. DATE is the template's:
+ *           today's where it calls strftime_now (as transformers renders it),
+ *           else its fixed default; df_chat_template_set_date pins it (what
+ *           apply_chat_template(..., date_string=DATE) does). Tools are not
+ *           rendered.
  * Any other template is refused, naming the tokenizer_config.json.
  *
  * Loss mask: 1 on every token that starts inside an assistant turn's body
@@ -27,7 +35,7 @@
 #include "base/error.h"
 #include "text/tokenizer.h"
 
-typedef enum { DF_CHAT_QWEN3, DF_CHAT_LLAMA3 } DfChatFamily;
+typedef enum { DF_CHAT_QWEN3, DF_CHAT_LLAMA3, DF_CHAT_LLAMA31 } DfChatFamily;
 
 /* Roles rendered; ShareGPT's human/gpt map to user/assistant. */
 typedef enum { DF_ROLE_SYSTEM, DF_ROLE_USER, DF_ROLE_ASSISTANT } DfChatRole;
@@ -52,6 +60,12 @@ DfChatTemplate *df_chat_template_load(const char *path, DfError *err);
 void df_chat_template_free(DfChatTemplate *t);
 DfChatFamily df_chat_template_family(const DfChatTemplate *t);
 const char *df_chat_family_name(DfChatFamily family);
+
+/* Llama-3.1 family only: the date of the system header (e.g. "26 Jul 2024");
+ * fails for other families or a date that is empty, too long or multi-line. */
+int df_chat_template_set_date(DfChatTemplate *t, const char *date, DfError *err);
+/* The date the template renders, NULL for families without one. */
+const char *df_chat_template_date(const DfChatTemplate *t);
 
 /* "system", "user"/"human", "assistant"/"gpt" -> role; -1 for others. */
 int df_chat_role_parse(const char *name, size_t len);

@@ -1,10 +1,12 @@
 """Reference chat renderings for tests/test_chat_template.c.
 
 For every conversation in tests/fixtures/chat/conversations.json and each of the
-Qwen3 and Llama-3 tokenizers (tokenizer.json + tokenizer_config.json under
-tests/.cache/tokenizers/), writes tests/fixtures/chat/<family>.json with
+Qwen3, Llama-3 and Llama-3.1 tokenizers (tokenizer.json + tokenizer_config.json
+under tests/.cache/tokenizers/), writes tests/fixtures/chat/<family>.json with
 
   text: tokenizer.apply_chat_template(messages, tokenize=False)
+        (Llama-3.1: with date_string=DATE, so that the fixture does not depend
+        on the day it was made; the file records DATE)
   ids:  tokenizer.encode(text, add_special_tokens=False)
   mask: the assistant-only loss mask (DFLASH.md section 5), derived here from
         the rendered text: each assistant turn's span runs from the end of its
@@ -28,6 +30,8 @@ HEADERS = {
     "qwen3": (re.compile(r"<\|im_start\|>([^\n]*)\n"), "<|im_end|>"),
     "llama3": (re.compile(r"<\|start_header_id\|>(.*?)<\|end_header_id\|>\n\n"), "<|eot_id|>"),
 }
+HEADERS["llama3.1"] = HEADERS["llama3"]
+DATE = "26 Jul 2024"
 
 
 def byte_decoder():
@@ -65,15 +69,16 @@ def main():
     tok_dir, conv_path, out_dir = sys.argv[1:4]
     conversations = json.load(open(conv_path, encoding="utf-8"))["conversations"]
     decoder = byte_decoder()
-    for family in ("qwen3", "llama3"):
+    for family in ("qwen3", "llama3", "llama3.1"):
+        extra = {"date_string": DATE} if family == "llama3.1" else {}
         tok = AutoTokenizer.from_pretrained(f"{tok_dir}/{family}")
         nfc = family == "qwen3"  # the Qwen3 tokenizer.json normalizer is NFC; Llama-3 has none
         norm = (lambda s: unicodedata.normalize("NFC", s)) if nfc else (lambda s: s)
         results = []
         for conv in conversations:
-            text = tok.apply_chat_template(conv, tokenize=False)
+            text = tok.apply_chat_template(conv, tokenize=False, **extra)
             ids = tok.encode(text, add_special_tokens=False)
-            direct = tok.apply_chat_template(conv, tokenize=True)
+            direct = tok.apply_chat_template(conv, tokenize=True, **extra)
             if not isinstance(direct, list):  # newer transformers return a BatchEncoding
                 direct = direct["input_ids"]
             assert ids == list(direct), "tokenize=True differs"
@@ -86,7 +91,7 @@ def main():
                 at += len(p)
             results.append({"text": text, "ids": ids, "mask": mask})
         with open(f"{out_dir}/{family}.json", "w", encoding="utf-8") as f:
-            json.dump({"family": family, "results": results}, f, ensure_ascii=False, separators=(",", ":"))
+            json.dump({"family": family, **extra, "results": results}, f, ensure_ascii=False, separators=(",", ":"))
         print(family, len(results), "conversations")
 
 
