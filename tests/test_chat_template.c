@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/mapped_file.h"
 #include "text/chat_template.h"
@@ -52,6 +53,8 @@ static void check_family(const char *family) {
     cJSON *convs = load_json("tests/fixtures/chat/conversations.json");
     snprintf(rel, sizeof rel, "tests/fixtures/chat/%s.json", family);
     cJSON *ref = load_json(rel);
+    const cJSON *date = cJSON_GetObjectItem(ref, "date_string"); /* the date the reference was rendered with */
+    if (date && df_chat_template_set_date(t, date->valuestring, &err) != 0) fail_msg("%s", err.msg);
     const cJSON *results = cJSON_GetObjectItem(ref, "results");
     const cJSON *conv = cJSON_GetObjectItem(convs, "conversations")->child;
     int c = 0, masked = 0;
@@ -91,6 +94,61 @@ static void check_family(const char *family) {
 
 static void test_qwen3(void **state) { (void)state; check_family("qwen3"); }
 static void test_llama3(void **state) { (void)state; check_family("llama3"); }
+static void test_llama31(void **state) { (void)state; check_family("llama3.1"); }
+
+/* A Llama-3.1 template in a scratch tokenizer_config.json. */
+static DfChatTemplate *load_llama31_variant(const char *dir, const char *date_lines) {
+    char path[1024], json[2048];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    snprintf(json, sizeof json,
+             "{\"bos_token\": \"<|begin_of_text|>\", \"chat_template\": \"{{- bos_token }}%s"
+             "{{- 'Cutting Knowledge Date: December 2023' }}{{- '<|start_header_id|>' + m.role + "
+             "'<|end_header_id|>' + m.content | trim + '<|eot_id|>' }}\"}",
+             date_lines);
+    df_test_write_file(path, json);
+    DfError err = {{0}};
+    DfChatTemplate *t = df_chat_template_load(dir, &err);
+    if (!t) fail_msg("%s", err.msg);
+    return t;
+}
+
+/* The date when none is given: today's where the template calls strftime_now
+ * (transformers' rendering), else the template's own default; a set date wins. */
+static void test_llama31_date(void **state) {
+    (void)state;
+    char *dir = df_test_tmpdir("chat_date");
+    DfChatTemplate *t = load_llama31_variant(dir, "{%- set date_string = strftime_now(\\\"%d %b %Y\\\") %}");
+    char today[32];
+    time_t now = time(NULL);
+    struct tm local;
+    localtime_r(&now, &local);
+    strftime(today, sizeof today, "%d %b %Y", &local);
+    assert_string_equal(df_chat_template_date(t), today);
+    df_chat_template_free(t);
+    t = load_llama31_variant(dir, "{%- set date_string = \\\"03 Mar 2025\\\" %}");
+    assert_string_equal(df_chat_template_date(t), "03 Mar 2025");
+    DfError err = {{0}};
+    assert_int_equal(df_chat_template_set_date(t, "1 Jan 2030", &err), 0);
+    DfChatMessage msgs[2] = {{DF_ROLE_USER, " hi ", 4}, {DF_ROLE_ASSISTANT, "yo", 2}};
+    DfByteBuf text = {0};
+    assert_int_equal(df_chat_render(t, msgs, 2, &text, NULL, &err), 0);
+    assert_string_equal(text.data, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                                   "Cutting Knowledge Date: December 2023\nToday Date: 1 Jan 2030\n\n<|eot_id|>"
+                                   "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                                   "<|start_header_id|>assistant<|end_header_id|>\n\nyo<|eot_id|>");
+    assert_int_equal(df_chat_template_set_date(t, "two\nlines", &err), -1);
+    assert_int_equal(df_chat_template_set_date(t, "", &err), -1);
+    df_bytebuf_free(&text);
+    df_chat_template_free(t);
+    df_test_rmtree(dir);
+    free(dir);
+    /* families without a date refuse one */
+    t = df_chat_template_load(df_test_path("tests/.cache/tokenizers/qwen3"), &err);
+    if (!t) fail_msg("%s", err.msg);
+    assert_null(df_chat_template_date(t));
+    assert_int_equal(df_chat_template_set_date(t, "1 Jan 2030", &err), -1);
+    df_chat_template_free(t);
+}
 
 static void test_refuses_other_templates(void **state) {
     (void)state;
@@ -117,6 +175,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_llama31),
+        cmocka_unit_test(test_llama31_date),
         cmocka_unit_test(test_refuses_other_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

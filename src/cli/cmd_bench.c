@@ -46,6 +46,7 @@ typedef struct BenchOptions {
     int n_seqs;
     int repeat;
     int train_seqs; /* sequences of one benchmarked GPU training step */
+    int train_only; /* GPU: the GEMM peak and the training steps, no prefill figures */
 } BenchOptions;
 
 /* Best-of-`repeat` time of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores. */
@@ -426,6 +427,10 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     }
     printf("%-40s %9.1f TFLOP/s (the best GEMM above: MFU's measured reference)\n", "measured peak", peak);
     add_number(json, "gemm_peak_tflops", peak);
+    if (o->train_only) {
+        rc = bench_gpu_train_steps(be, o, peak, json, err);
+        goto done;
+    }
     for (int rows = 16; rows <= 32; rows += 16) {
         df_cuda_set_attention_rows_per_warp(be, rows);
         if (gpu_attention_tflops(be, o->seq_len, o->n_seqs, 32, 8, 128, 20, &tf, err)) goto done;
@@ -479,6 +484,8 @@ int df_cmd_bench(int argc, char **argv) {
          "timed repetitions after one warm-up; CPU keeps the best (default 3), GPU the median (default 10)", 0},
         {"train-seqs", DF_OPT_INT, &o.train_seqs, "N",
          "GPU: sequences of 2048 tokens in one benchmarked training step (default 2)", 0},
+        {"train-only", DF_OPT_FLAG, &o.train_only, NULL,
+         "GPU: only the GEMM peak and the training steps (skip the prefill figures)", 0},
         {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
     };
