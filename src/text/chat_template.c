@@ -347,6 +347,12 @@ int df_chat_render(const DfChatTemplate *t, const DfChatMessage *msgs, int n, Df
     return render(t, NULL, msgs, n, text, spans, err);
 }
 
+int df_chat_render_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, int n, DfByteBuf *text, DfError *err) {
+    if (render(t, NULL, msgs, n, text, NULL, err)) return -1;
+    put(text, t->family == DF_CHAT_QWEN3 ? "<|im_start|>assistant\n" : "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return 0;
+}
+
 int df_chat_tokenize(const DfChatTemplate *t, const DfTokenizer *tok, const DfChatMessage *msgs, int n,
                      DfI32Vec *ids, DfByteBuf *mask, DfError *err) {
     DfByteBuf text = {0};

@@ -75,6 +75,12 @@ int df_chat_role_parse(const char *name, size_t len);
 int df_chat_render(const DfChatTemplate *t, const DfChatMessage *msgs, int n, DfByteBuf *text, DfChatSpans *spans,
                    DfError *err);
 
+/* The prompt that asks the model for the next assistant turn: the rendering
+ * of msgs followed by the template's generation prompt (what
+ * apply_chat_template(..., add_generation_prompt=True) gives; Qwen3 with
+ * thinking enabled, its default). */
+int df_chat_render_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, int n, DfByteBuf *text, DfError *err);
+
 /* Renders, tokenizes with tok and appends the ids and the loss mask (0/1
  * bytes, one per id). */
 int df_chat_tokenize(const DfChatTemplate *t, const DfTokenizer *tok, const DfChatMessage *msgs, int n,

@@ -8,6 +8,8 @@ under tests/.cache/tokenizers/), writes tests/fixtures/chat/<family>.json with
         (Llama-3.1: with date_string=DATE, so that the fixture does not depend
         on the day it was made; the file records DATE)
   ids:  tokenizer.encode(text, add_special_tokens=False)
+  prompt_text: the conversation up to its last user message rendered with
+        add_generation_prompt=True (what generate feeds the target), or null
   mask: the assistant-only loss mask (DFLASH.md section 5), derived here from
         the rendered text: each assistant turn's span runs from the end of its
         role header to the end of the end-of-turn token that closes it; a token
@@ -89,7 +91,10 @@ def main():
             for p in pieces:
                 mask.append(int(any(a <= at < b for a, b in spans)))
                 at += len(p)
-            results.append({"text": text, "ids": ids, "mask": mask})
+            users = [i for i, m in enumerate(conv) if m["role"] in ("user", "human")]
+            prompt_text = (tok.apply_chat_template(conv[: users[-1] + 1], tokenize=False, add_generation_prompt=True,
+                                                   **extra) if users else None)
+            results.append({"text": text, "ids": ids, "mask": mask, "prompt_text": prompt_text})
         with open(f"{out_dir}/{family}.json", "w", encoding="utf-8") as f:
             json.dump({"family": family, **extra, "results": results}, f, ensure_ascii=False, separators=(",", ":"))
         print(family, len(results), "conversations")
