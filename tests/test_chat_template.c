@@ -41,6 +41,27 @@ static int to_messages(const cJSON *conv, DfChatMessage *out, int cap) {
     return n;
 }
 
+/* The generation prompt of the conversation up to its last user message
+ * against transformers' (null in the fixture when there is no user message). */
+static void check_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, int n, const cJSON *want,
+                         const char *family, int c) {
+    if (!want) fail_msg("%s conversation %d: the fixture has no prompt_text (remake it with tests/ref/chat_ref.py)",
+                        family, c);
+    int last_user = -1;
+    for (int i = 0; i < n; i++)
+        if (msgs[i].role == DF_ROLE_USER) last_user = i;
+    if (last_user < 0) {
+        assert_true(cJSON_IsNull(want));
+        return;
+    }
+    DfByteBuf text = {0};
+    DfError err = {{0}};
+    if (df_chat_render_prompt(t, msgs, last_user + 1, &text, &err) != 0) fail_msg("%s", err.msg);
+    if (strcmp(text.data, want->valuestring) != 0)
+        fail_msg("%s conversation %d: generation prompt\n%s\nwant\n%s", family, c, text.data, want->valuestring);
+    df_bytebuf_free(&text);
+}
+
 static void check_family(const char *family) {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/.cache/tokenizers/%s", family);
@@ -67,6 +88,7 @@ static void check_family(const char *family) {
         const char *want_text = cJSON_GetObjectItem(want, "text")->valuestring;
         if (strcmp(text.data, want_text) != 0)
             fail_msg("%s conversation %d: rendered\n%s\nwant\n%s", family, c, text.data, want_text);
+        check_prompt(t, msgs, n, cJSON_GetObjectItem(want, "prompt_text"), family, c);
         DfI32Vec ids = {0};
         DfByteBuf mask = {0};
         if (df_chat_tokenize(t, tok, msgs, n, &ids, &mask, &err) != 0) fail_msg("%s", err.msg);
