@@ -120,6 +120,51 @@ static int cuda_upload_i32(DfBackend *be, DfBuffer dst, const int32_t *src, DfEr
     return 0;
 }
 
+static int cuda_download_i32(DfBackend *be, int32_t *dst, DfBuffer src, DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    if (src.kind != DF_BUF_I32) return df_fail(err, "cuda backend: download_i32 from a float buffer");
+    if (src.count == 0) return 0;
+    DF_CUDA_TRY(cudaMemcpyAsync(dst, src.ptr, src.count * sizeof(int32_t), cudaMemcpyDeviceToHost, st->stream));
+    DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+    return 0;
+}
+
+/* All-zero bytes are 0 in every kind (bf16, fp32, int32). */
+static void cuda_fill_zero(DfBackend *be, DfBuffer buf) {
+    DfCudaState *st = df_cuda_state(be);
+    if (!buf.ptr) return;
+    DF_CUDA_RECORD(be, cudaMemsetAsync(buf.ptr, 0, buf.count * (size_t)buf.elem_size, st->stream));
+}
+
+void *df_cuda_scratch(DfBackend *be, size_t bytes) {
+    DfCudaState *st = df_cuda_state(be);
+    if (bytes <= st->scratch_bytes) return st->scratch;
+    /* cudaFree waits for queued work that may still use the old scratch */
+    cudaError_t e = cudaFree(st->scratch);
+    st->bytes_in_use -= st->scratch_bytes;
+    st->scratch = NULL;
+    st->scratch_bytes = 0;
+    if (e == cudaSuccess) e = cudaMalloc(&st->scratch, bytes);
+    if (e != cudaSuccess) {
+        st->scratch = NULL;
+        df_cuda_record_failure(be, __FILE__, __LINE__, "cannot allocate %zu bytes of scratch (%zu in use): %s", bytes,
+                               st->bytes_in_use, cudaGetErrorString(e));
+        return NULL;
+    }
+    st->scratch_bytes = bytes;
+    st->bytes_in_use += bytes;
+    if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
+    return st->scratch;
+}
+
+extern "C" void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows) {
+    df_cuda_state(be)->lm_chunk_rows = rows > 0 ? rows : 0;
+}
+
+extern "C" void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on) {
+    df_cuda_state(be)->lm_logits_bf16 = on != 0;
+}
+
 /* Turns a kernel's bad-data report into a message. */
 static int report_device_error(const DfCudaDeviceError *d, DfError *err) {
     switch (d->code) {
@@ -129,6 +174,9 @@ static int report_device_error(const DfCudaDeviceError *d, DfError *err) {
     case DF_CUDA_BAD_POSITION:
         return df_fail(err, "cuda backend: rope: position %d of row %d is outside the table (%d rows)", d->value,
                        d->row, d->limit);
+    case DF_CUDA_BAD_LABEL:
+        return df_fail(err, "cuda backend: lm_head_ce: label %d of row %d is outside the vocabulary [0, %d)",
+                       d->value, d->row, d->limit);
     default:
         return df_fail(err, "cuda backend: a kernel reported error code %d", d->code);
     }
@@ -154,6 +202,7 @@ static void cuda_destroy(DfBackend *be) {
         cudaSetDevice(st->device);
         if (st->stream) cudaStreamSynchronize(st->stream);
         df_cuda_matmul_plans_free(st);
+        cudaFree(st->scratch);
         if (st->lt) cublasLtDestroy(st->lt);
         cudaFree(st->lt_workspace);
         cudaFree(st->staging);
@@ -167,8 +216,8 @@ static void cuda_destroy(DfBackend *be) {
     free(be);
 }
 
-/* Designated initializers: the drafter-training entries (download_i32 ..
- * lm_head_ce) are not implemented on CUDA yet and stay NULL, which
+/* Designated initializers: the entries not implemented on CUDA yet
+ * (block attention, the KV-cache ops) stay NULL, which
  * df_backend_missing_training_op reports. */
 static const DfBackendOps CUDA_OPS = {
     .name = "cuda",
@@ -187,15 +236,15 @@ static const DfBackendOps CUDA_OPS = {
     .attention = df_cuda_attention,
     .swiglu = df_cuda_swiglu,
     .copy2d = df_cuda_copy2d,
-    .download_i32 = nullptr,
-    .fill_zero = nullptr,
-    .linear_weight_grad = nullptr,
-    .rmsnorm_backward = nullptr,
-    .rope_backward = nullptr,
-    .swiglu_backward = nullptr,
+    .download_i32 = cuda_download_i32,
+    .fill_zero = cuda_fill_zero,
+    .linear_weight_grad = df_cuda_linear_weight_grad,
+    .rmsnorm_backward = df_cuda_rmsnorm_backward,
+    .rope_backward = df_cuda_rope_backward,
+    .swiglu_backward = df_cuda_swiglu_backward,
     .block_attention = nullptr,
     .block_attention_backward = nullptr,
-    .lm_head_ce = nullptr,
+    .lm_head_ce = df_cuda_lm_head_ce,
     .kv_cache_write = nullptr,
     .kv_attention = nullptr,
 };

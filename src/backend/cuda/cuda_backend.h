@@ -35,6 +35,16 @@ void df_cuda_reset_peak(DfBackend *be);
  * or more. A tuning knob for benchmarks and tests; results agree. */
 void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
 
+/* Rows of hidden states per chunk of lm_head_ce (the logits of one chunk are
+ * the op's scratch); 0, the default, picks chunks whose logits fit in 1 GiB.
+ * A knob for tests (chunking at small sizes) and benchmarks; results agree. */
+void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows);
+
+/* lm_head_ce's logits in bf16 (half the scratch traffic, logits rounded to
+ * 8 bits of mantissa before the softmax) instead of fp32, the default. A
+ * knob for benchmarks. */
+void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on);
+
 /* --- timing -------------------------------------------------------------- */
 
 /* Milliseconds of the stream's work between two marks (CUDA events). */

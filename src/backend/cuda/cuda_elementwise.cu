@@ -97,8 +97,10 @@ void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int ro
 
 /* --- RoPE: one thread per (token, head, pair i < half) ---------------------- */
 
-__global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, int n_tokens, int heads,
-                       int half, int table_rows, DfCudaDeviceError *bad) {
+/* sin_sign -1 rotates by the opposite angle: the backward (the rotation is
+ * orthogonal, so its transpose is its inverse). */
+__global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, float sin_sign,
+                       int n_tokens, int heads, int half, int table_rows, DfCudaDeviceError *bad) {
     size_t total = (size_t)n_tokens * heads * half;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int j = (int)(i % half);
@@ -114,7 +116,7 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const fl
             continue;
         }
         bf16 *x1 = x + th * 2 * half;
-        float c = cos_t[(size_t)p * half + j], s = sin_t[(size_t)p * half + j];
+        float c = cos_t[(size_t)p * half + j], s = sin_sign * sin_t[(size_t)p * half + j];
         float a = __bfloat162float(x1[j]), b = __bfloat162float(x1[j + half]);
         x1[j] = __float2bfloat16_rn(a * c - b * s);
         x1[j + half] = __float2bfloat16_rn(b * c + a * s);
@@ -122,8 +124,8 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const fl
 }
 
 /* The same, 8 pairs per thread: 16-byte loads of x and 2 x 16 of cos/sin. */
-__global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, int n_tokens,
-                           int heads, int half, int table_rows, DfCudaDeviceError *bad) {
+__global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, float sin_sign,
+                           int n_tokens, int heads, int half, int table_rows, DfCudaDeviceError *bad) {
     int groups = half / 8;
     size_t total = (size_t)n_tokens * heads * groups;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -149,7 +151,7 @@ __global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, cons
         b.u = *(const uint4 *)x2;
         for (int k = 0; k < 4; k++) {
             float2 af = __bfloat1622float2(a.h2[k]), bf = __bfloat1622float2(b.h2[k]);
-            float c0 = c[2 * k], c1 = c[2 * k + 1], s0 = sn[2 * k], s1 = sn[2 * k + 1];
+            float c0 = c[2 * k], c1 = c[2 * k + 1], s0 = sin_sign * sn[2 * k], s1 = sin_sign * sn[2 * k + 1];
             oa.h2[k] = __floats2bfloat162_rn(af.x * c0 - bf.x * s0, af.y * c1 - bf.y * s1);
             ob.h2[k] = __floats2bfloat162_rn(bf.x * c0 + af.x * s0, bf.y * c1 + af.y * s1);
         }
@@ -158,8 +160,8 @@ __global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, cons
     }
 }
 
-void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
-                  int heads, int head_dim) {
+static void rope_launch(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                        float sin_sign, int n_tokens, int heads, int head_dim) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_ROPE);
     int half = head_dim / 2;
@@ -168,14 +170,23 @@ void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_ta
     if (half % 8 == 0 && aligned16(x.ptr) && aligned16(cos_table.ptr) && aligned16(sin_table.ptr))
         k_rope_vec<<<df_cuda_blocks(total / 8, 256), 256, 0, st->stream>>>(
             (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
-            n_tokens, heads, half, table_rows, st->dev_error);
+            sin_sign, n_tokens, heads, half, table_rows, st->dev_error);
     else
-        k_rope<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>((bf16 *)x.ptr, (const int32_t *)positions.ptr,
-                                                               (const float *)cos_table.ptr,
-                                                               (const float *)sin_table.ptr, n_tokens, heads, half,
-                                                               table_rows, st->dev_error);
-    DF_CUDA_CHECK_LAUNCH(be, "rope");
+        k_rope<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>(
+            (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
+            sin_sign, n_tokens, heads, half, table_rows, st->dev_error);
+    DF_CUDA_CHECK_LAUNCH(be, sin_sign > 0 ? "rope" : "rope_backward");
     df_cuda_prof_end(be);
+}
+
+void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                  int heads, int head_dim) {
+    rope_launch(be, x, positions, cos_table, sin_table, 1.0f, n_tokens, heads, head_dim);
+}
+
+void df_cuda_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                           int n_tokens, int heads, int head_dim) {
+    rope_launch(be, dx, positions, cos_table, sin_table, -1.0f, n_tokens, heads, head_dim);
 }
 
 /* --- embedding gather: one block per token ------------------------------------ */

@@ -14,7 +14,7 @@ extern "C" {
 }
 
 /* Bad data found by a kernel, copied back at sync. code 0: none. */
-enum { DF_CUDA_BAD_NONE = 0, DF_CUDA_BAD_TOKEN_ID = 1, DF_CUDA_BAD_POSITION = 2 };
+enum { DF_CUDA_BAD_NONE = 0, DF_CUDA_BAD_TOKEN_ID = 1, DF_CUDA_BAD_POSITION = 2, DF_CUDA_BAD_LABEL = 3 };
 typedef struct DfCudaDeviceError {
     int code;
     int value; /* the offending id or position */
@@ -44,6 +44,12 @@ typedef struct DfCudaState {
     size_t bytes_in_use, peak_bytes;
 
     int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
+
+    /* Reusable device scratch of the training ops (see df_cuda_scratch). */
+    void *scratch;
+    size_t scratch_bytes;
+    int lm_chunk_rows;   /* lm_head_ce rows per chunk; 0: automatic (see df_cuda_set_lm_head_chunk_rows) */
+    int lm_logits_bf16;  /* lm_head_ce logits in bf16 instead of fp32 (see df_cuda_set_lm_head_logits_bf16) */
 
     int profiling;
     cudaEvent_t *prof_events; /* pairs: start, end */
@@ -96,6 +102,26 @@ static inline unsigned df_cuda_blocks(size_t n, int threads) {
     return b ? (unsigned)b : 1u;
 }
 
+/* Device scratch of at least `bytes`, kept in the state and reused by every
+ * later op (one stream: ops never overlap); grown when too small (the old
+ * one freed after the queued work). NULL, with the failure recorded, when
+ * the GPU is out of memory. */
+void *df_cuda_scratch(DfBackend *be, size_t bytes);
+
+/* One matrix product through cuBLASLt (see cuda_matmul.cu): row-major
+ * C[M,N] = op(A) op(B) + beta C with leading dimensions (elements between
+ * rows as stored: A is [M,K] or, trans_a, [K,M]; B [K,N] or, trans_b,
+ * [N,K]). A and B bf16; C bf16 or, c_f32, fp32; fp32 accumulation. */
+typedef struct DfCudaGemm {
+    void *c;
+    const void *a, *b;
+    int m, n, k, trans_a, trans_b;
+    int lda, ldb, ldc;
+    int c_f32;
+    float beta;
+} DfCudaGemm;
+void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g);
+
 /* ops, one file per family */
 void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
                     float beta);
@@ -109,6 +135,17 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
                        const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
 void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
 void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+
+/* training ops: cuda_matmul.cu, cuda_elementwise.cu (rope_backward),
+ * cuda_backward.cu, cuda_lm_head_ce.cu */
+void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
+void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
+                              int dim, float eps, int accumulate);
+void df_cuda_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                           int n_tokens, int heads, int head_dim);
+void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate,
+                             DfBuffer up);
+void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
 
 /* fp32 <-> bf16 conversion on the stream (uploads and downloads of ACT). */
 void df_cuda_f32_to_bf16(cudaStream_t s, __nv_bfloat16 *dst, const float *src, size_t n);

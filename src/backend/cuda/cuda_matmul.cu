@@ -11,12 +11,16 @@
  *   - C [M, N] row-major is column-major [N, M], ld N.
  * beta 1 accumulates into C (C and D are the same buffer).
  *
+ * The general form, df_cuda_gemm, also takes leading dimensions (a matrix
+ * inside a wider one: the lm head's logits chunk) and an fp32 C (weight
+ * gradients, logits); A and B are always bf16, accumulation always fp32.
+ *
  * A plan (descriptors, layouts and the heuristic's algorithm) is built once
- * per (shape, transposes, pointer alignment) and cached: the heuristic query
- * costs far more than a launch. When cuBLASLt offers no algorithm (odd
- * leading dimensions with 2-byte aligned pointers can do that), a plain
- * kernel, one thread per output element with fp32 accumulation, is used:
- * slow, but only such shapes ever take it. */
+ * per (shape, transposes, leading dimensions, C type, pointer alignment) and
+ * cached: the heuristic query costs far more than a launch. When cuBLASLt
+ * offers no algorithm (odd leading dimensions with 2-byte aligned pointers
+ * can do that), a plain kernel, one thread per output element with fp32
+ * accumulation, is used: slow, but only such shapes ever take it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +28,7 @@
 
 struct DfMatmulPlan {
     int m, n, k, trans_a, trans_b, align;
+    int lda, ldb, ldc, c_f32;
     int fallback; /* cuBLASLt has no algorithm: use k_matmul_fallback */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our B), B (our A), C */
@@ -61,6 +66,13 @@ static int common_alignment(const void *a, const void *b, const void *c) {
     return (int)(all & (~all + 1));
 }
 
+/* A plan's key: the fields plan_for matches on. */
+static int plan_matches(const DfMatmulPlan *p, const DfCudaGemm *g, int align) {
+    return p->m == g->m && p->n == g->n && p->k == g->k && p->trans_a == (g->trans_a != 0) &&
+           p->trans_b == (g->trans_b != 0) && p->lda == g->lda && p->ldb == g->ldb && p->ldc == g->ldc &&
+           p->c_f32 == (g->c_f32 != 0) && p->align == align;
+}
+
 static int plan_build(DfBackend *be, DfMatmulPlan *p) {
     DfCudaState *st = df_cuda_state(be);
     LT_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -70,14 +82,14 @@ static int plan_build(DfBackend *be, DfMatmulPlan *p) {
     LT_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
     uint64_t m = (uint64_t)p->m, n = (uint64_t)p->n, k = (uint64_t)p->k;
     if (p->trans_b)
-        LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, k, n, (int64_t)k));
+        LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, k, n, p->ldb));
     else
-        LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, n, k, (int64_t)n));
+        LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, n, k, p->ldb));
     if (p->trans_a)
-        LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, m, k, (int64_t)m));
+        LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, m, k, p->lda));
     else
-        LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, k, m, (int64_t)k));
-    LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_16BF, n, m, (int64_t)n));
+        LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, k, m, p->lda));
+    LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, p->c_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, p->ldc));
 
     cublasLtMatmulPreference_t pref;
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref));
@@ -102,19 +114,18 @@ static int plan_build(DfBackend *be, DfMatmulPlan *p) {
     return 0;
 }
 
-static DfMatmulPlan *plan_for(DfBackend *be, int m, int n, int k, int ta, int tb, int align) {
+static DfMatmulPlan *plan_for(DfBackend *be, const DfCudaGemm *g, int align) {
     DfCudaState *st = df_cuda_state(be);
-    for (int i = 0; i < st->n_plans; i++) {
-        DfMatmulPlan *p = &st->plans[i];
-        if (p->m == m && p->n == n && p->k == k && p->trans_a == ta && p->trans_b == tb && p->align == align) return p;
-    }
+    for (int i = 0; i < st->n_plans; i++)
+        if (plan_matches(&st->plans[i], g, align)) return &st->plans[i];
     if (st->n_plans == st->cap_plans) {
         st->cap_plans = st->cap_plans ? 2 * st->cap_plans : 32;
         st->plans = (DfMatmulPlan *)df_xrealloc(st->plans, (size_t)st->cap_plans * sizeof *st->plans, "matmul plans");
     }
     DfMatmulPlan *p = &st->plans[st->n_plans];
     memset(p, 0, sizeof *p);
-    p->m = m, p->n = n, p->k = k, p->trans_a = ta, p->trans_b = tb, p->align = align;
+    p->m = g->m, p->n = g->n, p->k = g->k, p->trans_a = g->trans_a != 0, p->trans_b = g->trans_b != 0;
+    p->lda = g->lda, p->ldb = g->ldb, p->ldc = g->ldc, p->c_f32 = g->c_f32 != 0, p->align = align;
     if (plan_build(be, p)) {
         plan_destroy(p);
         return NULL;
@@ -123,41 +134,62 @@ static DfMatmulPlan *plan_for(DfBackend *be, int m, int n, int k, int ta, int tb
     return p;
 }
 
-__global__ void k_matmul_fallback(__nv_bfloat16 *c, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n,
-                                  int k, int ta, int tb, float beta) {
+template <typename C>
+__global__ void k_matmul_fallback(C *c, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n, int k, int ta,
+                                  int tb, int lda, int ldb, int ldc, float beta) {
     size_t total = (size_t)m * n;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
          idx += (size_t)gridDim.x * blockDim.x) {
         int i = (int)(idx / n), j = (int)(idx % n);
         float acc = 0.0f;
         for (int p = 0; p < k; p++) {
-            float av = __bfloat162float(ta ? a[(size_t)p * m + i] : a[(size_t)i * k + p]);
-            float bv = __bfloat162float(tb ? b[(size_t)j * k + p] : b[(size_t)p * n + j]);
+            float av = __bfloat162float(ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p]);
+            float bv = __bfloat162float(tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
             acc += av * bv;
         }
-        if (beta != 0.0f) acc += beta * __bfloat162float(c[idx]);
-        c[idx] = __float2bfloat16_rn(acc);
+        C *out = c + (size_t)i * ldc + j;
+        if (beta != 0.0f) acc += beta * (float)*out;
+        *out = (C)acc;
+    }
+}
+
+void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g) {
+    DfCudaState *st = df_cuda_state(be);
+    DfMatmulPlan *p = plan_for(be, g, common_alignment(g->a, g->b, g->c));
+    if (p && p->fallback) {
+        unsigned blocks = df_cuda_blocks((size_t)g->m * g->n, 256);
+        const __nv_bfloat16 *a = (const __nv_bfloat16 *)g->a, *b = (const __nv_bfloat16 *)g->b;
+        if (g->c_f32)
+            k_matmul_fallback<float><<<blocks, 256, 0, st->stream>>>((float *)g->c, a, b, g->m, g->n, g->k,
+                                                                     g->trans_a != 0, g->trans_b != 0, g->lda,
+                                                                     g->ldb, g->ldc, g->beta);
+        else
+            k_matmul_fallback<__nv_bfloat16><<<blocks, 256, 0, st->stream>>>(
+                (__nv_bfloat16 *)g->c, a, b, g->m, g->n, g->k, g->trans_a != 0, g->trans_b != 0, g->lda, g->ldb,
+                g->ldc, g->beta);
+        DF_CUDA_CHECK_LAUNCH(be, "matmul (fallback kernel)");
+    } else if (p) {
+        float alpha = 1.0f, beta = g->beta;
+        cublasStatus_t s = cublasLtMatmul(st->lt, p->desc, &alpha, g->b, p->la, g->a, p->lb, &beta, g->c, p->lc, g->c,
+                                          p->lc, &p->algo, st->lt_workspace, st->lt_workspace_bytes, st->stream);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            df_cuda_record_failure(be, __FILE__, __LINE__, "cublasLtMatmul M=%d N=%d K=%d: %s", g->m, g->n, g->k,
+                                   cublasLtGetStatusString(s));
     }
 }
 
 void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
                     float beta) {
-    DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
-    DfMatmulPlan *p = plan_for(be, m, n, k, trans_a != 0, trans_b != 0, common_alignment(a.ptr, b.ptr, c.ptr));
-    if (p && p->fallback) {
-        k_matmul_fallback<<<df_cuda_blocks((size_t)m * n, 256), 256, 0, st->stream>>>(
-            (__nv_bfloat16 *)c.ptr, (const __nv_bfloat16 *)a.ptr, (const __nv_bfloat16 *)b.ptr, m, n, k, trans_a != 0,
-            trans_b != 0, beta);
-        DF_CUDA_CHECK_LAUNCH(be, "matmul (fallback kernel)");
-    } else if (p) {
-        float alpha = 1.0f;
-        cublasStatus_t s = cublasLtMatmul(st->lt, p->desc, &alpha, b.ptr, p->la, a.ptr, p->lb, &beta, c.ptr, p->lc,
-                                          c.ptr, p->lc, &p->algo, st->lt_workspace, st->lt_workspace_bytes,
-                                          st->stream);
-        if (s != CUBLAS_STATUS_SUCCESS)
-            df_cuda_record_failure(be, __FILE__, __LINE__, "cublasLtMatmul M=%d N=%d K=%d: %s", m, n, k,
-                                   cublasLtGetStatusString(s));
-    }
+    DfCudaGemm g = {c.ptr, a.ptr, b.ptr, m, n, k, trans_a, trans_b, trans_a ? m : k, trans_b ? k : n, n, 0, beta};
+    df_cuda_gemm(be, &g);
+    df_cuda_prof_end(be);
+}
+
+void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k) {
+    df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
+    /* dw [n, k] = dy^T (dy stored [m, n]) times x [m, k], fp32 C, accumulated */
+    DfCudaGemm g = {dw.ptr, dy.ptr, x.ptr, n, k, m, 1, 0, n, k, k, 1, 1.0f};
+    df_cuda_gemm(be, &g);
     df_cuda_prof_end(be);
 }

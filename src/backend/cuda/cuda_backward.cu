@@ -1,0 +1,226 @@
+/* Backward kernels of the element-wise and normalization ops: RMSNorm (dx
+ * and the weight gradient) and SwiGLU. fp32 math on bf16 data, 16-byte
+ * accesses where the sizes and pointers allow. (RoPE's backward is the
+ * forward kernel with the opposite angle: cuda_elementwise.cu.) */
+#include "backend/cuda/cuda_internal.h"
+
+typedef __nv_bfloat16 bf16;
+
+union Pack8 {
+    uint4 u;
+    __nv_bfloat162 h2[4];
+};
+
+static int aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
+
+/* --- RMSNorm backward -------------------------------------------------------
+ *
+ * Stage 1 (k_rmsnorm_bwd_rows): a block owns a contiguous range of rows and
+ * splits into G groups of TPR threads (TPR a power of two, enough threads to
+ * cover a row with VEC-wide accesses, at most the whole block); each group
+ * takes every G-th row of the range. A thread always handles the same
+ * columns, so it adds its share of dw (dy * xh) into its own fp32 slots of a
+ * shared-memory row per group: no atomics. At the end the block sums its
+ * groups and writes one fp32 row of partial sums to the scratch.
+ * Stage 2 (k_rmsnorm_bwd_colsum): dw[i] += the block partials of column i,
+ * added in block order (deterministic). */
+
+#define RMS_BWD_THREADS 256
+#define RMS_BWD_MAX_BLOCKS 512
+
+/* Sum of v over the TPR threads of a group (all threads of the block call it
+ * the same number of times). red: 2 floats per warp of shared memory. */
+__device__ __forceinline__ float2 group_sum2(float2 v, int tpr, float *red) {
+    int width = tpr < 32 ? tpr : 32;
+    for (int o = width / 2; o > 0; o /= 2) {
+        v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+        v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+    }
+    if (tpr <= 32) return v;
+    int warp = threadIdx.x / 32, warps_per_group = tpr / 32, first = warp / warps_per_group * warps_per_group;
+    if (threadIdx.x % 32 == 0) red[2 * warp] = v.x, red[2 * warp + 1] = v.y;
+    __syncthreads();
+    float2 s = make_float2(0.0f, 0.0f);
+    for (int w = first; w < first + warps_per_group; w++) s.x += red[2 * w], s.y += red[2 * w + 1];
+    __syncthreads(); /* red is rewritten by the next call */
+    return s;
+}
+
+template <bool VEC>
+__global__ void k_rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x, const bf16 *w, int rows,
+                                   int dim, float eps, int accumulate, int rows_per_block, int tpr) {
+    extern __shared__ float smem[]; /* red [2 * warps], then acc [groups][dim] */
+    int groups = blockDim.x / tpr, group = threadIdx.x / tpr, lane = threadIdx.x % tpr;
+    float *red = smem, *acc = smem + 2 * (blockDim.x / 32) + (size_t)group * dim;
+    const int step = VEC ? 8 : 1, n_units = dim / step; /* VEC: dim % 8 == 0 */
+    for (int u = lane; u < n_units; u += tpr)
+        for (int j = 0; j < step; j++) acc[u * step + j] = 0.0f;
+    int row0 = blockIdx.x * rows_per_block, row_end = min(rows, row0 + rows_per_block);
+    int iters = (row_end - row0 + groups - 1) / groups;
+    for (int it = 0; it < iters; it++) {
+        int r = row0 + it * groups + group;
+        bool active = r < row_end;
+        const bf16 *xr = x + (size_t)r * dim, *dyr = dy + (size_t)r * dim;
+        bf16 *dxr = dx + (size_t)r * dim;
+        float2 sums = make_float2(0.0f, 0.0f); /* sum x^2, sum dy w x */
+        for (int u = lane; active && u < n_units; u += tpr) {
+            if (VEC) {
+                Pack8 xp, dp, wp;
+                xp.u = *(const uint4 *)(xr + u * 8);
+                dp.u = *(const uint4 *)(dyr + u * 8);
+                wp.u = *(const uint4 *)(w + u * 8);
+                for (int j = 0; j < 4; j++) {
+                    float2 xf = __bfloat1622float2(xp.h2[j]), df = __bfloat1622float2(dp.h2[j]),
+                           wf = __bfloat1622float2(wp.h2[j]);
+                    sums.x += xf.x * xf.x + xf.y * xf.y;
+                    sums.y += df.x * wf.x * xf.x + df.y * wf.y * xf.y;
+                }
+            } else {
+                float xf = __bfloat162float(xr[u]);
+                sums.x += xf * xf;
+                sums.y += __bfloat162float(dyr[u]) * __bfloat162float(w[u]) * xf;
+            }
+        }
+        sums = group_sum2(sums, tpr, red);
+        if (!active) continue; /* the only barrier of the iteration is behind us */
+        float inv = rsqrtf(sums.x / (float)dim + eps), mean_gxh = sums.y * inv / (float)dim;
+        /* each thread rewrites only what it read: dx may be dy */
+        for (int u = lane; u < n_units; u += tpr) {
+            if (VEC) {
+                Pack8 xp, dp, wp, op, out;
+                xp.u = *(const uint4 *)(xr + u * 8);
+                dp.u = *(const uint4 *)(dyr + u * 8);
+                wp.u = *(const uint4 *)(w + u * 8);
+                if (accumulate) op.u = *(const uint4 *)(dxr + u * 8);
+                for (int j = 0; j < 4; j++) {
+                    float2 xf = __bfloat1622float2(xp.h2[j]), df = __bfloat1622float2(dp.h2[j]),
+                           wf = __bfloat1622float2(wp.h2[j]);
+                    float xh0 = xf.x * inv, xh1 = xf.y * inv;
+                    acc[u * 8 + 2 * j] += df.x * xh0;
+                    acc[u * 8 + 2 * j + 1] += df.y * xh1;
+                    float v0 = inv * (df.x * wf.x - xh0 * mean_gxh), v1 = inv * (df.y * wf.y - xh1 * mean_gxh);
+                    if (accumulate) {
+                        float2 o = __bfloat1622float2(op.h2[j]);
+                        v0 += o.x, v1 += o.y;
+                    }
+                    out.h2[j] = __floats2bfloat162_rn(v0, v1);
+                }
+                *(uint4 *)(dxr + u * 8) = out.u;
+            } else {
+                float xh = __bfloat162float(xr[u]) * inv, d = __bfloat162float(dyr[u]);
+                acc[u] += d * xh;
+                float v = inv * (d * __bfloat162float(w[u]) - xh * mean_gxh);
+                if (accumulate) v += __bfloat162float(dxr[u]);
+                dxr[u] = __float2bfloat16_rn(v);
+            }
+        }
+    }
+    __syncthreads();
+    const float *acc0 = smem + 2 * (blockDim.x / 32);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float s = 0.0f;
+        for (int g = 0; g < groups; g++) s += acc0[(size_t)g * dim + i];
+        partial[(size_t)blockIdx.x * dim + i] = s;
+    }
+}
+
+__global__ void k_rmsnorm_bwd_colsum(float *dw, const float *partial, int blocks, int dim) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= dim) return;
+    float s = 0.0f;
+    for (int b = 0; b < blocks; b++) s += partial[(size_t)b * dim + i];
+    dw[i] += s;
+}
+
+void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
+                              int dim, float eps, int accumulate) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
+    bool vec = dim % 8 == 0 && aligned16(dx.ptr) && aligned16(dy.ptr) && aligned16(x.ptr) && aligned16(w.ptr);
+    int units = vec ? dim / 8 : dim, tpr = 1;
+    while (tpr < units && tpr < RMS_BWD_THREADS) tpr *= 2;
+    int groups = RMS_BWD_THREADS / tpr;
+    int blocks = (rows + groups - 1) / groups;
+    if (blocks > RMS_BWD_MAX_BLOCKS) blocks = RMS_BWD_MAX_BLOCKS;
+    int rows_per_block = (rows + blocks - 1) / blocks;
+    blocks = (rows + rows_per_block - 1) / rows_per_block;
+    size_t smem = (2 * (RMS_BWD_THREADS / 32) + (size_t)groups * dim) * sizeof(float);
+    float *partial = (float *)df_cuda_scratch(be, (size_t)blocks * dim * sizeof(float));
+    if (!partial) return;
+    if (smem > 48 * 1024) {
+        DF_CUDA_RECORD(be, cudaFuncSetAttribute(vec ? k_rmsnorm_bwd_rows<true> : k_rmsnorm_bwd_rows<false>,
+                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    }
+    if (vec)
+        k_rmsnorm_bwd_rows<true><<<blocks, RMS_BWD_THREADS, smem, st->stream>>>(
+            (bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps,
+            accumulate, rows_per_block, tpr);
+    else
+        k_rmsnorm_bwd_rows<false><<<blocks, RMS_BWD_THREADS, smem, st->stream>>>(
+            (bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps,
+            accumulate, rows_per_block, tpr);
+    DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (rows)");
+    k_rmsnorm_bwd_colsum<<<(dim + 255) / 256, 256, 0, st->stream>>>((float *)dw.ptr, partial, blocks, dim);
+    DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (column sums)");
+    df_cuda_prof_end(be);
+}
+
+/* --- SwiGLU backward ----------------------------------------------------------
+ * silu(g) = g sigma(g), silu'(g) = sigma(g) (1 + g (1 - sigma(g))).
+ * d_gate may be gate and d_up may be up: each element is read before it is
+ * written, by the same thread. */
+
+__device__ __forceinline__ void swiglu_grad(float d, float g, float u, float *dg, float *du) {
+    float sig = 1.0f / (1.0f + __expf(-g));
+    *dg = d * u * sig * (1.0f + g * (1.0f - sig));
+    *du = d * g * sig;
+}
+
+__global__ void k_swiglu_bwd_vec(uint4 *d_gate, uint4 *d_up, const uint4 *d_out, const uint4 *gate, const uint4 *up,
+                                 size_t n8) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n8; i += (size_t)gridDim.x * blockDim.x) {
+        Pack8 d, g, u, og, ou;
+        d.u = d_out[i];
+        g.u = gate[i];
+        u.u = up[i];
+        for (int j = 0; j < 4; j++) {
+            float2 df = __bfloat1622float2(d.h2[j]), gf = __bfloat1622float2(g.h2[j]), uf = __bfloat1622float2(u.h2[j]);
+            float g0, g1, u0, u1;
+            swiglu_grad(df.x, gf.x, uf.x, &g0, &u0);
+            swiglu_grad(df.y, gf.y, uf.y, &g1, &u1);
+            og.h2[j] = __floats2bfloat162_rn(g0, g1);
+            ou.h2[j] = __floats2bfloat162_rn(u0, u1);
+        }
+        d_gate[i] = og.u;
+        d_up[i] = ou.u;
+    }
+}
+
+__global__ void k_swiglu_bwd(bf16 *d_gate, bf16 *d_up, const bf16 *d_out, const bf16 *gate, const bf16 *up, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float dg, du;
+        swiglu_grad(__bfloat162float(d_out[i]), __bfloat162float(gate[i]), __bfloat162float(up[i]), &dg, &du);
+        d_gate[i] = __float2bfloat16_rn(dg);
+        d_up[i] = __float2bfloat16_rn(du);
+    }
+}
+
+void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate,
+                             DfBuffer up) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
+    size_t n = d_out.count;
+    if (n % 8 == 0 && aligned16(d_gate.ptr) && aligned16(d_up.ptr) && aligned16(d_out.ptr) && aligned16(gate.ptr) &&
+        aligned16(up.ptr))
+        k_swiglu_bwd_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>(
+            (uint4 *)d_gate.ptr, (uint4 *)d_up.ptr, (const uint4 *)d_out.ptr, (const uint4 *)gate.ptr,
+            (const uint4 *)up.ptr, n / 8);
+    else
+        k_swiglu_bwd<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)d_gate.ptr, (bf16 *)d_up.ptr,
+                                                                     (const bf16 *)d_out.ptr, (const bf16 *)gate.ptr,
+                                                                     (const bf16 *)up.ptr, n);
+    DF_CUDA_CHECK_LAUNCH(be, "swiglu_backward");
+    df_cuda_prof_end(be);
+}
