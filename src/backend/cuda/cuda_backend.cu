@@ -158,6 +158,7 @@ static void cuda_destroy(DfBackend *be) {
         cudaFree(st->lt_workspace);
         cudaFree(st->staging);
         cudaFree(st->dev_error);
+        cudaFree(st->kv_ws);
         for (int i = 0; i < st->prof_cap * 2; i++) cudaEventDestroy(st->prof_events[i]);
         free(st->prof_events);
         free(st->prof_kinds);
@@ -169,7 +170,7 @@ static void cuda_destroy(DfBackend *be) {
 
 /* Designated initializers: the drafter-training entries (download_i32 ..
  * lm_head_ce) are not implemented on CUDA yet and stay NULL, which
- * df_backend_missing_training_op reports. */
+ * df_backend_missing_training_op reports; the KV-cache ops are in cuda_kv.cu. */
 static const DfBackendOps CUDA_OPS = {
     .name = "cuda",
     .alloc = cuda_alloc,
@@ -196,8 +197,8 @@ static const DfBackendOps CUDA_OPS = {
     .block_attention = nullptr,
     .block_attention_backward = nullptr,
     .lm_head_ce = nullptr,
-    .kv_cache_write = nullptr,
-    .kv_attention = nullptr,
+    .kv_cache_write = df_cuda_kv_cache_write,
+    .kv_attention = df_cuda_kv_attention,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {

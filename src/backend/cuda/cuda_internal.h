@@ -45,6 +45,10 @@ typedef struct DfCudaState {
 
     int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
 
+    void *kv_ws; /* kv_attention's split-K partial results (cuda_kv.cu) */
+    size_t kv_ws_bytes;
+    int sm_count; /* 0 until first asked for */
+
     int profiling;
     cudaEvent_t *prof_events; /* pairs: start, end */
     int *prof_kinds;
@@ -109,6 +113,9 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
                        const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
 void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
 void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
+void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
+                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
 
 /* fp32 <-> bf16 conversion on the stream (uploads and downloads of ACT). */
 void df_cuda_f32_to_bf16(cudaStream_t s, __nv_bfloat16 *dst, const float *src, size_t n);
