@@ -104,7 +104,7 @@ __device__ __forceinline__ void bf16x8_to_f32(uint4 u, float f[8]) {
 }
 
 template <int HD>
-struct KvSmem {
+struct __align__(16) KvSmem {
     static constexpr int SD = HD + 8; /* padded row, bf16 */
     bf16 k[KV_TK][SD];
     bf16 v[KV_TK][SD];
