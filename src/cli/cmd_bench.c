@@ -26,6 +26,7 @@
 #include "base/clock.h"
 #include "cli/args.h"
 #include "cli/bench_data.h"
+#include "cli/bench_decode.h"
 #include "cli/bench_drafter.h"
 #include "cli/bench_train_step.h"
 #include "cli/commands.h"
@@ -47,6 +48,8 @@ typedef struct BenchOptions {
     int repeat;
     int train_seqs; /* sequences of one benchmarked GPU training step */
     int train_only; /* GPU: the GEMM peak and the training steps, no prefill figures */
+    int decode;                   /* --decode: the decode figures instead */
+    int prompt_len, new_tokens;   /* of the decode figures */
 } BenchOptions;
 
 /* Best-of-`repeat` time of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores. */
@@ -142,6 +145,96 @@ static double bench_tokenizer(const DfTokenizer *tok, const DfBenchTexts *texts,
 
 static void add_number(cJSON *obj, const char *name, double v) {
     cJSON_AddNumberToObject(obj, name, v);
+}
+
+/* A target of Qwen3-8B's shape (config.json of Qwen/Qwen3-8B). */
+static DfModelConfig qwen3_8b_shape(void) {
+    DfModelConfig c;
+    memset(&c, 0, sizeof c);
+    c.arch = DF_ARCH_QWEN3;
+    snprintf(c.architecture_name, sizeof c.architecture_name, "Qwen3ForCausalLM");
+    c.hidden_size = 4096, c.intermediate_size = 12288, c.num_layers = 36, c.num_heads = 32, c.num_kv_heads = 8;
+    c.head_dim = 128, c.vocab_size = 151936, c.max_position_embeddings = 40960, c.rms_norm_eps = 1e-6;
+    c.rope.theta = 1e6, c.rope.type = DF_ROPE_DEFAULT, c.has_qk_norm = 1, c.tie_word_embeddings = 0;
+    c.bos_token_id = -1;
+    return c;
+}
+
+/* --- decode figures (--decode) --------------------------------------------- */
+
+static void report_decode(const char *name, const char *key, const DfDecodeBenchResult *r, cJSON *json) {
+    printf("%-26s batch %3d %9.1f tokens/s %8.3f ms/step | limit %9.1f tokens/s: %5.1f%% | read/step %.3f GB "
+           "weights + %.3f GB kv",
+           name, r->batch, r->tokens_per_s, r->step_ms, r->limit_tokens_per_s, 100 * r->tokens_per_s / r->limit_tokens_per_s,
+           r->weight_bytes / 1e9, r->kv_bytes / 1e9);
+    if (r->device_ms > 0) printf(" | kernels %.3f ms/step (kv attention %.3f)", r->device_ms, r->attention_ms);
+    printf("\n");
+    char name_buf[128];
+    const struct {
+        const char *suffix;
+        double v;
+    } fig[] = {{"tokens_per_s", r->tokens_per_s}, {"step_ms", r->step_ms}, {"limit_tokens_per_s", r->limit_tokens_per_s},
+               {"fraction_of_limit", r->tokens_per_s / r->limit_tokens_per_s}, {"weight_gb", r->weight_bytes / 1e9},
+               {"kv_gb", r->kv_bytes / 1e9}, {"kernel_ms_per_step", r->device_ms},
+               {"kv_attention_ms_per_step", r->attention_ms}};
+    for (size_t i = 0; i < sizeof fig / sizeof fig[0]; i++) {
+        snprintf(name_buf, sizeof name_buf, "decode_%s_b%d_%s", key, r->batch, fig[i].suffix);
+        add_number(json, name_buf, fig[i].v);
+    }
+}
+
+static int decode_batches(DfTargetModel *m, const char *name, const char *key, const BenchOptions *o, double bw,
+                          cJSON *json, DfError *err) {
+    static const int batches[] = {1, 64};
+    for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
+        DfDecodeBenchResult r;
+        if (df_bench_decode(m, batches[i], o->prompt_len, o->new_tokens, bw, &r, err)) return -1;
+        report_decode(name, key, &r, json);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
+    int gpu = df_device_is_cuda(o->device);
+    DfBackend *be = df_backend_create(o->device, err);
+    if (!be) return -1;
+    int rc = -1;
+    double bw = 0;
+    DfTargetModel m;
+    DfModelConfig cfg;
+    if (gpu) {
+#ifdef DF_HAVE_CUDA
+        char desc[256];
+        df_cuda_describe(be, desc, sizeof desc);
+        printf("dflash bench --decode on %s: %s\n", o->device, desc);
+        cJSON_AddStringToObject(json, "gpu", desc);
+        if (df_cuda_copy_bandwidth(be, (size_t)2 << 30, 20, &bw, err)) goto done;
+        printf("%-26s %9.1f GB/s (device-to-device copy of 2 GiB, read + write, median of 20)\n", "bandwidth", bw);
+#endif
+    } else {
+        printf("dflash bench --decode on the CPU, %d threads\n", omp_get_max_threads());
+        bw = df_host_copy_bandwidth((size_t)1 << 30, 3);
+        printf("%-26s %9.1f GB/s (parallel memcpy of 1 GiB, read + write, best of 3)\n", "bandwidth", bw);
+    }
+    add_number(json, "decode_bandwidth_gbs", bw);
+    printf("prompts of %d tokens, %d new tokens each (greedy); tokens/s = batch / median step; limit = batch / "
+           "(bytes read per step / bandwidth)\n",
+           o->prompt_len, o->new_tokens);
+    add_number(json, "decode_prompt_len", o->prompt_len);
+    add_number(json, "decode_new_tokens", o->new_tokens);
+    if (df_model_config_load(&cfg, o->target, err) || df_target_load(&m, be, o->target, cfg.num_layers, 1, err)) goto done;
+    rc = decode_batches(&m, o->target, "target", o, bw, json, err);
+    df_target_free(&m);
+    if (rc || !gpu) goto done;
+    rc = -1;
+    cfg = qwen3_8b_shape();
+    if (df_target_init_random(&m, be, &cfg, 1234, 1, err)) goto done;
+    rc = decode_batches(&m, "Qwen3-8B shape (random)", "qwen3_8b", o, bw, json, err);
+    df_target_free(&m);
+done:
+    df_backend_destroy(be);
+    return rc;
 }
 
 #ifdef DF_HAVE_CUDA
@@ -350,19 +443,6 @@ static void report_prefill(const char *label, const char *key, const PrefillResu
     }
 }
 
-/* A target of Qwen3-8B's shape (config.json of Qwen/Qwen3-8B). */
-static DfModelConfig qwen3_8b_shape(void) {
-    DfModelConfig c;
-    memset(&c, 0, sizeof c);
-    c.arch = DF_ARCH_QWEN3;
-    snprintf(c.architecture_name, sizeof c.architecture_name, "Qwen3ForCausalLM");
-    c.hidden_size = 4096, c.intermediate_size = 12288, c.num_layers = 36, c.num_heads = 32, c.num_kv_heads = 8;
-    c.head_dim = 128, c.vocab_size = 151936, c.max_position_embeddings = 40960, c.rms_norm_eps = 1e-6;
-    c.rope.theta = 1e6, c.rope.type = DF_ROPE_DEFAULT, c.has_qk_norm = 1, c.tie_word_embeddings = 0;
-    c.bos_token_id = -1;
-    return c;
-}
-
 /* Both prefill variants (taps only; all layers + logits) of one model. */
 static int bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name, const char *key,
                                const BenchOptions *o, double peak, cJSON *json, DfError *err) {
@@ -488,6 +568,10 @@ int df_cmd_bench(int argc, char **argv) {
          "GPU: only the GEMM peak and the training steps (skip the prefill figures)", 0},
         {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
+        {"decode", DF_OPT_FLAG, &o.decode, NULL, "batched decode tokens/s at batch 1 and 64 next to the bandwidth "
+                                                 "limit, instead of the other figures", 0},
+        {"prompt-len", DF_OPT_INT, &o.prompt_len, "N", "--decode: prompt tokens per sequence (default 512)", 0},
+        {"new-tokens", DF_OPT_INT, &o.new_tokens, "N", "--decode: decode steps (default 128)", 0},
     };
     const DfCommandSpec spec = {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", NULL,
                                 "Figures: sgemm GFLOP/s (all cores), target forward tokens/s and GFLOP/s (spec "
@@ -497,7 +581,10 @@ int df_cmd_bench(int argc, char **argv) {
                                 "target prefill\ntokens/s and MFU for --target and a Qwen3-8B-shaped random target, "
                                 "time by op kind, peak GPU memory;\nthe whole training step (target forward, drafter "
                                 "forward + backward, optimizer) in sequences/s and MFU\nwith its split by phase, "
-                                "for coder-tiny's shape and Qwen3-8B's with a 5-layer drafter.",
+                                "for coder-tiny's shape and Qwen3-8B's with a 5-layer drafter.\n"
+                                "With --decode: batched decode tokens/s (batch 1 and 64) of --target (and on CUDA a "
+                                "Qwen3-8B-shaped\nrandom target) next to the memory-bandwidth limit measured in the "
+                                "same run.",
                                 options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err = {{0}};
@@ -516,7 +603,17 @@ int df_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "dflash: bench: --seq-len, --seqs, --train-seqs and --repeat must be positive\n");
         return 2;
     }
+    if (o.prompt_len == 0) o.prompt_len = 512;
+    if (o.new_tokens == 0) o.new_tokens = 128;
     cJSON *json = cJSON_CreateObject();
+    if (o.decode) {
+        if (o.prompt_len < 1 || o.new_tokens < 16) {
+            df_fail(&err, "--prompt-len must be positive and --new-tokens at least 16");
+            goto fail;
+        }
+        if (run_decode_bench(&o, json, &err) != 0) goto fail;
+        goto write_json;
+    }
     if (gpu) {
 #ifdef DF_HAVE_CUDA
         if (run_gpu_bench(&o, json, &err) != 0) goto fail;
@@ -581,9 +678,7 @@ int df_cmd_bench(int argc, char **argv) {
     if (rc != 0) goto fail;
     printf("%-44s %10.1f ns per random sample access\n", "token store", ns);
     add_number(json, "store_random_access_ns", ns);
-#ifdef DF_HAVE_CUDA
 write_json:
-#endif
 
     if (o.json_out) {
         char *text = cJSON_Print(json);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/select.h"
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/progress.h"
@@ -18,7 +19,7 @@
 #include "text/tokenizer.h"
 
 typedef struct EvalArgs {
-    const char *target, *draft, *input, *output;
+    const char *target, *draft, *input, *output, *device;
     int max_new_tokens, block_size;
 } EvalArgs;
 
@@ -68,7 +69,7 @@ static int load_models(EvalRun *e, DfError *err) {
         df_i32vec_free(&ids);
     }
     cap += a->max_new_tokens + e->spec.block_size;
-    if (!(e->be = df_backend_cpu_create(err)) || df_target_load(&e->model, e->be, a->target, cfg.num_layers, 1, err) ||
+    if (!(e->be = df_backend_create(a->device, err)) || df_target_load(&e->model, e->be, a->target, cfg.num_layers, 1, err) ||
         df_target_decoder_init(&e->dec, &e->model, 1, cap, dcfg.target_layer_ids, dcfg.n_taps, err) ||
         df_drafter_runner_init(&e->drafter, e->be, &dcfg, params, e->model.embed, e->model.lm_head, 1, cap, err))
         goto done;
@@ -211,7 +212,7 @@ out:
 }
 
 int df_cmd_eval(int argc, char **argv) {
-    EvalArgs a = {NULL, NULL, NULL, NULL, 256, 0};
+    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", 256, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
         {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7)", 1},
@@ -219,6 +220,7 @@ int df_cmd_eval(int argc, char **argv) {
         {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0},
         {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0},
         {"output", DF_OPT_STRING, &a.output, "FILE", "per-prompt JSONL: id, response, tau, accepted, ...", 0},
+        {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
     };
     const DfCommandSpec spec = {
         "eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", NULL,

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/select.h"
 #include "base/clock.h"
 #include "base/progress.h"
 #include "cli/args.h"
@@ -17,7 +18,7 @@
 #include "text/tokenizer.h"
 
 typedef struct GenerateArgs {
-    const char *target, *input, *output;
+    const char *target, *input, *output, *device;
     int max_new_tokens, batch;
     double temperature, top_p;
     int seed;
@@ -164,7 +165,7 @@ static int run_generate(const GenerateArgs *a, DfError *err) {
         goto out;
     }
     if (done) fprintf(stderr, "generate: resuming after %d of %d records already in %s\n", done, g.prompts.n, a->output);
-    if (!(g.tok = df_tokenizer_load(a->target, err)) || !(g.be = df_backend_cpu_create(err)) ||
+    if (!(g.tok = df_tokenizer_load(a->target, err)) || !(g.be = df_backend_create(a->device, err)) ||
         df_target_load(&g.model, g.be, a->target, cfg.num_layers, 1, err))
         goto out;
     if (!(g.out = fopen(a->output, "ab"))) {
@@ -184,7 +185,7 @@ out:
 }
 
 int df_cmd_generate(int argc, char **argv) {
-    GenerateArgs a = {NULL, NULL, NULL, 256, 8, 0.0, 1.0, 0};
+    GenerateArgs a = {NULL, NULL, NULL, "cpu", 256, 8, 0.0, 1.0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face model directory (config, weights, tokenizer.json)", 1},
         {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts: {\"id\"?, \"prompt\"} (a \"response\" is ignored)", 1},
@@ -194,6 +195,7 @@ int df_cmd_generate(int argc, char **argv) {
         {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0},
         {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0},
         {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0},
+        {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
     };
     const DfCommandSpec spec = {
         "generate", "the target's responses to prompts (regenerated training data)", NULL,

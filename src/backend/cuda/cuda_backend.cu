@@ -207,6 +207,7 @@ static void cuda_destroy(DfBackend *be) {
         cudaFree(st->lt_workspace);
         cudaFree(st->staging);
         cudaFree(st->dev_error);
+        cudaFree(st->kv_ws);
         for (int i = 0; i < st->prof_cap * 2; i++) cudaEventDestroy(st->prof_events[i]);
         free(st->prof_events);
         free(st->prof_kinds);
@@ -216,9 +217,8 @@ static void cuda_destroy(DfBackend *be) {
     free(be);
 }
 
-/* Designated initializers: the entries not implemented on CUDA yet
- * (block attention, the KV-cache ops) stay NULL, which
- * df_backend_missing_training_op reports. */
+/* Designated initializers: an entry not implemented on CUDA yet stays NULL,
+ * which df_backend_missing_training_op reports. */
 static const DfBackendOps CUDA_OPS = {
     .name = "cuda",
     .alloc = cuda_alloc,
@@ -245,8 +245,8 @@ static const DfBackendOps CUDA_OPS = {
     .block_attention = nullptr,
     .block_attention_backward = nullptr,
     .lm_head_ce = df_cuda_lm_head_ce,
-    .kv_cache_write = nullptr,
-    .kv_attention = nullptr,
+    .kv_cache_write = df_cuda_kv_cache_write,
+    .kv_attention = df_cuda_kv_attention,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {
@@ -347,6 +347,44 @@ extern "C" void df_cuda_timer_destroy(DfCudaTimer *t) {
     cudaEventDestroy(t->start);
     cudaEventDestroy(t->stop);
     free(t);
+}
+
+static int compare_floats(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+extern "C" int df_cuda_copy_bandwidth(DfBackend *be, size_t bytes, int repeat, double *gbs, DfError *err) {
+    DfCudaState *st = df_cuda_state(be);
+    void *src = NULL, *dst = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float *ms = (float *)df_xcalloc((size_t)repeat + 1, sizeof *ms, "bandwidth times");
+    int rc = -1;
+    cudaError_t e = cudaMalloc(&src, bytes);
+    if (e == cudaSuccess) e = cudaMalloc(&dst, bytes);
+    if (e == cudaSuccess) e = cudaMemsetAsync(src, 0x5a, bytes, st->stream); /* not zeros */
+    if (e == cudaSuccess) e = cudaEventCreate(&e0);
+    if (e == cudaSuccess) e = cudaEventCreate(&e1);
+    for (int r = 0; r <= repeat && e == cudaSuccess; r++) {
+        e = cudaEventRecord(e0, st->stream);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, st->stream);
+        if (e == cudaSuccess) e = cudaEventRecord(e1, st->stream);
+        if (e == cudaSuccess) e = cudaEventSynchronize(e1);
+        if (e == cudaSuccess) e = cudaEventElapsedTime(&ms[r], e0, e1);
+    }
+    if (e != cudaSuccess) {
+        df_fail(err, "cuda backend: bandwidth copy of %zu bytes: %s", bytes, cudaGetErrorString(e));
+    } else {
+        qsort(ms + 1, (size_t)repeat, sizeof *ms, compare_floats); /* ms[0] is the warm-up */
+        *gbs = 2.0 * (double)bytes / (ms[1 + repeat / 2] * 1e-3) / 1e9;
+        rc = 0;
+    }
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(src);
+    cudaFree(dst);
+    free(ms);
+    return rc;
 }
 
 /* --- per-op profile ---------------------------------------------------------- */

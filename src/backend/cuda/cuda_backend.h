@@ -55,6 +55,11 @@ void df_cuda_timer_start(DfCudaTimer *t);
 double df_cuda_timer_stop(DfCudaTimer *t);
 void df_cuda_timer_destroy(DfCudaTimer *t);
 
+/* Device memory bandwidth: a device-to-device copy of `bytes` bytes, timed
+ * with events, median of `repeat` after a warm-up; *gbs = (bytes read +
+ * bytes written) / s / 1e9. */
+int df_cuda_copy_bandwidth(DfBackend *be, size_t bytes, int repeat, double *gbs, DfError *err);
+
 /* Per-op-kind profile: while enabled every compute op is bracketed by
  * events; df_cuda_profile_read syncs and adds each op's time to ms[kind]
  * (kinds as in df_cuda_op_kind_name), then clears the record. */

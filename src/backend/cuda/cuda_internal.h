@@ -50,6 +50,9 @@ typedef struct DfCudaState {
     size_t scratch_bytes;
     int lm_chunk_rows;   /* lm_head_ce rows per chunk; 0: automatic (see df_cuda_set_lm_head_chunk_rows) */
     int lm_logits_bf16;  /* lm_head_ce logits in bf16 instead of fp32 (see df_cuda_set_lm_head_logits_bf16) */
+    void *kv_ws; /* kv_attention's split-K partial results (cuda_kv.cu) */
+    size_t kv_ws_bytes;
+    int sm_count; /* 0 until first asked for */
 
     int profiling;
     cudaEvent_t *prof_events; /* pairs: start, end */
@@ -135,6 +138,9 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
                        const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
 void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
 void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
+void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
+void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
+                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
 
 /* training ops: cuda_matmul.cu, cuda_elementwise.cu (rope_backward),
  * cuda_backward.cu, cuda_lm_head_ce.cu */

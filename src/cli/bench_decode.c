@@ -1,0 +1,122 @@
+#include "cli/bench_decode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "infer/target_decode.h"
+#ifdef DF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+#define WARMUP_STEPS 2
+#define PROFILED_STEPS 8
+
+double df_decode_weight_bytes(const DfTargetModel *m) {
+    const DfModelConfig *c = &m->cfg;
+    double h = c->hidden_size, q = (double)c->num_heads * c->head_dim, kv = (double)c->num_kv_heads * c->head_dim;
+    double per_layer = 2 * h * q + 2 * h * kv + 3 * h * c->intermediate_size + 2 * h + (c->has_qk_norm ? 2.0 * c->head_dim : 0);
+    return (double)m->embed.elem_size * (c->num_layers * per_layer + h + (double)c->vocab_size * h);
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Per-step kernel time from the backend's op profile (CUDA only). */
+static int profile_steps(DfTargetModel *m, int on, double *device_ms, double *attention_ms, DfError *err) {
+#ifdef DF_HAVE_CUDA
+    if (strcmp(m->be->ops->name, "cuda") != 0) return 0;
+    if (on) {
+        df_cuda_profile_enable(m->be, 1);
+        return 0;
+    }
+    double ms[DF_CUDA_OP_KINDS] = {0};
+    df_cuda_profile_enable(m->be, 0);
+    if (df_cuda_profile_read(m->be, ms, err)) return -1;
+    for (int k = 0; k < DF_CUDA_OP_KINDS; k++) *device_ms += ms[k];
+    *attention_ms = ms[DF_CUDA_OP_ATTENTION];
+#else
+    (void)m, (void)on, (void)device_ms, (void)attention_ms, (void)err;
+#endif
+    return 0;
+}
+
+/* One step of one token per sequence (the last argmax of each). */
+static int decode_step(DfTargetDecoder *d, int batch, const int32_t *slots, const int32_t *starts, int32_t *next,
+                       DfError *err) {
+    int32_t ids[4096];
+    memcpy(ids, next, (size_t)batch * sizeof *ids);
+    DfDecodeStep step = {batch, slots, ids, starts, DF_LOGITS_LAST, NULL, next, NULL};
+    return df_target_decode(d, &step, err);
+}
+
+int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs,
+                    DfDecodeBenchResult *r, DfError *err) {
+    memset(r, 0, sizeof *r);
+    if (batch < 1 || batch > 4096 || prompt_len < 1 || new_tokens < WARMUP_STEPS + PROFILED_STEPS + 1)
+        return df_fail(err, "decode bench: batch %d (1..4096), prompt %d, %d new tokens (at least %d)", batch,
+                       prompt_len, new_tokens, WARMUP_STEPS + PROFILED_STEPS + 1);
+    const DfModelConfig *c = &m->cfg;
+    DfTargetDecoder d;
+    if (df_target_decoder_init(&d, m, batch, prompt_len + new_tokens, NULL, 0, err)) return -1;
+    size_t t = (size_t)batch * prompt_len;
+    int32_t *ids = df_xmalloc(t * sizeof *ids, "decode bench prompts");
+    int32_t *slots = df_xmalloc((size_t)batch * sizeof *slots, "decode bench slots");
+    int32_t *starts = df_xmalloc((size_t)(batch + 1) * sizeof *starts, "decode bench starts");
+    int32_t *next = df_xmalloc((size_t)batch * sizeof *next, "decode bench tokens");
+    double *ms = df_xmalloc((size_t)new_tokens * sizeof *ms, "decode bench times");
+    for (size_t i = 0; i < t; i++) ids[i] = (int32_t)((i * 7919u + 13u) % (unsigned)(c->vocab_size - 2));
+    for (int s = 0; s <= batch; s++) starts[s] = s * prompt_len;
+    for (int s = 0; s < batch; s++) slots[s] = s;
+    int rc = -1;
+    DfDecodeStep prefill = {batch, slots, ids, starts, DF_LOGITS_LAST, NULL, next, NULL};
+    if (df_target_decode(&d, &prefill, err)) goto done;
+    for (int s = 0; s <= batch; s++) starts[s] = s;
+    int timed_end = new_tokens - PROFILED_STEPS;
+    double kv_rows = 0;
+    for (int step = 0; step < new_tokens; step++) {
+        if (step == timed_end && profile_steps(m, 1, NULL, NULL, err)) goto done;
+        double t0 = df_now_seconds();
+        if (decode_step(&d, batch, slots, starts, next, err)) goto done;
+        ms[step] = (df_now_seconds() - t0) * 1e3;
+        /* rows each sequence read in this step: its cache plus the new one */
+        if (step >= WARMUP_STEPS && step < timed_end) kv_rows += (double)batch * (prompt_len + step + 1);
+    }
+    r->timed_steps = timed_end - WARMUP_STEPS;
+    if (profile_steps(m, 0, &r->device_ms, &r->attention_ms, err)) goto done;
+    r->device_ms /= PROFILED_STEPS;
+    r->attention_ms /= PROFILED_STEPS;
+    qsort(ms + WARMUP_STEPS, (size_t)r->timed_steps, sizeof *ms, compare_doubles);
+    r->step_ms = ms[WARMUP_STEPS + r->timed_steps / 2];
+    r->batch = batch, r->prompt_len = prompt_len, r->new_tokens = new_tokens;
+    r->tokens_per_s = batch / (r->step_ms * 1e-3);
+    r->weight_bytes = df_decode_weight_bytes(m);
+    r->kv_bytes = kv_rows / r->timed_steps * 2.0 * c->num_kv_heads * c->head_dim * c->num_layers * m->embed.elem_size;
+    r->limit_tokens_per_s = batch / ((r->weight_bytes + r->kv_bytes) / (bandwidth_gbs * 1e9));
+    rc = 0;
+done:
+    df_target_decoder_free(&d);
+    free(ids), free(slots), free(starts), free(next), free(ms);
+    return rc;
+}
+
+double df_host_copy_bandwidth(size_t bytes, int repeat) {
+    char *a = df_xmalloc(bytes, "bandwidth source"), *b = df_xmalloc(bytes, "bandwidth destination");
+    size_t chunk = (size_t)1 << 20, n = (bytes + chunk - 1) / chunk;
+    for (size_t i = 0; i < bytes; i++) a[i] = (char)(i * 131u), b[i] = 1;
+    double best = 1e30;
+    for (int r = 0; r < repeat + 1; r++) {
+        double t0 = df_now_seconds();
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            size_t off = i * chunk, len = off + chunk > bytes ? bytes - off : chunk;
+            memcpy(b + off, a + off, len);
+        }
+        double s = df_now_seconds() - t0;
+        if (r > 0 && s < best) best = s;
+    }
+    free(a), free(b);
+    return 2.0 * (double)bytes / best / 1e9;
+}

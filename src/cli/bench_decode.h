@@ -1,0 +1,37 @@
+/* Batched decode throughput for the bench command (issue 4, "Speed"): a
+ * batch of prompts prefilled, then one new token per sequence per step
+ * (greedy, through df_target_decode as `generate` runs it), next to the
+ * memory-bandwidth limit: the bytes one step must read (every weight once,
+ * plus each sequence's cached keys and values) over the measured bandwidth. */
+#ifndef DF_CLI_BENCH_DECODE_H
+#define DF_CLI_BENCH_DECODE_H
+
+#include "model/target.h"
+
+typedef struct DfDecodeBenchResult {
+    int batch, prompt_len, new_tokens, timed_steps;
+    double step_ms;            /* wall clock per decode step (median) */
+    double tokens_per_s;       /* batch / step time */
+    double weight_bytes;       /* read per step */
+    double kv_bytes;           /* read per step, mean over the timed steps */
+    double limit_tokens_per_s; /* batch / ((weight + kv bytes) / bandwidth) */
+    double device_ms;          /* GPU: kernel time per step (0 elsewhere) */
+    double attention_ms;       /* GPU: of which kv attention */
+} DfDecodeBenchResult;
+
+/* Bytes of the weights one decode step reads (element size of the model's
+ * buffers; the embedding's gather of a few rows is not counted). */
+double df_decode_weight_bytes(const DfTargetModel *m);
+
+/* Prefills `batch` prompts of prompt_len tokens (fixed pseudo-random ids),
+ * then runs new_tokens decode steps; times all but the first two (and, on
+ * CUDA, profiles the last 8 for the kernel time). bandwidth_gbs: the
+ * device's measured bandwidth (bytes read + written per second / 1e9). */
+int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs,
+                    DfDecodeBenchResult *r, DfError *err);
+
+/* Host memory bandwidth (bytes read + written / s / 1e9) of a parallel
+ * copy of `bytes` bytes, best of `repeat`. */
+double df_host_copy_bandwidth(size_t bytes, int repeat);
+
+#endif
