@@ -3,6 +3,7 @@
 # device tool's `carry`): ./dflash and the test programs built here (the GPU machine has
 # nvcc, gcc and OpenBLAS but not cJSON, utf8proc or cmocka), plus those shared libraries.
 # On the GPU machine: export LD_LIBRARY_PATH=$PWD/.devpack/lib; .devpack/dflash ...
+# or the whole check: bash scripts/gpu_check.sh (see there).
 # Usage: [DEVPACK_DEST=DIR] bash scripts/device_pack.sh [SOURCE_TREE]
 #   SOURCE_TREE defaults to this checkout, DIR to .devpack/ in it.
 set -euo pipefail
@@ -16,4 +17,8 @@ rm -f "$dest"/tests/*.o "$dest"/tests/*.d
 for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$dest/lib/"
 done
+# the real tokenizers of the chat-template references (tests/ref/chat_ref.py), when fetched
+if [ -d "$src/tests/.cache/tokenizers" ]; then
+    tar czf "$dest/tokenizers.tgz" -C "$src/tests/.cache" tokenizers
+fi
 du -sh "$dest"

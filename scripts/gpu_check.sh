@@ -1,24 +1,84 @@
 #!/usr/bin/env bash
-# The GPU check: CUDA op tests, the GPU benchmark, and the op tests again
-# under compute-sanitizer memcheck. Runs on the GPU machine from the root of
-# a tree holding .devpack/ (made by scripts/device_pack.sh); logs go to $OUT.
-# Usage (device tool, carry [".devpack"]): bash .devpack/gpu_check.sh
+# The GPU check, in one call of the device tool: every CUDA test program,
+# compute-sanitizer memcheck on the op tests, the reference fixtures that need
+# transformers (chat templates, hybrid targets), then the benchmarks (whole
+# training step, lm-head CE, decode, transformers' decode). Runs on the GPU
+# machine from the root of a tree holding .devpack/ (scripts/device_pack.sh);
+# everything it prints goes to $OUT (at most 8 files come back: logs are
+# grouped). Each part has its own time limit so that one hang cannot eat the
+# others' time.
+# Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
+#   PARTS: any of tests,memcheck,fixtures,train,lmhead,decode,prefill (default: all but prefill)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
+PARTS=${1:-tests,memcheck,fixtures,train,lmhead,decode}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devpack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export DFLASH_SOURCE_DIR=$PWD
+export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
 cp .devpack/dflash ./dflash
+T=.devpack/tests
+want() { [[ ",$PARTS," == *",$1,"* ]]; }
+section() { echo "== $1 ($(date +%T))"; }
+
 # cuBLASLt: the toolkit's, or the one PyTorch's wheels bring
 if ldd ./dflash | grep -q 'not found'; then
     lt=$(python3 -c 'import nvidia.cu13, os; print(os.path.join(os.path.dirname(nvidia.cu13.__file__), "lib"))' 2>/dev/null ||
          python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null)
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$lt
 fi
-ldd ./dflash | grep -E 'cuda|cublas|not found'
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv | tee "$OUT/smi.log"
-.devpack/tests/test_cuda_ops 2>&1 | tee "$OUT/ops.log"
-./dflash bench --device cuda --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"
-timeout 240 compute-sanitizer --tool memcheck .devpack/tests/test_cuda_ops >"$OUT/memcheck.log" 2>&1
-echo "memcheck exit $?"
-tail -5 "$OUT/memcheck.log"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > "$OUT/smi.log"
+
+if want tests; then
+    for t in "$T"/test_cuda_*; do
+        section "$t"
+        timeout 300 "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -40
+        echo "exit ${PIPESTATUS[0]}"
+    done 2>&1 | tee "$OUT/tests.log"
+fi
+
+if want memcheck; then
+    for t in "$T"/test_cuda_train_ops "$T"/test_cuda_block_attention "$T"/test_cuda_optimizer "$T"/test_cuda_infer_ops; do
+        [ -x "$t" ] || continue
+        section "memcheck $t"
+        timeout 150 compute-sanitizer --tool memcheck --target-processes application-only "$t" 2>&1 | tail -4
+    done 2>&1 | tee "$OUT/memcheck.log"
+fi
+
+if want fixtures; then
+    {
+        mkdir -p /tmp/fx/chat
+        tar xzf .devpack/tokenizers.tgz -C /tmp/fx
+        section "chat_ref"
+        timeout 120 python3 tests/ref/chat_ref.py /tmp/fx/tokenizers tests/fixtures/chat/conversations.json /tmp/fx/chat
+        if [ -f tests/ref/hybrid_ref.py ]; then
+            section "hybrid_ref"
+            mkdir -p /tmp/fx/hybrid
+            timeout 180 python3 tests/ref/hybrid_ref.py /tmp/fx/hybrid
+        fi
+        (cd /tmp/fx && tar czf "$OUT/fixtures.tgz" chat hybrid 2>/dev/null || tar czf "$OUT/fixtures.tgz" chat)
+    } 2>&1 | tee "$OUT/fixtures.log"
+fi
+
+if want train; then
+    section "bench --train-only" | tee "$OUT/bench_train.txt"
+    timeout 400 ./dflash bench --device cuda --train-only --json "$OUT/bench_train.json" 2>&1 | tee -a "$OUT/bench_train.txt"
+fi
+
+if want lmhead; then
+    section "lm head CE timing" >> "$OUT/bench_train.txt"
+    DFLASH_BENCH_LM_HEAD=1 timeout 120 "$T"/test_cuda_train_ops 2>&1 | grep -v '^\[' | tee -a "$OUT/bench_train.txt"
+fi
+
+if want decode; then
+    {
+        section "bench --decode"
+        timeout 300 ./dflash bench --decode --device cuda
+        section "transformers decode"
+        PYTHONUNBUFFERED=1 timeout 300 python3 bench/decode_transformers.py
+    } 2>&1 | tee "$OUT/decode.txt"
+fi
+
+if want prefill; then
+    timeout 300 ./dflash bench --device cuda --json "$OUT/bench_prefill.json" 2>&1 | tee "$OUT/bench_prefill.txt"
+fi
+section done
