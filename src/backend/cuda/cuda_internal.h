@@ -136,6 +136,8 @@ void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_ta
                   int heads, int head_dim);
 void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                        const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
+void df_cuda_block_attention(DfBackend *be, const DfBlockAttnArgs *a);
+void df_cuda_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
 void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
 void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
 void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
