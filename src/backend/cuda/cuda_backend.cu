@@ -198,6 +198,8 @@ static const DfBackendOps CUDA_OPS = {
     .lm_head_ce = nullptr,
     .kv_cache_write = nullptr,
     .kv_attention = nullptr,
+    .sum_squares = df_cuda_sum_squares,
+    .adamw_step = df_cuda_adamw_step,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {
