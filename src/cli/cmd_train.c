@@ -200,7 +200,10 @@ static void print_memory(const DfTrainSummary *s) {
     for (int i = 0; i < s->n_memory; i++)
         printf("%s %s %.1f MiB (peak %.1f)", i ? "," : "", s->memory[i].role, s->memory[i].capacity / mib,
                s->memory[i].peak / mib);
-    if (s->device_peak_bytes) printf("; device peak %.1f MiB in all", s->device_peak_bytes / mib);
+    if (s->device_peak_bytes)
+        printf("; device peak %.1f MiB in all (target weights %.1f MiB; beyond them and the arenas: the drafter's work buffers "
+               "and workspaces)",
+               s->device_peak_bytes / mib, s->target_bytes / mib);
     printf("\n");
 }
 

@@ -102,6 +102,7 @@ typedef struct Trainer {
     double start_s;
     int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
     int64_t poison_first, poison_last; /* test hook DFLASH_TEST_POISON_STEPS (0, 0: off) */
+    size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
 } Trainer;
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -357,7 +358,14 @@ static int load_models(Trainer *t, DfError *err) {
      * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
     int n_layers = df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
+#ifdef DF_HAVE_CUDA
+    int cuda = strcmp(t->be->ops->name, "cuda") == 0;
+    size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
+#endif
     if (df_target_load(&t->target, t->be, o->target_dir, n_layers, !tied, err)) return -1;
+#ifdef DF_HAVE_CUDA
+    if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
+#endif
     DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
     DfDrafterLayout layout;
     df_drafter_layout_build(&layout, &t->dcfg);
@@ -857,6 +865,7 @@ static void report_memory(const Trainer *t, DfTrainSummary *s) {
     snprintf(s->device, sizeof s->device, "%s", t->be ? t->be->ops->name : "");
 #ifdef DF_HAVE_CUDA
     if (t->be && strcmp(t->be->ops->name, "cuda") == 0) s->device_peak_bytes = df_cuda_peak_bytes(t->be);
+    s->target_bytes = t->target_bytes;
 #endif
 }
 

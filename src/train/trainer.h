@@ -98,6 +98,7 @@ typedef struct DfTrainSummary {
     DfTrainMemoryUse memory[4]; /* per role: weights, gradients, optimizer state, activations */
     int n_memory;
     size_t device_peak_bytes; /* the backend's peak allocation, all of it (0: not tracked, e.g. the CPU) */
+    size_t target_bytes;      /* of which the target's weights (0: not tracked) */
 } DfTrainSummary;
 
 /* Fails (with a message naming the device and the missing op) unless the
