@@ -37,6 +37,8 @@ const char *df_backend_missing_training_op(const DfBackend *be) {
         {(const void *)o->block_attention, "block_attention"},
         {(const void *)o->block_attention_backward, "block_attention_backward"},
         {(const void *)o->lm_head_ce, "lm_head_ce"},
+        {(const void *)o->sum_squares, "sum_squares"},
+        {(const void *)o->adamw_step, "adamw_step"},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (!ops[i].fn) return ops[i].name;
@@ -124,6 +126,21 @@ void df_op_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_
                 src.count >= (size_t)(rows - 1) * ld_src + cols,
             "copy2d", "buffer smaller than the strided matrix");
     be->ops->copy2d(be, dst, ld_dst, src, ld_src, rows, cols);
+}
+
+int df_op_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err) {
+    require(x.kind == DF_BUF_F32, "sum_squares", "x must be an F32 buffer");
+    return be->ops->sum_squares(be, x, result, err);
+}
+
+void df_op_adamw_step(DfBackend *be, const DfAdamWArgs *a) {
+    size_t n = a->master.count;
+    require(a->master.kind == DF_BUF_F32 && a->exp_avg.kind == DF_BUF_F32 && a->exp_avg_sq.kind == DF_BUF_F32 &&
+                a->grads.kind == DF_BUF_F32 && a->params.kind == DF_BUF_ACT,
+            "adamw_step", "master, moments and grads must be F32, params ACT");
+    require(a->exp_avg.count == n && a->exp_avg_sq.count == n && a->grads.count == n && a->params.count == n,
+            "adamw_step", "buffers of different sizes");
+    be->ops->adamw_step(be, a);
 }
 
 int df_packed_batch_init(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err) {

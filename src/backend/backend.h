@@ -51,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/optim_math.h"
 #include "base/error.h"
 
 typedef enum DfBufKind {
@@ -143,6 +144,19 @@ typedef struct DfKvBatch {
     DfBuffer positions;               /* I32 [n_rows]: cache_lens[i] + j, for rope */
 } DfKvBatch;
 
+/* One AdamW step over the whole training state, flat (model/drafter_layout.h):
+ * master, exp_avg, exp_avg_sq and grads are F32 [n], params ACT [n]. Per
+ * element: g = grads[i] * clip_coef (torch's clip_grad_norm_ multiplies the
+ * gradients by the coefficient first; grads itself is left as it was), then
+ * df_adamw_update_element (backend/optim_math.h) on master, exp_avg,
+ * exp_avg_sq, then params[i] = master[i] in the backend's dtype (bf16
+ * round-to-nearest-even on CUDA, the fp32 value on CPU). */
+typedef struct DfAdamWArgs {
+    DfBuffer master, exp_avg, exp_avg_sq, grads, params;
+    float clip_coef;
+    DfAdamWScalars s;
+} DfAdamWArgs;
+
 typedef struct DfBackendOps {
     const char *name;
 
@@ -220,6 +234,13 @@ typedef struct DfBackendOps {
      * out [n_rows, heads*hd]. */
     void (*kv_attention)(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+    /* --- optimizer: the training state kept on the backend --------------- */
+    /* Waits for queued work, then *result = sum of x[i]^2 over the F32 buffer
+     * x, accumulated in double in an order that depends only on x.count (the
+     * same bits on every call: no atomics, no dependence on timing). */
+    int (*sum_squares)(DfBackend *be, DfBuffer x, double *result, DfError *err);
+    /* See DfAdamWArgs; one launch for all parameters. */
+    void (*adamw_step)(DfBackend *be, const DfAdamWArgs *a);
 } DfBackendOps;
 
 struct DfBackend {
@@ -232,7 +253,8 @@ struct DfBackend {
  * is parallelized with OpenMP instead (see cpu/cpu_matmul.c). */
 DfBackend *df_backend_cpu_create(DfError *err);
 
-/* Name of the first drafter-training op (download_i32 .. lm_head_ce) this
+/* Name of the first drafter-training op (download_i32 .. lm_head_ce,
+ * sum_squares, adamw_step) this
  * backend does not implement yet, or NULL when it has them all. */
 const char *df_backend_missing_training_op(const DfBackend *be);
 void df_backend_destroy(DfBackend *be);
@@ -268,6 +290,10 @@ void df_op_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuff
 void df_op_block_attention(DfBackend *be, const DfBlockAttnArgs *a);
 void df_op_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
 void df_op_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
+
+/* Sum of squares of an F32 buffer (see the table); -1 with a message on failure. */
+int df_op_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err);
+void df_op_adamw_step(DfBackend *be, const DfAdamWArgs *a);
 
 /* Checks and copies the layout (anchors[j] in [0, length of its sequence],
  * every sequence's blocks inside 0..n_blocks) and uploads it. */

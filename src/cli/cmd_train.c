@@ -193,6 +193,20 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
 
 /* ---- the command --------------------------------------------------------- */
 
+/* Memory of each role on the training device: size (peak use). */
+static void print_memory(const DfTrainSummary *s) {
+    const double mib = 1024.0 * 1024.0;
+    printf("train: memory on %s:", s->device);
+    for (int i = 0; i < s->n_memory; i++)
+        printf("%s %s %.1f MiB (peak %.1f)", i ? "," : "", s->memory[i].role, s->memory[i].capacity / mib,
+               s->memory[i].peak / mib);
+    if (s->device_peak_bytes)
+        printf("; device peak %.1f MiB in all (target weights %.1f MiB; beyond them and the arenas: the drafter's work buffers "
+               "and workspaces)",
+               s->device_peak_bytes / mib, s->target_bytes / mib);
+    printf("\n");
+}
+
 static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     if (s->stop_signal) {
         if (s->last_checkpoint[0])
@@ -215,6 +229,7 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
                s->tokens_per_s, s->first_loss, s->last_loss, s->first_tau, s->last_tau);
     }
     printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
+    print_memory(s);
     if (s->bad_steps > 0)
         printf("train: %lld steps had a non-finite loss or gradient and made no update (see metrics.jsonl, "
                "\"skipped_update\")\n",
@@ -257,6 +272,7 @@ int df_cmd_train(int argc, char **argv) {
         {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
         {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0},
         {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0},
+        {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
         {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0},
     };
     const DfCommandSpec spec = {
@@ -322,7 +338,8 @@ int df_cmd_train(int argc, char **argv) {
     }
     char store_path[4096];
     DfTrainSummary summary;
-    int rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
+    int rc = df_train_check_device(o.device, &err); /* before any data is prepared */
+    if (rc == 0) rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
     if (rc == 0) {
         o.data_store = store_path;
         rc = df_train(&o, &summary, &err);

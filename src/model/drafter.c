@@ -17,8 +17,9 @@ DfBuffer df_drafter_grad(const DfDrafter *d, int index) {
     return df_buffer_view(d->grads, p->offset, p->count);
 }
 
-int df_drafter_create(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
-                      DfError *err) {
+/* Checks the backend and the frozen tables; fills d's config and layout. */
+static int drafter_begin(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
+                         DfError *err) {
     memset(d, 0, sizeof *d);
     const char *missing = df_backend_missing_training_op(be);
     if (missing)
@@ -35,6 +36,18 @@ int df_drafter_create(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, D
     d->embed = embed;
     d->lm_head = lm_head;
     df_drafter_layout_build(&d->layout, cfg);
+    return 0;
+}
+
+static void drafter_make_work(DfDrafter *d) {
+    d->work = df_xcalloc(1, sizeof *d->work, "drafter work");
+    d->work->layers = df_xcalloc((size_t)d->cfg.num_layers, sizeof *d->work->layers, "drafter work layers");
+}
+
+int df_drafter_create(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
+                      DfError *err) {
+    if (drafter_begin(d, be, cfg, embed, lm_head, err)) return -1;
+    d->owns_state = 1;
     if (df_buffer_alloc(be, &d->params, DF_BUF_ACT, d->layout.total, err) ||
         df_buffer_alloc(be, &d->grads, DF_BUF_F32, d->layout.total, err)) {
         df_drafter_free(d);
@@ -42,16 +55,32 @@ int df_drafter_create(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, D
     }
     df_op_fill_zero(be, d->params);
     df_op_fill_zero(be, d->grads);
-    d->work = df_xcalloc(1, sizeof *d->work, "drafter work");
-    d->work->layers = df_xcalloc((size_t)cfg->num_layers, sizeof *d->work->layers, "drafter work layers");
+    drafter_make_work(d);
+    return 0;
+}
+
+int df_drafter_create_in(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
+                         DfBuffer params, DfBuffer grads, DfError *err) {
+    if (drafter_begin(d, be, cfg, embed, lm_head, err)) return -1;
+    if (params.kind != DF_BUF_ACT || params.count != d->layout.total || grads.kind != DF_BUF_F32 ||
+        grads.count != d->layout.total) {
+        df_drafter_free(d);
+        return df_fail(err, "drafter: parameter and gradient buffers must be ACT and F32 of %zu values (got %zu, %zu)",
+                       d->layout.total, params.count, grads.count);
+    }
+    d->params = params;
+    d->grads = grads;
+    drafter_make_work(d);
     return 0;
 }
 
 void df_drafter_free(DfDrafter *d) {
     if (!d->be) return;
     df_drafter_work_free(d);
-    df_buffer_free(d->be, &d->params);
-    df_buffer_free(d->be, &d->grads);
+    if (d->owns_state) {
+        df_buffer_free(d->be, &d->params);
+        df_buffer_free(d->be, &d->grads);
+    }
     df_drafter_layout_free(&d->layout);
     memset(d, 0, sizeof *d);
 }

@@ -35,10 +35,16 @@ typedef struct DfDrafter {
     DfBuffer embed;   /* frozen [V, H], shared with the target (not owned) */
     DfBuffer lm_head; /* frozen [V, H], shared with the target (not owned) */
     DfDrafterWork *work;
+    int owns_state;   /* params and grads were allocated here (df_drafter_create) */
 } DfDrafter;
 
 int df_drafter_create(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
                       DfError *err);
+/* The same with params (ACT) and grads (F32), of layout.total elements each,
+ * in buffers the caller owns and frees after the drafter (e.g. cut from
+ * arenas, backend/arena.h); their contents are left as they are. */
+int df_drafter_create_in(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
+                         DfBuffer params, DfBuffer grads, DfError *err);
 void df_drafter_free(DfDrafter *d);
 
 /* Host fp32 flat arrays in layout order <-> the backend. */

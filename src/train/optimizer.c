@@ -40,20 +40,10 @@ void df_adamw_free(DfAdamW *opt) {
     memset(opt, 0, sizeof *opt);
 }
 
-/* The per-step scalars, rounded to float as torch uses them. */
-typedef struct AdamScalars {
-    float decay;       /* 1 - lr*wd */
-    float lerp_weight; /* 1 - b1 */
-    float beta2, one_minus_beta2;
-    float bc2_sqrt;    /* sqrt(1 - b2^t) */
-    float eps;
-    float neg_step_size; /* -(lr / (1 - b1^t)) */
-} AdamScalars;
-
-static AdamScalars adam_scalars(const DfAdamWConfig *c, int64_t t, double lr) {
+DfAdamWScalars df_adamw_scalars(const DfAdamWConfig *c, int64_t t, double lr) {
     double bc1 = 1.0 - pow(c->beta1, (double)t);
     double bc2 = 1.0 - pow(c->beta2, (double)t);
-    AdamScalars s = {
+    DfAdamWScalars s = {
         .decay = (float)(1.0 - lr * c->weight_decay),
         .lerp_weight = (float)(1.0 - c->beta1),
         .beta2 = (float)c->beta2,
@@ -61,35 +51,22 @@ static AdamScalars adam_scalars(const DfAdamWConfig *c, int64_t t, double lr) {
         .bc2_sqrt = (float)sqrt(bc2),
         .eps = (float)c->eps,
         .neg_step_size = (float)(-(lr / bc1)),
+        .apply_decay = c->weight_decay != 0,
     };
     return s;
 }
 
-static void adam_update(float *p, const float *g, float *m, float *v, size_t n, const AdamScalars *s,
-                        int apply_decay) {
-    const float w = s->lerp_weight;
-    const int lerp_from_start = fabsf(w) < 0.5f;
+static void adam_update(float *p, const float *g, float *m, float *v, size_t n, const DfAdamWScalars *s) {
 #pragma omp parallel for schedule(static) if (n >= DF_OPT_PARALLEL_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float pi = p[i], gi = g[i];
-        if (apply_decay) pi = pi * s->decay;
-        float mi = lerp_from_start ? m[i] + w * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w);
-        float vi = v[i] * s->beta2;
-        vi = vi + s->one_minus_beta2 * gi * gi;
-        float denom = sqrtf(vi) / s->bc2_sqrt + s->eps;
-        p[i] = pi + s->neg_step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-    }
+    for (size_t i = 0; i < n; i++) df_adamw_update_element(p + i, m + i, v + i, g[i], s);
 }
 
 void df_adamw_step(DfAdamW *opt, float *const *params, const float *const *grads, double lr) {
     opt->step++;
-    AdamScalars s = adam_scalars(&opt->cfg, opt->step, lr);
-    int apply_decay = opt->cfg.weight_decay != 0;
+    DfAdamWScalars s = df_adamw_scalars(&opt->cfg, opt->step, lr);
     for (int i = 0; i < opt->n_tensors; i++) {
         size_t off = opt->offsets[i];
-        adam_update(params[i], grads[i], opt->exp_avg + off, opt->exp_avg_sq + off, opt->sizes[i], &s, apply_decay);
+        adam_update(params[i], grads[i], opt->exp_avg + off, opt->exp_avg_sq + off, opt->sizes[i], &s);
     }
 }
 
@@ -104,41 +81,22 @@ int df_adamw_set_state(DfAdamW *opt, int64_t step, const float *exp_avg, const f
     return 0;
 }
 
-/* Sum of squares of one tensor in double. The tensor is cut into at most
- * MAX_CHUNKS chunks whose bounds depend only on n; chunk sums are added in
- * order, so the result does not depend on the number of threads. */
-#define MAX_CHUNKS 256
-#define MIN_CHUNK 16384
-
-static double sum_squares(const float *x, size_t n) {
-    if (n == 0) return 0.0;
-    size_t n_chunks = (n + MIN_CHUNK - 1) / MIN_CHUNK;
-    if (n_chunks > MAX_CHUNKS) n_chunks = MAX_CHUNKS;
-    size_t chunk = (n + n_chunks - 1) / n_chunks;
-    double partial[MAX_CHUNKS];
-#pragma omp parallel for schedule(static) if (n_chunks > 1)
-    for (size_t c = 0; c < n_chunks; c++) {
-        size_t lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
-        double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
-        partial[c] = s;
-    }
-    double total = 0.0;
-    for (size_t c = 0; c < n_chunks; c++) total += partial[c];
-    return total;
-}
-
 float df_grad_norm(const float *const *grads, const size_t *sizes, int n_tensors) {
     double total = 0.0;
-    for (int i = 0; i < n_tensors; i++) total += sum_squares(grads[i], sizes[i]);
+    for (int i = 0; i < n_tensors; i++) total += df_sum_squares_host(grads[i], sizes[i]);
     return (float)sqrt(total);
+}
+
+float df_clip_coef(float norm, float max_norm) {
+    /* torch: max_norm / (total + 1e-6) is evaluated as reciprocal(total + 1e-6) * max_norm */
+    float coef = (1.0f / (norm + 1e-6f)) * max_norm;
+    return coef < 1.0f ? coef : 1.0f;
 }
 
 float df_clip_grad_norm(float *const *grads, const size_t *sizes, int n_tensors, float max_norm) {
     float norm = df_grad_norm((const float *const *)grads, sizes, n_tensors);
-    /* torch: max_norm / (total + 1e-6) is evaluated as reciprocal(total + 1e-6) * max_norm */
-    float coef = (1.0f / (norm + 1e-6f)) * max_norm;
-    if (!(coef < 1.0f)) return norm; /* coef clamped to 1: multiplying by 1 changes nothing */
+    float coef = df_clip_coef(norm, max_norm);
+    if (coef == 1.0f) return norm; /* multiplying by 1 changes nothing */
     for (int t = 0; t < n_tensors; t++) {
         float *g = grads[t];
         size_t n = sizes[t];

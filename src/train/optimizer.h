@@ -17,7 +17,10 @@
  * State for resume: `step`, `exp_avg` (m) and `exp_avg_sq` (v) of every
  * tensor, laid out one tensor after another (tensor i at offsets[i], sizes[i]
  * elements). Saving these three and restoring them with df_adamw_set_state
- * makes the continued updates bit-identical. Element loops run under OpenMP;
+ * makes the continued updates bit-identical. The element update itself is
+ * df_adamw_update_element (backend/optim_math.h), shared with the backends'
+ * adamw_step op, which runs the same step over the training state kept on
+ * a backend (the trainer's path). Element loops run under OpenMP;
  * each element's arithmetic is independent, so results do not depend on the
  * thread count. */
 #ifndef DF_TRAIN_OPTIMIZER_H
@@ -26,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/optim_math.h"
 #include "base/error.h"
 
 typedef struct DfAdamWConfig {
@@ -51,6 +55,9 @@ void df_adamw_free(DfAdamW *opt);
 /* One update of every tensor: params[i] and grads[i] have sizes[i] elements. */
 void df_adamw_step(DfAdamW *opt, float *const *params, const float *const *grads, double lr);
 
+/* The scalars of step t (1 for the first) at learning rate lr. */
+DfAdamWScalars df_adamw_scalars(const DfAdamWConfig *cfg, int64_t t, double lr);
+
 /* Restores a saved state; `total` must equal opt->total and step be >= 0. */
 int df_adamw_set_state(DfAdamW *opt, int64_t step, const float *exp_avg, const float *exp_avg_sq, size_t total,
                        DfError *err);
@@ -59,6 +66,10 @@ int df_adamw_set_state(DfAdamW *opt, int64_t step, const float *exp_avg, const f
  * in double in a fixed order (independent of the thread count), rounded to
  * float. */
 float df_grad_norm(const float *const *grads, const size_t *sizes, int n_tensors);
+
+/* torch's clip coefficient for a global norm: (1 / (norm + 1e-6)) * max_norm
+ * in float, clamped to at most 1 (1 also when norm is NaN). */
+float df_clip_coef(float norm, float max_norm);
 
 /* torch.nn.utils.clip_grad_norm_: total = df_grad_norm, coef =
  * (1 / (total + 1e-6)) * max_norm clamped to at most 1 (float arithmetic),

@@ -14,6 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/arena.h"
+#include "backend/select.h"
+#ifdef DF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/progress.h"
@@ -55,9 +60,13 @@ typedef struct StepBuffers {
     int32_t *ids, *seq_starts;
     uint8_t *mask;
     int64_t *anchor_starts, *anchors, *scratch;
-    size_t dev_tokens_cap;
-    DfBuffer dev_ids, features;
+    size_t dev_tokens_cap;   /* tokens the activations arena was sized for */
+    DfBuffer dev_ids, features; /* views of the activations arena */
 } StepBuffers;
+
+/* The arenas of the training state and the step's inputs, one per role. */
+enum { ARENA_WEIGHTS, ARENA_GRADIENTS, ARENA_OPTIMIZER, ARENA_ACTIVATIONS, N_ARENAS };
+static const char *const ARENA_ROLES[N_ARENAS] = {"weights", "gradients", "optimizer state", "activations"};
 
 typedef struct Trainer {
     const DfTrainOptions *opt;
@@ -73,10 +82,15 @@ typedef struct Trainer {
     DfTargetModel target;
     DfDrafter drafter;
     int have_drafter;
+    /* The training state lives on the backend: the drafter's params (ACT)
+     * and grads (F32), and here the fp32 master weights and AdamW moments.
+     * adamw holds the step count and configuration; its moment arrays and
+     * params are host copies, filled only to save or load a checkpoint. */
+    DfArena arenas[N_ARENAS];
+    DfBuffer master, exp_avg, exp_avg_sq; /* F32 [layout.total], optimizer state arena */
     DfAdamW adamw;
     int have_adamw;
-    float *params, *grads;
-    float **param_ptrs, **grad_ptrs;
+    float *params;
     size_t *sizes;
     DfTrainProgress progress;
     char *options_json;
@@ -88,6 +102,7 @@ typedef struct Trainer {
     double start_s;
     int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
     int64_t poison_first, poison_last; /* test hook DFLASH_TEST_POISON_STEPS (0, 0: off) */
+    size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
 } Trainer;
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -261,13 +276,16 @@ static int check_memory(Trainer *t, DfError *err) {
     double params = (double)layout.total;
     df_drafter_layout_free(&layout);
     double H = c->hidden_size, kvd = (double)c->num_kv_heads * c->head_dim;
-    /* weights, gradients, the two AdamW moments and the backend's copy, fp32 */
-    double state = 5.0 * 4.0 * params;
+    /* host copies of the weights and the two AdamW moments (checkpoints), and
+     * on the CPU backend the state itself: weights, fp32 master, gradients
+     * and moments (a GPU's memory is checked by its arenas' allocations) */
+    int on_gpu = df_device_is_cuda(t->opt->device);
+    double state = (on_gpu ? 3.0 : 8.0) * 4.0 * params;
     /* a batch: ids/mask/anchors, the tap features, the target's hidden state
      * and MLP rows, the drafter's context rows and keys/values */
     double per_token = 13.0 + 4.0 * ((double)c->n_taps * H + 4.0 * H + 3.0 * t->tcfg.intermediate_size + 2.0 * H +
                                      3.0 * kvd * c->num_layers);
-    double batch = per_token * (double)t->opt->token_budget;
+    double batch = (on_gpu ? 13.0 : per_token) * (double)t->opt->token_budget;
     double need = state + batch, avail = memory_available();
     if (need > avail) {
         const double gib = 1024.0 * 1024.0 * 1024.0;
@@ -280,16 +298,82 @@ static int check_memory(Trainer *t, DfError *err) {
     return 0;
 }
 
+/* The training device (--device), refused at once when it lacks an op of the
+ * drafter's step or of the optimizer. */
+static DfBackend *create_training_backend(const char *device, DfError *err) {
+    DfBackend *be = df_backend_create(device, err);
+    if (!be) {
+        df_context(err, "--device %s", device ? device : "cpu");
+        return NULL;
+    }
+    const char *missing = df_backend_missing_training_op(be);
+    if (missing) {
+        df_fail(err,
+                "--device %s: the %s backend cannot train a drafter yet: it lacks the '%s' op (the drafter's "
+                "forward/backward and the optimizer run on the training device)",
+                device ? device : "cpu", be->ops->name, missing);
+        df_backend_destroy(be);
+        return NULL;
+    }
+    return be;
+}
+
+int df_train_check_device(const char *device, DfError *err) {
+    DfBackend *be = create_training_backend(device, err);
+    df_backend_destroy(be);
+    return be ? 0 : -1;
+}
+
+/* Tokens of the largest batch: the budget, or one sample alone over it. */
+static size_t max_batch_tokens(const DfTrainOptions *o) {
+    return (size_t)(o->token_budget > o->max_length ? o->token_budget : o->max_length);
+}
+
+/* Sizes the arenas up front and cuts the training state and the step's
+ * input buffers from them. */
+static int alloc_training_state(Trainer *t, size_t n, DfBuffer *params, DfBuffer *grads, DfError *err) {
+    DfBackend *be = t->be;
+    size_t tokens = max_batch_tokens(t->opt), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    size_t act = df_arena_bytes_for(be, DF_BUF_ACT, n), f32 = df_arena_bytes_for(be, DF_BUF_F32, n);
+    size_t sizes[N_ARENAS] = {act, f32, 3 * f32,
+                              df_arena_bytes_for(be, DF_BUF_I32, tokens) +
+                                  df_arena_bytes_for(be, DF_BUF_ACT, tokens * width)};
+    for (int r = 0; r < N_ARENAS; r++)
+        if (df_arena_init(&t->arenas[r], be, ARENA_ROLES[r], sizes[r], err)) return -1;
+    DfArena *opt = &t->arenas[ARENA_OPTIMIZER], *acts = &t->arenas[ARENA_ACTIVATIONS];
+    if (df_arena_alloc(&t->arenas[ARENA_WEIGHTS], params, DF_BUF_ACT, n, err) ||
+        df_arena_alloc(&t->arenas[ARENA_GRADIENTS], grads, DF_BUF_F32, n, err) ||
+        df_arena_alloc(opt, &t->master, DF_BUF_F32, n, err) || df_arena_alloc(opt, &t->exp_avg, DF_BUF_F32, n, err) ||
+        df_arena_alloc(opt, &t->exp_avg_sq, DF_BUF_F32, n, err) ||
+        df_arena_alloc(acts, &t->buf.dev_ids, DF_BUF_I32, tokens, err) ||
+        df_arena_alloc(acts, &t->buf.features, DF_BUF_ACT, tokens * width, err))
+        return -1;
+    t->buf.dev_tokens_cap = tokens;
+    return 0;
+}
+
 static int load_models(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
-    if (!(t->be = df_backend_cpu_create(err))) return -1;
     /* Training loads and runs layers 0..max tap only; an untied lm head is
      * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
     int n_layers = df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
+#ifdef DF_HAVE_CUDA
+    int cuda = strcmp(t->be->ops->name, "cuda") == 0;
+    size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
+#endif
     if (df_target_load(&t->target, t->be, o->target_dir, n_layers, !tied, err)) return -1;
+#ifdef DF_HAVE_CUDA
+    if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
+#endif
     DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
-    if (df_drafter_create(&t->drafter, t->be, &t->dcfg, t->target.embed, lm_head, err)) return -1;
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, &t->dcfg);
+    size_t n = layout.total;
+    df_drafter_layout_free(&layout);
+    DfBuffer params, grads;
+    if (alloc_training_state(t, n, &params, &grads, err)) return -1;
+    if (df_drafter_create_in(&t->drafter, t->be, &t->dcfg, t->target.embed, lm_head, params, grads, err)) return -1;
     t->have_drafter = 1;
     return 0;
 }
@@ -297,9 +381,6 @@ static int load_models(Trainer *t, DfError *err) {
 static int init_optimizer(Trainer *t, DfError *err) {
     const DfDrafterLayout *L = &t->drafter.layout;
     t->sizes = df_xmalloc((size_t)L->n_params * sizeof *t->sizes, "parameter sizes");
-    t->param_ptrs = df_xmalloc((size_t)L->n_params * sizeof *t->param_ptrs, "parameter pointers");
-    t->grad_ptrs = df_xmalloc((size_t)L->n_params * sizeof *t->grad_ptrs, "gradient pointers");
-    t->grads = df_xcalloc(L->total, sizeof *t->grads, "gradients");
     if (!t->params) t->params = df_xmalloc(L->total * sizeof *t->params, "parameters");
     for (int i = 0; i < L->n_params; i++) t->sizes[i] = L->params[i].count;
     DfAdamWConfig acfg = {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
@@ -308,12 +389,30 @@ static int init_optimizer(Trainer *t, DfError *err) {
     return 0;
 }
 
-static void point_params(Trainer *t) {
-    const DfDrafterLayout *L = &t->drafter.layout;
-    for (int i = 0; i < L->n_params; i++) {
-        t->param_ptrs[i] = t->params + L->params[i].offset;
-        t->grad_ptrs[i] = t->grads + L->params[i].offset;
+/* Host -> backend: the master weights (and the drafter's copy in its dtype)
+ * from params, the moments from the host AdamW state (resume) or zero. */
+static int upload_state(Trainer *t, int with_moments, DfError *err) {
+    DfBackend *be = t->be;
+    if (be->ops->upload_f32(be, t->master, t->params, err) ||
+        be->ops->upload_f32(be, t->drafter.params, t->params, err))
+        return -1;
+    if (!with_moments) {
+        df_op_fill_zero(be, t->exp_avg);
+        df_op_fill_zero(be, t->exp_avg_sq);
+        return be->ops->sync(be, err);
     }
+    return be->ops->upload_f32(be, t->exp_avg, t->adamw.exp_avg, err) ||
+           be->ops->upload_f32(be, t->exp_avg_sq, t->adamw.exp_avg_sq, err);
+}
+
+/* Backend -> host: master weights into params, moments into the host AdamW
+ * state (for a checkpoint or the export). */
+static int download_state(Trainer *t, DfError *err) {
+    DfBackend *be = t->be;
+    if (be->ops->sync(be, err)) return -1;
+    return be->ops->download_f32(be, t->params, t->master, err) ||
+           be->ops->download_f32(be, t->adamw.exp_avg, t->exp_avg, err) ||
+           be->ops->download_f32(be, t->adamw.exp_avg_sq, t->exp_avg_sq, err);
 }
 
 /* Keeps the metrics lines of steps <= last_step (a torn last line is
@@ -365,7 +464,7 @@ static int start_fresh(Trainer *t, DfError *err) {
     return 0;
 }
 
-static int resume(Trainer *t, DfError *err) {
+static int resume(Trainer *t, int *resumed, DfError *err) {
     float *loaded = NULL;
     char *stored = NULL, *path = NULL;
     int rc = df_checkpoint_latest_valid(t->ckpt_dir, &t->dcfg, &t->drafter.layout, &loaded, &t->adamw, &t->progress,
@@ -387,6 +486,7 @@ static int resume(Trainer *t, DfError *err) {
     }
     if (rc == 0 && !(t->metrics_fp = fopen(t->metrics_path, "a")))
         rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
+    *resumed = rc == 0;
     if (rc == 0)
         fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)\n", path,
                 (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch);
@@ -453,20 +553,11 @@ static int64_t gather_batch(Trainer *t, const int64_t *samples, int n, int64_t e
     return total;
 }
 
-static int ensure_device_buffers(Trainer *t, size_t tokens, DfError *err) {
-    StepBuffers *b = &t->buf;
-    if (tokens <= b->dev_tokens_cap) return 0;
-    size_t cap = b->dev_tokens_cap ? b->dev_tokens_cap : 4096;
-    while (cap < tokens) cap *= 2;
-    df_buffer_free(t->be, &b->dev_ids);
-    df_buffer_free(t->be, &b->features);
-    b->dev_tokens_cap = 0;
-    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
-    if (df_buffer_alloc(t->be, &b->dev_ids, DF_BUF_I32, cap, err) ||
-        df_buffer_alloc(t->be, &b->features, DF_BUF_ACT, cap * width, err))
-        return -1;
-    b->dev_tokens_cap = cap;
-    return 0;
+/* The activations arena holds the largest batch the batcher makes. */
+static int check_batch_fits(Trainer *t, size_t tokens, DfError *err) {
+    if (tokens <= t->buf.dev_tokens_cap) return 0;
+    return df_fail(err, "internal: a batch of %zu tokens exceeds the %zu the activations arena was sized for", tokens,
+                   t->buf.dev_tokens_cap);
 }
 
 typedef struct StepResult {
@@ -498,12 +589,30 @@ static int poison_features(Trainer *t, DfBuffer features, size_t count, DfError 
     return rc;
 }
 
+/* Global gradient norm, clipping and AdamW, all on the backend: only the
+ * norm comes back to the host (for the guard and the metrics). */
+static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
+    double sum_sq;
+    if (df_op_sum_squares(t->be, t->drafter.grads, &sum_sq, err)) return -1;
+    r->grad_norm = (float)sqrt(sum_sq);
+    r->lr = df_lr_at(&t->schedule, t->progress.step);
+    r->nonfinite = !isfinite(df_metrics_loss(&t->metrics)) ? "loss" : !isfinite(r->grad_norm) ? "grad_norm" : NULL;
+    if (r->nonfinite) return 0; /* a non-finite step changes nothing: no optimizer step, the weights stay */
+    t->adamw.step++;
+    DfAdamWArgs a = {.master = t->master, .exp_avg = t->exp_avg, .exp_avg_sq = t->exp_avg_sq,
+                     .grads = t->drafter.grads, .params = t->drafter.params,
+                     .clip_coef = df_clip_coef(r->grad_norm, CLIP_NORM),
+                     .s = df_adamw_scalars(&t->adamw.cfg, t->adamw.step, r->lr)};
+    df_op_adamw_step(t->be, &a);
+    return t->be->ops->sync(t->be, err);
+}
+
 static int train_step(Trainer *t, const int64_t *samples, int n, int64_t epoch, StepResult *r, DfError *err) {
     int64_t tokens = gather_batch(t, samples, n, epoch, err);
     if (tokens < 0) return -1;
     StepBuffers *b = &t->buf;
     DfPackedBatch pb;
-    if (ensure_device_buffers(t, (size_t)tokens, err)) return -1;
+    if (check_batch_fits(t, (size_t)tokens, err)) return -1;
     if (df_packed_batch_init(&pb, t->be, b->seq_starts, n, err)) return -1;
     int rc = -1;
     size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
@@ -527,15 +636,7 @@ static int train_step(Trainer *t, const int64_t *samples, int n, int64_t epoch, 
     df_metrics_reset(&t->metrics);
     df_drafter_zero_grads(&t->drafter);
     if (df_drafter_forward_backward(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err)) goto done;
-    if (df_drafter_get_grads(&t->drafter, t->grads, err)) goto done;
-    int n_params = t->drafter.layout.n_params;
-    r->grad_norm = df_clip_grad_norm(t->grad_ptrs, t->sizes, n_params, CLIP_NORM);
-    r->lr = df_lr_at(&t->schedule, t->progress.step);
-    r->nonfinite = !isfinite(df_metrics_loss(&t->metrics)) ? "loss" : !isfinite(r->grad_norm) ? "grad_norm" : NULL;
-    if (!r->nonfinite) { /* a non-finite step changes nothing: no optimizer step, the weights stay */
-        df_adamw_step(&t->adamw, t->param_ptrs, (const float *const *)t->grad_ptrs, r->lr);
-        if (df_drafter_set_params(&t->drafter, t->params, err)) goto done;
-    }
+    if (optimizer_step(t, r, err)) goto done;
     r->tokens = tokens;
     r->samples = n;
     rc = 0;
@@ -592,6 +693,7 @@ static void print_progress(const Trainer *t, const StepResult *r, double step_s,
 
 /* Writes the checkpoint of the current step; its path goes to s->last_checkpoint. */
 static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
+    if (download_state(t, err)) return df_context(err, "the checkpoint of step %lld", (long long)t->progress.step);
     if (df_checkpoint_save(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
                            t->options_json, t->opt->keep_checkpoints, err)) {
         if (s->last_checkpoint[0])
@@ -717,24 +819,22 @@ static void trainer_free(Trainer *t) {
     if (t->metrics_fp) fclose(t->metrics_fp);
     if (t->have_plan) df_epoch_plan_free(&t->plan);
     if (t->have_adamw) df_adamw_free(&t->adamw);
-    if (t->be) {
-        df_buffer_free(t->be, &t->buf.dev_ids);
-        df_buffer_free(t->be, &t->buf.features);
-    }
     if (t->have_drafter) df_drafter_free(&t->drafter);
+    for (int r = 0; r < N_ARENAS; r++) df_arena_free(&t->arenas[r]);
     df_target_free(&t->target);
     if (t->be) df_backend_destroy(t->be);
     df_batcher_free(&t->batcher);
     if (t->store) df_token_store_close(t->store);
     free(t->buf.ids), free(t->buf.mask), free(t->buf.seq_starts);
     free(t->buf.anchor_starts), free(t->buf.anchors), free(t->buf.scratch);
-    free(t->params), free(t->grads), free(t->param_ptrs), free(t->grad_ptrs), free(t->sizes);
+    free(t->params), free(t->sizes);
     cJSON_free(t->options_json);
 }
 
 static int setup(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
     if (df_model_config_load(&t->tcfg, o->target_dir, err)) return -1;
+    if (!(t->be = create_training_backend(o->device, err))) return -1; /* before the data: fail early */
     if (load_data(t, err) || plan_steps(t, err)) return -1;
     if (make_dir(o->output_dir, err)) return -1;
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
@@ -748,9 +848,25 @@ static int setup(Trainer *t, DfError *err) {
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
     t->options_json = options_json(t);
-    point_params(t);
-    if (o->resume ? resume(t, err) : start_fresh(t, err)) return -1;
-    return df_drafter_set_params(&t->drafter, t->params, err);
+    int resumed = 0;
+    if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
+    return upload_state(t, resumed, err);
+}
+
+/* Peak use of each arena, and of the whole device where the backend knows it. */
+static void report_memory(const Trainer *t, DfTrainSummary *s) {
+    for (int r = 0; r < N_ARENAS; r++) {
+        DfTrainMemoryUse *m = &s->memory[r];
+        snprintf(m->role, sizeof m->role, "%s", ARENA_ROLES[r]);
+        m->capacity = t->arenas[r].capacity;
+        m->peak = t->arenas[r].peak;
+    }
+    s->n_memory = N_ARENAS;
+    snprintf(s->device, sizeof s->device, "%s", t->be ? t->be->ops->name : "");
+#ifdef DF_HAVE_CUDA
+    if (t->be && strcmp(t->be->ops->name, "cuda") == 0) s->device_peak_bytes = df_cuda_peak_bytes(t->be);
+    s->target_bytes = t->target_bytes;
+#endif
 }
 
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
@@ -771,12 +887,14 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         rc = run_loop(&t, summary, err);
     }
     if (rc == 0 && t.progress.step == t.total_steps) {
-        rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
+        rc = download_state(&t, err);
+        if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
         if (rc == 0) {
             summary->finished = 1;
             snprintf(summary->final_dir, sizeof summary->final_dir, "%s", t.final_dir);
         }
     }
+    if (t.be) report_memory(&t, summary);
     trainer_free(&t);
     return rc;
 }

@@ -6,7 +6,23 @@
  * select each sample's anchors (keyed by seed, epoch, sample index); compute
  * the loss-weight sum; forward and backward of the drafter with
  * grad_scale = 1 / weight sum; clip the gradient to global norm 1.0; AdamW
- * with the learning rate of the schedule; upload the new weights.
+ * with the learning rate of the schedule.
+ *
+ * Device: every step runs on one backend (--device: the CPU, or a CUDA GPU),
+ * and the whole training state stays there: the drafter's weights (in the
+ * backend's dtype) and fp32 gradients, the fp32 master weights and AdamW
+ * moments. The global gradient norm is a backend reduction (only the number
+ * comes back, for the guard and the metrics); clipping and AdamW are one
+ * backend op that also rewrites the drafter's weights from the master
+ * (backend.h: sum_squares, adamw_step, with the host optimizer's arithmetic,
+ * train/optimizer.h). The host sees the state only to write a checkpoint or
+ * the export (download) and to start or resume (upload): checkpoints hold
+ * fp32 values, so a run saved on one device resumes on the other.
+ *
+ * Memory: the state and the step's input buffers (token ids, tap features
+ * of the largest batch) are cut from one arena per role (backend/arena.h:
+ * weights, gradients, optimizer state, activations), sized up front; the
+ * summary reports each arena's size and peak use.
  *
  * OUTPUT holds:
  *   metrics.jsonl       one JSON line per step (see df_train), appended and
@@ -54,7 +70,15 @@ typedef struct DfTrainOptions {
     int keep_checkpoints;    /* newest checkpoints kept (0: all) */
     double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
     int max_bad_steps;       /* stop after this many non-finite steps in a row (0: never) */
+    const char *device;      /* training backend: NULL or "cpu", "cuda", "cuda:N" (not part of the run's
+                                identity: a checkpoint resumes on any device) */
 } DfTrainOptions;
+
+/* Device memory of one role (an arena): bytes reserved and the most used. */
+typedef struct DfTrainMemoryUse {
+    char role[48];
+    size_t capacity, peak;
+} DfTrainMemoryUse;
 
 /* The defaults of the spec's recipe where one exists. */
 void df_train_options_default(DfTrainOptions *opt);
@@ -70,7 +94,17 @@ typedef struct DfTrainSummary {
     int stop_signal;       /* SIGINT/SIGTERM that ended the run early (0: none) */
     int64_t bad_steps;     /* steps of this call whose update was skipped (non-finite loss or gradient) */
     char last_checkpoint[4200]; /* newest checkpoint written by this call ("" if none) */
+    char device[16];       /* the backend's name ("cpu", "cuda") */
+    DfTrainMemoryUse memory[4]; /* per role: weights, gradients, optimizer state, activations */
+    int n_memory;
+    size_t device_peak_bytes; /* the backend's peak allocation, all of it (0: not tracked, e.g. the CPU) */
+    size_t target_bytes;      /* of which the target's weights (0: not tracked) */
 } DfTrainSummary;
+
+/* Fails (with a message naming the device and the missing op) unless the
+ * device exists and its backend implements every op of a training step;
+ * lets a command refuse a device before it prepares any data. */
+int df_train_check_device(const char *device, DfError *err);
 
 /* Runs (or resumes) a training run. Metrics line per step:
  *   {"step", "epoch", "loss", "train_tau", "acc": [positions 1..B-1], "lr",

@@ -108,6 +108,8 @@ static const DfBackendOps CPU_OPS = {
     .lm_head_ce = df_cpu_lm_head_ce,
     .kv_cache_write = df_cpu_kv_cache_write,
     .kv_attention = df_cpu_kv_attention,
+    .sum_squares = df_cpu_sum_squares,
+    .adamw_step = df_cpu_adamw_step,
 };
 
 DfBackend *df_backend_cpu_create(DfError *err) {

@@ -45,6 +45,10 @@ void df_cpu_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const D
 void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
 
+/* optimizer (cpu_optimizer.c) */
+int df_cpu_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err);
+void df_cpu_adamw_step(DfBackend *be, const DfAdamWArgs *a);
+
 /* In place on s [rows, cols]: row r keeps its first min(cols, visible0 +
  * grow * r) entries as their softmax, the rest become 0; lse_out (or NULL)
  * receives each row's log-sum-exp. */

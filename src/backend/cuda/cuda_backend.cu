@@ -247,6 +247,8 @@ static const DfBackendOps CUDA_OPS = {
     .lm_head_ce = df_cuda_lm_head_ce,
     .kv_cache_write = df_cuda_kv_cache_write,
     .kv_attention = df_cuda_kv_attention,
+    .sum_squares = df_cuda_sum_squares,
+    .adamw_step = df_cuda_adamw_step,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {

@@ -155,6 +155,10 @@ void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBu
                              DfBuffer up);
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
 
+/* optimizer (cuda_optimizer.cu) */
+extern "C" int df_cuda_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err);
+extern "C" void df_cuda_adamw_step(DfBackend *be, const DfAdamWArgs *a);
+
 /* fp32 <-> bf16 conversion on the stream (uploads and downloads of ACT). */
 void df_cuda_f32_to_bf16(cudaStream_t s, __nv_bfloat16 *dst, const float *src, size_t n);
 void df_cuda_bf16_to_f32(cudaStream_t s, float *dst, const __nv_bfloat16 *src, size_t n);
