@@ -1,5 +1,6 @@
 #include "cli/bench_train_step.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "model/target.h"
 #include "model/target_random.h"
 #include "train/metrics.h"
+#include "train/optimizer.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -30,6 +32,9 @@ typedef struct StepBench {
     DfDrafterBatch batch;
     DfMetrics metrics;
     double grad_scale;
+    DfBuffer master, exp_avg, exp_avg_sq; /* F32 optimizer state, as the trainer keeps it */
+    DfAdamWConfig adamw;
+    int64_t adamw_step;
     int have_target, have_drafter, have_packed;
 } StepBench;
 
@@ -42,11 +47,21 @@ static int build_models(StepBench *b, const DfTrainStepShape *s, DfError *err) {
         df_drafter_create(&b->drafter, b->be, &cfg, b->target.embed, b->target.lm_head, err))
         return -1;
     b->have_drafter = 1;
-    float *params = df_xmalloc(b->drafter.layout.total * sizeof *params, "bench drafter parameters");
+    size_t n = b->drafter.layout.total;
+    float *params = df_xmalloc(n * sizeof *params, "bench drafter parameters");
     df_drafter_init_params(&b->drafter.layout, params, 7);
     int rc = df_drafter_set_params(&b->drafter, params, err);
+    if (rc == 0)
+        rc = df_buffer_alloc(b->be, &b->master, DF_BUF_F32, n, err) ||
+             b->be->ops->upload_f32(b->be, b->master, params, err) ||
+             df_buffer_alloc(b->be, &b->exp_avg, DF_BUF_F32, n, err) ||
+             df_buffer_alloc(b->be, &b->exp_avg_sq, DF_BUF_F32, n, err);
     free(params);
-    return rc;
+    if (rc) return -1;
+    df_op_fill_zero(b->be, b->exp_avg);
+    df_op_fill_zero(b->be, b->exp_avg_sq);
+    b->adamw = (DfAdamWConfig){.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.01};
+    return 0;
 }
 
 static int build_batch(StepBench *b, const DfTrainStepShape *s, DfError *err) {
@@ -67,6 +82,9 @@ static int build_batch(StepBench *b, const DfTrainStepShape *s, DfError *err) {
 }
 
 static void free_bench(StepBench *b) {
+    df_buffer_free(b->be, &b->master);
+    df_buffer_free(b->be, &b->exp_avg);
+    df_buffer_free(b->be, &b->exp_avg_sq);
     df_buffer_free(b->be, &b->ids);
     df_buffer_free(b->be, &b->features);
     if (b->have_packed) df_packed_batch_free(&b->packed, b->be);
@@ -75,7 +93,20 @@ static void free_bench(StepBench *b) {
     if (b->have_target) df_target_free(&b->target);
 }
 
-/* One phase of the step; the optimizer phase is added with the on-device optimizer. */
+/* The trainer's optimizer step: the global gradient norm (the one value the
+ * host reads), clipping folded into the AdamW launch. */
+static int optimizer_step(StepBench *b, DfError *err) {
+    double sum_sq;
+    if (df_op_sum_squares(b->be, b->drafter.grads, &sum_sq, err)) return -1;
+    DfAdamWArgs a = {.master = b->master, .exp_avg = b->exp_avg, .exp_avg_sq = b->exp_avg_sq,
+                     .grads = b->drafter.grads, .params = b->drafter.params,
+                     .clip_coef = df_clip_coef((float)sqrt(sum_sq), 1.0f),
+                     .s = df_adamw_scalars(&b->adamw, ++b->adamw_step, 1e-5)};
+    df_op_adamw_step(b->be, &a);
+    return 0;
+}
+
+/* One phase of the step. */
 static int run_phase(StepBench *b, int phase, DfError *err) {
     const DfDrafterConfig *cfg = &b->drafter.cfg;
     DfBuffer no_logits = {0};
@@ -86,6 +117,8 @@ static int run_phase(StepBench *b, int phase, DfError *err) {
     case DF_STEP_PHASE_DRAFTER:
         df_drafter_zero_grads(&b->drafter);
         return df_drafter_forward_backward(&b->drafter, &b->batch, b->grad_scale, &b->metrics, err);
+    case DF_STEP_PHASE_OPTIMIZER:
+        return optimizer_step(b, err);
     default:
         return 0;
     }

@@ -1,6 +1,7 @@
 /* The whole training step's speed (issue #5 item 7): a target and a drafter
  * of a named shape with random weights on one backend, one step = target
- * forward to the deepest tap, drafter forward + backward, optimizer; timed
+ * forward to the deepest tap, drafter forward + backward, the optimizer
+ * (gradient norm, clipping, AdamW on the device, as the trainer does); timed
  * whole, then phase by phase. Works on any backend (the figures that matter
  * are the GPU's). */
 #ifndef DF_CLI_BENCH_TRAIN_STEP_H
