@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The GPU check, in one call of the device tool: every CUDA test program,
-# compute-sanitizer memcheck on the op tests, the reference fixtures that need
-# transformers (chat templates, hybrid targets), then the benchmarks (whole
-# training step, lm-head CE, decode, transformers' decode). Runs on the GPU
+# The GPU check, in one call of the device tool, most important first: every
+# CUDA test program, a short coder-tiny training on the GPU, the benchmarks of
+# training (whole step, lm-head CE, block attention, AdamW), the reference
+# fixtures that need transformers (chat templates, hybrid targets),
+# compute-sanitizer memcheck on the training-op tests, the decode benchmarks
+# (ours and transformers'). Runs on the GPU
 # machine from the root of a tree holding .devpack/ (scripts/device_pack.sh);
 # everything it prints goes to $OUT (at most 8 files come back: logs are
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,fixtures,train,lmhead,decode,prefill (default: all but prefill)
+#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,prefill (default: all but prefill)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
-PARTS=${1:-tests,memcheck,fixtures,train,lmhead,decode}
+PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devpack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
@@ -26,37 +28,30 @@ if ldd ./dflash | grep -q 'not found'; then
          python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null)
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$lt
 fi
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > "$OUT/smi.log"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > "$OUT/tests.log"
 
 if want tests; then
     for t in "$T"/test_cuda_*; do
         section "$t"
         timeout 300 "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -40
         echo "exit ${PIPESTATUS[0]}"
-    done 2>&1 | tee "$OUT/tests.log"
+    done 2>&1 | tee -a "$OUT/tests.log"
 fi
 
-if want memcheck; then
-    for t in "$T"/test_cuda_train_ops "$T"/test_cuda_block_attention "$T"/test_cuda_optimizer "$T"/test_cuda_infer_ops; do
-        [ -x "$t" ] || continue
-        section "memcheck $t"
-        timeout 150 compute-sanitizer --tool memcheck --target-processes application-only "$t" 2>&1 | tail -4
-    done 2>&1 | tee "$OUT/memcheck.log"
-fi
-
-if want fixtures; then
+# A short coder-tiny training on the GPU (the demo's settings, 30 + 30 steps with
+# a resume between), for the loss curve against the CPU's and a checkpoint
+# written on the GPU to resume on the CPU.
+if want gputrain; then
+    demo="--target assets/coder-tiny --data assets/data/code-train.jsonl --draft-layers 2 --intermediate-size 512
+          --num-taps 3 --num-anchors 32 --token-budget 2048 --steps 500 --lr 1.5e-3 --save-every 30"
     {
-        mkdir -p /tmp/fx/chat
-        tar xzf .devpack/tokenizers.tgz -C /tmp/fx
-        section "chat_ref"
-        timeout 120 python3 tests/ref/chat_ref.py /tmp/fx/tokenizers tests/fixtures/chat/conversations.json /tmp/fx/chat
-        if [ -f tests/ref/hybrid_ref.py ]; then
-            section "hybrid_ref"
-            mkdir -p /tmp/fx/hybrid
-            timeout 180 python3 tests/ref/hybrid_ref.py /tmp/fx/hybrid
-        fi
-        (cd /tmp/fx && tar czf "$OUT/fixtures.tgz" chat hybrid 2>/dev/null || tar czf "$OUT/fixtures.tgz" chat)
-    } 2>&1 | tee "$OUT/fixtures.log"
+        section "train --device cuda"
+        timeout 120 ./dflash train --device cuda --output /tmp/rg $demo --stop-at 30 &&
+        timeout 120 ./dflash train --device cuda --output /tmp/rg $demo --stop-at 60 --resume
+        echo "exit $?"
+    } > "$OUT/train_gpu.log" 2>&1
+    tail -12 "$OUT/train_gpu.log"
+    (cd /tmp/rg && tar czf "$OUT/train_gpu.tgz" metrics.jsonl checkpoints/step-00000030.safetensors)
 fi
 
 if want train; then
@@ -67,6 +62,35 @@ fi
 if want lmhead; then
     section "lm head CE timing" >> "$OUT/bench_train.txt"
     DFLASH_BENCH_LM_HEAD=1 timeout 120 "$T"/test_cuda_train_ops 2>&1 | grep -v '^\[' | tee -a "$OUT/bench_train.txt"
+    section "block attention timing" >> "$OUT/bench_train.txt"
+    DFLASH_BLOCK_ATTN_TIMING=1 timeout 60 "$T"/test_cuda_block_attention 2>&1 | grep -v '^\[' | tee -a "$OUT/bench_train.txt"
+    section "AdamW timing" >> "$OUT/bench_train.txt"
+    DFLASH_BENCH_ADAMW=1 timeout 60 "$T"/test_cuda_optimizer 2>&1 | grep -v '^\[' | tee -a "$OUT/bench_train.txt"
+fi
+
+if want fixtures; then
+    {
+        mkdir -p /tmp/fx/chat
+        tar xzf .devpack/tokenizers.tgz -C /tmp/fx
+        section "chat_ref"
+        timeout 120 python3 tests/ref/chat_ref.py /tmp/fx/tokenizers tests/fixtures/chat/conversations.json /tmp/fx/chat
+        hybrid=tests/ref/hybrid_ref.py
+        [ -f "$hybrid" ] || hybrid=.devpack/hybrid_ref.py
+        if [ -f "$hybrid" ]; then
+            section "hybrid_ref"
+            mkdir -p /tmp/fx/hybrid
+            timeout 180 python3 "$hybrid" /tmp/fx/hybrid
+        fi
+        (cd /tmp/fx && tar czf "$OUT/fixtures.tgz" chat $( [ -d hybrid ] && echo hybrid))
+    } 2>&1 | tee -a "$OUT/tests.log"
+fi
+
+if want memcheck; then
+    for t in "$T"/test_cuda_train_ops "$T"/test_cuda_optimizer; do
+        [ -x "$t" ] || continue
+        section "memcheck $t"
+        timeout 100 compute-sanitizer --tool memcheck --target-processes application-only "$t" 2>&1 | tail -4
+    done 2>&1 | tee "$OUT/memcheck.log"
 fi
 
 if want decode; then
