@@ -345,6 +345,21 @@ static void test_unsupported_paths_refused(void **state) {
     free_model(&m, be);
 }
 
+/* Flops by the documented formula, worked out by hand for the fixture's
+ * shapes (H 64, MLP 64, gated q 2*64, kv 32, DeltaNet qkv 160, value 96, 4
+ * value heads of 16 x 24), one sequence of 10 tokens. */
+static void test_forward_flops(void **state) {
+    (void)state;
+    DfModelConfig cfg;
+    load_config(&cfg, MODEL_DIR);
+    int len = 10;
+    double linear = 2.0 * (64 * 160 + 2 * 64 * 96 + 2 * 64 * 4 + 3 * 64 * 64) * 10 + 6.0 * 4 * 16 * 24 * 10;
+    double full = 2.0 * (3 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 64) * 10 + 2.0 * 10 * 64 * 10;
+    assert_true(df_target_forward_flops(&cfg, &len, 1, 1, 0) == linear);
+    assert_true(df_target_forward_flops(&cfg, &len, 1, 3, 0) == 2 * linear + full);
+    assert_true(df_target_forward_flops(&cfg, &len, 1, 4, 1) == 3 * linear + full + 2.0 * 10 * 64 * 256);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_causal_lm),
@@ -356,6 +371,7 @@ int main(void) {
         cmocka_unit_test(test_taps_run_only_needed_layers),
         cmocka_unit_test(test_packed_equals_one_at_a_time),
         cmocka_unit_test(test_unsupported_paths_refused),
+        cmocka_unit_test(test_forward_flops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

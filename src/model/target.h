@@ -84,7 +84,11 @@ int df_target_forward(DfTargetModel *m, const int32_t *ids, const int32_t *seq_s
 
 /* Spec section 8: sum over sequences of 2*K*P_layer*S + 2*K*S^2*nh*hd, with
  * P_layer the q,k,v,o,gate,up,down weights and K the layers run; plus
- * 2*S*H*V per sequence for the lm head when with_logits. */
+ * 2*S*H*V per sequence for the lm head when with_logits. A hybrid target
+ * counts each layer's own weights (gated q_proj twice the width; a DeltaNet
+ * layer's in/out projections) and, for a DeltaNet layer, 6*value_heads*
+ * key_head_dim*value_head_dim per token for the recurrence instead of the
+ * attention term. */
 double df_target_forward_flops(const DfModelConfig *cfg, const int *seq_lens, int n_seqs, int n_layers,
                                int with_logits);
 
