@@ -23,7 +23,7 @@ void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws) {
 
 static int ensure_workspace(DfTargetModel *m, int n_tokens, DfError *err) {
     DfTargetWorkspace *ws = &m->ws;
-    if (ws->capacity >= n_tokens) return 0;
+    if (ws->capacity >= n_tokens) return m->cfg.is_hybrid ? df_hybrid_workspace_ensure(m, n_tokens, err) : 0;
     df_target_workspace_free(m->be, ws);
     const DfModelConfig *c = &m->cfg;
     size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim, kv = (size_t)c->num_kv_heads * c->head_dim;
