@@ -146,7 +146,8 @@ typedef struct MalformedCase {
 
 static const MalformedCase CASES[] = {
     {"unknown_arch.json",
-     "architecture 'MistralForCausalLM' is not supported (supported: Qwen3ForCausalLM, LlamaForCausalLM)"},
+     "architecture 'MistralForCausalLM' is not supported (supported: Qwen3ForCausalLM, LlamaForCausalLM, "
+     "Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration)"},
     {"unknown_model_type.json", "model_type 'gemma' is not supported"},
     {"missing_hidden_size.json", "field 'hidden_size' is missing"},
     {"wrong_type.json", "field 'num_hidden_layers' must be an integer, not a string"},

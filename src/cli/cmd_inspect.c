@@ -46,6 +46,21 @@ static void print_tensors(const DfSafetensors *st, int list) {
     printf("\n");
 }
 
+/* Layer types as runs ("3 linear, 1 full, ..."), the DeltaNet sizes, partial rotary. */
+static void print_hybrid(const DfModelConfig *c) {
+    printf(", partial rotary %d of %d dims\n  hybrid layers:", c->rotary_dim, c->head_dim);
+    int n_linear = 0;
+    for (int i = 0; i < c->num_layers; i++) {
+        n_linear += c->layer_is_linear[i];
+        if (i < 64) printf("%s", c->layer_is_linear[i] ? " L" : " F");
+    }
+    if (c->num_layers > 64) printf(" ...");
+    const DfLinearAttnConfig *l = &c->linear;
+    printf(" (%d linear_attention, %d full_attention, gated attention output)\n", n_linear, c->num_layers - n_linear);
+    printf("  gated deltanet: key heads %d x %d, value heads %d x %d, conv kernel %d; tensors under %s",
+           l->num_key_heads, l->key_head_dim, l->num_value_heads, l->value_head_dim, l->conv_kernel, c->weight_prefix);
+}
+
 static void print_config(const DfModelConfig *c) {
     printf("config: %s (qk_norm %s), dtype %s\n", c->architecture_name, c->has_qk_norm ? "yes" : "no",
            c->torch_dtype[0] ? c->torch_dtype : "unspecified");
@@ -57,6 +72,7 @@ static void print_config(const DfModelConfig *c) {
     if (c->rope.type == DF_ROPE_LLAMA3)
         printf(", llama3 scaling: factor %g, low_freq %g, high_freq %g, original max positions %d", c->rope.factor,
                c->rope.low_freq_factor, c->rope.high_freq_factor, c->rope.original_max_position_embeddings);
+    if (c->is_hybrid) print_hybrid(c);
     printf("\n  bos %d, eos", c->bos_token_id);
     for (int i = 0; i < c->n_eos; i++) printf(" %d", c->eos_token_ids[i]);
     printf("%s\n", c->n_eos ? "" : " none");

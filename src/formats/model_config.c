@@ -1,8 +1,10 @@
-/* config.json of a Qwen3 / Llama-3 target. Each field is read through a
- * helper that checks presence and JSON type, so that every error names the
- * file and the field. */
+/* config.json of a Qwen3 / Llama-3 / Qwen3.5 target. Each field is read
+ * through a helper that checks presence and JSON type, so that every error
+ * names the file and the field. A Qwen3_5ForConditionalGeneration keeps the
+ * text model's fields in "text_config" (its vision tower is ignored). */
 #include "formats/model_config.h"
 
+#include "formats/hybrid_config.h"
 #include "formats/json_fields.h"
 
 #include <cjson/cJSON.h>
@@ -20,17 +22,22 @@ static const struct {
     const char *model_type;
     DfArchitecture arch;
     int has_qk_norm;
+    int nested; /* text model fields in "text_config", tensors under "model.language_model." */
 } FAMILIES[] = {
-    {"Qwen3ForCausalLM", "qwen3", DF_ARCH_QWEN3, 1},
-    {"LlamaForCausalLM", "llama", DF_ARCH_LLAMA, 0},
+    {"Qwen3ForCausalLM", "qwen3", DF_ARCH_QWEN3, 1, 0},
+    {"LlamaForCausalLM", "llama", DF_ARCH_LLAMA, 0, 0},
+    {"Qwen3_5ForCausalLM", "qwen3_5_text", DF_ARCH_QWEN3_5, 1, 0},
+    {"Qwen3_5ForConditionalGeneration", "qwen3_5", DF_ARCH_QWEN3_5, 1, 1},
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
-#define SUPPORTED_ARCHS "Qwen3ForCausalLM, LlamaForCausalLM"
+#define SUPPORTED_ARCHS "Qwen3ForCausalLM, LlamaForCausalLM, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration"
+#define SUPPORTED_MODEL_TYPES "qwen3, llama, qwen3_5_text, qwen3_5"
 
 /* Transformers' default RoPE base for both families when the config gives none. */
 #define DF_DEFAULT_ROPE_THETA 10000.0
 
-static int read_architecture(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
+/* Sets cfg->arch and the family's traits; *nested: see FAMILIES. */
+static int read_architecture(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg, int *nested) {
     const cJSON *archs = df_json_field(root, "architectures");
     const char *name = NULL;
     if (archs) {
@@ -46,13 +53,15 @@ static int read_architecture(const DfJsonReader *r, const cJSON *root, DfModelCo
         for (size_t i = 0; i < N_FAMILIES && !name; i++)
             if (strcmp(model_type, FAMILIES[i].model_type) == 0) name = FAMILIES[i].architecture;
         if (!name)
-            return df_fail(r->err, "%s: model_type '%s' is not supported (supported: qwen3, llama)", r->path,
-                           model_type);
+            return df_fail(r->err, "%s: model_type '%s' is not supported (supported: %s)", r->path, model_type,
+                           SUPPORTED_MODEL_TYPES);
     }
     for (size_t i = 0; i < N_FAMILIES; i++)
         if (strcmp(name, FAMILIES[i].architecture) == 0) {
             cfg->arch = FAMILIES[i].arch;
             cfg->has_qk_norm = FAMILIES[i].has_qk_norm;
+            *nested = FAMILIES[i].nested;
+            snprintf(cfg->weight_prefix, sizeof cfg->weight_prefix, "%s", *nested ? "model.language_model." : "model.");
             snprintf(cfg->architecture_name, sizeof cfg->architecture_name, "%s", name);
             return 0;
         }
@@ -172,14 +181,46 @@ static int check_sanity(const DfJsonReader *r, const DfModelConfig *cfg) {
     return 0;
 }
 
+/* Fields of the text model, read from obj: the top level, or text_config. */
+static int read_text_model(const DfJsonReader *r, const cJSON *obj, DfModelConfig *cfg) {
+    if (read_sizes(r, obj, cfg) || read_rope(r, obj, &cfg->rope) ||
+        df_json_read_bool(r, obj, "", "tie_word_embeddings", 0, &cfg->tie_word_embeddings) ||
+        df_json_read_bool(r, obj, "", "attention_bias", 0, &cfg->attention_bias) || read_token_ids(r, obj, cfg) ||
+        read_dtype(r, obj, cfg))
+        return -1;
+    cfg->rotary_dim = cfg->head_dim;
+    return cfg->arch == DF_ARCH_QWEN3_5 ? df_hybrid_config_read(r, obj, cfg) : 0;
+}
+
+/* A wrapper's own top-level fields win over text_config's where both may
+ * stand (the lm head's tying, the dtype, the token ids). */
+static int read_wrapper(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
+    if (df_json_read_bool(r, root, "", "tie_word_embeddings", cfg->tie_word_embeddings, &cfg->tie_word_embeddings))
+        return -1;
+    if (!cfg->torch_dtype[0] && read_dtype(r, root, cfg)) return -1;
+    if (cfg->n_eos == 0 && df_json_field(root, "eos_token_id")) {
+        int bos = cfg->bos_token_id;
+        if (read_token_ids(r, root, cfg)) return -1;
+        if (cfg->bos_token_id < 0) cfg->bos_token_id = bos;
+    }
+    return 0;
+}
+
 static int parse_config(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
     if (!cJSON_IsObject(root)) return df_fail(r->err, "%s: not a JSON object", r->path);
-    return read_architecture(r, root, cfg) || read_sizes(r, root, cfg) || read_rope(r, root, &cfg->rope) ||
-                   df_json_read_bool(r, root, "", "tie_word_embeddings", 0, &cfg->tie_word_embeddings) ||
-                   df_json_read_bool(r, root, "", "attention_bias", 0, &cfg->attention_bias) || read_token_ids(r, root, cfg) ||
-                   read_dtype(r, root, cfg) || check_sanity(r, cfg)
-               ? -1
-               : 0;
+    int nested = 0;
+    if (read_architecture(r, root, cfg, &nested)) return -1;
+    if (!nested) return read_text_model(r, root, cfg) || check_sanity(r, cfg) ? -1 : 0;
+    const cJSON *text;
+    if (df_json_read_object(r, root, "", "text_config", &text)) return -1;
+    if (!text) return df_fail(r->err, "%s: %s needs the object 'text_config'", r->path, cfg->architecture_name);
+    size_t n = strlen(r->path) + sizeof " (text_config)";
+    char *path = df_xmalloc(n, "config path");
+    snprintf(path, n, "%s (text_config)", r->path);
+    DfJsonReader inner = {path, r->err};
+    int rc = read_text_model(&inner, text, cfg) || read_wrapper(r, root, cfg) || check_sanity(&inner, cfg) ? -1 : 0;
+    free(path);
+    return rc;
 }
 
 int df_model_config_load(DfModelConfig *cfg, const char *path, DfError *err) {

@@ -1,5 +1,6 @@
 /* A Hugging Face target's config.json: the fields the target forward needs,
- * for the Qwen3 and Llama-3 families. */
+ * for the Qwen3 and Llama-3 families and the dense hybrid Qwen3.5 / Qwen3.6
+ * family (Gated DeltaNet linear attention mixed with gated full attention). */
 #ifndef DF_FORMATS_MODEL_CONFIG_H
 #define DF_FORMATS_MODEL_CONFIG_H
 
@@ -8,6 +9,7 @@
 typedef enum DfArchitecture {
     DF_ARCH_QWEN3, /* Qwen3ForCausalLM: q_norm / k_norm per head */
     DF_ARCH_LLAMA, /* LlamaForCausalLM: no q/k norm */
+    DF_ARCH_QWEN3_5, /* Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration (text part): hybrid */
 } DfArchitecture;
 
 typedef enum DfRopeType {
@@ -23,6 +25,16 @@ typedef struct DfRopeConfig {
 } DfRopeConfig;
 
 #define DF_MAX_EOS 8
+#define DF_MAX_LAYERS 1024
+
+/* Gated DeltaNet sizes of a hybrid target's linear_attention layers:
+ * in_proj_qkv yields q, k [key_heads * key_head_dim] and v [value_heads *
+ * value_head_dim]; each key head serves value_heads / key_heads consecutive
+ * value heads; a causal depthwise convolution of conv_kernel taps runs over
+ * q, k, v first. */
+typedef struct DfLinearAttnConfig {
+    int num_key_heads, num_value_heads, key_head_dim, value_head_dim, conv_kernel;
+} DfLinearAttnConfig;
 
 typedef struct DfModelConfig {
     DfArchitecture arch;
@@ -44,6 +56,14 @@ typedef struct DfModelConfig {
     int eos_token_ids[DF_MAX_EOS];
     int n_eos;
     char torch_dtype[16];  /* "bfloat16", "float16", "float32" or "" */
+    char weight_prefix[32]; /* of the decoder's tensors: "model." or "model.language_model." */
+    int rotary_dim;         /* RoPE turns the first rotary_dim values of a head (head_dim unless partial) */
+    /* Hybrid family only (is_hybrid); zero otherwise. */
+    int is_hybrid;
+    unsigned char layer_is_linear[DF_MAX_LAYERS]; /* 1: linear_attention (Gated DeltaNet), 0: full_attention */
+    DfLinearAttnConfig linear;
+    int attn_output_gate; /* q_proj yields [query | gate] per head; attention output *= sigmoid(gate) */
+    int norm_unit_offset; /* RMSNorm scales by (1 + weight) (all but the DeltaNet's gated norm) */
 } DfModelConfig;
 
 /* path: config.json or the directory that holds it. Errors name the file and

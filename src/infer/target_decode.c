@@ -76,6 +76,9 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
                            int n_taps, DfError *err) {
     memset(d, 0, sizeof *d);
     const DfModelConfig *c = &m->cfg;
+    if (c->is_hybrid)
+        return df_fail(err, "target decoder: %s is a hybrid (linear attention) target: generate and eval do not "
+                            "support it yet", c->architecture_name);
     if (!m->has_head || m->n_layers_loaded != c->num_layers)
         return df_fail(err, "target decoder: the model must be loaded with all %d layers and the lm head",
                        c->num_layers);

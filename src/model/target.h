@@ -1,6 +1,7 @@
-/* The target model (Qwen3 / Llama-3 decoder) over the backend op table: a
- * forward pass over a packed batch of variable-length sequences that returns
- * the tap features (output of chosen decoder layers) and optionally logits. */
+/* The target model (Qwen3 / Llama-3 decoder, or the hybrid Qwen3.5 / Qwen3.6
+ * decoder, see model/hybrid_layer.h) over the backend op table: a forward
+ * pass over a packed batch of variable-length sequences that returns the tap
+ * features (output of chosen decoder layers) and optionally logits. */
 #ifndef DF_MODEL_TARGET_H
 #define DF_MODEL_TARGET_H
 
@@ -10,7 +11,14 @@
 #include "formats/model_config.h"
 
 typedef struct DfTargetLayer {
+    /* Attention layers; a hybrid target's gated q_proj is [2 * heads * head_dim, H]. Norm weights of a
+     * (1 + w) family are stored as 1 + w, so that the plain rmsnorm op applies them. */
     DfBuffer input_norm, q_proj, k_proj, v_proj, o_proj, q_norm, k_norm, post_norm, gate_proj, up_proj, down_proj;
+    /* A hybrid target's linear_attention (Gated DeltaNet) layers instead of q/k/v/o and q/k norms:
+     * in_proj_qkv [2*key_dim + value_dim, H], in_proj_z [value_dim, H], in_proj_b / in_proj_a
+     * [value_heads, H], out_proj [H, value_dim]; F32: conv1d [conv_dim, kernel], dt_bias, a_log
+     * [value_heads], linear_norm [value_head_dim] (the gated norm, plain weight). */
+    DfBuffer in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, conv1d, dt_bias, a_log, linear_norm;
 } DfTargetLayer;
 
 /* Activations of one forward, sized for up to `capacity` tokens; kept in the
@@ -21,6 +29,13 @@ typedef struct DfTargetWorkspace {
 } DfTargetWorkspace;
 
 void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws);
+
+/* The hybrid layers' extra activations (model/hybrid_layer.c), same capacity rule. */
+typedef struct DfHybridWorkspace {
+    int capacity;
+    DfBuffer qg, attn_gate, rot;          /* gated attention: q_proj output, gate, rotary part */
+    DfBuffer mixed, conv, z, beta, decay, core; /* DeltaNet: in_proj_qkv, its convolution, z, b, a, output */
+} DfHybridWorkspace;
 
 typedef struct DfTargetModel {
     DfModelConfig cfg;
@@ -36,6 +51,7 @@ typedef struct DfTargetModel {
     DfBuffer rope_cos, rope_sin; /* F32 [rope_positions, head_dim/2] */
     int rope_positions;
     DfTargetWorkspace ws;
+    DfHybridWorkspace hws;
 } DfTargetModel;
 
 /* Layers a forward needs: all of them when logits are asked for, else
@@ -47,7 +63,8 @@ int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, 
  * (also with fewer layers: drafter training needs the lm head, not the last
  * layers; logits then need all layers and are refused).
  * n_layers must be in 1..num_layers. Weights of any float dtype become the
- * backend's activation dtype. */
+ * backend's activation dtype. Hybrid targets need the CPU backend (their
+ * DeltaNet recurrence runs on the host) and are refused elsewhere. */
 int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layers, int with_head, DfError *err);
 void df_target_free(DfTargetModel *m);
 
@@ -67,7 +84,11 @@ int df_target_forward(DfTargetModel *m, const int32_t *ids, const int32_t *seq_s
 
 /* Spec section 8: sum over sequences of 2*K*P_layer*S + 2*K*S^2*nh*hd, with
  * P_layer the q,k,v,o,gate,up,down weights and K the layers run; plus
- * 2*S*H*V per sequence for the lm head when with_logits. */
+ * 2*S*H*V per sequence for the lm head when with_logits. A hybrid target
+ * counts each layer's own weights (gated q_proj twice the width; a DeltaNet
+ * layer's in/out projections) and, for a DeltaNet layer, 6*value_heads*
+ * key_head_dim*value_head_dim per token for the recurrence instead of the
+ * attention term. */
 double df_target_forward_flops(const DfModelConfig *cfg, const int *seq_lens, int n_seqs, int n_layers,
                                int with_logits);
 

@@ -4,11 +4,13 @@
  *   q, k = q_norm/k_norm per head (Qwen3); q, k = rope(q), rope(k)
  *   x += attention(q, k, v) Wo^T
  *   h = post_norm(x); x += (silu(h Wg^T) * h Wu^T) Wd^T
- * The residual adds are folded into the output projections (accumulate). */
+ * The residual adds are folded into the output projections (accumulate).
+ * A hybrid target's layers are model/hybrid_layer.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/hybrid_layer.h"
 #include "model/rope.h"
 #include "model/target.h"
 #include "model/target_layer.h"
@@ -21,7 +23,7 @@ void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws) {
 
 static int ensure_workspace(DfTargetModel *m, int n_tokens, DfError *err) {
     DfTargetWorkspace *ws = &m->ws;
-    if (ws->capacity >= n_tokens) return 0;
+    if (ws->capacity >= n_tokens) return m->cfg.is_hybrid ? df_hybrid_workspace_ensure(m, n_tokens, err) : 0;
     df_target_workspace_free(m->be, ws);
     const DfModelConfig *c = &m->cfg;
     size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim, kv = (size_t)c->num_kv_heads * c->head_dim;
@@ -42,8 +44,11 @@ static int ensure_workspace(DfTargetModel *m, int n_tokens, DfError *err) {
             return df_context(err, "target workspace for %d tokens", n_tokens);
         }
     ws->capacity = n_tokens;
-    return 0;
+    return m->cfg.is_hybrid ? df_hybrid_workspace_ensure(m, n_tokens, err) : 0;
 }
+
+/* Values of a head that RoPE turns: a hybrid target's partial rotary_dim. */
+static int rope_dim(const DfModelConfig *c) { return c->is_hybrid ? c->rotary_dim : c->head_dim; }
 
 /* cos/sin tables covering positions 0..max_len-1, rebuilt (doubling) when a
  * longer sequence comes. */
@@ -51,9 +56,9 @@ static int ensure_rope_tables(DfTargetModel *m, int max_len, DfError *err) {
     if (m->rope_positions >= max_len) return 0;
     int n_pos = m->rope_positions ? m->rope_positions : 256;
     while (n_pos < max_len) n_pos *= 2;
-    size_t half = (size_t)m->cfg.head_dim / 2;
+    size_t half = (size_t)rope_dim(&m->cfg) / 2;
     float *c = df_xmalloc((size_t)n_pos * half * sizeof *c, "rope cos"), *s = df_xmalloc((size_t)n_pos * half * sizeof *s, "rope sin");
-    df_rope_tables(&m->cfg.rope, m->cfg.head_dim, n_pos, c, s);
+    df_rope_tables(&m->cfg.rope, rope_dim(&m->cfg), n_pos, c, s);
     df_buffer_free(m->be, &m->rope_cos);
     df_buffer_free(m->be, &m->rope_sin);
     m->rope_positions = 0;
@@ -110,7 +115,10 @@ int df_target_forward_batch(DfTargetModel *m, const DfPackedBatch *batch, DfBuff
     DfBuffer x = df_buffer_view(m->ws.x, 0, (size_t)t * hid);
     df_op_embedding(be, x, m->embed, ids, t, hid);
     for (int l = 0; l < n_run; l++) {
-        decoder_layer(m, &m->layers[l], batch);
+        if (c->is_hybrid)
+            df_hybrid_layer(m, l, batch, m->rope_cos, m->rope_sin);
+        else
+            decoder_layer(m, &m->layers[l], batch);
         for (int j = 0; j < n_taps && features.ptr; j++)
             if (tap_layer_ids[j] == l)
                 df_op_copy2d(be, df_buffer_view(features, (size_t)j * hid, features.count - (size_t)j * hid),
@@ -157,14 +165,34 @@ done:
     return rc;
 }
 
+/* Weights of one layer's token mixer (attention or Gated DeltaNet): 2 flops each per token. */
+static double mixer_params(const DfModelConfig *c, int layer) {
+    double h = c->hidden_size, q = (double)c->num_heads * c->head_dim, kv = (double)c->num_kv_heads * c->head_dim;
+    if (!c->is_hybrid) return 2 * h * q + 2 * h * kv; /* q,o + k,v */
+    if (!c->layer_is_linear[layer]) return 3 * h * q + 2 * h * kv; /* gated q (2q), o + k,v */
+    const DfLinearAttnConfig *la = &c->linear;
+    double key = (double)la->num_key_heads * la->key_head_dim, value = (double)la->num_value_heads * la->value_head_dim;
+    return h * (2 * key + value) + 2 * h * value + 2 * h * la->num_value_heads; /* qkv + z, out + b, a */
+}
+
+/* Per-token flops of a layer's sequence mixing beyond its weights: attention's
+ * 2*S*q per token (causal average), or the delta rule's three state
+ * mat-vecs (S^T k, k delta^T, S^T q): 6 * key_dim * value_dim per value head. */
+static double mixer_token_flops(const DfModelConfig *c, int layer, double s) {
+    if (c->is_hybrid && c->layer_is_linear[layer]) {
+        const DfLinearAttnConfig *la = &c->linear;
+        return 6.0 * la->num_value_heads * la->key_head_dim * la->value_head_dim;
+    }
+    return 2 * s * (double)c->num_heads * c->head_dim;
+}
+
 double df_target_forward_flops(const DfModelConfig *c, const int *seq_lens, int n_seqs, int n_layers,
                                int with_logits) {
-    double h = c->hidden_size, q = (double)c->num_heads * c->head_dim, kv = (double)c->num_kv_heads * c->head_dim;
-    double p_layer = 2 * h * q + 2 * h * kv + 3 * h * c->intermediate_size; /* q,o + k,v + gate,up,down */
+    double h = c->hidden_size, mlp = 3 * h * c->intermediate_size; /* gate,up,down */
     double total = 0;
     for (int i = 0; i < n_seqs; i++) {
         double s = seq_lens[i];
-        total += 2 * n_layers * p_layer * s + 2 * n_layers * s * s * q;
+        for (int l = 0; l < n_layers; l++) total += 2 * (mixer_params(c, l) + mlp) * s + mixer_token_flops(c, l, s) * s;
         if (with_logits) total += 2 * s * h * c->vocab_size;
     }
     return total;

@@ -37,10 +37,15 @@ void df_target_layer_qkv(const DfTargetModel *m, const DfTargetLayer *l, const D
 }
 
 void df_target_layer_finish(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a) {
+    const DfModelConfig *c = &m->cfg;
+    df_op_linear(m->be, a->x, a->attn, l->o_proj, a->n_rows, c->hidden_size, c->num_heads * c->head_dim, 1);
+    df_target_layer_mlp(m, l, a);
+}
+
+void df_target_layer_mlp(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a) {
     DfBackend *be = m->be;
     const DfModelConfig *c = &m->cfg;
-    int t = a->n_rows, hid = c->hidden_size, inter = c->intermediate_size, qd = c->num_heads * c->head_dim;
-    df_op_linear(be, a->x, a->attn, l->o_proj, t, hid, qd, 1);
+    int t = a->n_rows, hid = c->hidden_size, inter = c->intermediate_size;
     df_op_rmsnorm(be, a->h, a->x, l->post_norm, t, hid, (float)c->rms_norm_eps);
     df_op_linear(be, a->gate, a->h, l->gate_proj, t, inter, hid, 0);
     df_op_linear(be, a->up, a->h, l->up_proj, t, inter, hid, 0);

@@ -25,4 +25,7 @@ void df_target_layer_qkv(const DfTargetModel *m, const DfTargetLayer *l, const D
 /* x += o_proj(attn); x += down(silu(gate(n)) * up(n)), n = post_norm(x). */
 void df_target_layer_finish(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a);
 
+/* The second half of finish: x += down(silu(gate(n)) * up(n)), n = post_norm(x). */
+void df_target_layer_mlp(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a);
+
 #endif

@@ -1,11 +1,14 @@
 /* Loading a target model's weights from a Hugging Face directory onto a
- * backend: only the layers a run needs. */
+ * backend: only the layers a run needs (a hybrid target's layers: see
+ * model/hybrid_load.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/safetensors.h"
+#include "model/hybrid_layer.h"
 #include "model/target.h"
+#include "model/target_internal.h"
 
 int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, int n_taps, int with_logits) {
     if (with_logits) return cfg->num_layers;
@@ -15,18 +18,30 @@ int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, 
     return max_tap + 1;
 }
 
-/* Reads one tensor of the expected shape as fp32 and uploads it. */
-static int load_weight(DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim, int64_t d0, int64_t d1,
-                       DfBuffer *out, DfError *err) {
-    int64_t shape[2] = {d0, d1};
+int df_target_load_weight(DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim, const int64_t *shape,
+                          DfBufKind kind, float add, DfBuffer *out, DfError *err) {
     float *host = df_safetensors_load_f32(st, name, ndim, shape, err);
     if (!host) return -1;
-    size_t count = (size_t)d0 * (size_t)(ndim == 2 ? d1 : 1);
-    int rc = df_buffer_alloc(m->be, out, DF_BUF_ACT, count, err);
+    size_t count = 1;
+    for (int d = 0; d < ndim; d++) count *= (size_t)shape[d];
+    if (add != 0.0f)
+        for (size_t i = 0; i < count; i++) host[i] += add;
+    int rc = df_buffer_alloc(m->be, out, kind, count, err);
     if (rc == 0) rc = m->be->ops->upload_f32(m->be, *out, host, err);
     free(host);
     if (rc) df_context(err, "uploading %s", name);
     return rc;
+}
+
+/* Reads one tensor of the expected shape as fp32 and uploads it. */
+static int load_weight(DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim, int64_t d0, int64_t d1,
+                       DfBuffer *out, DfError *err) {
+    int64_t shape[2] = {d0, d1};
+    return df_target_load_weight(m, st, name, ndim, shape, DF_BUF_ACT, 0.0f, out, err);
+}
+
+const char *df_target_weight_prefix(const DfModelConfig *c) {
+    return c->weight_prefix[0] ? c->weight_prefix : "model.";
 }
 
 static int load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError *err) {
@@ -55,7 +70,7 @@ static int load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError 
     int n = c->has_qk_norm ? 11 : 9;
     for (int j = 0; j < n; j++) {
         char name[256];
-        snprintf(name, sizeof name, "model.layers.%d.%s", i, w[j].suffix);
+        snprintf(name, sizeof name, "%slayers.%d.%s", df_target_weight_prefix(c), i, w[j].suffix);
         if (load_weight(m, st, name, w[j].ndim, w[j].d0, w[j].d1, w[j].dst, err)) return -1;
     }
     return 0;
@@ -63,11 +78,17 @@ static int load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError 
 
 static int load_weights(DfTargetModel *m, const DfSafetensors *st, int with_head, DfError *err) {
     const DfModelConfig *c = &m->cfg;
-    if (load_weight(m, st, "model.embed_tokens.weight", 2, c->vocab_size, c->hidden_size, &m->embed, err)) return -1;
+    char name[256];
+    snprintf(name, sizeof name, "%sembed_tokens.weight", df_target_weight_prefix(c));
+    if (load_weight(m, st, name, 2, c->vocab_size, c->hidden_size, &m->embed, err)) return -1;
     for (int i = 0; i < m->n_layers_loaded; i++)
-        if (load_layer(m, st, i, err)) return -1;
+        if ((c->is_hybrid ? df_hybrid_load_layer(m, st, i, err) : load_layer(m, st, i, err))) return -1;
     if (!with_head) return 0;
-    if (load_weight(m, st, "model.norm.weight", 1, c->hidden_size, 0, &m->final_norm, err)) return -1;
+    int64_t hidden = c->hidden_size;
+    snprintf(name, sizeof name, "%snorm.weight", df_target_weight_prefix(c));
+    if (df_target_load_weight(m, st, name, 1, &hidden, DF_BUF_ACT, c->norm_unit_offset ? 1.0f : 0.0f, &m->final_norm,
+                              err))
+        return -1;
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
         m->lm_head_tied = 1;
@@ -87,6 +108,9 @@ int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layer
     if (c->num_heads % c->num_kv_heads != 0)
         return df_fail(err, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", dir,
                        c->num_heads, c->num_kv_heads);
+    if (c->is_hybrid && strcmp(be->ops->name, "cpu") != 0)
+        return df_fail(err, "%s: %s (hybrid linear attention) runs on the CPU backend only so far, not on %s", dir,
+                       c->architecture_name, be->ops->name);
     if (n_layers < 1 || n_layers > c->num_layers)
         return df_fail(err, "%s: asked for %d layers, the model has %d", dir, n_layers, c->num_layers);
     DfSafetensors st;
@@ -107,8 +131,10 @@ void df_target_free(DfTargetModel *m) {
     DfBackend *be = m->be;
     for (int i = 0; m->layers && i < m->n_layers_loaded; i++) {
         DfTargetLayer *l = &m->layers[i];
-        DfBuffer *w[] = {&l->input_norm, &l->q_proj,   &l->k_proj,  &l->v_proj,    &l->o_proj,   &l->q_norm,
-                         &l->k_norm,     &l->post_norm, &l->gate_proj, &l->up_proj, &l->down_proj};
+        DfBuffer *w[] = {&l->input_norm,  &l->q_proj,    &l->k_proj,    &l->v_proj,    &l->o_proj,
+                         &l->q_norm,      &l->k_norm,    &l->post_norm, &l->gate_proj, &l->up_proj,
+                         &l->down_proj,   &l->in_proj_qkv, &l->in_proj_z, &l->in_proj_b, &l->in_proj_a,
+                         &l->out_proj,    &l->conv1d,    &l->dt_bias,   &l->a_log,     &l->linear_norm};
         for (size_t j = 0; j < sizeof w / sizeof w[0]; j++) df_buffer_free(be, w[j]);
     }
     free(m->layers);
@@ -118,5 +144,6 @@ void df_target_free(DfTargetModel *m) {
     df_buffer_free(be, &m->rope_cos);
     df_buffer_free(be, &m->rope_sin);
     df_target_workspace_free(be, &m->ws);
+    df_hybrid_workspace_free(be, &m->hws);
     memset(m, 0, sizeof *m);
 }

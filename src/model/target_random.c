@@ -83,6 +83,9 @@ static int fill_model(DfTargetModel *m, RandomFill *f, int with_head, DfError *e
 int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed, int with_head,
                           DfError *err) {
     memset(m, 0, sizeof *m);
+    if (cfg->is_hybrid)
+        return df_fail(err, "random target: %s is a hybrid (linear attention) target, not supported here yet",
+                       cfg->architecture_name);
     if (cfg->num_layers < 1 || cfg->hidden_size < 1 || cfg->head_dim % 2 != 0 || cfg->num_kv_heads < 1 ||
         cfg->num_heads % cfg->num_kv_heads != 0)
         return df_fail(err, "random target: bad shape (layers %d, hidden %d, heads %d / %d kv, head_dim %d)",

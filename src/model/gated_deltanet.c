@@ -1,0 +1,116 @@
+#include "model/gated_deltanet.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static float siluf(float x) { return x * sigmoidf(x); }
+
+/* torch.nn.functional.softplus (beta 1, threshold 20: linear above it). */
+static float softplusf(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+void df_causal_conv_silu(float *out, const float *x, const float *w, const int32_t *seq_starts, int n_seqs,
+                         int channels, int kernel) {
+    for (int s = 0; s < n_seqs; s++) {
+        long begin = seq_starts[s], end = seq_starts[s + 1];
+#pragma omp parallel for schedule(static)
+        for (long t = begin; t < end; t++) {
+            float *o = out + (size_t)t * channels;
+            for (int c = 0; c < channels; c++) o[c] = 0.0f;
+            for (int j = 0; j < kernel; j++) {
+                long src = t - (kernel - 1) + j;
+                if (src < begin) continue; /* before the sequence: zero padding */
+                const float *xr = x + (size_t)src * channels;
+                for (int c = 0; c < channels; c++) o[c] += w[(size_t)c * kernel + j] * xr[c];
+            }
+            for (int c = 0; c < channels; c++) o[c] = siluf(o[c]);
+        }
+    }
+}
+
+/* v / sqrt(sum v^2 + 1e-6), times scale. */
+static void l2_normalize(float *dst, const float *v, int n, float scale) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += v[i] * v[i];
+    float r = scale / sqrtf(ss + 1e-6f);
+    for (int i = 0; i < n; i++) dst[i] = v[i] * r;
+}
+
+/* One value head hv of one sequence, tokens begin..end-1. scratch: dk*dv + 2*dk + dv floats. */
+static void delta_rule_head(float *out, const float *qkv, const float *b, const float *a, float a_log, float dt_bias,
+                            long begin, long end, int hv, const DfLinearAttnConfig *la, float *scratch) {
+    int dk = la->key_head_dim, dv = la->value_head_dim, nv = la->num_value_heads;
+    int hk = hv / (nv / la->num_key_heads);
+    size_t key_dim = (size_t)la->num_key_heads * dk, width = 2 * key_dim + (size_t)nv * dv;
+    float *state = scratch, *q = state + (size_t)dk * dv, *k = q + dk, *delta = k + dk;
+    memset(state, 0, (size_t)dk * dv * sizeof *state);
+    float neg_a = -expf(a_log), q_scale = 1.0f / sqrtf((float)dk);
+    for (long t = begin; t < end; t++) {
+        const float *row = qkv + (size_t)t * width;
+        l2_normalize(q, row + (size_t)hk * dk, dk, q_scale);
+        l2_normalize(k, row + key_dim + (size_t)hk * dk, dk, 1.0f);
+        const float *v = row + 2 * key_dim + (size_t)hv * dv;
+        float decay = expf(neg_a * softplusf(a[(size_t)t * nv + hv] + dt_bias));
+        float beta = sigmoidf(b[(size_t)t * nv + hv]);
+        /* S *= decay; delta = beta * (v - S^T k) */
+        for (int j = 0; j < dv; j++) delta[j] = 0.0f;
+        for (int i = 0; i < dk; i++) {
+            float *si = state + (size_t)i * dv;
+            for (int j = 0; j < dv; j++) {
+                si[j] *= decay;
+                delta[j] += si[j] * k[i];
+            }
+        }
+        for (int j = 0; j < dv; j++) delta[j] = beta * (v[j] - delta[j]);
+        /* S += k delta^T; o = S^T q */
+        float *o = out + (size_t)t * nv * dv + (size_t)hv * dv;
+        for (int j = 0; j < dv; j++) o[j] = 0.0f;
+        for (int i = 0; i < dk; i++) {
+            float *si = state + (size_t)i * dv;
+            for (int j = 0; j < dv; j++) {
+                si[j] += k[i] * delta[j];
+                o[j] += si[j] * q[i];
+            }
+        }
+    }
+}
+
+void df_gated_delta_rule(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
+                         const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfLinearAttnConfig *la) {
+    int nv = la->num_value_heads;
+    long n_tasks = (long)n_seqs * nv;
+    size_t scratch_floats = (size_t)la->key_head_dim * la->value_head_dim + 2 * (size_t)la->key_head_dim +
+                            (size_t)la->value_head_dim;
+#pragma omp parallel
+    {
+        float *scratch = df_xmalloc(scratch_floats * sizeof *scratch, "delta rule state");
+#pragma omp for schedule(dynamic)
+        for (long task = 0; task < n_tasks; task++) {
+            int s = (int)(task / nv), hv = (int)(task % nv);
+            delta_rule_head(out, qkv, b, a, a_log[hv], dt_bias[hv], seq_starts[s], seq_starts[s + 1], hv, la,
+                            scratch);
+        }
+        free(scratch);
+    }
+}
+
+void df_gated_rmsnorm(float *x, const float *z, const float *w, int rows, int dim, float eps) {
+#pragma omp parallel for schedule(static)
+    for (long r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * dim;
+        const float *zr = z + (size_t)r * dim;
+        float ss = 0.0f;
+        for (int i = 0; i < dim; i++) ss += xr[i] * xr[i];
+        float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+        for (int i = 0; i < dim; i++) xr[i] = xr[i] * inv * w[i] * siluf(zr[i]);
+    }
+}
+
+void df_sigmoid_gate(float *x, const float *gate, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) x[i] *= sigmoidf(gate[i]);
+}

@@ -1,0 +1,43 @@
+/* The host-side (fp32, C + OpenMP) pieces of a hybrid target's layers that
+ * the backend op table has no op for: the Gated DeltaNet's causal
+ * convolution, its gated delta rule recurrence and gated RMSNorm, and the
+ * sigmoid output gate of the gated attention. Every function works on a
+ * packed batch (sequences back to back, seq_starts[n_seqs + 1]) and restarts
+ * its state at each sequence boundary, so no padding is ever processed.
+ *
+ * Formulas as transformers' Qwen3.5 modeling code defines them (torch
+ * fallback of the delta rule, recurrent form): per value head with state
+ * S [key_dim, value_dim], zero at a sequence's start, and per token
+ *   q, k = l2norm(q), l2norm(k) (eps 1e-6); q *= key_dim^-1/2
+ *   g = -exp(A_log) * softplus(a + dt_bias); beta = sigmoid(b)
+ *   S *= exp(g); delta = beta * (v - S^T k); S += k delta^T; o = S^T q
+ * Key head h serves value heads h*r .. h*r+r-1, r = value_heads / key_heads. */
+#ifndef DF_MODEL_GATED_DELTANET_H
+#define DF_MODEL_GATED_DELTANET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "formats/model_config.h"
+
+/* out[t, c] = silu(sum_j w[c, j] * x[t - (kernel-1) + j, c]) over j < kernel,
+ * rows before the start of t's sequence counting as zero. x, out [T, channels]
+ * (distinct); w [channels, kernel]. */
+void df_causal_conv_silu(float *out, const float *x, const float *w, const int32_t *seq_starts, int n_seqs,
+                         int channels, int kernel);
+
+/* qkv [T, 2*key_heads*key_dim + value_heads*value_dim]: q, k, v of each token
+ * side by side (the convolution's output); b, a [T, value_heads]: the raw
+ * in_proj_b / in_proj_a outputs; a_log, dt_bias [value_heads]. Writes out
+ * [T, value_heads*value_dim]. */
+void df_gated_delta_rule(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
+                         const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfLinearAttnConfig *la);
+
+/* In place on x [rows, dim]: x = x * rsqrt(mean(x^2) + eps) * w * silu(z),
+ * z [rows, dim], w [dim]. */
+void df_gated_rmsnorm(float *x, const float *z, const float *w, int rows, int dim, float eps);
+
+/* x[i] *= sigmoid(gate[i]) for i < n. */
+void df_sigmoid_gate(float *x, const float *gate, size_t n);
+
+#endif

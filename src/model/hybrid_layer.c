@@ -1,0 +1,133 @@
+#include "model/hybrid_layer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "model/gated_deltanet.h"
+#include "model/target_layer.h"
+
+void df_hybrid_workspace_free(DfBackend *be, DfHybridWorkspace *ws) {
+    DfBuffer *bufs[] = {&ws->qg, &ws->attn_gate, &ws->rot, &ws->mixed, &ws->conv,
+                        &ws->z,  &ws->beta,      &ws->decay, &ws->core};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
+    ws->capacity = 0;
+}
+
+int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
+    DfHybridWorkspace *ws = &m->hws;
+    if (ws->capacity >= n_tokens) return 0;
+    df_hybrid_workspace_free(m->be, ws);
+    const DfModelConfig *c = &m->cfg;
+    const DfLinearAttnConfig *la = &c->linear;
+    size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim;
+    size_t rot_heads = (size_t)(c->num_heads > c->num_kv_heads ? c->num_heads : c->num_kv_heads);
+    size_t value_dim = (size_t)la->num_value_heads * la->value_head_dim;
+    size_t conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + value_dim;
+    struct {
+        DfBuffer *b;
+        size_t n;
+    } want[] = {
+        {&ws->qg, t * 2 * q},          {&ws->attn_gate, t * q},
+        {&ws->rot, t * rot_heads * c->rotary_dim},
+        {&ws->mixed, t * conv_dim},    {&ws->conv, t * conv_dim},
+        {&ws->z, t * value_dim},       {&ws->beta, t * la->num_value_heads},
+        {&ws->decay, t * la->num_value_heads}, {&ws->core, t * value_dim},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (df_buffer_alloc(m->be, want[i].b, DF_BUF_ACT, want[i].n, err)) {
+            df_hybrid_workspace_free(m->be, ws);
+            return df_context(err, "hybrid target workspace for %d tokens", n_tokens);
+        }
+    ws->capacity = n_tokens;
+    return 0;
+}
+
+/* The host fp32 array behind a CPU backend buffer. */
+static float *host(DfBuffer b) {
+    if (b.elem_size != (int)sizeof(float)) {
+        fprintf(stderr, "dflash: hybrid layer: a buffer of %d-byte elements is not host fp32\n", b.elem_size);
+        abort();
+    }
+    return (float *)b.ptr;
+}
+
+/* RoPE on the first rotary_dim values of each of `heads` heads of x [T, heads*head_dim]. */
+static void partial_rope(DfTargetModel *m, DfBuffer x, int heads, const DfPackedBatch *batch, DfBuffer cos_t,
+                         DfBuffer sin_t) {
+    const DfModelConfig *c = &m->cfg;
+    int t = batch->n_tokens, hd = c->head_dim, rd = c->rotary_dim;
+    if (rd == hd) {
+        df_op_rope(m->be, x, batch->positions, cos_t, sin_t, t, heads, hd);
+        return;
+    }
+    DfBuffer rot = df_buffer_view(m->hws.rot, 0, (size_t)t * heads * rd);
+    df_op_copy2d(m->be, rot, rd, x, hd, t * heads, rd);
+    df_op_rope(m->be, rot, batch->positions, cos_t, sin_t, t, heads, rd);
+    df_op_copy2d(m->be, x, hd, rot, rd, t * heads, rd);
+}
+
+static void gated_attention(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
+                            const DfPackedBatch *batch, DfBuffer cos_t, DfBuffer sin_t) {
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    int t = a->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    float eps = (float)c->rms_norm_eps;
+    size_t q = (size_t)nh * hd;
+    DfBuffer qg = df_buffer_view(m->hws.qg, 0, (size_t)t * 2 * q);
+    DfBuffer gate = df_buffer_view(m->hws.attn_gate, 0, (size_t)t * q);
+    df_op_linear(be, qg, a->h, l->q_proj, t, 2 * nh * hd, hid, 0);
+    /* each head's 2*hd outputs are [query | gate] */
+    df_op_copy2d(be, a->q, hd, qg, 2 * hd, t * nh, hd);
+    df_op_copy2d(be, gate, hd, df_buffer_view(qg, (size_t)hd, qg.count - (size_t)hd), 2 * hd, t * nh, hd);
+    df_op_linear(be, a->k, a->h, l->k_proj, t, nkv * hd, hid, 0);
+    df_op_linear(be, a->v, a->h, l->v_proj, t, nkv * hd, hid, 0);
+    df_op_rmsnorm(be, a->q, a->q, l->q_norm, t * nh, hd, eps);
+    df_op_rmsnorm(be, a->k, a->k, l->k_norm, t * nkv, hd, eps);
+    partial_rope(m, a->q, nh, batch, cos_t, sin_t);
+    partial_rope(m, a->k, nkv, batch, cos_t, sin_t);
+    DfBuffer no_lse = {0};
+    no_lse.kind = DF_BUF_F32;
+    df_op_attention(be, a->attn, no_lse, a->q, a->k, a->v, batch, nh, nkv, hd, 1.0f / sqrtf((float)hd));
+    df_sigmoid_gate(host(a->attn), host(gate), (size_t)t * q);
+    df_op_linear(be, a->x, a->attn, l->o_proj, t, hid, nh * hd, 1);
+}
+
+static void gated_deltanet(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
+                           const DfPackedBatch *batch) {
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    const DfLinearAttnConfig *la = &c->linear;
+    DfHybridWorkspace *ws = &m->hws;
+    int t = a->n_rows, hid = c->hidden_size, nv = la->num_value_heads;
+    int value_dim = nv * la->value_head_dim, conv_dim = 2 * la->num_key_heads * la->key_head_dim + value_dim;
+    DfBuffer mixed = df_buffer_view(ws->mixed, 0, (size_t)t * conv_dim);
+    DfBuffer conv = df_buffer_view(ws->conv, 0, (size_t)t * conv_dim);
+    DfBuffer z = df_buffer_view(ws->z, 0, (size_t)t * value_dim);
+    DfBuffer beta = df_buffer_view(ws->beta, 0, (size_t)t * nv), decay = df_buffer_view(ws->decay, 0, (size_t)t * nv);
+    DfBuffer core = df_buffer_view(ws->core, 0, (size_t)t * value_dim);
+    df_op_linear(be, mixed, a->h, l->in_proj_qkv, t, conv_dim, hid, 0);
+    df_op_linear(be, z, a->h, l->in_proj_z, t, value_dim, hid, 0);
+    df_op_linear(be, beta, a->h, l->in_proj_b, t, nv, hid, 0);
+    df_op_linear(be, decay, a->h, l->in_proj_a, t, nv, hid, 0);
+    const int32_t *starts = batch->host_seq_starts;
+    df_causal_conv_silu(host(conv), host(mixed), host(l->conv1d), starts, batch->n_seqs, conv_dim, la->conv_kernel);
+    df_gated_delta_rule(host(core), host(conv), host(beta), host(decay), host(l->a_log), host(l->dt_bias), starts,
+                        batch->n_seqs, la);
+    df_gated_rmsnorm(host(core), host(z), host(l->linear_norm), t * nv, la->value_head_dim, (float)c->rms_norm_eps);
+    df_op_linear(be, a->x, core, l->out_proj, t, hid, value_dim, 1);
+}
+
+void df_hybrid_layer(DfTargetModel *m, int layer, const DfPackedBatch *batch, DfBuffer rope_cos, DfBuffer rope_sin) {
+    const DfModelConfig *c = &m->cfg;
+    const DfTargetLayer *l = &m->layers[layer];
+    DfTargetWorkspace *ws = &m->ws;
+    DfTargetLayerActs a = df_target_layer_acts(c, batch->n_tokens, ws->x, ws->h, ws->q, ws->k, ws->v, ws->attn,
+                                               ws->gate, ws->up);
+    df_op_rmsnorm(m->be, a.h, a.x, l->input_norm, a.n_rows, c->hidden_size, (float)c->rms_norm_eps);
+    if (c->layer_is_linear[layer])
+        gated_deltanet(m, l, &a, batch);
+    else
+        gated_attention(m, l, &a, batch, rope_cos, rope_sin);
+    df_target_layer_mlp(m, l, &a);
+}

@@ -1,0 +1,33 @@
+/* One decoder layer of a hybrid Qwen3.5 / Qwen3.6 target (dense) over a
+ * packed batch, as transformers defines the family:
+ *
+ *   h = rmsnorm(x) (weights stored as 1 + w)
+ *   full_attention (gated):
+ *     [q | gate] per head = h Wq^T; k, v = h Wk^T, h Wv^T; q, k = q_norm, k_norm
+ *     per head; RoPE on the first rotary_dim values of each head (partial);
+ *     x += (attention(q, k, v) * sigmoid(gate)) Wo^T
+ *   linear_attention (Gated DeltaNet, model/gated_deltanet.h):
+ *     qkv = silu(causal_conv(h Wqkv^T)); z = h Wz^T; b = h Wb^T; a = h Wa^T
+ *     o = gated_delta_rule(q, k, v, a, b); x += gated_rmsnorm(o, z) Wout^T
+ *   x += MLP(post_norm(x)) (SwiGLU)
+ *
+ * The DeltaNet pieces run on the host, so the CPU backend is required
+ * (df_target_load refuses a hybrid target on another backend). */
+#ifndef DF_MODEL_HYBRID_LAYER_H
+#define DF_MODEL_HYBRID_LAYER_H
+
+#include "formats/safetensors.h"
+#include "model/target.h"
+
+/* Loads layer i's tensors (model/hybrid_load.c). */
+int df_hybrid_load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError *err);
+
+/* Grows m->hws to hold n_tokens rows (m->ws must hold them too). */
+int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err);
+void df_hybrid_workspace_free(DfBackend *be, DfHybridWorkspace *ws);
+
+/* Runs decoder layer `layer` on the residual stream m->ws.x (first
+ * batch->n_tokens rows); rope tables of rotary_dim/2 columns. */
+void df_hybrid_layer(DfTargetModel *m, int layer, const DfPackedBatch *batch, DfBuffer rope_cos, DfBuffer rope_sin);
+
+#endif
