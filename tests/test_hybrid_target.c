@@ -5,8 +5,7 @@
  * forward against the fixture of tests/fixtures/hybrid (each layer's output
  * and the logits, fp32 relative error < 1e-3), only the needed layers for
  * taps, and a packed batch equal to its sequences run one at a time.
- * Fixtures: tests/ref/hybrid_ref.py (transformers) or its stand-in
- * tests/ref/hybrid_ref_numpy.py. */
+ * Fixtures: tests/ref/hybrid_ref.py (transformers 5.17 on the GPU machine). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,10 +5,8 @@ on its CPU, in fp32 with eager attention).
 
 Usage: hybrid_ref.py [OUT_DIR]   (default tests/fixtures/hybrid)
 
-The committed fixtures may come from hybrid_ref_numpy.py, a numpy stand-in
-for when no machine with transformers was at hand (its docstring says how it
-differs); this script replaces them with transformers' own outputs, and
-tests/test_hybrid_target.c reads either.
+The committed fixtures were made by this script with transformers 5.17 (CPU
+torch on the GPU machine, scripts/gpu_check.sh fixtures).
 
 Writes under OUT_DIR:
   qwen35-random/            config.json + model.safetensors of a
