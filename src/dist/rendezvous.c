@@ -1,9 +1,11 @@
 /* Forming the group and the collectives over the control connections
  * (the heartbeat side is dist/heartbeat.c). */
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -48,6 +50,15 @@ static int fail_group(DfDistGroup *g, DfError *err, const char *fmt, ...) {
 static int transfer_failed(DfDistGroup *g, int r, DfTcpStatus st, const char *what, DfError *err) {
     switch (st) {
     case DF_TCP_CLOSED:
+        /* A rank that closes may have sent the reason first on its heartbeat
+         * connection (rank 0 relaying another rank's failure, a goodbye):
+         * let the monitor read it, so that the message names the cause. */
+        for (double until = df_now_seconds() + 2.0; df_now_seconds() < until;) {
+            if (atomic_load(&g->failed) || atomic_load(&g->hb[r].state) != DF_LINK_LIVE) break;
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        if (atomic_load(&g->failed)) return df_dist_poll_failure(g, err);
         if (atomic_load(&g->hb[r].state) == DF_LINK_DEPARTED)
             return fail_group(g, err, "rank %d left the group (closed normally) while rank %d was in %s", r,
                               g->rank, what);
@@ -255,6 +266,14 @@ static void list_missing(const DfDistGroup *g, char *out, size_t cap) {
         if (g->ctrl[r] < 0 || g->hb[r].fd < 0) n += (size_t)snprintf(out + n, cap - n, "%s%d", n ? ", " : "", r);
 }
 
+/* Rank 0 gives up forming the group: the ranks that joined learn why. */
+static int abort_joined(DfDistGroup *g, DfError *err) {
+    double deadline = df_now_seconds() + 1.0;
+    for (int r = 1; r < g->world; r++)
+        if (g->ctrl[r] >= 0) send_raw(g->ctrl[r], DF_MSG_ABORT, err->msg, strlen(err->msg), deadline, NULL);
+    return -1;
+}
+
 static int form_as_rank0(DfDistGroup *g, const DfDistEnv *env, DfError *err) {
     int lfd = df_tcp_listen(env->master_port, err);
     if (lfd < 0) return df_context(err, "rendezvous (rank 0, MASTER_PORT=%d)", env->master_port);
@@ -275,6 +294,7 @@ static int form_as_rank0(DfDistGroup *g, const DfDistEnv *env, DfError *err) {
         }
         int rc = take_hello(g, fd, deadline, err);
         if (rc < 0) {
+            abort_joined(g, err); /* before closing the listener, whose backlog gets reset */
             close(lfd);
             return -1;
         }
@@ -316,8 +336,16 @@ static int await_answer(int fd, const DfDistEnv *env, uint32_t expected, double 
     return 0;
 }
 
-static int connect_and_hello(const DfDistEnv *env, int channel, double deadline, double timeout_s, DfError *err) {
-    int fd = df_tcp_connect(env->master_addr, env->master_port, deadline, err);
+/* Cancels the second connection's retries once rank 0 has said something
+ * (or closed) on the first: it gave up on the group. */
+static int has_input(void *ctx) {
+    struct pollfd p = {.fd = *(const int *)ctx, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+static int connect_and_hello(const DfDistEnv *env, int channel, double deadline, double timeout_s, int *ctrl,
+                             DfError *err) {
+    int fd = df_tcp_connect(env->master_addr, env->master_port, deadline, ctrl ? has_input : NULL, ctrl, err);
     if (fd < 0) {
         df_context(err, "rendezvous (rank %d) with rank 0", env->rank);
         return -1;
@@ -334,9 +362,16 @@ static int connect_and_hello(const DfDistEnv *env, int channel, double deadline,
 
 static int form_as_peer(DfDistGroup *g, const DfDistEnv *env, DfError *err) {
     double timeout = g->opt.connect_timeout_s, deadline = df_now_seconds() + timeout;
-    g->ctrl[0] = connect_and_hello(env, DF_CHANNEL_CONTROL, deadline, timeout, err);
-    if (g->ctrl[0] >= 0) g->hb[0].fd = connect_and_hello(env, DF_CHANNEL_HEARTBEAT, deadline, timeout, err);
-    if (g->hb[0].fd < 0 || await_answer(g->ctrl[0], env, DF_MSG_WELCOME, deadline, timeout, err)) return -1;
+    g->ctrl[0] = connect_and_hello(env, DF_CHANNEL_CONTROL, deadline, timeout, NULL, err);
+    if (g->ctrl[0] < 0) return -1;
+    g->hb[0].fd = connect_and_hello(env, DF_CHANNEL_HEARTBEAT, deadline, timeout, &g->ctrl[0], err);
+    if (g->hb[0].fd < 0) { /* rank 0 may have given up: its reason comes on the first connection */
+        struct pollfd p = {.fd = g->ctrl[0], .events = POLLIN};
+        if (poll(&p, 1, 2000) <= 0) return -1;
+    }
+    /* the welcome, or rank 0's reason for giving up */
+    if (await_answer(g->ctrl[0], env, DF_MSG_WELCOME, deadline, timeout, err)) return -1;
+    if (g->hb[0].fd < 0) return df_fail(err, "rendezvous (rank %d): welcomed without a heartbeat connection", g->rank);
     atomic_store(&g->hb[0].state, DF_LINK_LIVE);
     return 0;
 }

@@ -132,7 +132,7 @@ static int connect_once(const struct addrinfo *a, double until, int *out_errno) 
     return -1;
 }
 
-int df_tcp_connect(const char *host, int port, double deadline, DfError *err) {
+int df_tcp_connect(const char *host, int port, double deadline, DfTcpCancel cancel, void *ctx, DfError *err) {
     char service[16];
     snprintf(service, sizeof service, "%d", port);
     int last_errno = ETIMEDOUT;
@@ -158,6 +158,7 @@ int df_tcp_connect(const char *host, int port, double deadline, DfError *err) {
         } else {
             last_gai = gai_strerror(rc);
         }
+        if (cancel && cancel(ctx)) return df_fail(err, "connecting to %s port %d: cancelled", host, port);
         if (df_now_seconds() + 0.1 >= deadline) break;
         sleep_seconds(0.1); /* rank 0 may not be listening yet */
     }

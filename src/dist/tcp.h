@@ -31,8 +31,9 @@ int df_tcp_local_port(int fd);
 int df_tcp_accept(int listen_fd, double deadline, DfError *err);
 
 /* Connects to host:port (every address getaddrinfo gives, IPv4 or IPv6),
- * retrying while nobody listens yet, until the deadline. The socket or -1. */
-int df_tcp_connect(const char *host, int port, double deadline, DfError *err);
+ * retrying while nobody listens yet, until the deadline or until cancel (may
+ * be NULL) says stop. The socket or -1. */
+int df_tcp_connect(const char *host, int port, double deadline, DfTcpCancel cancel, void *ctx, DfError *err);
 
 DfTcpStatus df_tcp_send_all(int fd, const void *data, size_t len, double deadline, DfTcpCancel cancel, void *ctx,
                             DfError *err);
