@@ -167,6 +167,8 @@ int df_dist_monitor_start(DfDistGroup *g, DfError *err) {
     for (int r = 0; r < g->world; r++) g->hb[r].last_seen = now;
     int rc = pthread_create(&g->monitor, NULL, monitor_main, g);
     if (rc) {
+        close(g->wake[0]);
+        close(g->wake[1]);
         errno = rc;
         return df_fail_errno(err, "rendezvous: cannot start the heartbeat thread");
     }

@@ -381,6 +381,13 @@ DfDistGroup *df_dist_group_create(const DfDistEnv *env, const DfDistOptions *opt
         df_fail(err, "rendezvous: RANK=%d is not in 0..WORLD_SIZE-1 (WORLD_SIZE=%d)", env->rank, env->world_size);
         return NULL;
     }
+    if (opt && !(opt->connect_timeout_s > 0 && opt->op_timeout_s > 0 && opt->heartbeat_interval_s > 0 &&
+                 opt->heartbeat_timeout_s >= 2 * opt->heartbeat_interval_s)) {
+        df_fail(err, "rendezvous: timeouts must be positive and heartbeat_timeout_s (%g) at least twice "
+                     "heartbeat_interval_s (%g)",
+                opt->heartbeat_timeout_s, opt->heartbeat_interval_s);
+        return NULL;
+    }
     DfDistGroup *g = group_alloc(env, opt);
     if (g->world == 1) return g;
     int rc = g->rank == 0 ? form_as_rank0(g, env, err) : form_as_peer(g, env, err);
