@@ -80,10 +80,10 @@ int df_nccl_load(DfNcclLib *lib, DfError *err) {
                    first.msg, CUDA_LIB64_NCCL, second);
 }
 
-void df_nccl_unload(DfNcclLib *lib) {
-    if (lib->handle) dlclose(lib->handle);
-    memset(lib, 0, sizeof *lib);
-}
+/* The library stays mapped: threads NCCL starts (ncclGetUniqueId's
+ * bootstrap root, a communicator's proxy) may outlive every call into it,
+ * and would crash in unmapped code after a dlclose. */
+void df_nccl_unload(DfNcclLib *lib) { memset(lib, 0, sizeof *lib); }
 
 void df_nccl_version_string(int code, char *buf, size_t cap) {
     int major, minor, patch;

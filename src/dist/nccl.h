@@ -59,6 +59,8 @@ typedef struct DfNcclComm {
 /* Loads NCCL (see above) and resolves every entry point; the error lists
  * each place tried and why it failed. */
 int df_nccl_load(DfNcclLib *lib, DfError *err);
+/* Forgets lib; the library itself stays loaded until the process ends (NCCL's
+ * own threads may still run in it). */
 void df_nccl_unload(DfNcclLib *lib);
 
 /* "2.28.9" from a version code (both the old and the 2.9+ encodings). */
