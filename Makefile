@@ -35,7 +35,7 @@ NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -Xcompiler -Wall,-Wextra
 endif
 
-.PHONY: all test clean demo test-sanitize fuzz fuzz-build
+.PHONY: all test clean demo test-sanitize fuzz fuzz-build nccl-check
 all: dflash
 
 dflash: $(BUILD)/src/cli/main.o $(BUILD)/libdflash.a
@@ -60,6 +60,14 @@ $(BUILD)/tests/test_util.o: tests/test_util.c
 $(BUILD)/tests/%: tests/%.c $(TEST_COMMON) $(BUILD)/libdflash.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -DDF_SOURCE_DIR=\"$(CURDIR)\" -o $@ $< $(TEST_COMMON) $(BUILD)/libdflash.a $(LDLIBS) -lcmocka
+
+# tools/nccl_check: two or more processes joined by the RANK/WORLD_SIZE/...
+# rendezvous check NCCL collectives on GPUs and print the bus bandwidth.
+nccl-check: $(BUILD)/tools/nccl_check
+$(BUILD)/tools/nccl_check: tools/nccl_check.c $(BUILD)/libdflash.a
+	@test -n "$(CUDA_OBJ)" || { echo "make nccl-check needs CUDA (no nvcc found)" >&2; exit 1; }
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(BUILD)/libdflash.a $(LDLIBS)
 
 test: dflash $(TEST_BIN)
 	bash scripts/fetch_test_tokenizers.sh

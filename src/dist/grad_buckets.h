@@ -1,0 +1,45 @@
+/* Buckets for gradient reduction: the drafter's gradients are one flat fp32
+ * buffer (model/drafter_layout.h) in forward order, and backward finishes
+ * them roughly in reverse (the last norm first, fc last). Cutting the buffer
+ * into buckets of about N MiB from its end toward its start lets a bucket's
+ * reduction start as soon as backward has finished every parameter in it,
+ * overlapping the rest of backward.
+ *
+ * Bucket edges fall on parameter edges; a parameter larger than the bucket
+ * size is cut into equal pieces of at most the bucket size (it is finished
+ * all at once, but moderate messages keep NCCL's pipelining going). Each
+ * bucket is a contiguous range of the flat buffer. */
+#ifndef DF_DIST_GRAD_BUCKETS_H
+#define DF_DIST_GRAD_BUCKETS_H
+
+#include <stddef.h>
+
+#include "base/error.h"
+#include "model/drafter_layout.h"
+
+typedef struct DfGradBucket {
+    size_t offset, count;   /* elements [offset, offset + count) of the flat buffer */
+    int param_lo, param_hi; /* the parameters it holds (whole or a piece), layout indices lo..hi */
+} DfGradBucket;
+
+typedef struct DfGradBuckets {
+    DfGradBucket *buckets; /* in reduction order: descending offsets */
+    int n;
+    size_t total; /* elements of the flat buffer */
+} DfGradBuckets;
+
+/* Plans buckets of at most max_elems elements over n_params parameters that
+ * lie back to back in [0, total) (offsets[i+1] = offsets[i] + counts[i]). */
+int df_grad_buckets_plan(DfGradBuckets *plan, const size_t *offsets, const size_t *counts, int n_params, size_t total,
+                         size_t max_elems, DfError *err);
+
+/* The drafter's layout with buckets of bucket_mib MiB of fp32. */
+int df_grad_buckets_from_layout(DfGradBuckets *plan, const DfDrafterLayout *layout, double bucket_mib, DfError *err);
+
+/* How many leading buckets are complete once backward has finished every
+ * parameter with index >= first_done (n_params when none is done yet). */
+int df_grad_buckets_ready(const DfGradBuckets *plan, int first_done);
+
+void df_grad_buckets_free(DfGradBuckets *plan);
+
+#endif
