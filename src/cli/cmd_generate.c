@@ -251,8 +251,8 @@ static int stream_records(Writer *w, int capacity, DfError *err) {
         if (rc == 0 || !w->need_capacity) return rc;
         int grown = capacity + capacity / 2;
         capacity = w->need_capacity > grown ? w->need_capacity : grown;
-        fprintf(stderr, "\ngenerate: %s; the records after %d rerun with %d-token slots\n", err->msg, w->first + w->next,
-                capacity);
+        fprintf(stderr, "\ngenerate: %s; records %d and on rerun with %d-token slots\n", err->msg,
+                w->first + w->next + 1, capacity);
         for (int i = w->next; i < w->n; i++) record_state_reset(&w->records[i]);
     }
 }
