@@ -71,6 +71,7 @@ int df_is_eos(const DfGenerateOptions *opt, int32_t id) {
 /* One cache slot of the stream: the record it serves, if any. */
 typedef struct Slot {
     int record;    /* -1: free */
+    int loaded;    /* its current prompt is in `prompt` (a continuing record's is not yet) */
     int prefilled; /* its prompt has run */
     DfI32Vec prompt, out;
     DfRng rng;
@@ -87,22 +88,34 @@ typedef struct Stream {
     DfSampler sampler;
 } Stream;
 
-/* Gives free slots the next records; returns -1 on a source error. */
+/* The slot's record's next prompt from source, into an empty cache row. */
+static int load_prompt(Stream *st, int s, DfGenerateSource source, void *ctx, DfError *err) {
+    Slot *sl = &st->slots[s];
+    sl->prompt.len = 0;
+    sl->out.len = 0;
+    if (source(ctx, sl->record, &sl->prompt, err)) return -1;
+    if (sl->prompt.len == 0) return df_fail(err, "generate: record %d has an empty prompt", sl->record + 1);
+    if ((long)sl->prompt.len + st->opt->max_new_tokens > st->d->cache.capacity)
+        return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
+                       sl->record + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
+    sl->loaded = 1;
+    sl->prefilled = 0;
+    st->d->cache.lens[s] = 0;
+    return 0;
+}
+
+/* Gives free slots the next records and continuing records their next
+ * prompt; returns -1 on a source error. */
 static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource source, void *ctx, DfError *err) {
-    for (int s = 0; s < st->n_slots && *next < n_records; s++) {
+    for (int s = 0; s < st->n_slots; s++) {
         Slot *sl = &st->slots[s];
-        if (sl->record >= 0) continue;
-        sl->prompt.len = 0;
-        sl->out.len = 0;
-        if (source(ctx, *next, &sl->prompt, err)) return -1;
-        if (sl->prompt.len == 0) return df_fail(err, "generate: record %d has an empty prompt", *next + 1);
-        if ((long)sl->prompt.len + st->opt->max_new_tokens > st->d->cache.capacity)
-            return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
-                           *next + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
-        sl->record = (*next)++;
-        sl->prefilled = 0;
-        sl->rng = df_sampler_rng(st->opt->seed, st->opt->record_offset + (uint64_t)sl->record);
-        st->d->cache.lens[s] = 0;
+        if (sl->record < 0) {
+            if (*next >= n_records) continue;
+            sl->record = (*next)++;
+            sl->loaded = 0;
+            sl->rng = df_sampler_rng(st->opt->seed, st->opt->record_offset + (uint64_t)sl->record);
+        }
+        if (!sl->loaded && load_prompt(st, s, source, ctx, err)) return -1;
     }
     return 0;
 }
@@ -166,8 +179,10 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
             Slot *sl = &st.slots[st.slot_of_row[r]];
             int32_t tok = df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
             if (!take_token(&st, sl, tok)) continue;
-            if (sink(ctx, sl->record, &sl->out, err)) goto done;
-            sl->record = -1;
+            int more = sink(ctx, sl->record, &sl->out, err);
+            if (more < 0) goto done;
+            if (more) sl->loaded = 0; /* its next turn: a new prompt in the same slot */
+            else sl->record = -1;
         }
     }
     rc = 0;
