@@ -102,7 +102,7 @@ static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource sou
         sl->record = (*next)++;
         sl->prefilled = 0;
         sl->rng = df_sampler_rng(st->opt->seed, st->opt->record_offset + (uint64_t)sl->record);
-        st->d->cache.lens[s] = 0;
+        df_target_decoder_reset_slot(st->d, s);
     }
     return 0;
 }
