@@ -6,6 +6,7 @@
  * window proposes from only the last W rows (placed at positions 0..W-1).
  * The same unwindowed drafter given all S rows must differ (the window
  * matters), and with S <= W the window must change nothing. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "test_util.h"
 
 #include "infer/drafter_infer.h"
+#include "model/drafter.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
 
@@ -112,10 +114,30 @@ static void test_mixed_layers_and_short_context(void **state) {
     teardown_drafter(&s);
 }
 
+/* The cost model's block-attention term with windows (spec section 8: a
+ * block sees min(anchor, W) context rows): S = 1000 uniform anchors, W = 250
+ * gives a mean of (1000*250 - 250^2/2) / 1000 = 218.75 rows instead of 500. */
+static void test_flops_with_window(void **state) {
+    (void)state;
+    Setup s;
+    setup_drafter(&s);
+    DfError err = {{0}};
+    DfDrafterConfig wide = s.cfg, narrow = s.cfg;
+    assert_int_equal(df_drafter_set_sliding(&wide, 1000, "all", &err), 0);
+    assert_int_equal(df_drafter_set_sliding(&narrow, 250, "0", &err), 0);
+    double full = df_drafter_forward_flops(&s.cfg, 1000, 64);
+    assert_true(df_drafter_forward_flops(&wide, 1000, 64) == full);
+    double qd = (double)s.cfg.num_heads * s.cfg.head_dim, saved = 4.0 * B * (500 - 218.75) * qd * 64;
+    double got = df_drafter_forward_flops(&narrow, 1000, 64);
+    if (!(fabs(full - got - saved) < 1e-9 * full)) fail_msg("flops: %.17g saved, expected %.17g", full - got, saved);
+    teardown_drafter(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_is_the_last_rows),
         cmocka_unit_test(test_mixed_layers_and_short_context),
+        cmocka_unit_test(test_flops_with_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

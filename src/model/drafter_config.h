@@ -29,7 +29,11 @@ typedef struct DfDrafterConfig {
     double gamma;          /* loss decay (spec section 4); training only, not exported */
     /* Sliding-window layers (config.json "layer_types": "sliding_attention"
      * with "sliding_window"): in such a layer a block sees only the last
-     * sliding_window context positions before its anchor, plus its own block. */
+     * sliding_window context positions before its anchor, plus its own block
+     * (bidirectionally). Note: z-lab's current dflash/model.py makes a
+     * sliding layer causal by default, each block row r seeing the keys in
+     * (anchor + r - W, anchor + r]; a drafter trained that way loads here but
+     * drafts with this mask instead. */
     int sliding_window;                          /* > 0 when any layer slides */
     unsigned char sliding[DF_MAX_DRAFT_LAYERS];  /* [num_layers]: 1 = sliding_attention */
 } DfDrafterConfig;
