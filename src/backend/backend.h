@@ -88,7 +88,9 @@ typedef struct DfPackedBatch {
  * block rows (one per query row). Block j of sequence s sees context rows
  * ctx_starts[s] .. ctx_starts[s] + anchors[j] - 1 (positions < its anchor)
  * and the B rows of its own block, nothing else. Sequence s owns blocks
- * block_starts[s] .. block_starts[s+1]-1. */
+ * block_starts[s] .. block_starts[s+1]-1. A sliding-window layer (window
+ * W > 0 in DfBlockAttnArgs) sees only the last W of those context rows:
+ * ctx_starts[s] + max(0, anchors[j] - W) .. ctx_starts[s] + anchors[j] - 1. */
 typedef struct DfBlockAttnLayout {
     int n_seqs, n_blocks, block_size;
     int n_ctx_rows;                   /* context rows of all sequences */
@@ -107,6 +109,7 @@ typedef struct DfBlockAttnArgs {
     DfBuffer q, k_ctx, v_ctx, k_blk, v_blk, out, lse;
     int heads, kv_heads, head_dim;
     float scale;
+    int window; /* sliding window over the context rows; 0 = unlimited */
 } DfBlockAttnArgs;
 
 /* Gradients of a block attention: d_out in; dq written; dk_*, dv_* added to. */

@@ -141,11 +141,37 @@ done:
     return rc;
 }
 
-static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb) {
+/* The sliding-window view of a one-sequence block step: the slot's cache
+ * rows len - window .. len + n - 1 as slot 0 of a one-slot cache of window + n
+ * rows holding `window` cached rows, so that the unchanged kv_attention op
+ * sees only the window's context (the positions for rope stay those of kb). */
+static int window_batch(DfDrafterRunner *r, DfKvBatch *wkb, size_t *first_row, int slot, int n, DfError *err) {
+    int window = r->cfg.sliding_window, len = r->ctx.lens[slot];
+    int32_t s0 = 0, starts[2] = {0, n};
+    *first_row = (size_t)slot * r->ctx.capacity + (size_t)(len - window);
+    return df_kv_batch_init(wkb, r->be, 1, &s0, &window, starts, 1, window + n, err);
+}
+
+/* kv_attention of one layer; wkb (windowed view, or NULL) for a sliding layer. */
+static void block_attention(DfDrafterRunner *r, int layer, DfBuffer attn, DfBuffer q, const DfKvBatch *kb,
+                            const DfKvBatch *wkb, size_t first_row) {
+    const DfDrafterConfig *c = &r->cfg;
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    DfBuffer kc = r->ctx.k[layer], vc = r->ctx.v[layer];
+    if (wkb && df_drafter_layer_window(c, layer)) {
+        size_t off = first_row * nkv * hd, count = (size_t)wkb->slot_capacity * nkv * hd;
+        kc = df_buffer_view(kc, off, count);
+        vc = df_buffer_view(vc, off, count);
+        kb = wkb;
+    }
+    df_op_kv_attention(r->be, attn, q, kc, vc, kb, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0);
+}
+
+static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb, const DfKvBatch *wkb, size_t first_row) {
     const DfDrafterConfig *c = &r->cfg;
     const DfDrafterLayerIndex *li = &r->layout.layers[layer];
     DfBackend *be = r->be;
-    int t = kb->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    int t = kb->n_rows, hid = c->hidden_size, nh = c->num_heads, hd = c->head_dim;
     int inter = c->intermediate_size;
     float eps = (float)c->rms_norm_eps;
     DfBuffer x = df_buffer_view(r->x, 0, (size_t)t * hid), h = df_buffer_view(r->h, 0, (size_t)t * hid);
@@ -157,7 +183,7 @@ static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb) {
     df_op_rmsnorm(be, q, q, param(r, li->q_norm), t * nh, hd, eps);
     df_op_rope(be, q, kb->positions, r->rope_cos, r->rope_sin, t, nh, hd);
     write_kv(r, layer, h, kb);
-    df_op_kv_attention(be, attn, q, r->ctx.k[layer], r->ctx.v[layer], kb, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0);
+    block_attention(r, layer, attn, q, kb, wkb, first_row);
     df_op_linear(be, x, attn, param(r, li->o_proj), t, hid, nh * hd, 1);
 
     df_op_rmsnorm(be, h, x, param(r, li->post_attention_layernorm), t, hid, eps);
@@ -174,15 +200,20 @@ int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int blo
     for (int i = 0; i < b; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return df_fail(err, "drafter: block token %d is outside the vocabulary [0, %d)", (int)ids[i], vocab);
-    DfKvBatch kb;
+    DfKvBatch kb, wkb;
+    memset(&wkb, 0, sizeof wkb);
     if (ensure_workspace(r, b, err) || ensure_logits(r, b, err) || one_seq_batch(r, &kb, slot, b, err))
         return df_context(err, "drafter block");
+    /* sliding layers need a window view only once the context outgrows the window */
+    int windowed = c->sliding_window > 0 && r->ctx.lens[slot] > c->sliding_window;
+    size_t first_row = 0;
     int rc = -1;
+    if (windowed && window_batch(r, &wkb, &first_row, slot, b, err)) goto done;
     DfBuffer x = df_buffer_view(r->x, 0, (size_t)b * hid), h = df_buffer_view(r->h, 0, (size_t)b * hid);
     DfBuffer logits = df_buffer_view(r->logits, 0, (size_t)b * vocab);
     if (r->be->ops->upload_i32(r->be, df_buffer_view(r->ids, 0, (size_t)b), ids, err)) goto done;
     df_op_embedding(r->be, x, r->embed, df_buffer_view(r->ids, 0, (size_t)b), b, hid);
-    for (int l = 0; l < c->num_layers; l++) block_layer(r, l, &kb);
+    for (int l = 0; l < c->num_layers; l++) block_layer(r, l, &kb, windowed ? &wkb : NULL, first_row);
     df_op_rmsnorm(r->be, h, x, param(r, r->layout.norm), b, hid, (float)c->rms_norm_eps);
     df_op_linear(r->be, logits, h, r->lm_head, b, vocab, hid, 0);
     if (r->be->ops->sync(r->be, err) || r->be->ops->download_f32(r->be, r->host_logits, logits, err)) goto done;
@@ -190,6 +221,7 @@ int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int blo
     rc = 0; /* the slot's length is unchanged: the block rows are scratch */
 done:
     df_kv_batch_free(&kb, r->be);
+    if (windowed) df_kv_batch_free(&wkb, r->be);
     return rc;
 }
 

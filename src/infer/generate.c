@@ -100,7 +100,7 @@ static int load_prompt(Stream *st, int s, DfGenerateSource source, void *ctx, Df
                        sl->record + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
     sl->loaded = 1;
     sl->prefilled = 0;
-    st->d->cache.lens[s] = 0;
+    df_target_decoder_reset_slot(st->d, s);
     return 0;
 }
 

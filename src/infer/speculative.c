@@ -35,7 +35,9 @@ int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, i
     res->tokens.len = 0;
     res->accepted.len = 0;
     res->target_passes = 0;
-    if (check_setup(target, drafter, slot, n_prompt, opt, err)) return -1;
+    if (check_setup(target, drafter, slot, n_prompt, opt, err) ||
+        df_target_decoder_enable_rollback(target, opt->block_size, err))
+        return -1;
     if (opt->max_new_tokens <= 0) return 0;
     int b = opt->block_size, nf = target->n_taps * target->model->cfg.hidden_size;
     size_t feat_rows = (size_t)(n_prompt > b ? n_prompt : b);
@@ -43,7 +45,7 @@ int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, i
     int32_t *block = df_xmalloc((size_t)b * sizeof *block, "block"), *draft = df_xmalloc((size_t)b * sizeof *draft, "draft");
     int32_t *verify = df_xmalloc((size_t)b * sizeof *verify, "verify");
     int32_t s = slot, tok, rc = -1;
-    target->cache.lens[slot] = 0;
+    df_target_decoder_reset_slot(target, slot);
     drafter->ctx.lens[slot] = 0;
 
     /* prefill: the first token, and the prompt's features as the context */
@@ -72,8 +74,8 @@ int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, i
         if (!finished) finished = commit(opt, res, tok);
         if (finished) break;
         /* keep t and the n accepted drafts; the bonus is the next block's first token */
-        df_kv_cache_truncate(&target->cache, slot, start + n + 1);
-        if (df_drafter_append_context(drafter, slot, features, n + 1, err)) goto done;
+        if (df_target_decoder_rollback(target, slot, start + n + 1, err) ||
+            df_drafter_append_context(drafter, slot, features, n + 1, err)) goto done;
     }
     rc = 0;
 done:

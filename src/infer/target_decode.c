@@ -3,6 +3,7 @@
  * queries attend to everything their slot holds. */
 #include "infer/target_decode.h"
 
+#include "model/hybrid_layer.h"
 #include "model/target_layer.h"
 
 #include <math.h>
@@ -59,12 +60,14 @@ static int ensure_logits(DfTargetDecoder *d, int rows, DfError *err) {
     return 0;
 }
 
+/* Over the rotated part of a head: all of it, or a hybrid target's rotary_dim. */
 static int build_rope_tables(DfTargetDecoder *d, int n_pos, DfError *err) {
     const DfModelConfig *c = &d->model->cfg;
     DfBackend *be = d->model->be;
-    size_t n = (size_t)n_pos * (c->head_dim / 2);
+    int dim = c->is_hybrid ? c->rotary_dim : c->head_dim;
+    size_t n = (size_t)n_pos * (dim / 2);
     float *cs = df_xmalloc(n * sizeof *cs, "rope cos"), *sn = df_xmalloc(n * sizeof *sn, "rope sin");
-    df_rope_tables(&c->rope, c->head_dim, n_pos, cs, sn);
+    df_rope_tables(&c->rope, dim, n_pos, cs, sn);
     int rc = df_buffer_alloc(be, &d->rope_cos, DF_BUF_F32, n, err) || be->ops->upload_f32(be, d->rope_cos, cs, err) ||
              df_buffer_alloc(be, &d->rope_sin, DF_BUF_F32, n, err) || be->ops->upload_f32(be, d->rope_sin, sn, err);
     free(cs);
@@ -76,9 +79,6 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
                            int n_taps, DfError *err) {
     memset(d, 0, sizeof *d);
     const DfModelConfig *c = &m->cfg;
-    if (c->is_hybrid)
-        return df_fail(err, "target decoder: %s is a hybrid (linear attention) target: generate and eval do not "
-                            "support it yet", c->architecture_name);
     if (!m->has_head || m->n_layers_loaded != c->num_layers)
         return df_fail(err, "target decoder: the model must be loaded with all %d layers and the lm head",
                        c->num_layers);
@@ -90,7 +90,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
     d->n_taps = n_taps;
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
     if (df_kv_cache_init(&d->cache, m->be, c->num_layers, n_slots, slot_capacity, c->num_kv_heads * c->head_dim, err) ||
-        build_rope_tables(d, slot_capacity, err)) {
+        build_rope_tables(d, slot_capacity, err) || (c->is_hybrid && df_hybrid_state_init(&d->hybrid, c, n_slots, err))) {
         df_target_decoder_free(d);
         return -1;
     }
@@ -104,6 +104,7 @@ void df_target_decoder_free(DfTargetDecoder *d) {
     df_kv_cache_free(&d->cache, d->model->be);
     df_buffer_free(d->model->be, &d->rope_cos);
     df_buffer_free(d->model->be, &d->rope_sin);
+    df_hybrid_state_free(&d->hybrid);
     free(d->host_logits);
     memset(d, 0, sizeof *d);
 }
@@ -115,10 +116,74 @@ int32_t df_argmax_f32(const float *x, int n) {
     return best;
 }
 
+void df_target_decoder_reset_slot(DfTargetDecoder *d, int slot) {
+    if (slot < 0 || slot >= d->cache.n_slots) return;
+    d->cache.lens[slot] = 0;
+    if (d->model->cfg.is_hybrid) df_hybrid_state_reset(&d->hybrid, slot);
+}
+
+int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err) {
+    return d->model->cfg.is_hybrid ? df_hybrid_state_set_record_rows(&d->hybrid, rows, err) : 0;
+}
+
+int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *err) {
+    if (slot < 0 || slot >= d->cache.n_slots || len < 0 || len > d->cache.lens[slot])
+        return df_fail(err, "target decoder: cannot roll slot %d back to %d tokens", slot, len);
+    if (d->model->cfg.is_hybrid &&
+        df_hybrid_state_rollback(&d->hybrid, d->model->layers, &d->model->cfg.linear, slot, len, err))
+        return -1;
+    df_kv_cache_truncate(&d->cache, slot, len);
+    return 0;
+}
+
+/* A Gated DeltaNet layer: projections for all new rows, then each
+ * sequence's convolution and recurrence from its slot's state. */
+static void deltanet_layer(DfTargetDecoder *d, int layer, const DfTargetLayerActs *a, const DfKvBatch *kb) {
+    DfTargetModel *m = d->model;
+    const DfLinearAttnConfig *la = &m->cfg.linear;
+    DfHybridWorkspace *ws = &m->hws;
+    int nv = la->num_value_heads, vd = nv * la->value_head_dim, cd = d->hybrid.conv_dim;
+    df_hybrid_deltanet_in(m, &m->layers[layer], a);
+    float *mixed = df_hybrid_host(ws->mixed), *conv = df_hybrid_host(ws->conv), *core = df_hybrid_host(ws->core);
+    float *b = df_hybrid_host(ws->beta), *dec = df_hybrid_host(ws->decay);
+    for (int i = 0; i < kb->n_seqs; i++) {
+        size_t r0 = (size_t)kb->host_row_starts[i];
+        int n = kb->host_row_starts[i + 1] - (int)r0;
+        df_hybrid_state_run(&d->hybrid, &m->layers[layer], la, layer, kb->host_slots[i], mixed + r0 * cd, b + r0 * nv,
+                            dec + r0 * nv, conv + r0 * cd, core + r0 * vd, n);
+    }
+    df_hybrid_deltanet_out(m, &m->layers[layer], a);
+}
+
+/* A hybrid target's layer: DeltaNet with the recurrent state, or gated attention with the KV cache. */
+static void hybrid_decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
+    DfTargetModel *m = d->model;
+    const DfTargetLayer *l = &m->layers[layer];
+    const DfModelConfig *c = &m->cfg;
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
+    df_op_rmsnorm(m->be, a.h, a.x, l->input_norm, a.n_rows, c->hidden_size, (float)c->rms_norm_eps);
+    if (c->layer_is_linear[layer]) {
+        deltanet_layer(d, layer, &a, kb);
+    } else {
+        df_hybrid_attention_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
+        df_op_kv_cache_write(m->be, d->cache.k[layer], a.k, kb, nkv * hd);
+        df_op_kv_cache_write(m->be, d->cache.v[layer], a.v, kb, nkv * hd);
+        df_op_kv_attention(m->be, a.attn, a.q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd,
+                           1.0f / sqrtf((float)hd), 1);
+        df_hybrid_attention_out(m, l, &a);
+    }
+    df_target_layer_mlp(m, l, &a);
+}
+
 static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
     DfTargetModel *m = d->model;
     const DfTargetLayer *l = &m->layers[layer];
     const DfModelConfig *c = &m->cfg;
+    if (c->is_hybrid) {
+        hybrid_decoder_layer(d, layer, kb);
+        return;
+    }
     int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
     DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
     df_target_layer_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
@@ -196,8 +261,13 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
     rc = -1;
     int logit_rows = step->logits_rows == DF_LOGITS_ALL ? t : step->logits_rows == DF_LOGITS_LAST ? n_seqs : 0;
     if (ensure_workspace(d, t, err) || (logit_rows && ensure_logits(d, logit_rows, err)) ||
+        (c->is_hybrid && df_hybrid_workspace_ensure(m, t, err)) ||
         be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
         goto done;
+    if (c->is_hybrid)
+        for (int i = 0; i < n_seqs; i++)
+            df_hybrid_state_begin_step(&d->hybrid, step->slots[i], kb.host_cache_lens[i],
+                                       step->row_starts[i + 1] - step->row_starts[i]);
     DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
     df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
     for (int l = 0; l < c->num_layers; l++) {

@@ -5,12 +5,21 @@
  * attending to the cached keys and causally among themselves, appends their
  * K/V to the cache, and returns logits (every new row or each sequence's
  * last), their argmax, and the tap features of the new rows (the outputs of
- * decoder layers `taps`, transformers' hidden_states[l + 1]). */
+ * decoder layers `taps`, transformers' hidden_states[l + 1]).
+ *
+ * A hybrid target (Gated DeltaNet + gated attention, CPU backend) keeps, per
+ * slot, the recurrent state of its linear layers (infer/hybrid_state.h)
+ * next to the KV cache of its attention layers (the cache has a slot for
+ * every layer; those of linear layers stay unused). Slots are started with
+ * df_target_decoder_reset_slot and shortened with df_target_decoder_rollback,
+ * which for a hybrid needs the step to undo to have been recorded
+ * (df_target_decoder_enable_rollback). */
 #ifndef DF_INFER_TARGET_DECODE_H
 #define DF_INFER_TARGET_DECODE_H
 
 #include <stdint.h>
 
+#include "infer/hybrid_state.h"
 #include "infer/kv_cache.h"
 #include "model/drafter_config.h"
 #include "model/target.h"
@@ -31,6 +40,7 @@ typedef struct DfTargetDecoder {
     DfBuffer rope_cos, rope_sin; /* F32 [cache.capacity, head_dim/2] */
     float *host_logits;          /* scratch when argmax is asked without logits */
     size_t host_logits_cap;
+    DfHybridState hybrid;        /* hybrid targets only */
 } DfTargetDecoder;
 
 /* n_slots sequences of up to slot_capacity tokens each (prompt + generated
@@ -52,6 +62,18 @@ typedef struct DfDecodeStep {
 
 /* Runs one step; the cache length of each slot grows by its new tokens. */
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err);
+
+/* Empties slot for a new sequence (cache length 0, zero recurrent state). */
+void df_target_decoder_reset_slot(DfTargetDecoder *d, int slot);
+
+/* Lets steps of up to `rows` new tokens per sequence be rolled back (a
+ * hybrid target keeps what a rollback needs for them; a no-op otherwise). */
+int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err);
+
+/* Keeps the first len tokens of slot: any len <= its length for a dense
+ * target; for a hybrid, len must lie within the slot's last step, which must
+ * have been at most the enabled rollback rows (speculative verification). */
+int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *err);
 
 /* Index of the first maximum of x[0..n-1] (torch.argmax's choice on ties). */
 int32_t df_argmax_f32(const float *x, int n);
