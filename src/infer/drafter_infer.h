@@ -28,7 +28,10 @@ typedef struct DfDrafterRunner {
     int ws_rows;
     DfBuffer ids, feat, x, h, q, k, v, attn, gate, up, logits;
     DfBuffer rope_cos, rope_sin; /* F32 [ctx.capacity, head_dim/2] */
-    float *host_logits;        /* [block_size, V]: the logits of the last proposal */
+    DfBuffer argmax;           /* I32 [block rows]: the proposal, chosen on the backend */
+    DfKvBatch kb;              /* step layout, its storage reused by every call */
+    int logits_rows;           /* rows of the last proposal's logits (0: none yet) */
+    float *host_logits;        /* [logits rows, V]: filled by df_drafter_logits */
 } DfDrafterRunner;
 
 /* params: host fp32 in the layout df_drafter_layout_build gives for cfg.
@@ -47,6 +50,11 @@ int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *feature
  * receives the drafter's prediction at block position k (1.. are the draft). */
 int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int block_size, int32_t *argmax,
                        DfError *err);
+
+/* The logits [block_size, V] of the last proposal, downloaded into
+ * r->host_logits (a proposal itself downloads only its argmax); NULL with a
+ * message on failure or before any proposal. */
+const float *df_drafter_logits(DfDrafterRunner *r, DfError *err);
 
 /* A drafter directory's config against the target it will serve: equal
  * hidden size, heads, kv heads, head_dim and vocabulary, and taps inside the

@@ -29,8 +29,9 @@ typedef struct DfTargetDecoder {
     int ws_rows; /* rows the workspace holds */
     DfBuffer ids, x, h, q, k, v, attn, gate, up, last, logits, features;
     DfBuffer rope_cos, rope_sin; /* F32 [cache.capacity, head_dim/2] */
-    float *host_logits;          /* scratch when argmax is asked without logits */
-    size_t host_logits_cap;
+    DfBuffer argmax;             /* I32 [logits rows]: greedy choices made on the backend */
+    DfKvBatch kb;                /* the step layout, its storage reused by every step */
+    int32_t *step_lens;          /* [cache.n_slots]: cache lengths of a step's sequences */
 } DfTargetDecoder;
 
 /* n_slots sequences of up to slot_capacity tokens each (prompt + generated
@@ -46,7 +47,8 @@ typedef struct DfDecodeStep {
     const int32_t *row_starts; /* [n_seqs + 1] */
     DfLogitsRows logits_rows;
     float *logits;    /* host [rows, V] or NULL; rows = new tokens (ALL) or n_seqs (LAST) */
-    int32_t *argmax;  /* host [rows] or NULL: first maximum of each logits row */
+    int32_t *argmax;  /* host [rows] or NULL: first maximum of each logits row (found on the
+                         backend when logits is NULL: only the ids are downloaded) */
     float *features;  /* host [new tokens, n_taps * H] or NULL */
 } DfDecodeStep;
 

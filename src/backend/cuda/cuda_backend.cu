@@ -249,6 +249,7 @@ static const DfBackendOps CUDA_OPS = {
     .kv_attention = df_cuda_kv_attention,
     .sum_squares = df_cuda_sum_squares,
     .adamw_step = df_cuda_adamw_step,
+    .argmax_rows = df_cuda_argmax_rows,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {

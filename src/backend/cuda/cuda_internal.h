@@ -143,6 +143,7 @@ void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int l
 void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
 void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                           const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+void df_cuda_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
 
 /* training ops: cuda_matmul.cu, cuda_elementwise.cu (rope_backward),
  * cuda_backward.cu, cuda_lm_head_ce.cu */
