@@ -36,6 +36,14 @@ typedef struct DfCudaState {
     float *staging; /* fp32 staging for ACT uploads/downloads */
     size_t staging_count;
 
+    /* Pinned host staging for small int32 uploads (a step's layout and token
+     * ids): the copy is queued and upload_i32 returns without waiting. Used
+     * front to back; when full, wait for the last copy out of it (pinned_done)
+     * and start again; sync empties it too. */
+    char *pinned;
+    size_t pinned_bytes, pinned_used;
+    cudaEvent_t pinned_done;
+
     DfCudaDeviceError *dev_error; /* device memory */
 
     int failed; /* a host-side failure (launch, cuBLASLt) since the last sync */
