@@ -342,7 +342,7 @@ static int check_near_ties(DfTargetModel *cpu, const char *what, const int32_t *
     memcpy(ids, prompt, (size_t)np * sizeof *ids);
     memcpy(ids + np, out, (size_t)n_out * sizeof *ids);
     float *logits = malloc((size_t)n * vocab * sizeof *logits);
-    DfDecodeStep step = {1, &slot, ids, starts, DF_LOGITS_ALL, logits, NULL, NULL};
+    DfDecodeStep step = {1, &slot, ids, starts, DF_LOGITS_ALL, logits, NULL, NULL, 0};
     if (df_target_decode(&d, &step, &err)) fail_msg("%s", err.msg);
     for (int j = 0; j < n_out + stopped; j++) {
         const float *row = logits + (size_t)(np - 1 + j) * vocab;

@@ -131,9 +131,20 @@ int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *feature
     if (n <= 0) return 0;
     const DfDrafterConfig *c = &r->cfg;
     int hid = c->hidden_size, nf = c->n_taps * hid;
-    if (ensure_workspace(r, n, err) || one_seq_batch(r, slot, n, err)) return df_context(err, "drafter context");
-    DfBuffer feat = df_buffer_view(r->feat, 0, (size_t)n * nf), ctx = df_buffer_view(r->x, 0, (size_t)n * hid);
+    if (ensure_workspace(r, n, err)) return df_context(err, "drafter context");
+    DfBuffer feat = df_buffer_view(r->feat, 0, (size_t)n * nf);
     if (r->be->ops->upload_f32(r->be, feat, features, err)) return -1;
+    return df_drafter_append_context_buffer(r, slot, feat, n, err);
+}
+
+int df_drafter_append_context_buffer(DfDrafterRunner *r, int slot, DfBuffer features, int n, DfError *err) {
+    if (n <= 0) return 0;
+    const DfDrafterConfig *c = &r->cfg;
+    int hid = c->hidden_size, nf = c->n_taps * hid;
+    if (features.kind != DF_BUF_ACT || features.count < (size_t)n * nf)
+        return df_fail(err, "drafter context: %zu feature values for %d rows of %d", features.count, n, nf);
+    if (ensure_workspace(r, n, err) || one_seq_batch(r, slot, n, err)) return df_context(err, "drafter context");
+    DfBuffer feat = df_buffer_view(features, 0, (size_t)n * nf), ctx = df_buffer_view(r->x, 0, (size_t)n * hid);
     df_op_linear(r->be, ctx, feat, param(r, r->layout.fc), n, hid, nf, 0);
     df_op_rmsnorm(r->be, ctx, ctx, param(r, r->layout.hidden_norm), n, hid, (float)c->rms_norm_eps);
     for (int l = 0; l < c->num_layers; l++) write_kv(r, l, ctx, &r->kb);

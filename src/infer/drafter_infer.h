@@ -44,6 +44,10 @@ void df_drafter_runner_free(DfDrafterRunner *r);
 /* Appends n committed context rows (features [n, n_taps * H], host fp32) to
  * slot, at positions continuing from its length. */
 int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *features, int n, DfError *err);
+/* The same from features already on the runner's backend (ACT [n, n_taps *
+ * H], e.g. df_target_features of the target decoder's last step): no
+ * round trip through the host. */
+int df_drafter_append_context_buffer(DfDrafterRunner *r, int slot, DfBuffer features, int n, DfError *err);
 
 /* One block of block_size tokens (ids[0] the last committed token, the rest
  * the mask token) at positions len .. len+block_size-1 of slot; argmax[k]

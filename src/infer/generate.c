@@ -164,7 +164,7 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
         int rows = build_step(&st);
         if (rows == 0) break;
         DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits,
-                             greedy ? st.chosen : NULL, NULL};
+                             greedy ? st.chosen : NULL, NULL, 0};
         if (df_target_decode(d, &step, err)) goto done;
         n_steps++;
         for (int r = 0; r < rows; r++) {

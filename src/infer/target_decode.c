@@ -211,7 +211,7 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
     df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
     for (int l = 0; l < c->num_layers; l++) {
         decoder_layer(d, l, kb);
-        for (int j = 0; j < d->n_taps && step->features; j++)
+        for (int j = 0; j < d->n_taps && (step->features || step->keep_features); j++)
             if (d->taps[j] == l)
                 df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
                              d->n_taps * hid, x, hid, t, hid);
@@ -226,4 +226,9 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
     if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) return -1;
     for (int i = 0; i < n_seqs; i++) d->cache.lens[step->slots[i]] += step->row_starts[i + 1] - step->row_starts[i];
     return 0;
+}
+
+DfBuffer df_target_features(const DfTargetDecoder *d, int first, int n) {
+    size_t row = (size_t)d->n_taps * d->model->cfg.hidden_size;
+    return df_buffer_view(d->features, (size_t)first * row, (size_t)n * row);
 }

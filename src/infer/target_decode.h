@@ -50,10 +50,17 @@ typedef struct DfDecodeStep {
     int32_t *argmax;  /* host [rows] or NULL: first maximum of each logits row (found on the
                          backend when logits is NULL: only the ids are downloaded) */
     float *features;  /* host [new tokens, n_taps * H] or NULL */
+    int keep_features; /* nonzero: the tap features stay on the backend for df_target_features
+                          (with or without the host copy) */
 } DfDecodeStep;
 
 /* Runs one step; the cache length of each slot grows by its new tokens. */
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err);
+
+/* Rows first .. first+n-1 of the last step's tap features (ACT [n, n_taps *
+ * H] on the decoder's backend), valid until the next step; the step must
+ * have asked for them (features or keep_features). */
+DfBuffer df_target_features(const DfTargetDecoder *d, int first, int n);
 
 /* Index of the first maximum of x[0..n-1] (torch.argmax's choice on ties). */
 int32_t df_argmax_f32(const float *x, int n);
