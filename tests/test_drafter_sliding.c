@@ -67,8 +67,10 @@ static float *propose(Setup *s, const DfDrafterConfig *cfg, int first, int rows)
     ids[0] = 17;
     for (int k = 1; k < B; k++) ids[k] = cfg->mask_token_id;
     if (df_drafter_propose(&r, 0, ids, B, argmax, &err)) fail_msg("%s", err.msg);
+    const float *got = df_drafter_logits(&r, &err);
+    if (!got) fail_msg("%s", err.msg);
     float *logits = malloc((size_t)B * VOCAB * sizeof *logits);
-    memcpy(logits, r.host_logits, (size_t)B * VOCAB * sizeof *logits);
+    memcpy(logits, got, (size_t)B * VOCAB * sizeof *logits);
     df_drafter_runner_free(&r);
     return logits;
 }

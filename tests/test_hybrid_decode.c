@@ -94,7 +94,7 @@ static void test_steps_match_forward(void **state) {
         memcpy(ids, ids0 + a0, (size_t)(b0 - a0) * sizeof *ids);
         memcpy(ids + starts[1], ids1 + a1, (size_t)(b1 - a1) * sizeof *ids);
         float logits[64 * VOCAB], feats[64 * 128];
-        DfDecodeStep step = {2, slots, ids, starts, DF_LOGITS_ALL, logits, NULL, feats};
+        DfDecodeStep step = {2, slots, ids, starts, DF_LOGITS_ALL, logits, NULL, feats, 0};
         if (df_target_decode(&d, &step, &err)) fail_msg("step %d: %s", s, err.msg);
         memcpy(got0 + (size_t)a0 * VOCAB, logits, (size_t)(b0 - a0) * VOCAB * sizeof *logits);
         memcpy(got1 + (size_t)a1 * VOCAB, logits + (size_t)starts[1] * VOCAB, (size_t)(b1 - a1) * VOCAB * sizeof *logits);
@@ -176,10 +176,10 @@ static void test_rollback_continues_exactly(void **state) {
     for (int k = 0; k <= B; k++) {
         df_target_decoder_reset_slot(&d, 0);
         int32_t s0[2] = {0, P}, s1[2] = {0, B}, s2[2] = {0, C};
-        DfDecodeStep pre = {1, &slot, ids, s0, DF_LOGITS_NONE, NULL, NULL, NULL};
-        DfDecodeStep verify = {1, &slot, ids + P, s1, DF_LOGITS_ALL, NULL, NULL, NULL};
+        DfDecodeStep pre = {1, &slot, ids, s0, DF_LOGITS_NONE, NULL, NULL, NULL, 0};
+        DfDecodeStep verify = {1, &slot, ids + P, s1, DF_LOGITS_ALL, NULL, NULL, NULL, 0};
         float got[C * VOCAB];
-        DfDecodeStep next = {1, &slot, cont, s2, DF_LOGITS_ALL, got, NULL, NULL};
+        DfDecodeStep next = {1, &slot, cont, s2, DF_LOGITS_ALL, got, NULL, NULL, 0};
         if (df_target_decode(&d, &pre, &err)) fail_msg("%s", err.msg);
         double t0 = seconds();
         if (df_target_decode(&d, &verify, &err)) fail_msg("%s", err.msg);
@@ -203,7 +203,7 @@ static void test_rollback_continues_exactly(void **state) {
     /* a step longer than the recorded rows cannot be undone */
     df_target_decoder_reset_slot(&d, 0);
     int32_t s0[2] = {0, B + 2};
-    DfDecodeStep big = {1, &slot, ids, s0, DF_LOGITS_NONE, NULL, NULL, NULL};
+    DfDecodeStep big = {1, &slot, ids, s0, DF_LOGITS_NONE, NULL, NULL, NULL, 0};
     if (df_target_decode(&d, &big, &err)) fail_msg("%s", err.msg);
     assert_int_equal(df_target_decoder_rollback(&d, 0, 3, &err), -1);
     assert_non_null(strstr(err.msg, "not recorded"));

@@ -84,7 +84,8 @@ typedef struct Stream {
     int n_slots;
     int32_t *step_slots, *starts, *slot_of_row;
     DfI32Vec ids;
-    float *logits; /* [n_slots, V] */
+    float *logits;   /* [n_slots, V] when sampling; NULL when greedy */
+    int32_t *chosen; /* [n_slots]: greedy choices, made on the backend */
     DfSampler sampler;
 } Stream;
 
@@ -161,7 +162,10 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
     st.slot_of_row = df_xmalloc((size_t)st.n_slots * sizeof *st.slot_of_row, "generate step");
     st.starts = df_xmalloc((size_t)(st.n_slots + 1) * sizeof *st.starts, "generate step");
     int vocab = d->model->cfg.vocab_size;
-    st.logits = df_xmalloc((size_t)st.n_slots * vocab * sizeof *st.logits, "generate logits");
+    /* greedy needs only each row's argmax, which the backend finds (no logits download) */
+    int greedy = opt->temperature <= 0;
+    if (!greedy) st.logits = df_xmalloc((size_t)st.n_slots * vocab * sizeof *st.logits, "generate logits");
+    st.chosen = df_xmalloc((size_t)st.n_slots * sizeof *st.chosen, "generate tokens");
     df_sampler_init(&st.sampler, vocab, opt->temperature, opt->top_p);
     int rc = -1, next = 0, n_steps = 0;
     if (opt->max_new_tokens <= 0) {
@@ -172,12 +176,13 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
         if (fill_slots(&st, n_records, &next, source, ctx, err)) goto done;
         int rows = build_step(&st);
         if (rows == 0) break;
-        DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits, NULL, NULL};
+        DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits,
+                             greedy ? st.chosen : NULL, NULL, 0};
         if (df_target_decode(d, &step, err)) goto done;
         n_steps++;
         for (int r = 0; r < rows; r++) {
             Slot *sl = &st.slots[st.slot_of_row[r]];
-            int32_t tok = df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
+            int32_t tok = greedy ? st.chosen[r] : df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
             if (!take_token(&st, sl, tok)) continue;
             int more = sink(ctx, sl->record, &sl->out, err);
             if (more < 0) goto done;
@@ -195,6 +200,7 @@ done:
     free(st.starts);
     df_i32vec_free(&st.ids);
     free(st.logits);
+    free(st.chosen);
     df_sampler_free(&st.sampler);
     return rc;
 }

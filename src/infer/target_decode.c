@@ -52,11 +52,18 @@ static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
 /* Logits rows are sized apart from the other activations: a prefill of many
  * prompt tokens needs one logits row per sequence, not per token. */
 static int ensure_logits(DfTargetDecoder *d, int rows, DfError *err) {
+    DfBackend *be = d->model->be;
     size_t need = (size_t)rows * d->model->cfg.vocab_size;
-    if (d->logits.count >= need) return 0;
-    df_buffer_free(d->model->be, &d->logits);
-    if (df_buffer_alloc(d->model->be, &d->logits, DF_BUF_ACT, need, err))
-        return df_context(err, "target decoder logits for %d rows", rows);
+    if (d->logits.count < need) {
+        df_buffer_free(be, &d->logits);
+        if (df_buffer_alloc(be, &d->logits, DF_BUF_ACT, need, err))
+            return df_context(err, "target decoder logits for %d rows", rows);
+    }
+    if (d->argmax.count < (size_t)rows) {
+        df_buffer_free(be, &d->argmax);
+        if (df_buffer_alloc(be, &d->argmax, DF_BUF_I32, (size_t)rows, err))
+            return df_context(err, "target decoder argmax for %d rows", rows);
+    }
     return 0;
 }
 
@@ -89,6 +96,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
     d->model = m;
     d->n_taps = n_taps;
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
+    d->step_lens = df_xmalloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *d->step_lens, "cache lengths");
     if (df_kv_cache_init(&d->cache, m->be, c->num_layers, n_slots, slot_capacity, c->num_kv_heads * c->head_dim, err) ||
         build_rope_tables(d, slot_capacity, err) || (c->is_hybrid && df_hybrid_state_init(&d->hybrid, c, n_slots, err))) {
         df_target_decoder_free(d);
@@ -101,11 +109,13 @@ void df_target_decoder_free(DfTargetDecoder *d) {
     if (!d->model) return;
     free_workspace(d);
     df_buffer_free(d->model->be, &d->logits);
+    df_buffer_free(d->model->be, &d->argmax);
+    df_kv_batch_free(&d->kb, d->model->be);
+    free(d->step_lens);
     df_kv_cache_free(&d->cache, d->model->be);
     df_buffer_free(d->model->be, &d->rope_cos);
     df_buffer_free(d->model->be, &d->rope_sin);
     df_hybrid_state_free(&d->hybrid);
-    free(d->host_logits);
     memset(d, 0, sizeof *d);
 }
 
@@ -200,7 +210,8 @@ static void run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which
     DfBackend *be = m->be;
     int hid = m->cfg.hidden_size, rows = kb->n_rows;
     DfBuffer src = d->x;
-    if (which == DF_LOGITS_LAST) {
+    /* a decode step (one new row per sequence) has its last rows in place */
+    if (which == DF_LOGITS_LAST && kb->n_rows > kb->n_seqs) {
         rows = kb->n_seqs;
         for (int i = 0; i < kb->n_seqs; i++)
             df_op_copy2d(be, df_buffer_view(d->last, (size_t)i * hid, hid), hid,
@@ -214,26 +225,25 @@ static void run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which
                  m->cfg.vocab_size, hid, 0);
 }
 
+/* Greedy choices without the logits: made on the backend, queued before the sync. */
+static int argmax_on_backend(const DfDecodeStep *step) {
+    return step->argmax && !step->logits;
+}
+
 static int fetch_outputs(DfTargetDecoder *d, const DfDecodeStep *step, int n_rows, int logit_rows, DfError *err) {
     DfBackend *be = d->model->be;
     int vocab = d->model->cfg.vocab_size;
     size_t nf = (size_t)n_rows * d->n_taps * d->model->cfg.hidden_size;
     if (step->features && d->n_taps && be->ops->download_f32(be, step->features, df_buffer_view(d->features, 0, nf), err))
         return -1;
-    if (!logit_rows || (!step->logits && !step->argmax)) return 0;
-    size_t nl = (size_t)logit_rows * vocab;
-    float *logits = step->logits;
-    if (!logits) {
-        if (d->host_logits_cap < nl) {
-            free(d->host_logits);
-            d->host_logits = df_xmalloc(nl * sizeof *d->host_logits, "host logits");
-            d->host_logits_cap = nl;
-        }
-        logits = d->host_logits;
-    }
-    if (be->ops->download_f32(be, logits, df_buffer_view(d->logits, 0, nl), err)) return -1;
+    if (!logit_rows) return 0;
+    if (argmax_on_backend(step))
+        return be->ops->download_i32(be, step->argmax, df_buffer_view(d->argmax, 0, (size_t)logit_rows), err);
+    if (!step->logits) return 0;
+    if (be->ops->download_f32(be, step->logits, df_buffer_view(d->logits, 0, (size_t)logit_rows * vocab), err))
+        return -1;
     if (step->argmax)
-        for (int r = 0; r < logit_rows; r++) step->argmax[r] = df_argmax_f32(logits + (size_t)r * vocab, vocab);
+        for (int r = 0; r < logit_rows; r++) step->argmax[r] = df_argmax_f32(step->logits + (size_t)r * vocab, vocab);
     return 0;
 }
 
@@ -251,37 +261,44 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
     for (int i = 0; i < n_seqs; i++)
         if (step->slots[i] < 0 || step->slots[i] >= d->cache.n_slots)
             return df_fail(err, "target decode: slot %d outside 0..%d", (int)step->slots[i], d->cache.n_slots - 1);
-    int32_t *lens = df_xmalloc((size_t)n_seqs * sizeof *lens, "cache lengths");
-    for (int i = 0; i < n_seqs; i++) lens[i] = d->cache.lens[step->slots[i]];
-    DfKvBatch kb;
-    int rc = df_kv_batch_init(&kb, be, n_seqs, step->slots, lens, step->row_starts, d->cache.n_slots,
-                              d->cache.capacity, err);
-    free(lens);
-    if (rc) return df_context(err, "target decode");
-    rc = -1;
+    if (n_seqs > d->cache.n_slots)
+        return df_fail(err, "target decode: %d sequences for %d cache slots", n_seqs, d->cache.n_slots);
+    for (int i = 0; i < n_seqs; i++) d->step_lens[i] = d->cache.lens[step->slots[i]];
+    DfKvBatch *kb = &d->kb;
+    if (df_kv_batch_set(kb, be, n_seqs, step->slots, d->step_lens, step->row_starts, d->cache.n_slots,
+                        d->cache.capacity, err))
+        return df_context(err, "target decode");
     int logit_rows = step->logits_rows == DF_LOGITS_ALL ? t : step->logits_rows == DF_LOGITS_LAST ? n_seqs : 0;
     if (ensure_workspace(d, t, err) || (logit_rows && ensure_logits(d, logit_rows, err)) ||
         (c->is_hybrid && df_hybrid_workspace_ensure(m, t, err)) ||
         be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
-        goto done;
+        return -1;
     if (c->is_hybrid)
         for (int i = 0; i < n_seqs; i++)
-            df_hybrid_state_begin_step(&d->hybrid, step->slots[i], kb.host_cache_lens[i],
+            df_hybrid_state_begin_step(&d->hybrid, step->slots[i], kb->host_cache_lens[i],
                                        step->row_starts[i + 1] - step->row_starts[i]);
     DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
     df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
     for (int l = 0; l < c->num_layers; l++) {
-        decoder_layer(d, l, &kb);
-        for (int j = 0; j < d->n_taps && step->features; j++)
+        decoder_layer(d, l, kb);
+        for (int j = 0; j < d->n_taps && (step->features || step->keep_features); j++)
             if (d->taps[j] == l)
                 df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
                              d->n_taps * hid, x, hid, t, hid);
     }
-    if (logit_rows) run_head(d, &kb, step->logits_rows);
-    if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) goto done;
+    if (logit_rows) {
+        run_head(d, kb, step->logits_rows);
+        if (argmax_on_backend(step))
+            df_op_argmax_rows(be, df_buffer_view(d->argmax, 0, (size_t)logit_rows), (DfBuffer){0},
+                              df_buffer_view(d->logits, 0, (size_t)logit_rows * c->vocab_size), logit_rows,
+                              c->vocab_size);
+    }
+    if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) return -1;
     for (int i = 0; i < n_seqs; i++) d->cache.lens[step->slots[i]] += step->row_starts[i + 1] - step->row_starts[i];
-    rc = 0;
-done:
-    df_kv_batch_free(&kb, be);
-    return rc;
+    return 0;
+}
+
+DfBuffer df_target_features(const DfTargetDecoder *d, int first, int n) {
+    size_t row = (size_t)d->n_taps * d->model->cfg.hidden_size;
+    return df_buffer_view(d->features, (size_t)first * row, (size_t)n * row);
 }
