@@ -16,7 +16,6 @@
 #include "formats/safetensors.h"
 #include "infer/target_decode.h"
 #include "model/target.h"
-#include "model/target_random.h"
 
 #define PARITY_TOL 1e-3
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"
@@ -325,8 +324,8 @@ static void test_packed_equals_one_at_a_time(void **state) {
     free_reference(&r);
 }
 
-/* What does not support hybrids yet says so: random-weight targets and the
- * KV-cache decoder of generate / eval. */
+/* What does not support hybrids yet says so: the KV-cache decoder of
+ * generate / eval. (Random-weight hybrids: tests/test_cuda_hybrid_ops.c.) */
 static void test_unsupported_paths_refused(void **state) {
     (void)state;
     DfModelConfig cfg;
@@ -337,9 +336,6 @@ static void test_unsupported_paths_refused(void **state) {
     load_model(&m, &be, MODEL_DIR, cfg.num_layers, 1);
     DfTargetDecoder dec;
     assert_int_equal(df_target_decoder_init(&dec, &m, 1, 64, NULL, 0, &err), -1);
-    assert_non_null(strstr(err.msg, "hybrid"));
-    DfTargetModel random;
-    assert_int_equal(df_target_init_random(&random, be, &cfg, 1, 1, &err), -1);
     assert_non_null(strstr(err.msg, "hybrid"));
     free_model(&m, be);
 }

@@ -1,15 +1,11 @@
 #include "model/hybrid_layer.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#include "model/gated_deltanet.h"
 #include "model/target_layer.h"
 
 void df_hybrid_workspace_free(DfBackend *be, DfHybridWorkspace *ws) {
-    DfBuffer *bufs[] = {&ws->qg, &ws->attn_gate, &ws->rot, &ws->mixed, &ws->conv,
-                        &ws->z,  &ws->beta,      &ws->decay, &ws->core};
+    DfBuffer *bufs[] = {&ws->qg, &ws->attn_gate, &ws->mixed, &ws->conv, &ws->z, &ws->beta, &ws->decay, &ws->core};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
     ws->capacity = 0;
 }
@@ -21,7 +17,6 @@ int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
     const DfModelConfig *c = &m->cfg;
     const DfLinearAttnConfig *la = &c->linear;
     size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim;
-    size_t rot_heads = (size_t)(c->num_heads > c->num_kv_heads ? c->num_heads : c->num_kv_heads);
     size_t value_dim = (size_t)la->num_value_heads * la->value_head_dim;
     size_t conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + value_dim;
     struct {
@@ -29,7 +24,6 @@ int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
         size_t n;
     } want[] = {
         {&ws->qg, t * 2 * q},          {&ws->attn_gate, t * q},
-        {&ws->rot, t * rot_heads * c->rotary_dim},
         {&ws->mixed, t * conv_dim},    {&ws->conv, t * conv_dim},
         {&ws->z, t * value_dim},       {&ws->beta, t * la->num_value_heads},
         {&ws->decay, t * la->num_value_heads}, {&ws->core, t * value_dim},
@@ -43,28 +37,11 @@ int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
     return 0;
 }
 
-/* The host fp32 array behind a CPU backend buffer. */
-static float *host(DfBuffer b) {
-    if (b.elem_size != (int)sizeof(float)) {
-        fprintf(stderr, "dflash: hybrid layer: a buffer of %d-byte elements is not host fp32\n", b.elem_size);
-        abort();
-    }
-    return (float *)b.ptr;
-}
-
 /* RoPE on the first rotary_dim values of each of `heads` heads of x [T, heads*head_dim]. */
 static void partial_rope(DfTargetModel *m, DfBuffer x, int heads, const DfPackedBatch *batch, DfBuffer cos_t,
                          DfBuffer sin_t) {
     const DfModelConfig *c = &m->cfg;
-    int t = batch->n_tokens, hd = c->head_dim, rd = c->rotary_dim;
-    if (rd == hd) {
-        df_op_rope(m->be, x, batch->positions, cos_t, sin_t, t, heads, hd);
-        return;
-    }
-    DfBuffer rot = df_buffer_view(m->hws.rot, 0, (size_t)t * heads * rd);
-    df_op_copy2d(m->be, rot, rd, x, hd, t * heads, rd);
-    df_op_rope(m->be, rot, batch->positions, cos_t, sin_t, t, heads, rd);
-    df_op_copy2d(m->be, x, hd, rot, rd, t * heads, rd);
+    df_op_rope_partial(m->be, x, batch->positions, cos_t, sin_t, batch->n_tokens, heads, c->head_dim, c->rotary_dim);
 }
 
 static void gated_attention(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
@@ -89,7 +66,7 @@ static void gated_attention(DfTargetModel *m, const DfTargetLayer *l, const DfTa
     DfBuffer no_lse = {0};
     no_lse.kind = DF_BUF_F32;
     df_op_attention(be, a->attn, no_lse, a->q, a->k, a->v, batch, nh, nkv, hd, 1.0f / sqrtf((float)hd));
-    df_sigmoid_gate(host(a->attn), host(gate), (size_t)t * q);
+    df_op_sigmoid_gate(be, df_buffer_view(a->attn, 0, (size_t)t * q), gate);
     df_op_linear(be, a->x, a->attn, l->o_proj, t, hid, nh * hd, 1);
 }
 
@@ -110,11 +87,10 @@ static void gated_deltanet(DfTargetModel *m, const DfTargetLayer *l, const DfTar
     df_op_linear(be, z, a->h, l->in_proj_z, t, value_dim, hid, 0);
     df_op_linear(be, beta, a->h, l->in_proj_b, t, nv, hid, 0);
     df_op_linear(be, decay, a->h, l->in_proj_a, t, nv, hid, 0);
-    const int32_t *starts = batch->host_seq_starts;
-    df_causal_conv_silu(host(conv), host(mixed), host(l->conv1d), starts, batch->n_seqs, conv_dim, la->conv_kernel);
-    df_gated_delta_rule(host(core), host(conv), host(beta), host(decay), host(l->a_log), host(l->dt_bias), starts,
-                        batch->n_seqs, la);
-    df_gated_rmsnorm(host(core), host(z), host(l->linear_norm), t * nv, la->value_head_dim, (float)c->rms_norm_eps);
+    const DfDeltaRuleShape shape = {la->num_key_heads, nv, la->key_head_dim, la->value_head_dim};
+    df_op_causal_conv_silu(be, conv, mixed, l->conv1d, batch, conv_dim, la->conv_kernel);
+    df_op_gated_delta_rule(be, core, conv, beta, decay, l->a_log, l->dt_bias, batch, &shape);
+    df_op_gated_rmsnorm(be, core, z, l->linear_norm, t * nv, la->value_head_dim, (float)c->rms_norm_eps);
     df_op_linear(be, a->x, core, l->out_proj, t, hid, value_dim, 1);
 }
 

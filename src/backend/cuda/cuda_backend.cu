@@ -249,6 +249,12 @@ static const DfBackendOps CUDA_OPS = {
     .kv_attention = df_cuda_kv_attention,
     .sum_squares = df_cuda_sum_squares,
     .adamw_step = df_cuda_adamw_step,
+    .causal_conv_silu = df_cuda_causal_conv_silu,
+    .gated_delta_rule = df_cuda_gated_delta_rule,
+    .gated_rmsnorm = df_cuda_gated_rmsnorm,
+    .sigmoid_gate = df_cuda_sigmoid_gate,
+    .rope_partial = df_cuda_rope_partial,
+    .rmsnorm_f32_weight = df_cuda_rmsnorm_f32_weight,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {
