@@ -398,8 +398,9 @@ extern "C" int df_cuda_copy_bandwidth(DfBackend *be, size_t bytes, int repeat, d
 /* --- per-op profile ---------------------------------------------------------- */
 
 extern "C" const char *df_cuda_op_kind_name(int kind) {
-    static const char *const names[DF_CUDA_OP_KINDS] = {"matmul", "attention", "rmsnorm", "rope",
-                                                        "swiglu", "embedding", "add",     "copy2d"};
+    static const char *const names[DF_CUDA_OP_KINDS] = {"matmul", "attention", "rmsnorm",    "rope",
+                                                        "swiglu", "embedding", "add",        "copy2d",
+                                                        "delta_rule", "conv/gates"};
     return kind >= 0 && kind < DF_CUDA_OP_KINDS ? names[kind] : "?";
 }
 
