@@ -2,7 +2,8 @@
  * host functions of model/gated_deltanet.c, themselves checked against
  * transformers by test_hybrid_target.c), the whole hybrid forward on CUDA
  * against the CPU forward and transformers' fixture, and random-weight
- * hybrid targets.
+ * hybrid targets; also the attention op at the hybrid head dims (256, 16),
+ * which take the generic CUDA attention kernel.
  *
  * Op inputs are random and rounded to bf16, so both backends see the same
  * values; outputs written by an op start NaN-poisoned. Packed batches mix odd
@@ -296,6 +297,37 @@ static void test_rope_partial(void **state) {
     pair_batch_free(f, &b);
 }
 
+/* The attention op at the head dims a hybrid target brings (16 in the
+ * fixture, 256 in the released models; also an odd 40), which take the
+ * generic CUDA kernel: output and log-sum-exp against the CPU, GQA 6 / 2. */
+static void test_attention_other_head_dims(void **state) {
+    Fixture *f = gpu_or_skip(state);
+    const int lens[] = {1, 40, 7, 100};
+    PairBatch b = pair_batch(f, lens, 4);
+    const int dims[] = {16, 256, 40};
+    int heads = 6, kv_heads = 2;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        int hd = dims[i];
+        size_t nq = (size_t)b.n_tokens * heads * hd, nkv = (size_t)b.n_tokens * kv_heads * hd;
+        Pair q = pair_random(f, nq, 110 + i, 0.0f, 2.0f, DF_BUF_ACT), k = pair_random(f, nkv, 120 + i, 0.0f, 2.0f, DF_BUF_ACT);
+        Pair v = pair_random(f, nkv, 130 + i, 0.0f, 1.0f, DF_BUF_ACT), out = pair_poisoned(f, nq);
+        float *nan = malloc((size_t)heads * b.n_tokens * sizeof *nan);
+        for (int j = 0; j < heads * b.n_tokens; j++) nan[j] = NAN;
+        Pair lse = pair_upload(f, nan, (size_t)heads * b.n_tokens, DF_BUF_F32);
+        float scale = 1.0f / sqrtf((float)hd);
+        df_op_attention(f->cpu, out.c, lse.c, q.c, k.c, v.c, &b.c, heads, kv_heads, hd, scale);
+        df_op_attention(f->gpu, out.g, lse.g, q.g, k.g, v.g, &b.g, heads, kv_heads, hd, scale);
+        char what[96];
+        snprintf(what, sizeof what, "attention head_dim %d", hd);
+        pair_compare(f, what, out, OP_TOL);
+        snprintf(what, sizeof what, "attention head_dim %d, log-sum-exp", hd);
+        pair_compare(f, what, lse, 1e-4);
+        free(nan);
+        pair_free(f, &q), pair_free(f, &k), pair_free(f, &v), pair_free(f, &out), pair_free(f, &lse);
+    }
+    pair_batch_free(f, &b);
+}
+
 /* --- whole forwards --------------------------------------------------------------- */
 
 typedef struct ForwardOut {
@@ -428,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_causal_conv_silu),   cmocka_unit_test(test_gated_delta_rule),
         cmocka_unit_test(test_gated_rmsnorm),      cmocka_unit_test(test_rmsnorm_f32_weight),
         cmocka_unit_test(test_sigmoid_gate),       cmocka_unit_test(test_rope_partial),
+        cmocka_unit_test(test_attention_other_head_dims),
         cmocka_unit_test(test_fixture_forward),    cmocka_unit_test(test_random_hybrid_target),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

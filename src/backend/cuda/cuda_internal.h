@@ -155,6 +155,10 @@ void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBu
                              DfBuffer up);
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
 
+/* attention for head dims other than 64 and 128, up to 256 (cuda_attention_generic.cu) */
+void df_cuda_attention_generic(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                               const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
+
 /* hybrid targets' layers (cuda_hybrid.cu) */
 void df_cuda_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
                               int channels, int kernel);
