@@ -4,16 +4,17 @@
 # training (whole step, lm-head CE, block attention, AdamW), the reference
 # fixtures that need transformers (chat templates, hybrid targets),
 # compute-sanitizer memcheck on the training-op tests, the decode benchmarks
-# (ours and transformers'). Runs on the GPU
+# (ours and transformers'), the hybrid target's prefill (ours and
+# transformers'). Runs on the GPU
 # machine from the root of a tree holding .devpack/ (scripts/device_pack.sh);
 # everything it prints goes to $OUT (at most 8 files come back: logs are
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,prefill (default: all but prefill)
+#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill (default: all but prefill)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
-PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode}
+PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode,hybrid}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devpack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
@@ -100,6 +101,19 @@ if want decode; then
         section "transformers decode"
         PYTHONUNBUFFERED=1 timeout 300 python3 bench/decode_transformers.py
     } 2>&1 | tee "$OUT/decode.txt"
+fi
+
+# The hybrid target's prefill (issue #9): dflash's Qwen3.6-27B-shaped random
+# target on 16 of its 64 layers (plus the per-layer-scaled 64-layer
+# estimate) next to transformers' forward of the same model; appended to
+# decode.txt (at most 8 files come back, and the other parts write 8).
+if want hybrid; then
+    {
+        section "bench --hybrid"
+        timeout 300 ./dflash bench --device cuda --hybrid --hybrid-layers 16 --repeat 5
+        section "transformers hybrid forward"
+        PYTHONUNBUFFERED=1 timeout 300 python3 bench/hybrid_transformers.py --layers 16
+    } 2>&1 | tee -a "$OUT/decode.txt"
 fi
 
 if want prefill; then

@@ -16,7 +16,6 @@
 #include "formats/safetensors.h"
 #include "infer/target_decode.h"
 #include "model/target.h"
-#include "model/target_random.h"
 
 #define PARITY_TOL 1e-3
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"
@@ -325,25 +324,6 @@ static void test_packed_equals_one_at_a_time(void **state) {
     free_reference(&r);
 }
 
-/* What does not support hybrids yet says so: random-weight targets (the
- * KV-cache decoder of generate / eval does now). */
-static void test_unsupported_paths_refused(void **state) {
-    (void)state;
-    DfModelConfig cfg;
-    DfError err;
-    load_config(&cfg, MODEL_DIR);
-    DfTargetModel m;
-    DfBackend *be;
-    load_model(&m, &be, MODEL_DIR, cfg.num_layers, 1);
-    DfTargetDecoder dec; /* decoding is supported (test_hybrid_decode.c) */
-    assert_int_equal(df_target_decoder_init(&dec, &m, 1, 64, NULL, 0, &err), 0);
-    df_target_decoder_free(&dec);
-    DfTargetModel random;
-    assert_int_equal(df_target_init_random(&random, be, &cfg, 1, 1, &err), -1);
-    assert_non_null(strstr(err.msg, "hybrid"));
-    free_model(&m, be);
-}
-
 /* Flops by the documented formula, worked out by hand for the fixture's
  * shapes (H 64, MLP 64, gated q 2*64, kv 32, DeltaNet qkv 160, value 96, 4
  * value heads of 16 x 24), one sequence of 10 tokens. */
@@ -369,7 +349,6 @@ int main(void) {
         cmocka_unit_test(test_conditional_generation_all_layers_and_logits),
         cmocka_unit_test(test_taps_run_only_needed_layers),
         cmocka_unit_test(test_packed_equals_one_at_a_time),
-        cmocka_unit_test(test_unsupported_paths_refused),
         cmocka_unit_test(test_forward_flops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,8 +77,14 @@ void df_op_linear(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, int m, int 
 
 void df_op_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps) {
     size_t n = (size_t)rows * dim;
-    require(rows > 0 && dim > 0 && fits(out, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) && fits(w, dim, DF_BUF_ACT),
+    require(rows > 0 && dim > 0 && fits(out, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) &&
+                (fits(w, dim, DF_BUF_ACT) || fits(w, dim, DF_BUF_F32)),
             "rmsnorm", "buffer smaller than [rows, dim]");
+    if (w.kind == DF_BUF_F32) {
+        require(be->ops->rmsnorm_f32_weight != NULL, "rmsnorm", "this backend has no rmsnorm with an F32 weight");
+        be->ops->rmsnorm_f32_weight(be, out, x, w, rows, dim, eps);
+        return;
+    }
     be->ops->rmsnorm(be, out, x, w, rows, dim, eps);
 }
 
@@ -439,4 +445,51 @@ void df_kv_batch_free(DfKvBatch *kb, DfBackend *be) {
     df_buffer_free(be, &kb->pack);
     free(kb->host_pack);
     memset(kb, 0, sizeof *kb);
+}
+
+/* --- hybrid targets' ops --------------------------------------------------- */
+
+void df_op_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
+                            int channels, int kernel) {
+    size_t n = (size_t)batch->n_tokens * channels;
+    require(channels > 0 && kernel > 0 && fits(out, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) &&
+                fits(w, (size_t)channels * kernel, DF_BUF_F32) && out.ptr != x.ptr,
+            "causal_conv_silu", "bad shapes (out, x ACT [T, channels], distinct; w F32 [channels, kernel])");
+    be->ops->causal_conv_silu(be, out, x, w, batch, channels, kernel);
+}
+
+void df_op_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                            DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
+    require(s->key_heads > 0 && s->value_heads > 0 && s->key_dim > 0 && s->value_dim > 0 &&
+                s->value_heads % s->key_heads == 0,
+            "gated_delta_rule", "value heads not a multiple of key heads");
+    size_t t = (size_t)batch->n_tokens, nv = (size_t)s->value_heads, value = nv * s->value_dim;
+    size_t width = 2 * (size_t)s->key_heads * s->key_dim + value;
+    require(fits(out, t * value, DF_BUF_ACT) && fits(qkv, t * width, DF_BUF_ACT) && fits(b, t * nv, DF_BUF_ACT) &&
+                fits(a, t * nv, DF_BUF_ACT) && fits(a_log, nv, DF_BUF_F32) && fits(dt_bias, nv, DF_BUF_F32),
+            "gated_delta_rule", "bad shapes");
+    be->ops->gated_delta_rule(be, out, qkv, b, a, a_log, dt_bias, batch, s);
+}
+
+void df_op_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps) {
+    size_t n = (size_t)rows * dim;
+    require(rows > 0 && dim > 0 && fits(x, n, DF_BUF_ACT) && fits(z, n, DF_BUF_ACT) && fits(w, dim, DF_BUF_F32),
+            "gated_rmsnorm", "bad shapes (x, z ACT [rows, dim]; w F32 [dim])");
+    be->ops->gated_rmsnorm(be, x, z, w, rows, dim, eps);
+}
+
+void df_op_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate) {
+    require(x.kind == DF_BUF_ACT && gate.kind == DF_BUF_ACT && x.count == gate.count, "sigmoid_gate", "sizes differ");
+    if (x.count) be->ops->sigmoid_gate(be, x, gate);
+}
+
+void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                        int n_tokens, int heads, int head_dim, int rotary_dim) {
+    require(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim, "rope_partial",
+            "rotary_dim must be even and at most head_dim");
+    require(fits(x, (size_t)n_tokens * heads * head_dim, DF_BUF_ACT) && fits(positions, n_tokens, DF_BUF_I32) &&
+                cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
+                cos_table.count % (size_t)(rotary_dim / 2) == 0,
+            "rope_partial", "bad shapes");
+    be->ops->rope_partial(be, x, positions, cos_table, sin_table, n_tokens, heads, head_dim, rotary_dim);
 }

@@ -166,6 +166,12 @@ typedef struct DfAdamWArgs {
     DfAdamWScalars s;
 } DfAdamWArgs;
 
+/* Head sizes of a gated delta rule (a hybrid target's linear attention):
+ * key head h serves value heads h*r .. h*r+r-1, r = value_heads / key_heads. */
+typedef struct DfDeltaRuleShape {
+    int key_heads, value_heads, key_dim, value_dim;
+} DfDeltaRuleShape;
+
 typedef struct DfBackendOps {
     const char *name;
 
@@ -257,6 +263,35 @@ typedef struct DfBackendOps {
      * are skipped); value[r] (F32) = that element, when value is not empty.
      * Greedy decoding then downloads rows * 4 bytes instead of the logits. */
     void (*argmax_rows)(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
+    /* --- hybrid targets' layers (Gated DeltaNet, gated attention) -------- */
+    /* Formulas: model/gated_deltanet.h. Packed batches restart every window
+     * and state at each sequence start (no padding). Small parameters are
+     * F32 buffers (bf16 cannot hold them: see model/hybrid_layer.h). */
+    /* out[t,c] = silu(sum_j w[c,j] x[t-(kernel-1)+j, c]), rows before t's
+     * sequence start counting as zero; x, out [T, channels] (distinct),
+     * w F32 [channels, kernel]. */
+    void (*causal_conv_silu)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
+                             int channels, int kernel);
+    /* The gated delta rule, state fp32 [key_dim, value_dim] per (sequence,
+     * value head), zero at each sequence start. qkv [T, 2*key_heads*key_dim
+     * + value_heads*value_dim]; b, a [T, value_heads] (raw projections);
+     * a_log, dt_bias F32 [value_heads]; out [T, value_heads*value_dim]. */
+    void (*gated_delta_rule)(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                             DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
+    /* In place: x = x * rsqrt(mean(x^2) + eps) * w * silu(z) per row of
+     * [rows, dim]; z [rows, dim]; w F32 [dim]. */
+    void (*gated_rmsnorm)(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
+    /* x[i] *= sigmoid(gate[i]); same count. */
+    void (*sigmoid_gate)(DfBackend *be, DfBuffer x, DfBuffer gate);
+    /* rope (same convention and tables [max_pos, rotary_dim/2]) on the first
+     * rotary_dim values of each head of x [T, heads*head_dim]; the other
+     * head_dim - rotary_dim values are left as they are. */
+    void (*rope_partial)(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                         int n_tokens, int heads, int head_dim, int rotary_dim);
+    /* rmsnorm (as above) with an F32 weight: a (1 + w) norm's weight, whose
+     * small w bf16 would round away (1 + w has 8 bits). df_op_rmsnorm
+     * dispatches here when w is F32. */
+    void (*rmsnorm_f32_weight)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
 } DfBackendOps;
 
 struct DfBackend {
@@ -284,6 +319,7 @@ void df_buffer_free(DfBackend *be, DfBuffer *buf);
 void df_op_linear(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, int m, int n, int k, int accumulate);
 void df_op_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
                   float beta);
+/* w ACT, or F32 (then the table's rmsnorm_f32_weight runs). */
 void df_op_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
 void df_op_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x);
 void df_op_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
@@ -332,6 +368,17 @@ void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x
 void df_op_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
 void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                         const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+
+/* --- hybrid targets' ops (see the table) -------------------------------- */
+
+void df_op_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
+                            int channels, int kernel);
+void df_op_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                            DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
+void df_op_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
+void df_op_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
+void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                        int n_tokens, int heads, int head_dim, int rotary_dim);
 
 /* Checks (every sequence has new rows, distinct slots in 0..n_slots-1,
  * cache_lens[i] + new rows <= slot_capacity), copies and uploads a step's

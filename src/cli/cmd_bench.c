@@ -12,7 +12,11 @@
  *   - target prefill tokens/s and MFU (spec section 8 FLOPs over the measured
  *     peak and over the nominal 989 TFLOP/s dense bf16 of an H100/H200 SXM)
  *     for the given target (real weights) and a Qwen3-8B-shaped target with
- *     random weights built in GPU memory; time split by op kind; peak memory.
+ *     random weights built in GPU memory; time split by op kind; peak memory;
+ *   - with --hybrid, instead: the prefill of a Qwen3.6-27B-shaped hybrid
+ *     target (Gated DeltaNet + gated attention) with random weights, all or
+ *     --hybrid-layers of its 64 layers (bench/hybrid_transformers.py times
+ *     transformers' forward of the same model).
  * --json writes the figures for bench/ records. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -50,6 +54,8 @@ typedef struct BenchOptions {
     int train_only; /* GPU: the GEMM peak and the training steps, no prefill figures */
     int decode;                   /* --decode: the decode figures instead */
     int prompt_len, new_tokens;   /* of the decode figures */
+    int hybrid;                   /* --hybrid: a Qwen3.6-27B-shaped hybrid target's prefill instead */
+    int hybrid_layers;            /* of it: 4..64 decoder layers built (3 default taps need 4) */
 } BenchOptions;
 
 /* Best-of-`repeat` time of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores. */
@@ -478,6 +484,80 @@ static int bench_gpu_train_steps(DfBackend *be, const BenchOptions *o, double pe
     return 0;
 }
 
+/* Qwen3.6-27B's text model (the public Qwen3.5-27B / Qwen3.6-27B config.json):
+ * 64 layers, every 4th full attention, hidden 5120, MLP 17408, 24 query / 4
+ * kv heads of 256 with a gated q_proj and rotary on 64 of them (partial
+ * factor 0.25, theta 1e7); DeltaNet 16 key / 48 value heads of 128, conv
+ * kernel 4; vocabulary 248320, untied head. With n_layers < 64 the first
+ * n_layers of that layout (the same 3:1 pattern). */
+static DfModelConfig qwen36_27b_shape(int n_layers) {
+    DfModelConfig c;
+    memset(&c, 0, sizeof c);
+    c.arch = DF_ARCH_QWEN3_5;
+    snprintf(c.architecture_name, sizeof c.architecture_name, "Qwen3_5ForCausalLM");
+    c.hidden_size = 5120, c.intermediate_size = 17408, c.num_layers = n_layers, c.num_heads = 24, c.num_kv_heads = 4;
+    c.head_dim = 256, c.rotary_dim = 64, c.vocab_size = 248320, c.max_position_embeddings = 262144;
+    c.rms_norm_eps = 1e-6, c.rope.theta = 1e7, c.rope.type = DF_ROPE_DEFAULT, c.has_qk_norm = 1;
+    c.tie_word_embeddings = 0, c.bos_token_id = -1;
+    c.is_hybrid = 1, c.attn_output_gate = 1, c.norm_unit_offset = 1;
+    c.linear = (DfLinearAttnConfig){.num_key_heads = 16, .num_value_heads = 48, .key_head_dim = 128,
+                                    .value_head_dim = 128, .conv_kernel = 4};
+    for (int i = 0; i < n_layers; i++) c.layer_is_linear[i] = (i + 1) % 4 != 0;
+    return c;
+}
+
+/* --hybrid: the GEMM peak, then the Qwen3.6-27B-shaped target's prefill
+ * (taps only; all built layers + logits). With fewer than 64 layers the
+ * 64-layer figures are estimated from the measured per-layer time (taps run
+ * time / layers run) plus the measured rest (embedding, head): an estimate,
+ * printed as one. */
+static int run_hybrid_bench(const BenchOptions *o, cJSON *json, DfError *err) {
+    DfBackend *be = df_backend_create(o->device, err);
+    if (!be) return -1;
+    char desc[256];
+    df_cuda_describe(be, desc, sizeof desc);
+    printf("dflash bench --hybrid on %s: %s; prefill batches of %d x %d tokens\n\n", o->device, desc, o->n_seqs,
+           o->seq_len);
+    cJSON_AddStringToObject(json, "gpu", desc);
+    int rc = -1;
+    double peak = 0;
+    DfTargetModel m;
+    DfModelConfig cfg = qwen36_27b_shape(o->hybrid_layers);
+    if (gpu_gemm_tflops(be, 8192, 8192, 8192, 50, &peak, err)) goto done;
+    printf("%-40s %9.1f TFLOP/s (nominal %.0f): MFU's measured reference\n", "cuBLASLt bf16 GEMM 8192^3", peak,
+           NOMINAL_BF16_TFLOPS);
+    add_number(json, "gemm_8192_tflops", peak);
+    add_number(json, "hybrid_layers", o->hybrid_layers);
+    df_cuda_reset_peak(be);
+    double t0 = df_now_seconds();
+    if (df_target_init_random(&m, be, &cfg, 1234, 1, err)) goto done;
+    printf("%-40s %9.1f s (%d of 64 layers)\n", "Qwen3.6-27B random weights built in", df_now_seconds() - t0,
+           o->hybrid_layers);
+    PrefillResult taps, full;
+    rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 0, o->repeat, &taps, err);
+    if (rc == 0) rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &full, err);
+    if (rc == 0) {
+        report_prefill("Qwen3.6-27B shape (random), taps only", "hybrid_taps", &taps, peak, json);
+        report_prefill("Qwen3.6-27B shape (random), all + logits", "hybrid_full", &full, peak, json);
+        printf("%-40s %9.2f GiB (weights, activations, workspaces)\n", "    peak GPU memory",
+               full.peak_bytes / 1073741824.0);
+        double per_layer = taps.ms / taps.layers, rest = full.ms - per_layer * full.layers;
+        double est_ms = per_layer * 64 + rest, tokens = (double)o->seq_len * o->n_seqs;
+        printf("%-40s %9.2f ms per layer (taps run / %d layers)\n", "    per layer", per_layer, taps.layers);
+        if (o->hybrid_layers < 64)
+            printf("%-40s %9.0f tokens/s %8.2f ms (ESTIMATE: %.2f ms x 64 layers + %.2f ms embedding and head, "
+                   "measured on %d layers)\n",
+                   "    64 layers + logits, scaled", tokens / (est_ms * 1e-3), est_ms, per_layer, rest,
+                   o->hybrid_layers);
+        add_number(json, "hybrid_per_layer_ms", per_layer);
+        add_number(json, "hybrid_64_layers_tokens_per_s", tokens / (est_ms * 1e-3));
+    }
+    df_target_free(&m);
+done:
+    df_backend_destroy(be);
+    return rc;
+}
+
 static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     DfBackend *be = df_backend_create(o->device, err);
     if (!be) return -1;
@@ -572,6 +652,10 @@ int df_cmd_bench(int argc, char **argv) {
                                                  "limit, instead of the other figures", 0},
         {"prompt-len", DF_OPT_INT, &o.prompt_len, "N", "--decode: prompt tokens per sequence (default 512)", 0},
         {"new-tokens", DF_OPT_INT, &o.new_tokens, "N", "--decode: decode steps (default 128)", 0},
+        {"hybrid", DF_OPT_FLAG, &o.hybrid, NULL, "GPU: prefill tokens/s and MFU of a Qwen3.6-27B-shaped hybrid "
+                                                 "target with random weights, instead of the other figures", 0},
+        {"hybrid-layers", DF_OPT_INT, &o.hybrid_layers, "N",
+         "--hybrid: decoder layers built, 4..64 (default 64; fewer also print a per-layer-scaled estimate)", 0},
     };
     const DfCommandSpec spec = {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", NULL,
                                 "Figures: sgemm GFLOP/s (all cores), target forward tokens/s and GFLOP/s (spec "
@@ -614,8 +698,17 @@ int df_cmd_bench(int argc, char **argv) {
         if (run_decode_bench(&o, json, &err) != 0) goto fail;
         goto write_json;
     }
+    if (o.hybrid_layers == 0) o.hybrid_layers = 64;
+    if (o.hybrid && (!gpu || o.hybrid_layers < 4 || o.hybrid_layers > 64)) {
+        df_fail(&err, "--hybrid needs --device cuda and --hybrid-layers in 4..64");
+        goto fail;
+    }
     if (gpu) {
 #ifdef DF_HAVE_CUDA
+        if (o.hybrid) {
+            if (run_hybrid_bench(&o, json, &err) != 0) goto fail;
+            goto write_json;
+        }
         if (run_gpu_bench(&o, json, &err) != 0) goto fail;
         goto write_json;
 #else

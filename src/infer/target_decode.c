@@ -90,6 +90,10 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
         return df_fail(err, "target decoder: the model must be loaded with all %d layers and the lm head",
                        c->num_layers);
     if (n_taps < 0 || n_taps > DF_MAX_TAPS) return df_fail(err, "target decoder: %d taps (at most %d)", n_taps, DF_MAX_TAPS);
+    /* a hybrid's recurrent state and its rollback live in host memory (infer/hybrid_state.h) */
+    if (c->is_hybrid && strcmp(m->be->ops->name, "cpu") != 0)
+        return df_fail(err, "target decoder: hybrid (Gated DeltaNet) targets decode on the cpu backend only, not %s",
+                       m->be->ops->name);
     for (int i = 0; i < n_taps; i++)
         if (taps[i] < 0 || taps[i] >= c->num_layers)
             return df_fail(err, "target decoder: tap layer %d outside 0..%d", taps[i], c->num_layers - 1);

@@ -4,12 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "model/gated_deltanet.h"
 #include "model/target_layer.h"
 
 void df_hybrid_workspace_free(DfBackend *be, DfHybridWorkspace *ws) {
-    DfBuffer *bufs[] = {&ws->qg, &ws->attn_gate, &ws->rot, &ws->mixed, &ws->conv,
-                        &ws->z,  &ws->beta,      &ws->decay, &ws->core};
+    DfBuffer *bufs[] = {&ws->qg, &ws->attn_gate, &ws->mixed, &ws->conv, &ws->z, &ws->beta, &ws->decay, &ws->core};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
     ws->capacity = 0;
 }
@@ -21,7 +19,6 @@ int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
     const DfModelConfig *c = &m->cfg;
     const DfLinearAttnConfig *la = &c->linear;
     size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim;
-    size_t rot_heads = (size_t)(c->num_heads > c->num_kv_heads ? c->num_heads : c->num_kv_heads);
     size_t value_dim = (size_t)la->num_value_heads * la->value_head_dim;
     size_t conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + value_dim;
     struct {
@@ -29,7 +26,6 @@ int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
         size_t n;
     } want[] = {
         {&ws->qg, t * 2 * q},          {&ws->attn_gate, t * q},
-        {&ws->rot, t * rot_heads * c->rotary_dim},
         {&ws->mixed, t * conv_dim},    {&ws->conv, t * conv_dim},
         {&ws->z, t * value_dim},       {&ws->beta, t * la->num_value_heads},
         {&ws->decay, t * la->num_value_heads}, {&ws->core, t * value_dim},
@@ -55,15 +51,7 @@ float *df_hybrid_host(DfBuffer b) {
 static void partial_rope(DfTargetModel *m, DfBuffer x, int heads, int t, DfBuffer positions, DfBuffer cos_t,
                          DfBuffer sin_t) {
     const DfModelConfig *c = &m->cfg;
-    int hd = c->head_dim, rd = c->rotary_dim;
-    if (rd == hd) {
-        df_op_rope(m->be, x, positions, cos_t, sin_t, t, heads, hd);
-        return;
-    }
-    DfBuffer rot = df_buffer_view(m->hws.rot, 0, (size_t)t * heads * rd);
-    df_op_copy2d(m->be, rot, rd, x, hd, t * heads, rd);
-    df_op_rope(m->be, rot, positions, cos_t, sin_t, t, heads, rd);
-    df_op_copy2d(m->be, x, hd, rot, rd, t * heads, rd);
+    df_op_rope_partial(m->be, x, positions, cos_t, sin_t, t, heads, c->head_dim, c->rotary_dim);
 }
 
 void df_hybrid_attention_qkv(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
@@ -91,7 +79,7 @@ void df_hybrid_attention_out(DfTargetModel *m, const DfTargetLayer *l, const DfT
     const DfModelConfig *c = &m->cfg;
     int t = a->n_rows, nh = c->num_heads, hd = c->head_dim;
     size_t q = (size_t)nh * hd;
-    df_sigmoid_gate(df_hybrid_host(a->attn), df_hybrid_host(m->hws.attn_gate), (size_t)t * q);
+    df_op_sigmoid_gate(m->be, df_buffer_view(a->attn, 0, (size_t)t * q), df_buffer_view(m->hws.attn_gate, 0, (size_t)t * q));
     df_op_linear(m->be, a->x, a->attn, l->o_proj, t, c->hidden_size, nh * hd, 1);
 }
 
@@ -126,24 +114,25 @@ void df_hybrid_deltanet_out(DfTargetModel *m, const DfTargetLayer *l, const DfTa
     const DfModelConfig *c = &m->cfg;
     const DfLinearAttnConfig *la = &c->linear;
     int t = a->n_rows, nv = la->num_value_heads, value_dim = nv * la->value_head_dim;
-    df_gated_rmsnorm(df_hybrid_host(m->hws.core), df_hybrid_host(m->hws.z), df_hybrid_host(l->linear_norm), t * nv,
-                     la->value_head_dim, (float)c->rms_norm_eps);
-    df_op_linear(m->be, a->x, df_buffer_view(m->hws.core, 0, (size_t)t * value_dim), l->out_proj, t,
-                 c->hidden_size, value_dim, 1);
+    DfBuffer core = df_buffer_view(m->hws.core, 0, (size_t)t * value_dim);
+    df_op_gated_rmsnorm(m->be, core, df_buffer_view(m->hws.z, 0, (size_t)t * value_dim), l->linear_norm, t * nv,
+                        la->value_head_dim, (float)c->rms_norm_eps);
+    df_op_linear(m->be, a->x, core, l->out_proj, t, c->hidden_size, value_dim, 1);
 }
 
 static void gated_deltanet(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
                            const DfPackedBatch *batch) {
     const DfLinearAttnConfig *la = &m->cfg.linear;
     DfHybridWorkspace *ws = &m->hws;
-    int conv_dim = 2 * la->num_key_heads * la->key_head_dim + la->num_value_heads * la->value_head_dim;
-    const int32_t *starts = batch->host_seq_starts;
+    int t = a->n_rows, nv = la->num_value_heads, value_dim = nv * la->value_head_dim;
+    int conv_dim = 2 * la->num_key_heads * la->key_head_dim + value_dim;
+    DfBuffer mixed = df_buffer_view(ws->mixed, 0, (size_t)t * conv_dim), conv = df_buffer_view(ws->conv, 0, (size_t)t * conv_dim);
+    DfBuffer beta = df_buffer_view(ws->beta, 0, (size_t)t * nv), decay = df_buffer_view(ws->decay, 0, (size_t)t * nv);
+    const DfDeltaRuleShape shape = {la->num_key_heads, nv, la->key_head_dim, la->value_head_dim};
     df_hybrid_deltanet_in(m, l, a);
-    df_causal_conv_silu(df_hybrid_host(ws->conv), df_hybrid_host(ws->mixed), df_hybrid_host(l->conv1d), starts,
-                        batch->n_seqs, conv_dim, la->conv_kernel);
-    df_gated_delta_rule(df_hybrid_host(ws->core), df_hybrid_host(ws->conv), df_hybrid_host(ws->beta),
-                        df_hybrid_host(ws->decay), df_hybrid_host(l->a_log), df_hybrid_host(l->dt_bias), starts,
-                        batch->n_seqs, la);
+    df_op_causal_conv_silu(m->be, conv, mixed, l->conv1d, batch, conv_dim, la->conv_kernel);
+    df_op_gated_delta_rule(m->be, df_buffer_view(ws->core, 0, (size_t)t * value_dim), conv, beta, decay, l->a_log,
+                           l->dt_bias, batch, &shape);
     df_hybrid_deltanet_out(m, l, a);
 }
 

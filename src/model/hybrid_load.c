@@ -14,6 +14,7 @@ typedef struct WeightSpec {
     int64_t shape[3];
     DfBufKind kind;
     float add; /* 1 for the (1 + w) norms */
+    /* kind: F32 for the small parameters (the norms, conv1d, A_log, dt_bias): see model/hybrid_layer.h */
 } WeightSpec;
 
 static int load_specs(DfTargetModel *m, const DfSafetensors *st, int layer, const WeightSpec *w, size_t n,
@@ -36,8 +37,8 @@ static int load_gated_attention(DfTargetModel *m, const DfSafetensors *st, int i
         {"self_attn.k_proj.weight", &l->k_proj, 2, {kv, h}, DF_BUF_ACT, 0},
         {"self_attn.v_proj.weight", &l->v_proj, 2, {kv, h}, DF_BUF_ACT, 0},
         {"self_attn.o_proj.weight", &l->o_proj, 2, {h, q}, DF_BUF_ACT, 0},
-        {"self_attn.q_norm.weight", &l->q_norm, 1, {c->head_dim}, DF_BUF_ACT, one},
-        {"self_attn.k_norm.weight", &l->k_norm, 1, {c->head_dim}, DF_BUF_ACT, one},
+        {"self_attn.q_norm.weight", &l->q_norm, 1, {c->head_dim}, DF_BUF_F32, one},
+        {"self_attn.k_norm.weight", &l->k_norm, 1, {c->head_dim}, DF_BUF_F32, one},
     };
     return load_specs(m, st, i, w, sizeof w / sizeof w[0], err);
 }
@@ -68,8 +69,8 @@ int df_hybrid_load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfErr
     int64_t h = c->hidden_size, inter = c->intermediate_size;
     float one = c->norm_unit_offset ? 1.0f : 0.0f;
     const WeightSpec common[] = {
-        {"input_layernorm.weight", &l->input_norm, 1, {h}, DF_BUF_ACT, one},
-        {"post_attention_layernorm.weight", &l->post_norm, 1, {h}, DF_BUF_ACT, one},
+        {"input_layernorm.weight", &l->input_norm, 1, {h}, DF_BUF_F32, one},
+        {"post_attention_layernorm.weight", &l->post_norm, 1, {h}, DF_BUF_F32, one},
         {"mlp.gate_proj.weight", &l->gate_proj, 2, {inter, h}, DF_BUF_ACT, 0},
         {"mlp.up_proj.weight", &l->up_proj, 2, {inter, h}, DF_BUF_ACT, 0},
         {"mlp.down_proj.weight", &l->down_proj, 2, {h, inter}, DF_BUF_ACT, 0},

@@ -33,7 +33,7 @@ void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws);
 /* The hybrid layers' extra activations (model/hybrid_layer.c), same capacity rule. */
 typedef struct DfHybridWorkspace {
     int capacity;
-    DfBuffer qg, attn_gate, rot;          /* gated attention: q_proj output, gate, rotary part */
+    DfBuffer qg, attn_gate;               /* gated attention: q_proj output, gate */
     DfBuffer mixed, conv, z, beta, decay, core; /* DeltaNet: in_proj_qkv, its convolution, z, b, a, output */
 } DfHybridWorkspace;
 
@@ -63,8 +63,9 @@ int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, 
  * (also with fewer layers: drafter training needs the lm head, not the last
  * layers; logits then need all layers and are refused).
  * n_layers must be in 1..num_layers. Weights of any float dtype become the
- * backend's activation dtype. Hybrid targets need the CPU backend (their
- * DeltaNet recurrence runs on the host) and are refused elsewhere. */
+ * backend's activation dtype, except a hybrid target's small parameters
+ * (its (1 + w) norms and the DeltaNet's conv1d, A_log, dt_bias, gated norm),
+ * which stay F32 (see model/hybrid_layer.h). */
 int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layers, int with_head, DfError *err);
 void df_target_free(DfTargetModel *m);
 

@@ -86,8 +86,9 @@ static int load_weights(DfTargetModel *m, const DfSafetensors *st, int with_head
     if (!with_head) return 0;
     int64_t hidden = c->hidden_size;
     snprintf(name, sizeof name, "%snorm.weight", df_target_weight_prefix(c));
-    if (df_target_load_weight(m, st, name, 1, &hidden, DF_BUF_ACT, c->norm_unit_offset ? 1.0f : 0.0f, &m->final_norm,
-                              err))
+    /* a (1 + w) norm's weight stays F32 (model/hybrid_layer.h) */
+    if (df_target_load_weight(m, st, name, 1, &hidden, c->norm_unit_offset ? DF_BUF_F32 : DF_BUF_ACT,
+                              c->norm_unit_offset ? 1.0f : 0.0f, &m->final_norm, err))
         return -1;
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
@@ -108,9 +109,6 @@ int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layer
     if (c->num_heads % c->num_kv_heads != 0)
         return df_fail(err, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", dir,
                        c->num_heads, c->num_kv_heads);
-    if (c->is_hybrid && strcmp(be->ops->name, "cpu") != 0)
-        return df_fail(err, "%s: %s (hybrid linear attention) runs on the CPU backend only so far, not on %s", dir,
-                       c->architecture_name, be->ops->name);
     if (n_layers < 1 || n_layers > c->num_layers)
         return df_fail(err, "%s: asked for %d layers, the model has %d", dir, n_layers, c->num_layers);
     DfSafetensors st;

@@ -18,10 +18,10 @@ typedef struct RandomFill {
     float *host;     /* HOST_BLOCK values */
 } RandomFill;
 
-/* Allocates count values and fills them with center + uniform[-half, half]. */
-static int fill_tensor(DfBackend *be, RandomFill *f, DfBuffer *out, size_t count, float center, float half,
-                       DfError *err) {
-    if (df_buffer_alloc(be, out, DF_BUF_ACT, count, err)) return -1;
+/* Allocates count values of `kind` and fills them with center + uniform[-half, half]. */
+static int fill_kind(DfBackend *be, RandomFill *f, DfBuffer *out, DfBufKind kind, size_t count, float center,
+                     float half, DfError *err) {
+    if (df_buffer_alloc(be, out, kind, count, err)) return -1;
     uint32_t stream = df_rng_stream(DF_RNG_DOMAIN_INIT, f->tensor++);
     for (size_t off = 0; off < count; off += HOST_BLOCK) {
         size_t n = count - off < HOST_BLOCK ? count - off : HOST_BLOCK;
@@ -37,6 +37,11 @@ static int fill_tensor(DfBackend *be, RandomFill *f, DfBuffer *out, size_t count
     return 0;
 }
 
+static int fill_tensor(DfBackend *be, RandomFill *f, DfBuffer *out, size_t count, float center, float half,
+                       DfError *err) {
+    return fill_kind(be, f, out, DF_BUF_ACT, count, center, half, err);
+}
+
 /* uniform with variance 1/fan_in: half-width sqrt(3/fan_in) */
 static int fill_matrix(DfBackend *be, RandomFill *f, DfBuffer *out, int rows, int fan_in, DfError *err) {
     return fill_tensor(be, f, out, (size_t)rows * fan_in, 0.0f, sqrtf(3.0f / (float)fan_in), err);
@@ -44,6 +49,54 @@ static int fill_matrix(DfBackend *be, RandomFill *f, DfBuffer *out, int rows, in
 
 static int fill_norm(DfBackend *be, RandomFill *f, DfBuffer *out, int dim, DfError *err) {
     return fill_tensor(be, f, out, (size_t)dim, 1.0f, 0.1f, err);
+}
+
+/* A hybrid layer's small parameters are F32 (model/hybrid_layer.h). */
+static int fill_norm_f32(DfBackend *be, RandomFill *f, DfBuffer *out, int dim, DfError *err) {
+    return fill_kind(be, f, out, DF_BUF_F32, (size_t)dim, 1.0f, 0.1f, err);
+}
+
+/* A hybrid target's Gated DeltaNet. Its small parameters: conv1d uniform
+ * with variance 1/kernel; A_log uniform in [0, log 16] (transformers draws
+ * A from uniform(0, 16) and stores its log); dt_bias 1 +- 0.1 (transformers:
+ * ones); the gated norm's weight 1 +- 0.1. */
+static int fill_gated_deltanet(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, DfError *err) {
+    const DfModelConfig *c = &m->cfg;
+    const DfLinearAttnConfig *la = &c->linear;
+    DfBackend *be = m->be;
+    int h = c->hidden_size, nv = la->num_value_heads, value = nv * la->value_head_dim;
+    int conv = 2 * la->num_key_heads * la->key_head_dim + value, kernel = la->conv_kernel;
+    float log16 = logf(16.0f);
+    return fill_matrix(be, f, &l->in_proj_qkv, conv, h, err) || fill_matrix(be, f, &l->in_proj_z, value, h, err) ||
+                   fill_matrix(be, f, &l->in_proj_b, nv, h, err) || fill_matrix(be, f, &l->in_proj_a, nv, h, err) ||
+                   fill_matrix(be, f, &l->out_proj, h, value, err) ||
+                   fill_kind(be, f, &l->conv1d, DF_BUF_F32, (size_t)conv * kernel, 0.0f,
+                             sqrtf(3.0f / (float)kernel), err) ||
+                   fill_kind(be, f, &l->a_log, DF_BUF_F32, (size_t)nv, log16 / 2, log16 / 2, err) ||
+                   fill_kind(be, f, &l->dt_bias, DF_BUF_F32, (size_t)nv, 1.0f, 0.1f, err) ||
+                   fill_norm_f32(be, f, &l->linear_norm, la->value_head_dim, err)
+               ? -1
+               : 0;
+}
+
+/* A hybrid target's layer: the (1 + w) norms F32, a gated q_proj of twice
+ * the width, or a Gated DeltaNet instead of the attention. */
+static int fill_hybrid_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, int layer, DfError *err) {
+    const DfModelConfig *c = &m->cfg;
+    DfBackend *be = m->be;
+    int h = c->hidden_size, q = c->num_heads * c->head_dim, kv = c->num_kv_heads * c->head_dim;
+    int inter = c->intermediate_size;
+    if (fill_norm_f32(be, f, &l->input_norm, h, err) || fill_norm_f32(be, f, &l->post_norm, h, err) ||
+        fill_matrix(be, f, &l->gate_proj, inter, h, err) || fill_matrix(be, f, &l->up_proj, inter, h, err) ||
+        fill_matrix(be, f, &l->down_proj, h, inter, err))
+        return -1;
+    if (c->layer_is_linear[layer]) return fill_gated_deltanet(m, f, l, err);
+    return fill_matrix(be, f, &l->q_proj, 2 * q, h, err) || fill_matrix(be, f, &l->k_proj, kv, h, err) ||
+                   fill_matrix(be, f, &l->v_proj, kv, h, err) || fill_matrix(be, f, &l->o_proj, h, q, err) ||
+                   fill_norm_f32(be, f, &l->q_norm, c->head_dim, err) ||
+                   fill_norm_f32(be, f, &l->k_norm, c->head_dim, err)
+               ? -1
+               : 0;
 }
 
 static int fill_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, DfError *err) {
@@ -67,9 +120,12 @@ static int fill_model(DfTargetModel *m, RandomFill *f, int with_head, DfError *e
     const DfModelConfig *c = &m->cfg;
     if (fill_tensor(m->be, f, &m->embed, (size_t)c->vocab_size * c->hidden_size, 0.0f, 1.0f, err)) return -1;
     for (int i = 0; i < c->num_layers; i++)
-        if (fill_layer(m, f, &m->layers[i], err)) return df_context(err, "layer %d", i);
+        if ((c->is_hybrid ? fill_hybrid_layer(m, f, &m->layers[i], i, err) : fill_layer(m, f, &m->layers[i], err)))
+            return df_context(err, "layer %d", i);
     if (!with_head) return 0;
-    if (fill_norm(m->be, f, &m->final_norm, c->hidden_size, err)) return -1;
+    if ((c->norm_unit_offset ? fill_norm_f32(m->be, f, &m->final_norm, c->hidden_size, err)
+                             : fill_norm(m->be, f, &m->final_norm, c->hidden_size, err)))
+        return -1;
     if (c->tie_word_embeddings) {
         m->lm_head = m->embed;
         m->lm_head_tied = 1;
@@ -83,9 +139,6 @@ static int fill_model(DfTargetModel *m, RandomFill *f, int with_head, DfError *e
 int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed, int with_head,
                           DfError *err) {
     memset(m, 0, sizeof *m);
-    if (cfg->is_hybrid)
-        return df_fail(err, "random target: %s is a hybrid (linear attention) target, not supported here yet",
-                       cfg->architecture_name);
     if (cfg->num_layers < 1 || cfg->hidden_size < 1 || cfg->head_dim % 2 != 0 || cfg->num_kv_heads < 1 ||
         cfg->num_heads % cfg->num_kv_heads != 0)
         return df_fail(err, "random target: bad shape (layers %d, hidden %d, heads %d / %d kv, head_dim %d)",

@@ -11,7 +11,9 @@
 /* Allocates every layer of cfg (and with_head: the final norm and lm head,
  * tied to the embedding when cfg says so) on be and fills them: matrices
  * uniform with variance 1/fan_in, norm weights 1 +- 0.1, the embedding
- * uniform in [-1, 1]. Values are a function of (seed, tensor, index) alone.
+ * uniform in [-1, 1]; a hybrid target's layers as its loader lays them out
+ * (small parameters F32, see fill_gated_deltanet in target_random.c for
+ * their values). Values are a function of (seed, tensor, index) alone.
  * The model is then used and freed like a loaded one. */
 int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed, int with_head,
                           DfError *err);

@@ -111,6 +111,12 @@ static const DfBackendOps CPU_OPS = {
     .sum_squares = df_cpu_sum_squares,
     .adamw_step = df_cpu_adamw_step,
     .argmax_rows = df_cpu_argmax_rows,
+    .causal_conv_silu = df_cpu_causal_conv_silu,
+    .gated_delta_rule = df_cpu_gated_delta_rule,
+    .gated_rmsnorm = df_cpu_gated_rmsnorm,
+    .sigmoid_gate = df_cpu_sigmoid_gate,
+    .rope_partial = df_cpu_rope_partial,
+    .rmsnorm_f32_weight = df_cpu_rmsnorm, /* F32 and ACT are the same floats here */
 };
 
 DfBackend *df_backend_cpu_create(DfError *err) {

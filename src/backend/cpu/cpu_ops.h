@@ -52,6 +52,16 @@ void df_cpu_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer 
 int df_cpu_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err);
 void df_cpu_adamw_step(DfBackend *be, const DfAdamWArgs *a);
 
+/* hybrid targets' layers (cpu_hybrid.c; rmsnorm_f32_weight is df_cpu_rmsnorm) */
+void df_cpu_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
+                             int channels, int kernel);
+void df_cpu_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                             DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
+void df_cpu_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
+void df_cpu_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
+void df_cpu_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                         int n_tokens, int heads, int head_dim, int rotary_dim);
+
 /* In place on s [rows, cols]: row r keeps its first min(cols, visible0 +
  * grow * r) entries as their softmax, the rest become 0; lse_out (or NULL)
  * receives each row's log-sum-exp. */

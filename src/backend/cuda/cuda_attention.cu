@@ -276,8 +276,7 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
         launch<128, 2>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
     else if (head_dim == 128)
         launch<128, 1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
-    else
-        df_cuda_record_failure(be, __FILE__, __LINE__, "attention: head_dim %d is not supported (64 or 128)",
-                               head_dim);
+    else /* other head dims up to 256 (a hybrid target's 256): CUDA cores, cuda_attention_generic.cu */
+        df_cuda_attention_generic(be, out, lse, q, k, v, batch, heads, kv_heads, head_dim, scale);
     df_cuda_prof_end(be);
 }

@@ -273,6 +273,12 @@ static const DfBackendOps CUDA_OPS = {
     .sum_squares = df_cuda_sum_squares,
     .adamw_step = df_cuda_adamw_step,
     .argmax_rows = df_cuda_argmax_rows,
+    .causal_conv_silu = df_cuda_causal_conv_silu,
+    .gated_delta_rule = df_cuda_gated_delta_rule,
+    .gated_rmsnorm = df_cuda_gated_rmsnorm,
+    .sigmoid_gate = df_cuda_sigmoid_gate,
+    .rope_partial = df_cuda_rope_partial,
+    .rmsnorm_f32_weight = df_cuda_rmsnorm_f32_weight,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {
@@ -419,8 +425,9 @@ extern "C" int df_cuda_copy_bandwidth(DfBackend *be, size_t bytes, int repeat, d
 /* --- per-op profile ---------------------------------------------------------- */
 
 extern "C" const char *df_cuda_op_kind_name(int kind) {
-    static const char *const names[DF_CUDA_OP_KINDS] = {"matmul", "attention", "rmsnorm", "rope",
-                                                        "swiglu", "embedding", "add",     "copy2d"};
+    static const char *const names[DF_CUDA_OP_KINDS] = {"matmul", "attention", "rmsnorm",    "rope",
+                                                        "swiglu", "embedding", "add",        "copy2d",
+                                                        "delta_rule", "conv/gates"};
     return kind >= 0 && kind < DF_CUDA_OP_KINDS ? names[kind] : "?";
 }
 

@@ -72,6 +72,8 @@ enum {
     DF_CUDA_OP_EMBEDDING,
     DF_CUDA_OP_ADD,
     DF_CUDA_OP_COPY,
+    DF_CUDA_OP_DELTA_RULE, /* a hybrid target's gated delta rule recurrence */
+    DF_CUDA_OP_HYBRID_ELEMENTWISE, /* its causal conv, gated norm, sigmoid gate */
     DF_CUDA_OP_KINDS
 };
 const char *df_cuda_op_kind_name(int kind);

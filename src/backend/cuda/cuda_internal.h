@@ -164,6 +164,21 @@ void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBu
                              DfBuffer up);
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
 
+/* attention for head dims other than 64 and 128, up to 256 (cuda_attention_generic.cu) */
+void df_cuda_attention_generic(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                               const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
+
+/* hybrid targets' layers (cuda_hybrid.cu) */
+void df_cuda_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
+                              int channels, int kernel);
+void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                              DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
+void df_cuda_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
+void df_cuda_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
+void df_cuda_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                          int n_tokens, int heads, int head_dim, int rotary_dim);
+void df_cuda_rmsnorm_f32_weight(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+
 /* optimizer (cuda_optimizer.cu) */
 extern "C" int df_cuda_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err);
 extern "C" void df_cuda_adamw_step(DfBackend *be, const DfAdamWArgs *a);

@@ -1,0 +1,307 @@
+/* The hybrid targets' ops on CUDA (formulas: model/gated_deltanet.h): the
+ * causal depthwise convolution + SiLU, the gated delta rule, the gated
+ * RMSNorm, the sigmoid output gate, partial RoPE and RMSNorm with an fp32
+ * weight. Activations bf16, small parameters fp32, all math in fp32.
+ *
+ * The delta rule runs its recurrence token by token: one CTA per (sequence,
+ * value head) holds the [key_dim, value_dim] fp32 state in registers (P
+ * threads per value column, each keeping key_dim / P rows of it) and walks
+ * the sequence, the next token's q, k, v, a, b loaded while the current one
+ * is computed (one __syncthreads per token). Its cost is latency: the
+ * sequence length in serial steps. A chunked form (WY / UT transform over
+ * chunks of ~64 tokens, as flash-linear-attention does) would turn the three
+ * mat-vecs per token into tensor-core matmuls per chunk and the serial
+ * steps into length / 64, at the price of a much larger kernel. */
+#include "backend/cuda/cuda_internal.h"
+
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ float sigmoid_f(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+/* torch.nn.functional.softplus: linear above 20 */
+__device__ __forceinline__ float softplus_f(float x) {
+    return x > 20.0f ? x : log1pf(expf(x));
+}
+
+/* --- causal depthwise conv1d + SiLU: one thread per (token, channel) -------- */
+
+/* A row's sequence starts at t - positions[t]: the window stops there. */
+__global__ void k_causal_conv_silu(bf16 *out, const bf16 *x, const float *w, const int32_t *pos, int n_tokens,
+                                   int channels, int kernel) {
+    size_t total = (size_t)n_tokens * channels;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        long t = (long)(i / channels);
+        int c = (int)(i % channels);
+        long start = t - pos[t];
+        if (start < 0) start = 0;
+        float acc = 0.0f;
+        for (int j = 0; j < kernel; j++) {
+            long src = t - (kernel - 1) + j;
+            if (src >= start) acc += w[(size_t)c * kernel + j] * __bfloat162float(x[(size_t)src * channels + c]);
+        }
+        out[i] = __float2bfloat16_rn(acc * sigmoid_f(acc));
+    }
+}
+
+void df_cuda_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
+                                  int channels, int kernel) {
+    df_cuda_prof_begin(be, DF_CUDA_OP_HYBRID_ELEMENTWISE);
+    DfCudaState *st = df_cuda_state(be);
+    size_t total = (size_t)batch->n_tokens * channels;
+    k_causal_conv_silu<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>(
+        (bf16 *)out.ptr, (const bf16 *)x.ptr, (const float *)w.ptr, (const int32_t *)batch->positions.ptr,
+        batch->n_tokens, channels, kernel);
+    DF_CUDA_CHECK_LAUNCH(be, "causal_conv_silu");
+    df_cuda_prof_end(be);
+}
+
+/* --- gated delta rule --------------------------------------------------------- */
+
+#define DELTA_MAX_ROWS 32 /* state rows per thread (registers) */
+#define DELTA_PREFETCH 4  /* staged values per thread kept in registers */
+#define DELTA_MAX_THREADS 512 /* per block: up to 128 registers a thread for the state */
+
+/* One token's inputs in shared memory: q [dk], k [dk], v [dv], a, b. */
+__device__ __forceinline__ float stage_value(const bf16 *qkv, const bf16 *b, const bf16 *a, long t, int idx, int dk,
+                                             int dv, size_t width, size_t q_off, size_t k_off, size_t v_off, int nv,
+                                             int hv) {
+    const bf16 *row = qkv + (size_t)t * width;
+    if (idx < dk) return __bfloat162float(row[q_off + idx]);
+    if (idx < 2 * dk) return __bfloat162float(row[k_off + idx - dk]);
+    if (idx < 2 * dk + dv) return __bfloat162float(row[v_off + idx - 2 * dk]);
+    if (idx == 2 * dk + dv) return __bfloat162float(a[(size_t)t * nv + hv]);
+    return __bfloat162float(b[(size_t)t * nv + hv]);
+}
+
+/* grid (value heads, sequences); block P * dv threads rounded up to a warp:
+ * thread (j = tid / P, p = tid % P) owns state rows p, p+P, ... of column j. */
+template <int P>
+__global__ void __launch_bounds__(DELTA_MAX_THREADS)
+    k_gated_delta_rule(bf16 *out, const bf16 *qkv, const bf16 *b, const bf16 *a, const float *a_log,
+                       const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv) {
+    extern __shared__ float stage[]; /* 2 x (2*dk + dv + 2) */
+    int hv = blockIdx.x, seq = blockIdx.y, hk = hv / (nv / nk);
+    int tid = threadIdx.x, j = tid / P, p = tid % P, lane = tid % 32;
+    bool active = j < dv;
+    int n_stage = 2 * dk + dv + 2;
+    size_t key_dim = (size_t)nk * dk, width = 2 * key_dim + (size_t)nv * dv;
+    size_t q_off = (size_t)hk * dk, k_off = key_dim + (size_t)hk * dk, v_off = 2 * key_dim + (size_t)hv * dv;
+    long begin = seq_starts[seq], end = seq_starts[seq + 1];
+    float neg_a = -expf(a_log[hv]), dtb = dt_bias[hv], q_scale = 1.0f / sqrtf((float)dk);
+    float state[DELTA_MAX_ROWS];
+#pragma unroll
+    for (int r = 0; r < DELTA_MAX_ROWS; r++) state[r] = 0.0f;
+
+    for (int i = tid; i < n_stage && begin < end; i += blockDim.x)
+        stage[i] = stage_value(qkv, b, a, begin, i, dk, dv, width, q_off, k_off, v_off, nv, hv);
+    __syncthreads();
+    for (long t = begin; t < end; t++) {
+        float *cur = stage + ((t - begin) & 1) * n_stage, *nxt = stage + ((t - begin + 1) & 1) * n_stage;
+        bool more = t + 1 < end;
+        float pf[DELTA_PREFETCH];
+#pragma unroll
+        for (int k = 0; k < DELTA_PREFETCH; k++) {
+            int idx = tid + k * blockDim.x;
+            pf[k] = more && idx < n_stage
+                        ? stage_value(qkv, b, a, t + 1, idx, dk, dv, width, q_off, k_off, v_off, nv, hv)
+                        : 0.0f;
+        }
+        const float *qs = cur, *ks = cur + dk, *vs = cur + 2 * dk;
+        /* l2 norms of q and k, every warp on its own (no extra barrier) */
+        float sq = 0.0f, sk = 0.0f;
+        for (int i = lane; i < dk; i += 32) {
+            sq += qs[i] * qs[i];
+            sk += ks[i] * ks[i];
+        }
+        for (int o = 16; o > 0; o /= 2) {
+            sq += __shfl_xor_sync(0xffffffffu, sq, o);
+            sk += __shfl_xor_sync(0xffffffffu, sk, o);
+        }
+        float rq = q_scale / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
+        float decay = expf(neg_a * softplus_f(vs[dv] + dtb)), beta = sigmoid_f(vs[dv + 1]);
+        /* S *= decay; delta = beta * (v - S^T k) */
+        float part = 0.0f;
+#pragma unroll
+        for (int r = 0; r < DELTA_MAX_ROWS; r++) {
+            int i = p + r * P;
+            if (i < dk) {
+                state[r] *= decay;
+                part += state[r] * (ks[i] * rk);
+            }
+        }
+        for (int o = P / 2; o > 0; o /= 2) part += __shfl_xor_sync(0xffffffffu, part, o);
+        float delta = active ? beta * (vs[j] - part) : 0.0f;
+        /* S += k delta^T; o = S^T q */
+        float acc = 0.0f;
+#pragma unroll
+        for (int r = 0; r < DELTA_MAX_ROWS; r++) {
+            int i = p + r * P;
+            if (i < dk) {
+                state[r] += (ks[i] * rk) * delta;
+                acc += state[r] * (qs[i] * rq);
+            }
+        }
+        for (int o = P / 2; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (active && p == 0) out[(size_t)t * nv * dv + (size_t)hv * dv + j] = __float2bfloat16_rn(acc);
+        if (more) {
+#pragma unroll
+            for (int k = 0; k < DELTA_PREFETCH; k++) {
+                int idx = tid + k * blockDim.x;
+                if (idx < n_stage) nxt[idx] = pf[k];
+            }
+            for (int idx = tid + DELTA_PREFETCH * blockDim.x; idx < n_stage; idx += blockDim.x)
+                nxt[idx] = stage_value(qkv, b, a, t + 1, idx, dk, dv, width, q_off, k_off, v_off, nv, hv);
+        }
+        __syncthreads();
+    }
+}
+
+/* Threads per value column: the fewest that keep the state rows per thread
+ * within the registers' budget and the block within DELTA_MAX_THREADS; 0 if none. */
+static int delta_threads_per_column(int dk, int dv) {
+    for (int p = 4; p <= 32; p *= 2)
+        if (dk <= DELTA_MAX_ROWS * p && p * dv <= DELTA_MAX_THREADS) return p;
+    return 0;
+}
+
+template <int P>
+static void launch_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                              DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
+    DfCudaState *st = df_cuda_state(be);
+    unsigned threads = (unsigned)((P * s->value_dim + 31) / 32 * 32);
+    size_t smem = 2 * (size_t)(2 * s->key_dim + s->value_dim + 2) * sizeof(float);
+    if (smem > 48 * 1024)
+        DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_gated_delta_rule<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)smem));
+    dim3 grid((unsigned)s->value_heads, (unsigned)batch->n_seqs);
+    k_gated_delta_rule<P><<<grid, threads, smem, st->stream>>>(
+        (bf16 *)out.ptr, (const bf16 *)qkv.ptr, (const bf16 *)b.ptr, (const bf16 *)a.ptr, (const float *)a_log.ptr,
+        (const float *)dt_bias.ptr, (const int32_t *)batch->seq_starts.ptr, s->key_heads, s->value_heads, s->key_dim,
+        s->value_dim);
+    DF_CUDA_CHECK_LAUNCH(be, "gated_delta_rule");
+}
+
+void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                                  DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
+    df_cuda_prof_begin(be, DF_CUDA_OP_DELTA_RULE);
+    switch (delta_threads_per_column(s->key_dim, s->value_dim)) {
+    case 4: launch_delta_rule<4>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
+    case 8: launch_delta_rule<8>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
+    case 16: launch_delta_rule<16>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
+    case 32: launch_delta_rule<32>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
+    default:
+        df_cuda_record_failure(be, __FILE__, __LINE__,
+                               "gated_delta_rule: key head dim %d with value head dim %d is not supported on CUDA "
+                               "(key dim at most %d, key dim x value dim within the block's registers)",
+                               s->key_dim, s->value_dim, DELTA_MAX_ROWS * 32);
+    }
+    df_cuda_prof_end(be);
+}
+
+/* --- row norms: one warp per row ------------------------------------------------ */
+
+/* out = x * rsqrt(mean(x^2) + eps) * w (* silu(z) when z); out may be x. */
+__global__ void k_rmsnorm_f32w(bf16 *out, const bf16 *x, const bf16 *z, const float *w, int rows, int dim,
+                               float eps) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const bf16 *xr = x + (size_t)row * dim;
+    bf16 *orow = out + (size_t)row * dim;
+    float ss = 0.0f;
+    for (int i = lane; i < dim; i += 32) {
+        float f = __bfloat162float(xr[i]);
+        ss += f * f;
+    }
+    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    float inv = rsqrtf(ss / (float)dim + eps);
+    /* each lane rewrites only the elements it read: in place is safe */
+    for (int i = lane; i < dim; i += 32) {
+        float v = __bfloat162float(xr[i]) * inv * w[i];
+        if (z) {
+            float g = __bfloat162float(z[(size_t)row * dim + i]);
+            v *= g * sigmoid_f(g);
+        }
+        orow[i] = __float2bfloat16_rn(v);
+    }
+}
+
+static void rmsnorm_launch(DfBackend *be, DfBuffer out, DfBuffer x, const void *z, DfBuffer w, int rows, int dim,
+                           float eps, const char *what) {
+    DfCudaState *st = df_cuda_state(be);
+    int rows_per_block = 8;
+    unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
+    k_rmsnorm_f32w<<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
+                                                                    (const bf16 *)z, (const float *)w.ptr, rows, dim,
+                                                                    eps);
+    DF_CUDA_CHECK_LAUNCH(be, what);
+}
+
+void df_cuda_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps) {
+    df_cuda_prof_begin(be, DF_CUDA_OP_HYBRID_ELEMENTWISE);
+    rmsnorm_launch(be, x, x, z.ptr, w, rows, dim, eps, "gated_rmsnorm");
+    df_cuda_prof_end(be);
+}
+
+void df_cuda_rmsnorm_f32_weight(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim,
+                                    float eps) {
+    df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
+    rmsnorm_launch(be, out, x, NULL, w, rows, dim, eps, "rmsnorm_f32_weight");
+    df_cuda_prof_end(be);
+}
+
+/* --- sigmoid gate ------------------------------------------------------------------- */
+
+__global__ void k_sigmoid_gate(bf16 *x, const bf16 *gate, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * sigmoid_f(__bfloat162float(gate[i])));
+}
+
+void df_cuda_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate) {
+    df_cuda_prof_begin(be, DF_CUDA_OP_HYBRID_ELEMENTWISE);
+    DfCudaState *st = df_cuda_state(be);
+    k_sigmoid_gate<<<df_cuda_blocks(x.count, 256), 256, 0, st->stream>>>((bf16 *)x.ptr, (const bf16 *)gate.ptr,
+                                                                         x.count);
+    DF_CUDA_CHECK_LAUNCH(be, "sigmoid_gate");
+    df_cuda_prof_end(be);
+}
+
+/* --- partial RoPE: one thread per (token, head, pair i < rotary_dim/2) ----------- */
+
+__global__ void k_rope_partial(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, int n_tokens,
+                               int heads, int head_dim, int half, int table_rows, DfCudaDeviceError *bad) {
+    size_t total = (size_t)n_tokens * heads * half;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        int j = (int)(i % half);
+        size_t th = i / half; /* token * heads + head */
+        int t = (int)(th / heads);
+        int p = pos[t];
+        if (p < 0 || p >= table_rows) {
+            if (atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
+                bad->value = p;
+                bad->row = t;
+                bad->limit = table_rows;
+            }
+            continue;
+        }
+        bf16 *x1 = x + th * head_dim;
+        float c = cos_t[(size_t)p * half + j], s = sin_t[(size_t)p * half + j];
+        float a = __bfloat162float(x1[j]), b = __bfloat162float(x1[j + half]);
+        x1[j] = __float2bfloat16_rn(a * c - b * s);
+        x1[j + half] = __float2bfloat16_rn(b * c + a * s);
+    }
+}
+
+void df_cuda_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
+                              int n_tokens, int heads, int head_dim, int rotary_dim) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_ROPE);
+    int half = rotary_dim / 2;
+    size_t total = (size_t)n_tokens * heads * half;
+    k_rope_partial<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>(
+        (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
+        n_tokens, heads, head_dim, half, (int)(cos_table.count / (size_t)half), st->dev_error);
+    DF_CUDA_CHECK_LAUNCH(be, "rope_partial");
+    df_cuda_prof_end(be);
+}
