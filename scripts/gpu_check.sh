@@ -10,7 +10,9 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,prefill (default: all but prefill)
+#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,prefill,dp (default: all but prefill
+#   and dp; dp = scripts/dp_check.sh: queue depths, two-GPU data parallel through NCCL, a lost rank,
+#   resume across GPU counts; run it on the 2-GPU machine)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode}
@@ -100,6 +102,11 @@ if want decode; then
         section "transformers decode"
         PYTHONUNBUFFERED=1 timeout 300 python3 bench/decode_transformers.py
     } 2>&1 | tee "$OUT/decode.txt"
+fi
+
+if want dp; then
+    section "dp_check"
+    timeout 900 bash scripts/dp_check.sh "$OUT" 2>&1 | tail -80
 fi
 
 if want prefill; then
