@@ -142,9 +142,13 @@ int df_train_check_device(const char *device, DfError *err);
 
 /* Runs (or resumes) a training run. Metrics line per step:
  *   {"step", "epoch", "loss", "train_tau", "acc": [positions 1..B-1], "lr",
- *    "grad_norm", "tokens", "samples", "tokens_per_s", "elapsed_s"}
+ *    "grad_norm", "tokens", "samples", then the timing fields: "tokens_per_s",
+ *    "seqs_per_s", "step_s", "stage_ms": {per stage of train/step_timing.h},
+ *    "busy", "queue_depth", "tflops", "mfu" (null without a peak), "eta_s",
+ *    "elapsed_s"}
  * with doubles printed as %.17g (lossless). step counts completed steps
- * from 1; lr is the rate used by that step; grad_norm is before clipping.
+ * from 1; lr is the rate used by that step; grad_norm is before clipping;
+ * tokens and samples are the global batch's (every rank's).
  *
  * Numerical guard: a step whose loss or gradient norm is not finite makes no
  * update (no optimizer step, the weights stay as they were) but still counts
