@@ -2,7 +2,8 @@
  *   - the loader hands over the plan's steps in order, each batch packed
  *     from the store; with depth 1 it assembles step n+1 only once step n's
  *     batch is given back (lock-step), with depth 3 it runs ahead; stopping
- *     it while it waits returns at once;
+ *     it while it waits returns at once; its failure reaches the compute
+ *     side with its message;
  *   - dflash train with --queue-depth 1 and 4 gives bit-identical metrics
  *     and checkpoints;
  *   - metrics lines carry the stage times and rates, stages.json the table;
@@ -171,6 +172,23 @@ static void test_loader_depth(void **state) {
     }
 }
 
+/* A failure in the loader thread reaches the compute side with its message. */
+static void test_loader_failure_reaches_the_trainer(void **state) {
+    Fixture *f = *state;
+    LoaderRig rig;
+    rig_open(&rig, f, 2, 6);
+    rig.cfg.batch_in_epoch = 1000000; /* past the epoch's plan */
+    DfStepLoader l;
+    DfError err = {{0}};
+    assert_int_equal(df_step_loader_start(&l, &rig.cfg, &err), 0);
+    DfStepBatch *b;
+    assert_int_equal(df_step_loader_next(&l, &b, &err), DF_QUEUE_ABORTED);
+    assert_null(b);
+    assert_non_null(strstr(err.msg, "batch 1000000 of epoch 0 does not exist"));
+    df_step_loader_free(&l);
+    rig_close(&rig);
+}
+
 /* ---- dflash train ---------------------------------------------------------- */
 
 static int train(Fixture *f, const char *output, const char *extra) {
@@ -317,6 +335,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_loader_follows_the_plan),
         cmocka_unit_test(test_loader_depth),
+        cmocka_unit_test(test_loader_failure_reaches_the_trainer),
         cmocka_unit_test(test_queue_depths_train_identically),
         cmocka_unit_test(test_sigterm_with_a_deep_queue),
     };
