@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Packs what a run on the GPU machine needs into .devpack/ (git-ignored; name it in the
-# device tool's `carry`): ./dflash and the test programs built here (the GPU machine has
+# device tool's `carry`): ./dflash and the GPU test programs built here (the GPU machine has
 # nvcc, gcc and OpenBLAS but not cJSON, utf8proc or cmocka), plus those shared libraries.
 # On the GPU machine: export LD_LIBRARY_PATH=$PWD/.devpack/lib; .devpack/dflash ...
 # or the whole check: bash scripts/gpu_check.sh (see there).
@@ -12,7 +12,9 @@ dest=${DEVPACK_DEST:-"$(cd "$(dirname "$0")/.." && pwd)/.devpack"}
 rm -rf "$dest" && mkdir -p "$dest/lib" "$dest/tests"
 make -C "$src" -j2 dflash $(cd "$src" && ls tests/test_*.c | grep -v test_util | sed 's|tests/\(.*\)\.c|build/tests/\1|') >/dev/null
 cp "$src/dflash" "$dest/"
-cp "$src"/build/tests/test_* "$dest/tests/" 2>/dev/null || true
+# the test programs that exercise the GPU (scripts/gpu_check.sh runs them): the CUDA ones and the
+# drafter's parity test, which also runs on the CUDA backend where there is one
+cp "$src"/build/tests/test_cuda_* "$src"/build/tests/test_drafter "$dest/tests/"
 rm -f "$dest"/tests/*.o "$dest"/tests/*.d
 for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$dest/lib/"

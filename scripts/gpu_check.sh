@@ -33,7 +33,7 @@ fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > "$OUT/tests.log"
 
 if want tests; then
-    for t in "$T"/test_cuda_*; do
+    for t in "$T"/test_cuda_* "$T"/test_drafter; do
         section "$t"
         timeout 300 "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -40
         echo "exit ${PIPESTATUS[0]}"

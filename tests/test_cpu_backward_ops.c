@@ -168,16 +168,22 @@ typedef struct BlockAttnData {
         vb[BA_Q * BA_KV * BA_HD];
 } BlockAttnData;
 
-/* The spec's masked attention, written out in double: out [Q, H*hd], lse [H, Q]. */
-static void block_attn_ref(const BlockAttnData *x, double scale, double *out, double *lse) {
+/* The spec's masked attention, written out in double: out [Q, H*hd], lse [H, Q].
+ * window > 0: a block sees only the last `window` context rows below its anchor. */
+static void block_attn_ref(const BlockAttnData *x, double scale, int window, double *out, double *lse) {
     int ldq = BA_H * BA_HD, ldk = BA_KV * BA_HD;
     for (int j = 0; j < BA_NB; j++) {
         int s = j < 3 ? 0 : 1, a = ba_anchors[j], c0 = ba_ctx_starts[s];
         for (int r = 0; r < BA_B; r++)
             for (int h = 0; h < BA_H; h++) {
                 int qi = j * BA_B + r, g = h / (BA_H / BA_KV), n = a + BA_B;
+                int lo = window > 0 && a > window ? a - window : 0; /* first visible context row */
                 double sc[32], mx = -INFINITY, sum = 0;
                 for (int i = 0; i < n; i++) {
+                    if (i < lo) {
+                        sc[i] = -INFINITY;
+                        continue;
+                    }
                     const double *kr = i < a ? x->kc + (size_t)(c0 + i) * ldk : x->kb + (size_t)(j * BA_B + i - a) * ldk;
                     double d = 0;
                     for (int e = 0; e < BA_HD; e++) d += x->q[qi * ldq + h * BA_HD + e] * kr[g * BA_HD + e];
@@ -198,22 +204,22 @@ static void block_attn_ref(const BlockAttnData *x, double scale, double *out, do
     }
 }
 
-static double weighted_out(const BlockAttnData *x, double scale, const float *dout) {
+static double weighted_out(const BlockAttnData *x, double scale, int window, const float *dout) {
     static double out[BA_Q * BA_H * BA_HD];
-    block_attn_ref(x, scale, out, NULL);
+    block_attn_ref(x, scale, window, out, NULL);
     double l = 0;
     for (int i = 0; i < BA_Q * BA_H * BA_HD; i++) l += out[i] * dout[i];
     return l;
 }
 
 /* d(sum dout * out)/d(t[i]) by central differences, for every element of t. */
-static void fd_grad(BlockAttnData *x, double *t, int n, double scale, const float *dout, double *grad) {
+static void fd_grad(BlockAttnData *x, double *t, int n, double scale, int window, const float *dout, double *grad) {
     for (int i = 0; i < n; i++) {
         double keep = t[i], h = 1e-5;
         t[i] = keep + h;
-        double lp = weighted_out(x, scale, dout);
+        double lp = weighted_out(x, scale, window, dout);
         t[i] = keep - h;
-        double lm = weighted_out(x, scale, dout);
+        double lm = weighted_out(x, scale, window, dout);
         t[i] = keep;
         grad[i] = (lp - lm) / (2 * h);
     }
@@ -227,7 +233,7 @@ static DfBuffer upload_d(DfBackend *be, const double *x, size_t n) {
     return b;
 }
 
-static void test_block_attention(void **state) {
+static void check_block_attention(void **state, int window) {
     Fixture *f = *state;
     DfBackend *be = f->be;
     DfError err;
@@ -243,7 +249,8 @@ static void test_block_attention(void **state) {
     double scale = 1.0 / sqrt(BA_HD);
     DfBlockAttnLayout layout;
     assert_int_equal(df_block_attn_layout_init(&layout, be, 2, ba_ctx_starts, ba_block_starts, ba_anchors, BA_B, &err), 0);
-    DfBlockAttnArgs a = {.layout = &layout, .heads = BA_H, .kv_heads = BA_KV, .head_dim = BA_HD, .scale = (float)scale};
+    DfBlockAttnArgs a = {.layout = &layout, .heads = BA_H, .kv_heads = BA_KV, .head_dim = BA_HD, .scale = (float)scale,
+                         .window = window};
     DfBuffer *bufs[] = {&a.q, &a.k_ctx, &a.v_ctx, &a.k_blk, &a.v_blk};
     for (int i = 0; i < 5; i++) *bufs[i] = upload_d(be, arrays[i], sizes[i]);
     assert_int_equal(df_buffer_alloc(be, &a.out, DF_BUF_ACT, sizes[0], &err), 0);
@@ -252,7 +259,7 @@ static void test_block_attention(void **state) {
     sync_ok(be);
 
     double *want_out = malloc(sizes[0] * sizeof *want_out), want_lse[BA_Q * BA_H];
-    block_attn_ref(x, scale, want_out, want_lse);
+    block_attn_ref(x, scale, window, want_out, want_lse);
     float *got_out = df_test_download(be, a.out), *got_lse = df_test_download(be, a.lse);
     assert_close(got_out, want_out, sizes[0], 1e-5, "block attention out");
     assert_close(got_lse, want_lse, BA_Q * BA_H, 1e-5, "block attention lse");
@@ -274,7 +281,7 @@ static void test_block_attention(void **state) {
     DfBuffer outs[] = {g.dq, g.dk_ctx, g.dv_ctx, g.dk_blk, g.dv_blk};
     for (int i = 0; i < 5; i++) {
         double *want = malloc(sizes[i] * sizeof *want);
-        fd_grad(x, arrays[i], (int)sizes[i], scale, dout, want);
+        fd_grad(x, arrays[i], (int)sizes[i], scale, window, dout, want);
         if (i > 0)
             for (size_t e = 0; e < sizes[i]; e++) want[e] += starts[i - 1][e];
         float *got = df_test_download(be, outs[i]);
@@ -287,6 +294,14 @@ static void test_block_attention(void **state) {
     df_block_attn_layout_free(&layout, be);
     free(x), free(want_out), free(got_out), free(got_lse), free(dout);
 }
+
+static void test_block_attention(void **state) { check_block_attention(state, 0); }
+
+/* A sliding window of 4 cuts the context of the blocks anchored at 5, 10 and 6
+ * (and not of those at 0 and 3); a window past every anchor changes nothing. */
+static void test_block_attention_window(void **state) { check_block_attention(state, 4); }
+
+static void test_block_attention_window_wide(void **state) { check_block_attention(state, 64); }
 
 static void test_block_attention_layout_errors(void **state) {
     Fixture *f = *state;
@@ -417,6 +432,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_rope_backward, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
         cmocka_unit_test_setup_teardown(test_swiglu_backward, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
         cmocka_unit_test_setup_teardown(test_linear_weight_grad, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_block_attention_window, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
+        cmocka_unit_test_setup_teardown(test_block_attention_window_wide, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
         cmocka_unit_test_setup_teardown(test_block_attention, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
         cmocka_unit_test_setup_teardown(test_block_attention_layout_errors, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),
         cmocka_unit_test_setup_teardown(test_lm_head_ce, df_test_cpu_backend_setup, df_test_cpu_backend_teardown),

@@ -3,7 +3,9 @@
  * kv_attention (causal, and bidirectional among the new rows as in a DFlash
  * block) over several sequences with different cache lengths, GQA, and more
  * new rows than one query tile. Also: causal kv_attention of a whole prompt
- * on an empty cache equals the packed attention op. */
+ * on an empty cache equals the packed attention op; a step layout set again
+ * and again in the same storage equals a fresh one each time; argmax_rows
+ * picks the first maximum (ties, NaNs, -inf rows). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,12 +188,143 @@ static void test_prefill_equals_packed_attention(void **state) {
     df_backend_destroy(be);
 }
 
+/* The fields of a step layout, host and backend copies, against the arrays
+ * it was made from. */
+static void check_layout(DfBackend *be, const DfKvBatch *kb, int n, const int32_t *slots, const int32_t *lens,
+                         const int32_t *starts) {
+    assert_int_equal(kb->n_seqs, n);
+    assert_int_equal(kb->n_rows, starts[n]);
+    int max_new = 0, max_visible = 0;
+    for (int i = 0; i < n; i++) {
+        int k = starts[i + 1] - starts[i];
+        max_new = k > max_new ? k : max_new;
+        max_visible = lens[i] + k > max_visible ? lens[i] + k : max_visible;
+    }
+    assert_int_equal(kb->max_new, max_new);
+    assert_int_equal(kb->max_visible, max_visible);
+    assert_memory_equal(kb->host_slots, slots, (size_t)n * sizeof *slots);
+    assert_memory_equal(kb->host_cache_lens, lens, (size_t)n * sizeof *lens);
+    assert_memory_equal(kb->host_row_starts, starts, (size_t)(n + 1) * sizeof *starts);
+    int32_t got[256];
+    DfError err;
+    assert_true(n + 1 <= 256 && starts[n] <= 256);
+    assert_int_equal(be->ops->download_i32(be, got, kb->slots, &err), 0);
+    assert_memory_equal(got, slots, (size_t)n * sizeof *slots);
+    assert_int_equal(be->ops->download_i32(be, got, kb->cache_lens, &err), 0);
+    assert_memory_equal(got, lens, (size_t)n * sizeof *lens);
+    assert_int_equal(be->ops->download_i32(be, got, kb->row_starts, &err), 0);
+    assert_memory_equal(got, starts, (size_t)(n + 1) * sizeof *starts);
+    assert_int_equal(kb->positions.count, (size_t)starts[n]);
+    assert_int_equal(be->ops->download_i32(be, got, kb->positions, &err), 0);
+    for (int i = 0; i < n; i++)
+        for (int j = starts[i]; j < starts[i + 1]; j++) assert_int_equal(got[j], lens[i] + j - starts[i]);
+}
+
+/* One DfKvBatch set for a run of steps of changing shape (grow, shrink, a
+ * refused layout in between) holds what a fresh df_kv_batch_init holds, and
+ * its backend storage is allocated only when a step needs more. */
+static void test_kv_batch_reused_across_steps(void **state) {
+    (void)state;
+    DfError err;
+    DfBackend *be = df_backend_cpu_create(&err);
+    DfKvBatch kb = {0}, fresh;
+    enum { SLOTS = 64 };
+    int32_t slots[SLOTS], lens[SLOTS], starts[SLOTS + 1];
+    const int sizes[] = {3, 1, 40, 40, 2, 64, 5, 64};
+    const void *last_pack = NULL;
+    size_t last_cap = 0;
+    for (size_t step = 0; step < sizeof sizes / sizeof sizes[0]; step++) {
+        int n = sizes[step];
+        starts[0] = 0;
+        for (int i = 0; i < n; i++) {
+            slots[i] = (int32_t)((i * 5 + step) % SLOTS);
+            lens[i] = (int32_t)((i * 7 + step * 3) % 50);
+            starts[i + 1] = starts[i] + (n <= 5 ? 1 + (i + (int)step) % 4 : 1); /* prefill-like or decode */
+        }
+        if (df_kv_batch_set(&kb, be, n, slots, lens, starts, SLOTS, CAP, &err)) fail_msg("%s", err.msg);
+        check_layout(be, &kb, n, slots, lens, starts);
+        if (df_kv_batch_init(&fresh, be, n, slots, lens, starts, SLOTS, CAP, &err)) fail_msg("%s", err.msg);
+        check_layout(be, &fresh, n, slots, lens, starts);
+        df_kv_batch_free(&fresh, be);
+        /* storage moves only when it grows */
+        if (last_pack && kb.pack_cap == last_cap) assert_ptr_equal(kb.pack.ptr, last_pack);
+        assert_true(kb.pack_cap >= last_cap);
+        last_pack = kb.pack.ptr, last_cap = kb.pack_cap;
+        /* a refused layout (a shared slot) leaves storage that the next step reuses */
+        int32_t bad_slots[2] = {1, 1}, bad_starts[3] = {0, 1, 2};
+        assert_int_equal(df_kv_batch_set(&kb, be, 2, bad_slots, lens, bad_starts, SLOTS, CAP, &err), -1);
+        assert_ptr_equal(kb.pack.ptr, last_pack);
+    }
+    df_kv_batch_free(&kb, be);
+    assert_null(kb.pack.ptr);
+    assert_null(kb.host_pack);
+    df_backend_destroy(be);
+}
+
+/* The first maximum as its definition says, written apart from the op: the
+ * largest non-NaN value, its smallest column; a NaN in column 0 wins. */
+static int reference_argmax(const float *x, int n) {
+    if (isnan(x[0])) return 0;
+    float m = x[0];
+    for (int i = 1; i < n; i++)
+        if (!isnan(x[i]) && x[i] > m) m = x[i];
+    for (int i = 0; i < n; i++)
+        if (x[i] == m) return i;
+    return -1;
+}
+
+static void test_argmax_rows_first_maximum(void **state) {
+    (void)state;
+    DfError err;
+    DfBackend *be = df_backend_cpu_create(&err);
+    enum { ROWS = 37, COLS = 1003 };
+    float *x = malloc((size_t)ROWS * COLS * sizeof *x);
+    df_test_fill_random(x, (size_t)ROWS * COLS, 77, 4.0f);
+    /* few distinct values: ties everywhere, the maximum repeated in most rows */
+    for (size_t i = 0; i < (size_t)ROWS * COLS; i++) x[i] = roundf(x[i]);
+    x[1 * COLS + 0] = NAN;                                                   /* NaN first: column 0 */
+    x[2 * COLS + 5] = NAN, x[2 * COLS + 900] = 100.f;                        /* NaN skipped */
+    for (int c = 0; c < COLS; c++) x[3 * COLS + c] = -INFINITY;              /* all -inf: column 0 */
+    x[4 * COLS + COLS - 1] = 50.f, x[4 * COLS + COLS - 2] = 50.f;            /* tie at the end */
+    x[5 * COLS + 0] = 50.f, x[5 * COLS + 1] = 50.f;                          /* tie at the start */
+    for (int c = 0; c < COLS; c++) x[6 * COLS + c] = c % 2 ? NAN : -INFINITY; /* -inf and NaN */
+    for (int c = 0; c < COLS; c++) x[7 * COLS + c] = 1.0f;                   /* all equal */
+    DfBuffer bx = upload(be, x, (size_t)ROWS * COLS), idx, val;
+    assert_int_equal(df_buffer_alloc(be, &idx, DF_BUF_I32, ROWS, &err), 0);
+    assert_int_equal(df_buffer_alloc(be, &val, DF_BUF_F32, ROWS, &err), 0);
+    df_op_argmax_rows(be, idx, val, bx, ROWS, COLS);
+    int32_t got[ROWS];
+    float got_val[ROWS];
+    assert_int_equal(be->ops->sync(be, &err), 0);
+    assert_int_equal(be->ops->download_i32(be, got, idx, &err), 0);
+    assert_int_equal(be->ops->download_f32(be, got_val, val, &err), 0);
+    int tied = 0;
+    for (int r = 0; r < ROWS; r++) {
+        const float *row = x + (size_t)r * COLS;
+        int want = reference_argmax(row, COLS);
+        if (got[r] != want) fail_msg("row %d: argmax %d, expected %d", r, (int)got[r], want);
+        assert_memory_equal(&got_val[r], &row[want], sizeof(float)); /* NaN included */
+        for (int c = want + 1; c < COLS; c++) tied += row[c] == row[want];
+    }
+    assert_true(tied > ROWS); /* the data did exercise ties */
+    /* without the value output, the same choice */
+    int32_t again[ROWS];
+    df_op_argmax_rows(be, idx, (DfBuffer){0}, bx, ROWS, COLS);
+    assert_int_equal(be->ops->download_i32(be, again, idx, &err), 0);
+    assert_memory_equal(again, got, sizeof got);
+    df_buffer_free(be, &bx), df_buffer_free(be, &idx), df_buffer_free(be, &val);
+    free(x);
+    df_backend_destroy(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_attention_causal),
         cmocka_unit_test(test_kv_attention_block),
         cmocka_unit_test(test_bad_layouts_refused),
         cmocka_unit_test(test_prefill_equals_packed_attention),
+        cmocka_unit_test(test_kv_batch_reused_across_steps),
+        cmocka_unit_test(test_argmax_rows_first_maximum),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,8 @@
  * block sizes 16 and odd ones, GQA groups of 1, 2, 4 and 8 heads (8 x 16
  * rows: two row chunks), head_dim 64 and 128. Outputs are NaN-poisoned
  * before each run; dk/dv start from random values (they are added to), and
- * both their totals and their increments are compared. Tolerance: max|a-b|
+ * both their totals and their increments are compared. Sliding windows (a
+ * block sees the last W context rows below its anchor) of 1, 50, 64, 100 rows. Tolerance: max|a-b|
  * / max|b| <= 1e-2; NaN never passes. Skips when no GPU is present.
  *
  * With DFLASH_BLOCK_ATTN_TIMING=1 it also times both ops at the production
@@ -87,6 +88,7 @@ static float *download(DfBackend *be, DfBuffer b) {
 /* A block-attention problem: layout and random inputs on the host. */
 typedef struct Problem {
     int n_seqs, n_blocks, B, heads, kv_heads, hd, n_ctx;
+    int window; /* DfBlockAttnArgs.window */
     int32_t *ctx_starts, *block_starts, *anchors;
     float *q, *kc, *vc, *kb, *vb, *d_out, *dk_ctx0, *dv_ctx0, *dk_blk0, *dv_blk0;
     size_t n_qd, n_ckv, n_bkv; /* element counts of q-like, context K/V, block K/V buffers */
@@ -169,6 +171,7 @@ static void run_init(Run *r, DfBackend *be, const Problem *p) {
         .kv_heads = p->kv_heads,
         .head_dim = p->hd,
         .scale = 1.0f / sqrtf((float)p->hd),
+        .window = p->window,
     };
     r->grads = (DfBlockAttnGrads){
         .d_out = upload(be, p->d_out, p->n_qd, DF_BUF_ACT),
@@ -204,12 +207,13 @@ static void compare(Fixture *f, const char *case_name, const char *what, DfBuffe
     free(b);
 }
 
-static void check_case(Fixture *f, const int *lens, const int *blocks, int n_seqs, int B, int heads, int kv_heads,
-                       int hd, int sorted, uint64_t seed) {
+static void check_window_case(Fixture *f, const int *lens, const int *blocks, int n_seqs, int B, int heads,
+                              int kv_heads, int hd, int sorted, uint64_t seed, int window) {
     Problem p = make_problem(lens, blocks, n_seqs, B, heads, kv_heads, hd, sorted, seed);
+    p.window = window;
     char name[160];
-    snprintf(name, sizeof name, "block attention seqs=%d blocks=%d B=%d heads=%d/%d head_dim=%d", n_seqs, p.n_blocks, B,
-             heads, kv_heads, hd);
+    snprintf(name, sizeof name, "block attention seqs=%d blocks=%d B=%d heads=%d/%d head_dim=%d window=%d", n_seqs,
+             p.n_blocks, B, heads, kv_heads, hd, window);
     Run rc, rg;
     run_init(&rc, f->cpu, &p);
     run_init(&rg, f->gpu, &p);
@@ -227,6 +231,11 @@ static void check_case(Fixture *f, const int *lens, const int *blocks, int n_seq
     run_free(&rc, f->cpu);
     run_free(&rg, f->gpu);
     free_problem(&p);
+}
+
+static void check_case(Fixture *f, const int *lens, const int *blocks, int n_seqs, int B, int heads, int kv_heads,
+                       int hd, int sorted, uint64_t seed) {
+    check_window_case(f, lens, blocks, n_seqs, B, heads, kv_heads, hd, sorted, seed, 0);
 }
 
 static void test_block_attention(void **state) {
@@ -253,6 +262,22 @@ static void test_block_attention_many_blocks(void **state) {
     const int lens[] = {300, 71}, blocks[] = {290, 40};
     check_case(f, lens, blocks, 2, 16, 8, 2, 128, 1, 900);
     check_case(f, lens, blocks, 2, 7, 4, 1, 64, 0, 901);
+}
+
+/* Sliding windows: shorter than a tile, a tile exactly, across tiles; with
+ * many blocks per sequence so that key-major items see partial windows. */
+static void test_block_attention_window(void **state) {
+    Fixture *f = *state;
+    if (!f->gpu) skip();
+    const int lens[] = {37, 1, 150, 64, 129}, blocks[] = {5, 1, 9, 0, 6};
+    const int windows[] = {1, 50, 64, 100};
+    for (int i = 0; i < 4; i++) {
+        check_window_case(f, lens, blocks, 5, 16, 8, 2, 128, i & 1, 300 + i, windows[i]);
+        check_window_case(f, lens, blocks, 5, 5, 4, 2, 64, (i + 1) & 1, 320 + i, windows[i]);
+    }
+    const int many_lens[] = {300, 71}, many_blocks[] = {290, 40};
+    check_window_case(f, many_lens, many_blocks, 2, 16, 8, 2, 128, 1, 950, 70);
+    check_window_case(f, many_lens, many_blocks, 2, 7, 4, 1, 64, 0, 951, 100);
 }
 
 #ifdef DF_HAVE_CUDA
@@ -307,6 +332,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_attention),
         cmocka_unit_test(test_block_attention_many_blocks),
+        cmocka_unit_test(test_block_attention_window),
         cmocka_unit_test(test_block_attention_timing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,7 +1,9 @@
 /* The drafter's forward and backward:
  * - parity with tests/fixtures/drafter/step.safetensors (tests/ref/drafter_ref.py:
  *   PyTorch autograd over the spec's drafter on coder-tiny features): block
- *   inputs, loss, argmax, metrics and the gradient of every parameter;
+ *   inputs, loss, argmax, metrics and the gradient of every parameter, on
+ *   the CPU backend (fp32) and, where a GPU is present, on the CUDA backend
+ *   (bf16 weights and activations: looser bounds, stated at the checks);
  * - central finite differences of the loss on a tiny random configuration
  *   against the analytic gradient of every parameter tensor;
  * - gradients accumulate over calls. */
@@ -13,6 +15,7 @@
 #include "test_util.h"
 
 #include "backend/backend.h"
+#include "backend/select.h"
 #include "formats/safetensors.h"
 #include "model/drafter.h"
 #include "model/target.h"
@@ -67,6 +70,7 @@ static void *load_tensor(const DfSafetensors *st, const char *name, DfDtype dtyp
 
 typedef struct Parity {
     DfBackend *be;
+    int bf16; /* the backend computes in bf16 (CUDA) */
     DfTargetModel target;
     DfDrafter drafter;
     DfSafetensors st;
@@ -78,10 +82,19 @@ typedef struct Parity {
     DfDrafterBatch batch;
 } Parity;
 
-static int parity_setup(void **state) {
+/* The parity fixture on the named backend; *state stays NULL (the tests
+ * skip) where that backend cannot be created (no GPU). */
+static int parity_setup_on(void **state, const char *device) {
     DfError err;
+    *state = NULL;
+    DfBackend *be = df_backend_create(device, &err);
+    if (!be) {
+        print_message("%s backend not available (%s): its parity tests skip\n", device, err.msg);
+        return 0;
+    }
     Parity *p = calloc(1, sizeof *p);
-    p->be = df_backend_cpu_create(&err);
+    p->be = be;
+    p->bf16 = strcmp(device, "cpu") != 0;
     /* the embedding is all the drafter needs of the target; coder-tiny ties lm_head to it */
     if (df_target_load(&p->target, p->be, df_test_path("assets/coder-tiny"), 1, 0, &err)) fail_msg("%s", err.msg);
     assert_true(p->target.cfg.tie_word_embeddings);
@@ -120,8 +133,12 @@ static int parity_setup(void **state) {
     return 0;
 }
 
+static int parity_setup_cpu(void **state) { return parity_setup_on(state, "cpu"); }
+static int parity_setup_cuda(void **state) { return parity_setup_on(state, "cuda"); }
+
 static int parity_teardown(void **state) {
     Parity *p = *state;
+    if (!p) return 0;
     df_buffer_free(p->be, &p->features);
     df_drafter_free(&p->drafter);
     df_target_free(&p->target);
@@ -135,6 +152,7 @@ static int parity_teardown(void **state) {
 /* Block ids and positions as the drafter builds them (train/anchors.h) equal the reference's. */
 static void test_fixture_blocks(void **state) {
     Parity *p = *state;
+    if (!p) skip();
     int B = p->drafter.cfg.block_size;
     int64_t nq;
     int32_t *ref_ids = load_tensor(&p->st, "block_ids", DF_DTYPE_I32, &nq);
@@ -152,6 +170,7 @@ static void test_fixture_blocks(void **state) {
 
 static void test_fixture_step(void **state) {
     Parity *p = *state;
+    if (!p) skip();
     DfDrafter *d = &p->drafter;
     DfError err;
     DfMetrics m;
@@ -160,9 +179,17 @@ static void test_fixture_step(void **state) {
     df_drafter_zero_grads(d);
     if (df_drafter_forward_backward(d, &p->batch, 1.0 / wsum, &m, &err)) fail_msg("%s", err.msg);
 
+    /* fp32 (CPU): the reference's own precision. bf16 (CUDA): weights,
+     * features and activations rounded to 8 bits of mantissa (2^-9 relative
+     * each) through two layers and the lm head, with fp32 accumulation: the
+     * loss within 1e-2 and each gradient tensor within 5e-2 (max error over
+     * max value); argmax may flip where two logits are within bf16 noise, so
+     * at least 90% of the rows must agree and the metrics follow the argmax. */
+    double loss_tol = p->bf16 ? 1e-2 : 1e-4, grad_tol = p->bf16 ? 5e-2 : 1e-3;
     float *ref_loss = load_tensor(&p->st, "loss", DF_DTYPE_F32, NULL);
     double loss = df_metrics_loss(&m);
-    if (!(fabs(loss - ref_loss[0]) <= 1e-4 * fabs(ref_loss[0]))) fail_msg("loss %.7f, reference %.7f", loss, ref_loss[0]);
+    if (!(fabs(loss - ref_loss[0]) <= loss_tol * fabs(ref_loss[0])))
+        fail_msg("loss %.7f, reference %.7f", loss, ref_loss[0]);
     assert_true(fabs(m.values[DF_METRICS_WEIGHT_SUM] - wsum) < 1e-9 * wsum);
 
     int n_rows;
@@ -170,11 +197,18 @@ static void test_fixture_step(void **state) {
     int64_t nq;
     int32_t *ref_arg = load_tensor(&p->st, "argmax", DF_DTYPE_I32, &nq);
     assert_int_equal(n_rows, nq);
-    assert_memory_equal(argmax, ref_arg, (size_t)nq * sizeof *argmax);
-    float *ref_acc = load_tensor(&p->st, "accuracy", DF_DTYPE_F32, NULL);
-    float *ref_tau = load_tensor(&p->st, "train_tau", DF_DTYPE_F32, NULL);
-    for (int k = 0; k < d->cfg.block_size; k++) assert_true(fabs(df_metrics_accuracy(&m, k) - ref_acc[k]) < 1e-6);
-    assert_true(fabs(df_metrics_train_tau(&m) - ref_tau[0]) < 1e-6);
+    int64_t same = 0;
+    for (int64_t r = 0; r < nq; r++) same += argmax[r] == ref_arg[r];
+    if (p->bf16) {
+        if (!(same >= 0.9 * (double)nq)) fail_msg("argmax agrees on %lld of %lld rows", (long long)same, (long long)nq);
+    } else {
+        assert_memory_equal(argmax, ref_arg, (size_t)nq * sizeof *argmax);
+        float *ref_acc = load_tensor(&p->st, "accuracy", DF_DTYPE_F32, NULL);
+        float *ref_tau = load_tensor(&p->st, "train_tau", DF_DTYPE_F32, NULL);
+        for (int k = 0; k < d->cfg.block_size; k++) assert_true(fabs(df_metrics_accuracy(&m, k) - ref_acc[k]) < 1e-6);
+        assert_true(fabs(df_metrics_train_tau(&m) - ref_tau[0]) < 1e-6);
+        free(ref_acc), free(ref_tau);
+    }
 
     float *grads = malloc(d->layout.total * sizeof *grads);
     assert_int_equal(df_drafter_get_grads(d, grads, &err), 0);
@@ -188,16 +222,18 @@ static void test_fixture_step(void **state) {
         assert_int_equal(n, (int64_t)info->count);
         double e = df_rel_error(grads + info->offset, ref, info->count);
         if (e > worst) worst = e;
-        if (!(e < 1e-3)) fail_msg("%s: relative error %g", name, e);
+        if (!(e < grad_tol)) fail_msg("%s: relative error %g", name, e);
         free(ref);
     }
-    print_message("fixture: loss %.6f (ref %.6f), worst gradient relative error %.2e\n", loss, ref_loss[0], worst);
-    free(grads), free(ref_loss), free(ref_arg), free(ref_acc), free(ref_tau);
+    print_message("fixture on %s: loss %.6f (ref %.6f), argmax agrees on %lld of %lld rows, worst gradient relative "
+                  "error %.2e\n", p->be->ops->name, loss, ref_loss[0], (long long)same, (long long)nq, worst);
+    free(grads), free(ref_loss), free(ref_arg);
 }
 
 /* Two calls add their gradients: (g at scale 1) + (g at scale 0.5) = 1.5 g. */
 static void test_gradients_accumulate(void **state) {
     Parity *p = *state;
+    if (!p) skip();
     DfDrafter *d = &p->drafter;
     DfError err;
     size_t n = d->layout.total;
@@ -218,6 +254,7 @@ static void test_gradients_accumulate(void **state) {
 
 static void test_bad_batch(void **state) {
     Parity *p = *state;
+    if (!p) skip();
     DfError err;
     DfDrafterBatch b = p->batch;
     int64_t anchors[16];
@@ -363,6 +400,8 @@ int main(void) {
     const struct CMUnitTest fd[] = {
         cmocka_unit_test(test_finite_differences),
     };
-    int failed = cmocka_run_group_tests(parity, parity_setup, parity_teardown);
+    int failed = cmocka_run_group_tests_name("parity on the CPU", parity, parity_setup_cpu, parity_teardown);
+    failed += cmocka_run_group_tests_name("parity on CUDA (skips without a GPU)", parity, parity_setup_cuda,
+                                          parity_teardown);
     return failed + cmocka_run_group_tests(fd, NULL, NULL);
 }

@@ -381,6 +381,81 @@ static void test_export_load_round_trip(void **state) {
     free(tmp);
 }
 
+/* Sliding-window layers: layer_types / use_sliding_window / sliding_window
+ * written, and read back to the same config through a full export and load. */
+static void test_sliding_window_round_trip(void **state) {
+    (void)state;
+    DfDrafterConfig c;
+    small_config(&c);
+    DfError err = {{0}};
+    assert_int_equal(df_drafter_set_sliding(&c, 24, "0", &err), 0);
+    assert_int_equal(df_drafter_layer_window(&c, 0), 24);
+    assert_int_equal(df_drafter_layer_window(&c, 1), 0);
+    char *text = df_drafter_config_json(&c);
+    cJSON *root = cJSON_Parse(text);
+    const cJSON *types = cJSON_GetObjectItem(root, "layer_types");
+    assert_string_equal(cJSON_GetArrayItem(types, 0)->valuestring, "sliding_attention");
+    assert_string_equal(cJSON_GetArrayItem(types, 1)->valuestring, "full_attention");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(root, "use_sliding_window")));
+    check_int(root, "sliding_window", 24);
+    cJSON_Delete(root);
+    free(text);
+
+    DfDrafterLayout l;
+    df_drafter_layout_build(&l, &c);
+    float *params = random_params(&l, 3);
+    char *tmp = df_test_tmpdir("drafter-sliding"), *dir = path_in(tmp, "drafter");
+    if (df_drafter_export(dir, &c, &l, params, &err) != 0) fail_msg("%s", err.msg);
+    DfDrafterConfig back;
+    DfDrafterLayout lb;
+    float *loaded = NULL;
+    if (df_drafter_load(dir, &back, &lb, &loaded, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(back.sliding_window, 24);
+    assert_int_equal(back.sliding[0], 1);
+    assert_int_equal(back.sliding[1], 0);
+    char what[256];
+    if (df_drafter_config_differs(&back, &c, what, sizeof what)) fail_msg("config round trip: %s", what);
+    /* a different window or layer choice is a different drafter */
+    DfDrafterConfig other = c;
+    other.sliding[1] = 1;
+    assert_int_equal(df_drafter_config_differs(&other, &c, what, sizeof what), 1);
+    assert_non_null(strstr(what, "layer_types[1]"));
+    free(loaded);
+    df_drafter_layout_free(&lb);
+    free(params);
+    df_drafter_layout_free(&l);
+    df_test_rmtree(tmp);
+    free(dir);
+    free(tmp);
+}
+
+/* --sliding-layers patterns: default all but the last, all, lists, ranges, negatives, errors. */
+static void test_sliding_layer_patterns(void **state) {
+    (void)state;
+    DfDrafterConfig c;
+    small_config(&c);
+    c.num_layers = 5;
+    DfError err = {{0}};
+    const struct {
+        const char *pattern;
+        const char *want; /* per layer, '1' sliding */
+    } ok[] = {{NULL, "11110"}, {"", "11110"}, {"all", "11111"}, {"none", "00000"}, {"0,2", "10100"},
+              {"1-3", "01110"}, {"-1", "00001"}, {"-2--1", "00011"}, {"0,3-4", "10011"}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        if (df_drafter_set_sliding(&c, 8, ok[i].pattern, &err)) fail_msg("%s: %s", ok[i].pattern, err.msg);
+        for (int k = 0; k < 5; k++)
+            if (c.sliding[k] != (ok[i].want[k] == '1')) fail_msg("pattern '%s': layer %d", ok[i].pattern, k);
+        assert_int_equal(c.sliding_window, strchr(ok[i].want, '1') ? 8 : 0);
+    }
+    const char *bad[] = {"5", "x", "1,", "3-1", "-6", "2-"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (df_drafter_set_sliding(&c, 8, bad[i], &err) == 0) fail_msg("pattern '%s' accepted", bad[i]);
+    assert_int_equal(df_drafter_set_sliding(&c, 0, "0", &err), -1);
+    assert_non_null(strstr(err.msg, "--sliding-window"));
+    assert_int_equal(df_drafter_set_sliding(&c, 0, NULL, &err), 0);
+    assert_int_equal(c.sliding_window, 0);
+}
+
 /* ----------------------------------------------- another trainer's files */
 
 /* Writes the layout's tensors as F32 to path, with changes for malformed
@@ -526,6 +601,71 @@ static void edit_config(const char *config_path, const char *original, const cha
     df_test_write_file(config_path, text);
     free(text);
     cJSON_Delete(root);
+}
+
+/* A transformers-written Qwen3 config with sliding layers (as z-lab's
+ * Qwen3.5/3.6 drafters carry them): the window and the layer types load;
+ * use_sliding_window false leaves every layer full, as transformers does. */
+static void test_other_trainer_sliding(void **state) {
+    (void)state;
+    DfDrafterConfig c;
+    small_config(&c);
+    DfDrafterLayout l;
+    df_drafter_layout_build(&l, &c);
+    float *params = random_params(&l, 4);
+    char *dir = df_test_tmpdir("drafter-other-sliding");
+    char *config = path_in(dir, "config.json"), *model = path_in(dir, "model.safetensors");
+    write_tensors(model, &l, params, NULL, NULL, NULL, 0, 0);
+    static const char *head =
+        "{\"architectures\": [\"DFlashDraftModel\"], \"model_type\": \"qwen3\", \"num_target_layers\": 8,"
+        " \"dflash_config\": {\"mask_token_id\": 290, \"target_layer_ids\": [1, 5]}, \"block_size\": 16,"
+        " \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+        " \"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 300, \"rms_norm_eps\": 1e-06,"
+        " \"rope_theta\": 1000000, \"max_position_embeddings\": 512, \"max_window_layers\": 2, ";
+    const struct {
+        const char *tail;
+        int window, sliding0, sliding1;
+        const char *error; /* NULL: loads */
+    } cases[] = {
+        {"\"layer_types\": [\"sliding_attention\", \"full_attention\"], \"use_sliding_window\": true, "
+         "\"sliding_window\": 2048}", 2048, 1, 0, NULL},
+        {"\"layer_types\": [\"sliding_attention\", \"sliding_attention\"], \"sliding_window\": 7}", 7, 1, 1, NULL},
+        {"\"layer_types\": [\"sliding_attention\", \"full_attention\"], \"use_sliding_window\": false, "
+         "\"sliding_window\": 2048}", 0, 0, 0, NULL},
+        {"\"layer_types\": [\"sliding_attention\", \"full_attention\"], \"sliding_window\": null}", 0, 0, 0, NULL},
+        {"\"layer_types\": [\"full_attention\", \"full_attention\"], \"sliding_window\": 4096}", 0, 0, 0, NULL},
+        {"\"layer_types\": [\"sliding_attention\", \"chunked_attention\"], \"sliding_window\": 8}", 0, 0, 0,
+         "layer_types[1]"},
+        {"\"layer_types\": [\"sliding_attention\"], \"sliding_window\": 8}", 0, 0, 0, "lists 1 layers"},
+        {"\"layer_types\": [\"sliding_attention\", \"full_attention\"], \"sliding_window\": 0}", 0, 0, 0,
+         "sliding_window"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[2048];
+        snprintf(text, sizeof text, "%s%s", head, cases[i].tail); /* each tail closes the object */
+        df_test_write_file(config, text);
+        DfDrafterConfig back;
+        DfDrafterLayout lb;
+        float *loaded = NULL;
+        DfError err = {{0}};
+        int rc = df_drafter_load(dir, &back, &lb, &loaded, &err);
+        if (cases[i].error) {
+            assert_int_equal(rc, -1);
+            if (!strstr(err.msg, cases[i].error)) fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, cases[i].error);
+            continue;
+        }
+        if (rc) fail_msg("case %zu: %s", i, err.msg);
+        assert_int_equal(back.sliding_window, cases[i].window);
+        assert_int_equal(df_drafter_layer_window(&back, 0), cases[i].sliding0 ? cases[i].window : 0);
+        assert_int_equal(df_drafter_layer_window(&back, 1), cases[i].sliding1 ? cases[i].window : 0);
+        assert_memory_equal(loaded, params, l.total * sizeof *params);
+        free(loaded);
+        df_drafter_layout_free(&lb);
+    }
+    free(params);
+    df_drafter_layout_free(&l);
+    df_test_rmtree(dir);
+    free(config), free(model), free(dir);
 }
 
 static void test_malformed(void **state) {
@@ -715,6 +855,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3_8b_config),      cmocka_unit_test(test_llama3_rope_scaling),
         cmocka_unit_test(test_export_read_back),     cmocka_unit_test(test_export_load_round_trip),
+        cmocka_unit_test(test_sliding_window_round_trip), cmocka_unit_test(test_sliding_layer_patterns),
+        cmocka_unit_test(test_other_trainer_sliding),
         cmocka_unit_test(test_other_trainer_dir),    cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_export_replaces_whole), cmocka_unit_test(test_failed_export_keeps_old),
     };

@@ -271,10 +271,12 @@ static void test_drafter_forward_matches_reference(void **state) {
             int32_t am[8];
             if (df_drafter_propose(&r, slot, block_ids + j * B, B, am, &err)) fail_msg("%s", err.msg);
             assert_int_equal(r.ctx.lens[slot], a);
+            const float *logits = df_drafter_logits(&r, &err);
+            if (!logits) fail_msg("%s", err.msg);
             for (int k = 0; k < B; k++) {
                 mismatches += am[k] != ref_argmax[j * B + k];
                 if (a + k >= len || weights[j * B + k] == 0) continue;
-                const float *row = r.host_logits + (size_t)k * V;
+                const float *row = logits + (size_t)k * V;
                 double mx = row[0], sum = 0;
                 for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
                 for (int v = 0; v < V; v++) sum += exp(row[v] - mx);

@@ -49,7 +49,9 @@ static void check_block(DfDrafterRunner *r, const DfSafetensors *step, const DfS
 
     if (df_drafter_append_context(r, S == 21 ? 0 : 1, feats, S, &err)) fail_msg("%s", err.msg);
     if (df_drafter_propose(r, S == 21 ? 0 : 1, ids, B, argmax, &err)) fail_msg("%s", err.msg);
-    double e = df_rel_error(r->host_logits, want, n_ref);
+    const float *logits = df_drafter_logits(r, &err);
+    if (!logits) fail_msg("%s", err.msg);
+    double e = df_rel_error(logits, want, n_ref);
     printf("  context %d: logits relative error %.2e against the PyTorch drafter\n", S, e);
     if (!(e < EXPORT_TOL)) fail_msg("context %d: logits relative error %g against the PyTorch drafter", S, e);
     free(feats);

@@ -143,7 +143,7 @@ static void test_decode_logits_equal_full_forward(void **state) {
             rows += want;
             starts[++ns] = rows;
         }
-        DfDecodeStep step = {ns, sl, ids, starts, DF_LOGITS_ALL, logits, NULL, feat};
+        DfDecodeStep step = {ns, sl, ids, starts, DF_LOGITS_ALL, logits, NULL, feat, 0};
         if (df_target_decode(&d, &step, &err)) fail_msg("%s", err.msg);
         for (int j = 0; j < ns; j++) {
             int s = first[j], n_new = starts[j + 1] - starts[j];
@@ -160,7 +160,7 @@ static void test_decode_logits_equal_full_forward(void **state) {
     /* rollback: truncate seq 0 by 4 and rerun those 4 tokens: same logits */
     df_kv_cache_truncate(&d.cache, slots[0], len[0] - 4);
     int32_t sl0 = slots[0], st[2] = {0, 4};
-    DfDecodeStep step = {1, &sl0, seq[0].data + len[0] - 4, st, DF_LOGITS_ALL, logits, NULL, NULL};
+    DfDecodeStep step = {1, &sl0, seq[0].data + len[0] - 4, st, DF_LOGITS_ALL, logits, NULL, NULL, 0};
     if (df_target_decode(&d, &step, &err)) fail_msg("%s", err.msg);
     assert_true(df_rel_error(logits, ref_logits[0] + (size_t)(len[0] - 4) * vocab, (size_t)4 * vocab) <= 1e-4);
     df_target_decoder_free(&d);

@@ -349,12 +349,19 @@ void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cach
     be->ops->kv_attention(be, out, q, k_cache, v_cache, batch, heads, kv_heads, head_dim, scale, causal);
 }
 
-int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
-                     const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err) {
-    memset(kb, 0, sizeof *kb);
+void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols) {
+    require(rows > 0 && cols > 0, "argmax_rows", "empty dimension");
+    require(fits(x, (size_t)rows * cols, DF_BUF_ACT) && fits(index, (size_t)rows, DF_BUF_I32) &&
+                (!value.ptr || fits(value, (size_t)rows, DF_BUF_F32)),
+            "argmax_rows", "buffer smaller than its matrix");
+    be->ops->argmax_rows(be, index, value, x, rows, cols);
+}
+
+static int check_kv_layout(int n_seqs, const int32_t *slots, const int32_t *cache_lens, const int32_t *row_starts,
+                           int n_slots, int slot_capacity, int *max_new, int *max_visible, DfError *err) {
     if (n_seqs <= 0) return df_fail(err, "kv batch: no sequences");
     if (row_starts[0] != 0) return df_fail(err, "kv batch: row_starts[0] is %d, expected 0", (int)row_starts[0]);
-    int max_new = 0, max_visible = 0;
+    *max_new = *max_visible = 0;
     for (int i = 0; i < n_seqs; i++) {
         int n = row_starts[i + 1] - row_starts[i];
         if (n <= 0) return df_fail(err, "kv batch: sequence %d has no new rows", i);
@@ -365,21 +372,44 @@ int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *sl
         if (cache_lens[i] < 0 || cache_lens[i] > slot_capacity - n)
             return df_fail(err, "kv batch: sequence %d: %d cached + %d new rows exceed the slot capacity %d", i,
                            (int)cache_lens[i], n, slot_capacity);
-        if (n > max_new) max_new = n;
-        if (cache_lens[i] + n > max_visible) max_visible = cache_lens[i] + n;
+        if (n > *max_new) *max_new = n;
+        if (cache_lens[i] + n > *max_visible) *max_visible = cache_lens[i] + n;
     }
-    int t = row_starts[n_seqs];
-    int32_t *s = df_xmalloc((size_t)n_seqs * sizeof *s, "kv batch slots");
-    int32_t *l = df_xmalloc((size_t)n_seqs * sizeof *l, "kv batch lens");
-    int32_t *r = df_xmalloc((size_t)(n_seqs + 1) * sizeof *r, "kv batch starts");
-    int32_t *pos = df_xmalloc((size_t)t * sizeof *pos, "kv batch positions");
-    memcpy(s, slots, (size_t)n_seqs * sizeof *s);
-    memcpy(l, cache_lens, (size_t)n_seqs * sizeof *l);
-    memcpy(r, row_starts, (size_t)(n_seqs + 1) * sizeof *r);
-    for (int i = 0; i < n_seqs; i++)
+    return 0;
+}
+
+/* Packs of at least `need` int32s on both sides (doubling, so that a
+ * growing batch reallocates a few times, not every step). */
+static int reserve_kv_pack(DfKvBatch *kb, DfBackend *be, size_t need, DfError *err) {
+    if (kb->pack_cap >= need && kb->pack.ptr) return 0;
+    size_t cap = kb->pack_cap ? kb->pack_cap : 64;
+    while (cap < need) cap *= 2;
+    df_buffer_free(be, &kb->pack);
+    kb->pack_cap = 0;
+    kb->host_pack = df_xrealloc(kb->host_pack, cap * sizeof *kb->host_pack, "kv batch layout");
+    if (df_buffer_alloc(be, &kb->pack, DF_BUF_I32, cap, err)) return df_context(err, "kv batch layout");
+    kb->pack_cap = cap;
+    return 0;
+}
+
+int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                    const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err) {
+    int max_new = 0, max_visible = 0;
+    if (check_kv_layout(n_seqs, slots, cache_lens, row_starts, n_slots, slot_capacity, &max_new, &max_visible, err))
+        return -1;
+    size_t n = (size_t)n_seqs, t = (size_t)row_starts[n_seqs], total = 3 * n + 1 + t;
+    /* the layout changes below: an upload that fails leaves an empty batch */
+    kb->n_seqs = 0;
+    if (reserve_kv_pack(kb, be, total, err)) return -1;
+    int32_t *s = kb->host_pack, *l = s + n, *r = l + n, *pos = r + n + 1;
+    memcpy(s, slots, n * sizeof *s);
+    memcpy(l, cache_lens, n * sizeof *l);
+    memcpy(r, row_starts, (n + 1) * sizeof *r);
+    for (size_t i = 0; i < n; i++)
         for (int j = r[i]; j < r[i + 1]; j++) pos[j] = l[i] + (j - r[i]);
-    kb->n_seqs = n_seqs;
-    kb->n_rows = t;
+    if (be->ops->upload_i32(be, df_buffer_view(kb->pack, 0, total), kb->host_pack, err))
+        return df_context(err, "kv batch layout");
+    kb->n_rows = (int)t;
     kb->n_slots = n_slots;
     kb->slot_capacity = slot_capacity;
     kb->max_new = max_new;
@@ -387,29 +417,26 @@ int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *sl
     kb->host_slots = s;
     kb->host_cache_lens = l;
     kb->host_row_starts = r;
-    int rc = -1;
-    if (df_buffer_alloc(be, &kb->slots, DF_BUF_I32, (size_t)n_seqs, err) || be->ops->upload_i32(be, kb->slots, s, err) ||
-        df_buffer_alloc(be, &kb->cache_lens, DF_BUF_I32, (size_t)n_seqs, err) ||
-        be->ops->upload_i32(be, kb->cache_lens, l, err) ||
-        df_buffer_alloc(be, &kb->row_starts, DF_BUF_I32, (size_t)n_seqs + 1, err) ||
-        be->ops->upload_i32(be, kb->row_starts, r, err) ||
-        df_buffer_alloc(be, &kb->positions, DF_BUF_I32, (size_t)t, err) ||
-        be->ops->upload_i32(be, kb->positions, pos, err))
-        goto done;
-    rc = 0;
-done:
-    free(pos);
-    if (rc) df_kv_batch_free(kb, be);
-    return rc;
+    kb->slots = df_buffer_view(kb->pack, 0, n);
+    kb->cache_lens = df_buffer_view(kb->pack, n, n);
+    kb->row_starts = df_buffer_view(kb->pack, 2 * n, n + 1);
+    kb->positions = df_buffer_view(kb->pack, 3 * n + 1, t);
+    kb->n_seqs = n_seqs;
+    return 0;
+}
+
+int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                     const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err) {
+    memset(kb, 0, sizeof *kb);
+    if (df_kv_batch_set(kb, be, n_seqs, slots, cache_lens, row_starts, n_slots, slot_capacity, err)) {
+        df_kv_batch_free(kb, be);
+        return -1;
+    }
+    return 0;
 }
 
 void df_kv_batch_free(DfKvBatch *kb, DfBackend *be) {
-    df_buffer_free(be, &kb->slots);
-    df_buffer_free(be, &kb->cache_lens);
-    df_buffer_free(be, &kb->row_starts);
-    df_buffer_free(be, &kb->positions);
-    free((void *)kb->host_slots);
-    free((void *)kb->host_cache_lens);
-    free((void *)kb->host_row_starts);
+    df_buffer_free(be, &kb->pack);
+    free(kb->host_pack);
     memset(kb, 0, sizeof *kb);
 }

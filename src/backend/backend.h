@@ -88,7 +88,9 @@ typedef struct DfPackedBatch {
  * block rows (one per query row). Block j of sequence s sees context rows
  * ctx_starts[s] .. ctx_starts[s] + anchors[j] - 1 (positions < its anchor)
  * and the B rows of its own block, nothing else. Sequence s owns blocks
- * block_starts[s] .. block_starts[s+1]-1. */
+ * block_starts[s] .. block_starts[s+1]-1. A sliding-window layer (window
+ * W > 0 in DfBlockAttnArgs) sees only the last W of those context rows:
+ * ctx_starts[s] + max(0, anchors[j] - W) .. ctx_starts[s] + anchors[j] - 1. */
 typedef struct DfBlockAttnLayout {
     int n_seqs, n_blocks, block_size;
     int n_ctx_rows;                   /* context rows of all sequences */
@@ -107,6 +109,7 @@ typedef struct DfBlockAttnArgs {
     DfBuffer q, k_ctx, v_ctx, k_blk, v_blk, out, lse;
     int heads, kv_heads, head_dim;
     float scale;
+    int window; /* sliding window over the context rows; 0 = unlimited */
 } DfBlockAttnArgs;
 
 /* Gradients of a block attention: d_out in; dq written; dk_*, dv_* added to. */
@@ -137,11 +140,17 @@ typedef struct DfLmHeadCeArgs {
 typedef struct DfKvBatch {
     int n_seqs, n_rows, slot_capacity, n_slots;
     int max_new, max_visible;         /* max over sequences of new rows, of cache_len + new rows */
-    const int32_t *host_slots;        /* [n_seqs], owned */
-    const int32_t *host_cache_lens;   /* [n_seqs], owned */
-    const int32_t *host_row_starts;   /* [n_seqs + 1], owned */
-    DfBuffer slots, cache_lens, row_starts; /* I32 copies on the backend */
-    DfBuffer positions;               /* I32 [n_rows]: cache_lens[i] + j, for rope */
+    const int32_t *host_slots;        /* [n_seqs], in host_pack */
+    const int32_t *host_cache_lens;   /* [n_seqs], in host_pack */
+    const int32_t *host_row_starts;   /* [n_seqs + 1], in host_pack */
+    DfBuffer slots, cache_lens, row_starts; /* I32 copies on the backend: views of pack */
+    DfBuffer positions;               /* I32 [n_rows]: cache_lens[i] + j, for rope; a view of pack */
+    /* Storage kept from step to step (grown, never shrunk): the layout packed
+     * as slots, cache_lens, row_starts, positions, on the host and on the
+     * backend, so that a step is one upload and no allocation. */
+    int32_t *host_pack;
+    size_t pack_cap; /* int32s both packs hold */
+    DfBuffer pack;
 } DfKvBatch;
 
 /* One AdamW step over the whole training state, flat (model/drafter_layout.h):
@@ -241,6 +250,13 @@ typedef struct DfBackendOps {
     int (*sum_squares)(DfBackend *be, DfBuffer x, double *result, DfError *err);
     /* See DfAdamWArgs; one launch for all parameters. */
     void (*adamw_step)(DfBackend *be, const DfAdamWArgs *a);
+    /* --- inference: greedy choice on the backend ------------------------- */
+    /* For each row r of x [rows, cols] (ACT): index[r] (I32) = the first
+     * column holding the row's maximum, exactly as a left-to-right scan
+     * with `>` finds it (df_argmax_f32: a NaN in column 0 wins, other NaNs
+     * are skipped); value[r] (F32) = that element, when value is not empty.
+     * Greedy decoding then downloads rows * 4 bytes instead of the logits. */
+    void (*argmax_rows)(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
 } DfBackendOps;
 
 struct DfBackend {
@@ -310,13 +326,23 @@ void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be);
 
 /* --- inference ops against KV caches (see DfKvBatch) --------------------- */
 
+/* Row-wise first argmax (see the table); value may be an empty buffer. */
+void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
+
 void df_op_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
 void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                         const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
 
 /* Checks (every sequence has new rows, distinct slots in 0..n_slots-1,
  * cache_lens[i] + new rows <= slot_capacity), copies and uploads a step's
- * layout with the positions of its new rows. */
+ * layout with the positions of its new rows, into kb's own storage: kb is
+ * zeroed ({0}) before its first set, then set again for every step (its
+ * storage grows when a step needs more, otherwise one upload of the packed
+ * layout and no allocation), and freed once. On failure kb keeps its
+ * storage and can be set again or freed. */
+int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                    const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err);
+/* A fresh kb (zeroed, then set); freed again on failure. */
 int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
                      const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err);
 void df_kv_batch_free(DfKvBatch *kb, DfBackend *be);

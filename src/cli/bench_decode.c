@@ -48,7 +48,7 @@ static int decode_step(DfTargetDecoder *d, int batch, const int32_t *slots, cons
                        DfError *err) {
     int32_t ids[4096];
     memcpy(ids, next, (size_t)batch * sizeof *ids);
-    DfDecodeStep step = {batch, slots, ids, starts, DF_LOGITS_LAST, NULL, next, NULL};
+    DfDecodeStep step = {batch, slots, ids, starts, DF_LOGITS_LAST, NULL, next, NULL, 0};
     return df_target_decode(d, &step, err);
 }
 
@@ -71,7 +71,7 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     for (int s = 0; s <= batch; s++) starts[s] = s * prompt_len;
     for (int s = 0; s < batch; s++) slots[s] = s;
     int rc = -1;
-    DfDecodeStep prefill = {batch, slots, ids, starts, DF_LOGITS_LAST, NULL, next, NULL};
+    DfDecodeStep prefill = {batch, slots, ids, starts, DF_LOGITS_LAST, NULL, next, NULL, 0};
     if (df_target_decode(&d, &prefill, err)) goto done;
     for (int s = 0; s <= batch; s++) starts[s] = s;
     int timed_end = new_tokens - PROFILED_STEPS;

@@ -2,6 +2,7 @@
  * regenerated training data), with a KV cache and continuous batching,
  * resumable. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,15 @@
 #include "base/progress.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "infer/chat_turns.h"
 #include "infer/generate.h"
 #include "infer/prompts.h"
 #include "infer/resume.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 
 typedef struct GenerateArgs {
-    const char *target, *input, *output, *device;
+    const char *target, *input, *output, *device, *chat_date;
     int max_new_tokens, batch;
     double temperature, top_p;
     int seed;
@@ -28,6 +31,7 @@ typedef struct GenerateRun {
     const GenerateArgs *args;
     DfPromptSet prompts;
     DfTokenizer *tok;
+    DfChatTemplate *chat; /* loaded when the input has conversations (or --chat-date is given) */
     DfBackend *be;
     DfTargetModel model;
     DfTargetDecoder dec;
@@ -36,56 +40,109 @@ typedef struct GenerateRun {
     int64_t tokens;
 } GenerateRun;
 
-static int write_record(GenerateRun *g, const DfPrompt *p, const DfI32Vec *ids, DfError *err) {
-    DfByteBuf text = {0};
-    if (df_tokenizer_decode(g->tok, ids->data, ids->len, &text, err)) return -1;
-    cJSON *rec = cJSON_CreateObject();
-    cJSON_AddItemToObject(rec, "id", cJSON_Parse(p->id_json));
-    cJSON_AddStringToObject(rec, "prompt", p->text);
-    cJSON_AddStringToObject(rec, "response", text.data ? text.data : "");
+/* What a record has produced so far. A prompt record is one generation; a
+ * conversation is several (its turns, in order, in the same cache slot). */
+typedef struct RecordState {
+    DfI32Vec ids;     /* prompt record: its response tokens */
+    char **responses; /* conversation: the texts of turns [0, turn) */
+    int n_turns, turn;
+    int64_t tokens;   /* generated, all turns */
+    int finished;
+} RecordState;
+
+static void record_state_reset(RecordState *r) {
+    for (int t = 0; t < r->turn; t++) free(r->responses[t]);
+    r->turn = 0;
+    r->ids.len = 0;
+    r->tokens = 0;
+    r->finished = 0;
+}
+
+static void record_state_free(RecordState *r) {
+    record_state_reset(r);
+    free(r->responses);
+    r->responses = NULL;
+    df_i32vec_free(&r->ids);
+}
+
+static int write_record(GenerateRun *g, const DfPrompt *p, const RecordState *r, DfError *err) {
+    cJSON *rec;
+    if (p->text) {
+        DfByteBuf text = {0};
+        if (df_tokenizer_decode(g->tok, r->ids.data, r->ids.len, &text, err)) return -1;
+        rec = cJSON_CreateObject();
+        cJSON_AddItemToObject(rec, "id", cJSON_Parse(p->id_json));
+        cJSON_AddStringToObject(rec, "prompt", p->text);
+        cJSON_AddStringToObject(rec, "response", text.data ? text.data : "");
+        df_bytebuf_free(&text);
+    } else {
+        rec = df_chat_turns_record(p, (const char *const *)r->responses);
+    }
     char *line = cJSON_PrintUnformatted(rec);
     int rc = fprintf(g->out, "%s\n", line) < 0 ? df_fail_errno(err, "writing %s", g->args->output) : 0;
     cJSON_free(line);
     cJSON_Delete(rec);
-    df_bytebuf_free(&text);
     return rc;
 }
 
 /* Records finish out of order (continuous batching); they are written in
- * input order: a finished record waits in `pending` until those before it
- * are written. */
+ * input order: a finished record waits in `records` until those before it
+ * are written. Indices are relative to `first`, the first record this run
+ * generates; one stream covers records [base, n). */
 typedef struct Writer {
     GenerateRun *g;
-    int first;          /* record index of stream index 0 */
-    int n;              /* records in the stream */
-    DfI32Vec *pending;  /* [n] */
-    uint8_t *finished;  /* [n] */
-    int next;           /* next stream index to write */
+    int first;            /* input index of record 0 */
+    int n;                /* records to generate */
+    int base;             /* record of stream index 0 */
+    RecordState *records; /* [n] */
+    int next;             /* next record to write */
+    int need_capacity;    /* set when a prompt outgrew the cache: the stream is rerun larger */
     double last_sync_s;
     DfProgress progress;
     double start_s;
 } Writer;
 
+/* The text of the record's next prompt: the prompt itself, or the
+ * conversation's next turn rendered with the chat template. */
+static int prompt_text(GenerateRun *g, const DfPrompt *p, const RecordState *r, DfByteBuf *text, DfError *err) {
+    if (p->text) {
+        df_bytebuf_append(text, p->text, strlen(p->text));
+        return 0;
+    }
+    return df_chat_turn_prompt(g->chat, p, r->turn, (const char *const *)r->responses, text, err);
+}
+
 static int source_prompt(void *ctx, int index, DfI32Vec *ids, DfError *err) {
     Writer *w = ctx;
-    const DfPrompt *p = &w->g->prompts.items[w->first + index];
-    if (df_tokenizer_encode(w->g->tok, p->text, strlen(p->text), ids, err)) return -1;
+    GenerateRun *g = w->g;
+    int at = w->base + index;
+    const DfPrompt *p = &g->prompts.items[w->first + at];
+    DfByteBuf text = {0};
+    DfError why;
+    int rc = prompt_text(g, p, &w->records[at], &text, &why);
+    if (rc == 0) rc = df_tokenizer_encode(g->tok, text.data ? text.data : "", text.len, ids, &why);
+    df_bytebuf_free(&text);
+    if (rc) return df_fail(err, "%s:%lld: %s", g->args->input, (long long)p->line_no, why.msg);
     if (ids->len == 0)
-        return df_fail(err, "%s: record %d (id %s) has an empty prompt", w->g->args->input, w->first + index + 1,
-                       p->id_json);
+        return df_fail(err, "%s:%lld: record %d (id %s) has an empty prompt", g->args->input, (long long)p->line_no,
+                       w->first + at + 1, p->id_json);
+    if ((long)ids->len + g->opt.max_new_tokens > g->dec.cache.capacity) {
+        w->need_capacity = (int)ids->len + g->opt.max_new_tokens;
+        return df_fail(err, "%s:%lld: turn %d's prompt has %zu tokens, more than the cache was sized for",
+                       g->args->input, (long long)p->line_no, w->records[at].turn + 1, ids->len);
+    }
     return 0;
 }
 
-static int sink_output(void *ctx, int index, const DfI32Vec *out, DfError *err) {
-    Writer *w = ctx;
+/* Writes the finished records that are next in input order. */
+static int write_ready(Writer *w, DfError *err) {
     GenerateRun *g = w->g;
-    for (size_t i = 0; i < out->len; i++) df_i32vec_push(&w->pending[index], out->data[i]);
-    w->finished[index] = 1;
     int wrote = 0;
-    for (; w->next < w->n && w->finished[w->next]; w->next++, wrote++) {
-        if (write_record(g, &g->prompts.items[w->first + w->next], &w->pending[w->next], err)) return -1;
-        g->tokens += (int64_t)w->pending[w->next].len;
-        df_i32vec_free(&w->pending[w->next]);
+    for (; w->next < w->n && w->records[w->next].finished; w->next++, wrote++) {
+        RecordState *r = &w->records[w->next];
+        if (write_record(g, &g->prompts.items[w->first + w->next], r, err)) return -1;
+        g->tokens += r->tokens;
+        record_state_free(r);
     }
     if (!wrote) return 0;
     /* every complete line reaches the file at once (a restart continues after
@@ -103,37 +160,110 @@ static int sink_output(void *ctx, int index, const DfI32Vec *out, DfError *err) 
     return 0;
 }
 
-/* Slots long enough for the longest remaining prompt plus max_new_tokens. */
-static int longest_prompt(GenerateRun *g, int first, int *max_len, DfError *err) {
+/* A turn is done: a conversation with more turns continues (returns 1),
+ * else the record is finished and written when its turn in order comes. */
+static int sink_output(void *ctx, int index, const DfI32Vec *out, DfError *err) {
+    Writer *w = ctx;
+    GenerateRun *g = w->g;
+    RecordState *r = &w->records[w->base + index];
+    r->tokens += (int64_t)out->len;
+    if (g->prompts.items[w->first + w->base + index].text) {
+        for (size_t i = 0; i < out->len; i++) df_i32vec_push(&r->ids, out->data[i]);
+    } else {
+        DfByteBuf text = {0};
+        if (df_tokenizer_decode(g->tok, out->data, out->len, &text, err)) return -1;
+        df_bytebuf_append(&text, "", 1); /* the NUL */
+        r->responses[r->turn++] = text.data;
+        if (r->turn < r->n_turns) return 1;
+    }
+    r->finished = 1;
+    return write_ready(w, err);
+}
+
+/* Tokens a slot needs for record i: its prompt plus max_new_tokens; for a
+ * conversation, its last turn's prompt with every earlier generated turn
+ * counted as max_new_tokens plus a margin (a response re-tokenized from its
+ * text may take a few more tokens than were generated). An estimate: a
+ * prompt that outgrows it reruns the stream with a larger cache. */
+static int slot_tokens(GenerateRun *g, const DfPrompt *p, int n_turns, DfI32Vec *ids, int *need, DfError *err) {
+    DfByteBuf text = {0};
+    DfError why;
+    int rc = 0, max_new = g->opt.max_new_tokens;
+    if (p->text) {
+        df_bytebuf_append(&text, p->text, strlen(p->text));
+    } else {
+        const char **empty = df_xmalloc((size_t)n_turns * sizeof *empty, "turns");
+        for (int t = 0; t < n_turns; t++) empty[t] = "";
+        rc = df_chat_turn_prompt(g->chat, p, n_turns - 1, empty, &text, &why);
+        free(empty);
+    }
+    ids->len = 0;
+    if (rc == 0) rc = df_tokenizer_encode(g->tok, text.data ? text.data : "", text.len, ids, &why);
+    df_bytebuf_free(&text);
+    if (rc) return df_fail(err, "%s:%lld: %s", g->args->input, (long long)p->line_no, why.msg);
+    long tokens = (long)ids->len + max_new + (long)(n_turns - 1) * (max_new + max_new / 4 + 16);
+    *need = tokens > INT_MAX / 2 ? INT_MAX / 2 : (int)tokens;
+    return 0;
+}
+
+static int writer_init(Writer *w, GenerateRun *g, int first, int *capacity, DfError *err) {
+    memset(w, 0, sizeof *w);
+    w->g = g;
+    w->first = first;
+    w->n = g->prompts.n - first;
+    w->records = df_xcalloc((size_t)w->n, sizeof *w->records, "record states");
     DfI32Vec ids = {0};
-    *max_len = 0;
-    for (int i = first; i < g->prompts.n; i++) {
-        ids.len = 0;
-        if (df_tokenizer_encode(g->tok, g->prompts.items[i].text, strlen(g->prompts.items[i].text), &ids, err)) {
+    *capacity = 0;
+    for (int i = 0; i < w->n; i++) {
+        const DfPrompt *p = &g->prompts.items[first + i];
+        RecordState *r = &w->records[i];
+        r->n_turns = p->text ? 1 : df_chat_turns_count(p);
+        if (!p->text) r->responses = df_xcalloc((size_t)r->n_turns, sizeof *r->responses, "responses");
+        int need = 0;
+        if (slot_tokens(g, p, r->n_turns, &ids, &need, err)) {
             df_i32vec_free(&ids);
             return -1;
         }
-        if ((int)ids.len > *max_len) *max_len = (int)ids.len;
+        if (need > *capacity) *capacity = need;
     }
     df_i32vec_free(&ids);
     return 0;
 }
 
+static void writer_free(Writer *w) {
+    for (int i = 0; w->records && i < w->n; i++) record_state_free(&w->records[i]);
+    free(w->records);
+}
+
+/* Streams records [w->next, n) through a decoder of `capacity`-token slots;
+ * when a conversation's prompt outgrows it, the records not yet written run
+ * again with a larger one (each record's output depends only on the record,
+ * so the rerun is what one run would have given). */
+static int stream_records(Writer *w, int capacity, DfError *err) {
+    GenerateRun *g = w->g;
+    for (;;) {
+        if (df_target_decoder_init(&g->dec, &g->model, g->args->batch, capacity, NULL, 0, err)) return -1;
+        w->base = w->next;
+        w->need_capacity = 0;
+        g->opt.record_offset = (uint64_t)(w->first + w->base);
+        int rc = df_generate_stream(&g->dec, w->n - w->base, source_prompt, sink_output, w, &g->opt, NULL, err);
+        df_target_decoder_free(&g->dec);
+        if (rc == 0 || !w->need_capacity) return rc;
+        int grown = capacity + capacity / 2;
+        capacity = w->need_capacity > grown ? w->need_capacity : grown;
+        fprintf(stderr, "\ngenerate: %s; records %d and on rerun with %d-token slots\n", err->msg,
+                w->first + w->next + 1, capacity);
+        for (int i = w->next; i < w->n; i++) record_state_reset(&w->records[i]);
+    }
+}
+
 static int generate_remaining(GenerateRun *g, int first, DfError *err) {
-    int max_len;
-    if (longest_prompt(g, first, &max_len, err) ||
-        df_target_decoder_init(&g->dec, &g->model, g->args->batch, max_len + g->opt.max_new_tokens, NULL, 0, err))
-        return -1;
-    Writer w = {0};
-    w.g = g;
-    w.first = first;
-    w.n = g->prompts.n - first;
-    w.pending = df_xcalloc((size_t)w.n, sizeof *w.pending, "pending outputs");
-    w.finished = df_xcalloc((size_t)w.n, 1, "pending outputs");
+    Writer w;
+    int capacity, rc = -1;
+    if (writer_init(&w, g, first, &capacity, err)) goto out;
     w.start_s = w.last_sync_s = df_now_seconds();
     df_progress_start(&w.progress, "generate", "records", w.n);
-    g->opt.record_offset = (uint64_t)first;
-    int rc = df_generate_stream(&g->dec, w.n, source_prompt, sink_output, &w, &g->opt, NULL, err);
+    rc = stream_records(&w, capacity, err);
     if (rc == 0 && fsync(fileno(g->out)) != 0) rc = df_fail_errno(err, "writing %s", g->args->output);
     if (rc == 0) {
         char extra[96];
@@ -141,10 +271,31 @@ static int generate_remaining(GenerateRun *g, int first, DfError *err) {
                  (double)g->tokens / (df_now_seconds() - w.start_s));
         df_progress_finish(&w.progress, w.n, extra);
     }
-    for (int i = 0; i < w.n; i++) df_i32vec_free(&w.pending[i]);
-    free(w.pending);
-    free(w.finished);
+out:
+    writer_free(&w);
     return rc;
+}
+
+/* The chat template, when the input has conversations or --chat-date is
+ * given; its end-of-turn token then ends a generation too. */
+static int load_chat(GenerateRun *g, DfError *err) {
+    const GenerateArgs *a = g->args;
+    if (!g->prompts.n_chat && !a->chat_date) return 0;
+    DfError why;
+    if (!(g->chat = df_chat_template_load(a->target, &why))) {
+        if (g->prompts.n_chat)
+            return df_fail(err, "%s has %d conversations, rendered with the target's chat template: %s", a->input,
+                           g->prompts.n_chat, why.msg);
+        return df_fail(err, "--chat-date: %s", why.msg);
+    }
+    if (a->chat_date && df_chat_template_set_date(g->chat, a->chat_date, &why))
+        return df_fail(err, "--chat-date: %s", why.msg);
+    int32_t eot;
+    if (df_chat_end_of_turn_id(g->chat, g->tok, &eot, err)) return -1;
+    if (df_is_eos(&g->opt, eot)) return 0;
+    if (g->opt.n_eos == DF_MAX_EOS) return df_fail(err, "no room for the end-of-turn token among the EOS ids");
+    g->opt.eos_ids[g->opt.n_eos++] = eot;
+    return 0;
 }
 
 static int run_generate(const GenerateArgs *a, DfError *err) {
@@ -152,12 +303,13 @@ static int run_generate(const GenerateArgs *a, DfError *err) {
     g.args = a;
     int rc = -1, done = 0;
     DfModelConfig cfg;
-    if (df_model_config_load(&cfg, a->target, err) || df_prompts_read(a->input, &g.prompts, err)) goto out;
+    if (df_model_config_load(&cfg, a->target, err) || df_prompts_read_any(a->input, &g.prompts, err)) goto out;
     g.opt.max_new_tokens = a->max_new_tokens;
     g.opt.temperature = a->temperature;
     g.opt.top_p = a->top_p;
     g.opt.seed = (uint64_t)a->seed;
     if (df_generation_eos_ids(a->target, &cfg, g.opt.eos_ids, &g.opt.n_eos, err)) goto out;
+    if (!(g.tok = df_tokenizer_load(a->target, err)) || load_chat(&g, err)) goto out;
     if (df_resume_scan(a->output, &g.prompts, &done, err)) goto out;
     if (done == g.prompts.n) {
         fprintf(stderr, "generate: %s already holds all %d records\n", a->output, done);
@@ -165,8 +317,7 @@ static int run_generate(const GenerateArgs *a, DfError *err) {
         goto out;
     }
     if (done) fprintf(stderr, "generate: resuming after %d of %d records already in %s\n", done, g.prompts.n, a->output);
-    if (!(g.tok = df_tokenizer_load(a->target, err)) || !(g.be = df_backend_create(a->device, err)) ||
-        df_target_load(&g.model, g.be, a->target, cfg.num_layers, 1, err))
+    if (!(g.be = df_backend_create(a->device, err)) || df_target_load(&g.model, g.be, a->target, cfg.num_layers, 1, err))
         goto out;
     if (!(g.out = fopen(a->output, "ab"))) {
         df_fail_errno(err, "cannot open %s", a->output);
@@ -179,30 +330,44 @@ out:
     df_target_decoder_free(&g.dec);
     df_target_free(&g.model);
     df_backend_destroy(g.be);
+    df_chat_template_free(g.chat);
     df_tokenizer_free(g.tok);
     df_prompts_free(&g.prompts);
     return rc;
 }
 
 int df_cmd_generate(int argc, char **argv) {
-    GenerateArgs a = {NULL, NULL, NULL, "cpu", 256, 8, 0.0, 1.0, 0};
+    GenerateArgs a = {NULL, NULL, NULL, "cpu", NULL, 256, 8, 0.0, 1.0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face model directory (config, weights, tokenizer.json)", 1},
-        {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts: {\"id\"?, \"prompt\"} (a \"response\" is ignored)", 1},
-        {"output", DF_OPT_STRING, &a.output, "FILE", "JSONL {\"id\", \"prompt\", \"response\"}, appended to when resuming", 1},
-        {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0},
+        {"input", DF_OPT_STRING, &a.input, "FILE",
+         "JSONL prompts {\"id\"?, \"prompt\"} and/or conversations {\"id\"?, \"messages\"|\"conversations\"}", 1},
+        {"output", DF_OPT_STRING, &a.output, "FILE",
+         "JSONL {\"id\", \"prompt\", \"response\"} / {\"id\", \"messages\"|\"conversations\"}; appended to when resuming",
+         1},
+        {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N",
+         "tokens to generate at most per prompt or assistant turn (default 256)", 0},
         {"temperature", DF_OPT_DOUBLE, &a.temperature, "T", "sampling temperature; 0 = greedy (default)", 0},
         {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0},
         {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0},
         {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0},
+        {"chat-date", DF_OPT_STRING, &a.chat_date, "DATE",
+         "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
+         "template's, today's where it asks for the current date, as transformers renders it)", 0},
         {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
     };
     const DfCommandSpec spec = {
-        "generate", "the target's responses to prompts (regenerated training data)", NULL,
+        "generate", "the target's responses to prompts and conversations (regenerated training data)", NULL,
         "Each response stops at an EOS id (generation_config.json's eos_token_id, else config.json's; the EOS is\n"
         "not written) or after --max-new-tokens. Records are written in input order, each flushed as soon as it\n"
         "and those before it are done; running the same command again after an interruption continues after\n"
         "the last complete record.\n"
+        "Conversations are rendered with the chat template of the target's tokenizer_config.json (Qwen3, Llama-3\n"
+        "or Llama-3.1, as transformers' apply_chat_template(..., add_generation_prompt=True) renders them), and\n"
+        "the template's end-of-turn token (<|im_end|>, <|eot_id|>) ends a response too. Every assistant turn\n"
+        "after the first user turn is regenerated in order, each from the conversation before it with the\n"
+        "earlier turns already regenerated; a conversation that ends with a user turn gets one more. System and\n"
+        "user turns are written back as given. The output is ready for `dflash prepare`.\n"
         "Sampling draws depend only on (seed, record index), so --batch does not change the output.",
         options, DF_COUNT(options)};
     DfParsedArgs args;

@@ -252,7 +252,7 @@ int df_cmd_train(int argc, char **argv) {
     df_train_options_default(&o);
     /* -1: not given (every option below takes only non-negative values) */
     int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
-    int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1;
+    int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1, window = -1;
     int queue_depth = -1, log_every = -1;
     double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1;
     const DfOption options[] = {
@@ -264,6 +264,8 @@ int df_cmd_train(int argc, char **argv) {
         {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0},
         {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0},
         {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0},
+        {"sliding-window", DF_OPT_INT, &window, "N", "sliding-window drafter layers: a block sees only the last N context positions before its anchor (exported as layer_types sliding_attention + sliding_window; default: off)", 0},
+        {"sliding-layers", DF_OPT_STRING, &o.sliding_layers, "LIST", "which layers slide with --sliding-window: all, none, or indices and ranges like 0,1 or 0-3 (negative: from the last) (default: all but the last)", 0},
         {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0},
         {"num-anchors", DF_OPT_INT, &anchors, "N", "blocks per sequence and epoch (default 512)", 0},
         {"gamma", DF_OPT_DOUBLE, &gamma, "G", "loss decay over block positions (default 7 for B=16, 5 for 10, 4 for 8)", 0},
@@ -322,8 +324,9 @@ int df_cmd_train(int argc, char **argv) {
         fprintf(stderr, "dflash train: --queue-depth must be at least 1 (1: lock-step)\n");
         return 2;
     }
-    if (queue_depth < -1 || log_every < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 || layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 ||
-        budget < -1 || seed < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
+    if (queue_depth < -1 || log_every < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 ||
+        layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 || budget < -1 || seed < -1 ||
+        window < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
         (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
         fprintf(stderr, "dflash train: options take non-negative values\n");
         return 2;
@@ -334,6 +337,7 @@ int df_cmd_train(int argc, char **argv) {
     if (inter >= 0) o.intermediate_size = inter;
     if (block > 0) o.block_size = block;
     if (taps >= 0) o.num_taps = taps;
+    if (window >= 0) o.sliding_window = window;
     if (anchors > 0) o.num_anchors = anchors;
     if (budget > 0) o.token_budget = budget;
     if (seed >= 0) o.seed = (uint64_t)seed;

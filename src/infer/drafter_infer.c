@@ -48,12 +48,16 @@ static int ensure_workspace(DfDrafterRunner *r, int rows, DfError *err) {
 /* Logits for one block only (a context append of a long prompt needs none). */
 static int ensure_logits(DfDrafterRunner *r, int rows, DfError *err) {
     size_t need = (size_t)rows * r->cfg.vocab_size;
-    if (r->logits.count >= need) return 0;
-    df_buffer_free(r->be, &r->logits);
-    free(r->host_logits);
-    r->host_logits = NULL;
-    if (df_buffer_alloc(r->be, &r->logits, DF_BUF_ACT, need, err)) return df_context(err, "drafter logits");
-    r->host_logits = df_xmalloc(need * sizeof *r->host_logits, "drafter logits");
+    if (r->logits.count < need) {
+        df_buffer_free(r->be, &r->logits);
+        free(r->host_logits);
+        r->host_logits = NULL;
+        if (df_buffer_alloc(r->be, &r->logits, DF_BUF_ACT, need, err)) return df_context(err, "drafter logits");
+    }
+    if (r->argmax.count < (size_t)rows) {
+        df_buffer_free(r->be, &r->argmax);
+        if (df_buffer_alloc(r->be, &r->argmax, DF_BUF_I32, (size_t)rows, err)) return df_context(err, "drafter argmax");
+    }
     return 0;
 }
 
@@ -91,6 +95,9 @@ void df_drafter_runner_free(DfDrafterRunner *r) {
     if (!r->be) return;
     free_workspace(r);
     df_buffer_free(r->be, &r->logits);
+    df_buffer_free(r->be, &r->argmax);
+    df_kv_batch_free(&r->kb, r->be);
+    df_kv_batch_free(&r->window_kb, r->be);
     free(r->host_logits);
     df_kv_cache_free(&r->ctx, r->be);
     df_buffer_free(r->be, &r->params);
@@ -100,11 +107,11 @@ void df_drafter_runner_free(DfDrafterRunner *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* A one-sequence step layout over slot: n new rows after its cached ones. */
-static int one_seq_batch(DfDrafterRunner *r, DfKvBatch *kb, int slot, int n, DfError *err) {
+/* The runner's step layout set to one sequence over slot: n new rows after its cached ones. */
+static int one_seq_batch(DfDrafterRunner *r, int slot, int n, DfError *err) {
     if (slot < 0 || slot >= r->ctx.n_slots) return df_fail(err, "drafter: slot %d outside 0..%d", slot, r->ctx.n_slots - 1);
     int32_t s = slot, len = r->ctx.lens[slot], starts[2] = {0, n};
-    return df_kv_batch_init(kb, r->be, 1, &s, &len, starts, r->ctx.n_slots, r->ctx.capacity, err);
+    return df_kv_batch_set(&r->kb, r->be, 1, &s, &len, starts, r->ctx.n_slots, r->ctx.capacity, err);
 }
 
 /* k_norm(k_proj(in)) with rope, and v_proj(in), into the cache rows of kb. */
@@ -125,27 +132,59 @@ int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *feature
     if (n <= 0) return 0;
     const DfDrafterConfig *c = &r->cfg;
     int hid = c->hidden_size, nf = c->n_taps * hid;
-    DfKvBatch kb;
-    if (ensure_workspace(r, n, err) || one_seq_batch(r, &kb, slot, n, err)) return df_context(err, "drafter context");
-    int rc = -1;
-    DfBuffer feat = df_buffer_view(r->feat, 0, (size_t)n * nf), ctx = df_buffer_view(r->x, 0, (size_t)n * hid);
-    if (r->be->ops->upload_f32(r->be, feat, features, err)) goto done;
-    df_op_linear(r->be, ctx, feat, param(r, r->layout.fc), n, hid, nf, 0);
-    df_op_rmsnorm(r->be, ctx, ctx, param(r, r->layout.hidden_norm), n, hid, (float)c->rms_norm_eps);
-    for (int l = 0; l < c->num_layers; l++) write_kv(r, l, ctx, &kb);
-    if (r->be->ops->sync(r->be, err)) goto done;
-    r->ctx.lens[slot] += n;
-    rc = 0;
-done:
-    df_kv_batch_free(&kb, r->be);
-    return rc;
+    if (ensure_workspace(r, n, err)) return df_context(err, "drafter context");
+    DfBuffer feat = df_buffer_view(r->feat, 0, (size_t)n * nf);
+    if (r->be->ops->upload_f32(r->be, feat, features, err)) return -1;
+    return df_drafter_append_context_buffer(r, slot, feat, n, err);
 }
 
-static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb) {
+int df_drafter_append_context_buffer(DfDrafterRunner *r, int slot, DfBuffer features, int n, DfError *err) {
+    if (n <= 0) return 0;
+    const DfDrafterConfig *c = &r->cfg;
+    int hid = c->hidden_size, nf = c->n_taps * hid;
+    if (features.kind != DF_BUF_ACT || features.count < (size_t)n * nf)
+        return df_fail(err, "drafter context: %zu feature values for %d rows of %d", features.count, n, nf);
+    if (ensure_workspace(r, n, err) || one_seq_batch(r, slot, n, err)) return df_context(err, "drafter context");
+    DfBuffer feat = df_buffer_view(features, 0, (size_t)n * nf), ctx = df_buffer_view(r->x, 0, (size_t)n * hid);
+    df_op_linear(r->be, ctx, feat, param(r, r->layout.fc), n, hid, nf, 0);
+    df_op_rmsnorm(r->be, ctx, ctx, param(r, r->layout.hidden_norm), n, hid, (float)c->rms_norm_eps);
+    for (int l = 0; l < c->num_layers; l++) write_kv(r, l, ctx, &r->kb);
+    if (r->be->ops->sync(r->be, err)) return -1;
+    r->ctx.lens[slot] += n;
+    return 0;
+}
+
+/* The sliding-window view of a one-sequence block step: the slot's cache
+ * rows len - window .. len + n - 1 as slot 0 of a one-slot cache of window + n
+ * rows holding `window` cached rows, so that the unchanged kv_attention op
+ * sees only the window's context (the positions for rope stay those of kb). */
+static int window_batch(DfDrafterRunner *r, size_t *first_row, int slot, int n, DfError *err) {
+    int window = r->cfg.sliding_window, len = r->ctx.lens[slot];
+    int32_t s0 = 0, starts[2] = {0, n};
+    *first_row = (size_t)slot * r->ctx.capacity + (size_t)(len - window);
+    return df_kv_batch_set(&r->window_kb, r->be, 1, &s0, &window, starts, 1, window + n, err);
+}
+
+/* kv_attention of one layer; wkb (windowed view, or NULL) for a sliding layer. */
+static void block_attention(DfDrafterRunner *r, int layer, DfBuffer attn, DfBuffer q, const DfKvBatch *kb,
+                            const DfKvBatch *wkb, size_t first_row) {
+    const DfDrafterConfig *c = &r->cfg;
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    DfBuffer kc = r->ctx.k[layer], vc = r->ctx.v[layer];
+    if (wkb && df_drafter_layer_window(c, layer)) {
+        size_t off = first_row * nkv * hd, count = (size_t)wkb->slot_capacity * nkv * hd;
+        kc = df_buffer_view(kc, off, count);
+        vc = df_buffer_view(vc, off, count);
+        kb = wkb;
+    }
+    df_op_kv_attention(r->be, attn, q, kc, vc, kb, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0);
+}
+
+static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb, const DfKvBatch *wkb, size_t first_row) {
     const DfDrafterConfig *c = &r->cfg;
     const DfDrafterLayerIndex *li = &r->layout.layers[layer];
     DfBackend *be = r->be;
-    int t = kb->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    int t = kb->n_rows, hid = c->hidden_size, nh = c->num_heads, hd = c->head_dim;
     int inter = c->intermediate_size;
     float eps = (float)c->rms_norm_eps;
     DfBuffer x = df_buffer_view(r->x, 0, (size_t)t * hid), h = df_buffer_view(r->h, 0, (size_t)t * hid);
@@ -157,7 +196,7 @@ static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb) {
     df_op_rmsnorm(be, q, q, param(r, li->q_norm), t * nh, hd, eps);
     df_op_rope(be, q, kb->positions, r->rope_cos, r->rope_sin, t, nh, hd);
     write_kv(r, layer, h, kb);
-    df_op_kv_attention(be, attn, q, r->ctx.k[layer], r->ctx.v[layer], kb, nh, nkv, hd, 1.0f / sqrtf((float)hd), 0);
+    block_attention(r, layer, attn, q, kb, wkb, first_row);
     df_op_linear(be, x, attn, param(r, li->o_proj), t, hid, nh * hd, 1);
 
     df_op_rmsnorm(be, h, x, param(r, li->post_attention_layernorm), t, hid, eps);
@@ -174,23 +213,34 @@ int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int blo
     for (int i = 0; i < b; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return df_fail(err, "drafter: block token %d is outside the vocabulary [0, %d)", (int)ids[i], vocab);
-    DfKvBatch kb;
-    if (ensure_workspace(r, b, err) || ensure_logits(r, b, err) || one_seq_batch(r, &kb, slot, b, err))
+    if (ensure_workspace(r, b, err) || ensure_logits(r, b, err) || one_seq_batch(r, slot, b, err))
         return df_context(err, "drafter block");
-    int rc = -1;
+    /* sliding layers need a window view only once the context outgrows the window */
+    int windowed = c->sliding_window > 0 && r->ctx.lens[slot] > c->sliding_window;
+    size_t first_row = 0;
+    if (windowed && window_batch(r, &first_row, slot, b, err)) return df_context(err, "drafter block");
     DfBuffer x = df_buffer_view(r->x, 0, (size_t)b * hid), h = df_buffer_view(r->h, 0, (size_t)b * hid);
-    DfBuffer logits = df_buffer_view(r->logits, 0, (size_t)b * vocab);
-    if (r->be->ops->upload_i32(r->be, df_buffer_view(r->ids, 0, (size_t)b), ids, err)) goto done;
+    DfBuffer logits = df_buffer_view(r->logits, 0, (size_t)b * vocab), am = df_buffer_view(r->argmax, 0, (size_t)b);
+    if (r->be->ops->upload_i32(r->be, df_buffer_view(r->ids, 0, (size_t)b), ids, err)) return -1;
     df_op_embedding(r->be, x, r->embed, df_buffer_view(r->ids, 0, (size_t)b), b, hid);
-    for (int l = 0; l < c->num_layers; l++) block_layer(r, l, &kb);
+    for (int l = 0; l < c->num_layers; l++) block_layer(r, l, &r->kb, windowed ? &r->window_kb : NULL, first_row);
     df_op_rmsnorm(r->be, h, x, param(r, r->layout.norm), b, hid, (float)c->rms_norm_eps);
     df_op_linear(r->be, logits, h, r->lm_head, b, vocab, hid, 0);
-    if (r->be->ops->sync(r->be, err) || r->be->ops->download_f32(r->be, r->host_logits, logits, err)) goto done;
-    for (int k = 0; k < b; k++) argmax[k] = df_argmax_f32(r->host_logits + (size_t)k * vocab, vocab);
-    rc = 0; /* the slot's length is unchanged: the block rows are scratch */
-done:
-    df_kv_batch_free(&kb, r->be);
-    return rc;
+    df_op_argmax_rows(r->be, am, (DfBuffer){0}, logits, b, vocab);
+    if (r->be->ops->sync(r->be, err) || r->be->ops->download_i32(r->be, argmax, am, err)) return -1;
+    r->logits_rows = b;
+    return 0; /* the slot's length is unchanged: the block rows are scratch */
+}
+
+const float *df_drafter_logits(DfDrafterRunner *r, DfError *err) {
+    if (!r->logits_rows) {
+        df_fail(err, "drafter: no proposal yet, so no logits");
+        return NULL;
+    }
+    size_t n = (size_t)r->logits_rows * r->cfg.vocab_size;
+    if (!r->host_logits) r->host_logits = df_xmalloc(r->logits.count * sizeof *r->host_logits, "drafter logits");
+    if (r->be->ops->download_f32(r->be, r->host_logits, df_buffer_view(r->logits, 0, n), err)) return NULL;
+    return r->host_logits;
 }
 
 int df_drafter_fit_target(DfDrafterConfig *c, const DfModelConfig *t, int tokenizer_vocab, const char *dir,

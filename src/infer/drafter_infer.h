@@ -28,7 +28,11 @@ typedef struct DfDrafterRunner {
     int ws_rows;
     DfBuffer ids, feat, x, h, q, k, v, attn, gate, up, logits;
     DfBuffer rope_cos, rope_sin; /* F32 [ctx.capacity, head_dim/2] */
-    float *host_logits;        /* [block_size, V]: the logits of the last proposal */
+    DfBuffer argmax;           /* I32 [block rows]: the proposal, chosen on the backend */
+    DfKvBatch kb;              /* step layout, its storage reused by every call */
+    DfKvBatch window_kb;       /* the sliding layers' view of a block step (drafter_infer.c) */
+    int logits_rows;           /* rows of the last proposal's logits (0: none yet) */
+    float *host_logits;        /* [logits rows, V]: filled by df_drafter_logits */
 } DfDrafterRunner;
 
 /* params: host fp32 in the layout df_drafter_layout_build gives for cfg.
@@ -41,12 +45,21 @@ void df_drafter_runner_free(DfDrafterRunner *r);
 /* Appends n committed context rows (features [n, n_taps * H], host fp32) to
  * slot, at positions continuing from its length. */
 int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *features, int n, DfError *err);
+/* The same from features already on the runner's backend (ACT [n, n_taps *
+ * H], e.g. df_target_features of the target decoder's last step): no
+ * round trip through the host. */
+int df_drafter_append_context_buffer(DfDrafterRunner *r, int slot, DfBuffer features, int n, DfError *err);
 
 /* One block of block_size tokens (ids[0] the last committed token, the rest
  * the mask token) at positions len .. len+block_size-1 of slot; argmax[k]
  * receives the drafter's prediction at block position k (1.. are the draft). */
 int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int block_size, int32_t *argmax,
                        DfError *err);
+
+/* The logits [block_size, V] of the last proposal, downloaded into
+ * r->host_logits (a proposal itself downloads only its argmax); NULL with a
+ * message on failure or before any proposal. */
+const float *df_drafter_logits(DfDrafterRunner *r, DfError *err);
 
 /* A drafter directory's config against the target it will serve: equal
  * hidden size, heads, kv heads, head_dim and vocabulary, and taps inside the

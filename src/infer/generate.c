@@ -71,6 +71,7 @@ int df_is_eos(const DfGenerateOptions *opt, int32_t id) {
 /* One cache slot of the stream: the record it serves, if any. */
 typedef struct Slot {
     int record;    /* -1: free */
+    int loaded;    /* its current prompt is in `prompt` (a continuing record's is not yet) */
     int prefilled; /* its prompt has run */
     DfI32Vec prompt, out;
     DfRng rng;
@@ -83,26 +84,39 @@ typedef struct Stream {
     int n_slots;
     int32_t *step_slots, *starts, *slot_of_row;
     DfI32Vec ids;
-    float *logits; /* [n_slots, V] */
+    float *logits;   /* [n_slots, V] when sampling; NULL when greedy */
+    int32_t *chosen; /* [n_slots]: greedy choices, made on the backend */
     DfSampler sampler;
 } Stream;
 
-/* Gives free slots the next records; returns -1 on a source error. */
+/* The slot's record's next prompt from source, into an empty cache row. */
+static int load_prompt(Stream *st, int s, DfGenerateSource source, void *ctx, DfError *err) {
+    Slot *sl = &st->slots[s];
+    sl->prompt.len = 0;
+    sl->out.len = 0;
+    if (source(ctx, sl->record, &sl->prompt, err)) return -1;
+    if (sl->prompt.len == 0) return df_fail(err, "generate: record %d has an empty prompt", sl->record + 1);
+    if ((long)sl->prompt.len + st->opt->max_new_tokens > st->d->cache.capacity)
+        return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
+                       sl->record + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
+    sl->loaded = 1;
+    sl->prefilled = 0;
+    df_target_decoder_reset_slot(st->d, s);
+    return 0;
+}
+
+/* Gives free slots the next records and continuing records their next
+ * prompt; returns -1 on a source error. */
 static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource source, void *ctx, DfError *err) {
-    for (int s = 0; s < st->n_slots && *next < n_records; s++) {
+    for (int s = 0; s < st->n_slots; s++) {
         Slot *sl = &st->slots[s];
-        if (sl->record >= 0) continue;
-        sl->prompt.len = 0;
-        sl->out.len = 0;
-        if (source(ctx, *next, &sl->prompt, err)) return -1;
-        if (sl->prompt.len == 0) return df_fail(err, "generate: record %d has an empty prompt", *next + 1);
-        if ((long)sl->prompt.len + st->opt->max_new_tokens > st->d->cache.capacity)
-            return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
-                           *next + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
-        sl->record = (*next)++;
-        sl->prefilled = 0;
-        sl->rng = df_sampler_rng(st->opt->seed, st->opt->record_offset + (uint64_t)sl->record);
-        st->d->cache.lens[s] = 0;
+        if (sl->record < 0) {
+            if (*next >= n_records) continue;
+            sl->record = (*next)++;
+            sl->loaded = 0;
+            sl->rng = df_sampler_rng(st->opt->seed, st->opt->record_offset + (uint64_t)sl->record);
+        }
+        if (!sl->loaded && load_prompt(st, s, source, ctx, err)) return -1;
     }
     return 0;
 }
@@ -148,7 +162,10 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
     st.slot_of_row = df_xmalloc((size_t)st.n_slots * sizeof *st.slot_of_row, "generate step");
     st.starts = df_xmalloc((size_t)(st.n_slots + 1) * sizeof *st.starts, "generate step");
     int vocab = d->model->cfg.vocab_size;
-    st.logits = df_xmalloc((size_t)st.n_slots * vocab * sizeof *st.logits, "generate logits");
+    /* greedy needs only each row's argmax, which the backend finds (no logits download) */
+    int greedy = opt->temperature <= 0;
+    if (!greedy) st.logits = df_xmalloc((size_t)st.n_slots * vocab * sizeof *st.logits, "generate logits");
+    st.chosen = df_xmalloc((size_t)st.n_slots * sizeof *st.chosen, "generate tokens");
     df_sampler_init(&st.sampler, vocab, opt->temperature, opt->top_p);
     int rc = -1, next = 0, n_steps = 0;
     if (opt->max_new_tokens <= 0) {
@@ -159,15 +176,18 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
         if (fill_slots(&st, n_records, &next, source, ctx, err)) goto done;
         int rows = build_step(&st);
         if (rows == 0) break;
-        DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits, NULL, NULL};
+        DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits,
+                             greedy ? st.chosen : NULL, NULL, 0};
         if (df_target_decode(d, &step, err)) goto done;
         n_steps++;
         for (int r = 0; r < rows; r++) {
             Slot *sl = &st.slots[st.slot_of_row[r]];
-            int32_t tok = df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
+            int32_t tok = greedy ? st.chosen[r] : df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
             if (!take_token(&st, sl, tok)) continue;
-            if (sink(ctx, sl->record, &sl->out, err)) goto done;
-            sl->record = -1;
+            int more = sink(ctx, sl->record, &sl->out, err);
+            if (more < 0) goto done;
+            if (more) sl->loaded = 0; /* its next turn: a new prompt in the same slot */
+            else sl->record = -1;
         }
     }
     rc = 0;
@@ -180,6 +200,7 @@ done:
     free(st.starts);
     df_i32vec_free(&st.ids);
     free(st.logits);
+    free(st.chosen);
     df_sampler_free(&st.sampler);
     return rc;
 }

@@ -31,11 +31,16 @@ int df_is_eos(const DfGenerateOptions *opt, int32_t id);
  * is prefilled in the same step as the other slots' next tokens, and when it
  * ends (EOS, not kept, or max_new_tokens) its new tokens go to sink(ctx, i,
  * out) and its slot takes the next record. Records finish out of order.
+ * A record of several turns (a conversation) continues: when its sink
+ * returns 1 instead of 0, the record keeps its slot, source(ctx, i, ids) is
+ * called again for its next prompt, which is prefilled from an empty cache
+ * row (the whole prompt, not just the new part), and its sampling generator
+ * goes on where the previous turn left it.
  * Record i's sampling generator is keyed by (seed, record_offset + i), so the output of a
  * record depends on neither the slot count nor its neighbours. prompt length
  * + max_new_tokens must fit a slot. *steps (optional): forward passes run. */
 typedef int (*DfGenerateSource)(void *ctx, int index, DfI32Vec *ids, DfError *err);
-typedef int (*DfGenerateSink)(void *ctx, int index, const DfI32Vec *out, DfError *err);
+typedef int (*DfGenerateSink)(void *ctx, int index, const DfI32Vec *out, DfError *err); /* -1, 0 or 1 */
 
 int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source, DfGenerateSink sink, void *ctx,
                        const DfGenerateOptions *opt, int *steps, DfError *err);

@@ -7,23 +7,32 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The field an output record of input p holds: "response" for a prompt
+ * record, the conversation's own form for a conversation. */
+static const char *output_field(const DfPrompt *p) {
+    return p->text ? "response" : p->sharegpt ? "conversations" : "messages";
+}
+
 /* 0 when the line is a complete output record for input i, else -1 with a
  * message. */
 static int check_line(const char *path, long line_no, const char *line, const DfPromptSet *inputs, int i,
                       DfError *err) {
     if (i >= inputs->n)
         return df_fail(err, "%s:%ld: the output has more records than the %d of the input", path, line_no, inputs->n);
+    const DfPrompt *p = &inputs->items[i];
+    const char *field = output_field(p);
     cJSON *rec = cJSON_Parse(line);
     const cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
-    const cJSON *resp = rec ? cJSON_GetObjectItemCaseSensitive(rec, "response") : NULL;
+    const cJSON *body = rec ? cJSON_GetObjectItemCaseSensitive(rec, field) : NULL;
     int rc = 0;
-    if (!id || !cJSON_IsString(resp)) {
-        rc = df_fail(err, "%s:%ld: not an output record ({\"id\", \"prompt\", \"response\"})", path, line_no);
+    if (!id || !(p->text ? cJSON_IsString(body) : cJSON_IsArray(body))) {
+        rc = df_fail(err, "%s:%ld: not the output record of input record %d ({\"id\", \"%s\"})", path, line_no, i + 1,
+                     field);
     } else {
         char *s = cJSON_PrintUnformatted(id);
-        if (strcmp(s, inputs->items[i].id_json) != 0)
+        if (strcmp(s, p->id_json) != 0)
             rc = df_fail(err, "%s:%ld: id %s, but input record %d has id %s: this output belongs to other input", path,
-                         line_no, s, i + 1, inputs->items[i].id_json);
+                         line_no, s, i + 1, p->id_json);
         cJSON_free(s);
     }
     cJSON_Delete(rec);

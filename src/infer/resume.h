@@ -1,8 +1,9 @@
 /* Resuming a JSONL output written record by record (dflash generate): the
  * lines already there must be the outputs of the first input records, in
- * order (same ids). A last line cut off by an interrupted run (no newline,
- * or not valid JSON) is dropped: the file is truncated after the last
- * complete record. */
+ * order (same ids; a "response" for a prompt record, "messages" or
+ * "conversations" as the input had it for a conversation). A last line cut
+ * off by an interrupted run (no newline, or not valid JSON) is dropped: the
+ * file is truncated after the last complete record. */
 #ifndef DF_INFER_RESUME_H
 #define DF_INFER_RESUME_H
 

@@ -35,21 +35,24 @@ int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, i
     res->tokens.len = 0;
     res->accepted.len = 0;
     res->target_passes = 0;
-    if (check_setup(target, drafter, slot, n_prompt, opt, err)) return -1;
+    if (check_setup(target, drafter, slot, n_prompt, opt, err) ||
+        df_target_decoder_enable_rollback(target, opt->block_size, err))
+        return -1;
     if (opt->max_new_tokens <= 0) return 0;
-    int b = opt->block_size, nf = target->n_taps * target->model->cfg.hidden_size;
-    size_t feat_rows = (size_t)(n_prompt > b ? n_prompt : b);
-    float *features = df_xmalloc(feat_rows * nf * sizeof *features, "speculative features");
+    int b = opt->block_size;
+    /* the tap features stay on the backend: the drafter reads the target's
+     * buffer of the step that made them (no download, no upload) */
     int32_t *block = df_xmalloc((size_t)b * sizeof *block, "block"), *draft = df_xmalloc((size_t)b * sizeof *draft, "draft");
     int32_t *verify = df_xmalloc((size_t)b * sizeof *verify, "verify");
     int32_t s = slot, tok, rc = -1;
-    target->cache.lens[slot] = 0;
+    df_target_decoder_reset_slot(target, slot);
     drafter->ctx.lens[slot] = 0;
 
     /* prefill: the first token, and the prompt's features as the context */
     int32_t starts[2] = {0, n_prompt};
-    DfDecodeStep pre = {1, &s, prompt, starts, DF_LOGITS_LAST, NULL, &tok, features};
-    if (df_target_decode(target, &pre, err) || df_drafter_append_context(drafter, slot, features, n_prompt, err))
+    DfDecodeStep pre = {1, &s, prompt, starts, DF_LOGITS_LAST, NULL, &tok, NULL, 1};
+    if (df_target_decode(target, &pre, err) ||
+        df_drafter_append_context_buffer(drafter, slot, df_target_features(target, 0, n_prompt), n_prompt, err))
         goto done;
     res->target_passes = 1;
     int finished = commit(opt, res, tok);
@@ -61,7 +64,7 @@ int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, i
         for (int k = 1; k < b; k++) block[k] = draft[k];
         if (opt->hook) opt->hook(opt->hook_ctx, (int)res->tokens.len, block, b);
         int32_t bs[2] = {0, b};
-        DfDecodeStep step = {1, &s, block, bs, DF_LOGITS_ALL, NULL, verify, features};
+        DfDecodeStep step = {1, &s, block, bs, DF_LOGITS_ALL, NULL, verify, NULL, 1};
         if (df_target_decode(target, &step, err)) goto done;
         res->target_passes++;
         int n = 0;
@@ -72,12 +75,12 @@ int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, i
         if (!finished) finished = commit(opt, res, tok);
         if (finished) break;
         /* keep t and the n accepted drafts; the bonus is the next block's first token */
-        df_kv_cache_truncate(&target->cache, slot, start + n + 1);
-        if (df_drafter_append_context(drafter, slot, features, n + 1, err)) goto done;
+        if (df_target_decoder_rollback(target, slot, start + n + 1, err) ||
+            df_drafter_append_context_buffer(drafter, slot, df_target_features(target, 0, n + 1), n + 1, err))
+            goto done;
     }
     rc = 0;
 done:
-    free(features);
     free(block);
     free(draft);
     free(verify);

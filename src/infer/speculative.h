@@ -7,7 +7,8 @@
  * the B block tokens with its KV cache; n = leading drafts equal to the
  * target's argmax; t and those n drafts are committed and the target's token
  * after them (the bonus) becomes the next t; the target cache is rolled back
- * to start + n + 1 and the drafter's context grows by those n + 1 positions
+ * to start + n + 1 (a hybrid target's recurrent state with it, see
+ * infer/hybrid_state.h) and the drafter's context grows by those n + 1 positions
  * (their features come from the verification pass). */
 #ifndef DF_INFER_SPECULATIVE_H
 #define DF_INFER_SPECULATIVE_H

@@ -3,6 +3,7 @@
  * queries attend to everything their slot holds. */
 #include "infer/target_decode.h"
 
+#include "model/hybrid_layer.h"
 #include "model/target_layer.h"
 
 #include <math.h>
@@ -51,20 +52,29 @@ static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
 /* Logits rows are sized apart from the other activations: a prefill of many
  * prompt tokens needs one logits row per sequence, not per token. */
 static int ensure_logits(DfTargetDecoder *d, int rows, DfError *err) {
+    DfBackend *be = d->model->be;
     size_t need = (size_t)rows * d->model->cfg.vocab_size;
-    if (d->logits.count >= need) return 0;
-    df_buffer_free(d->model->be, &d->logits);
-    if (df_buffer_alloc(d->model->be, &d->logits, DF_BUF_ACT, need, err))
-        return df_context(err, "target decoder logits for %d rows", rows);
+    if (d->logits.count < need) {
+        df_buffer_free(be, &d->logits);
+        if (df_buffer_alloc(be, &d->logits, DF_BUF_ACT, need, err))
+            return df_context(err, "target decoder logits for %d rows", rows);
+    }
+    if (d->argmax.count < (size_t)rows) {
+        df_buffer_free(be, &d->argmax);
+        if (df_buffer_alloc(be, &d->argmax, DF_BUF_I32, (size_t)rows, err))
+            return df_context(err, "target decoder argmax for %d rows", rows);
+    }
     return 0;
 }
 
+/* Over the rotated part of a head: all of it, or a hybrid target's rotary_dim. */
 static int build_rope_tables(DfTargetDecoder *d, int n_pos, DfError *err) {
     const DfModelConfig *c = &d->model->cfg;
     DfBackend *be = d->model->be;
-    size_t n = (size_t)n_pos * (c->head_dim / 2);
+    int dim = c->is_hybrid ? c->rotary_dim : c->head_dim;
+    size_t n = (size_t)n_pos * (dim / 2);
     float *cs = df_xmalloc(n * sizeof *cs, "rope cos"), *sn = df_xmalloc(n * sizeof *sn, "rope sin");
-    df_rope_tables(&c->rope, c->head_dim, n_pos, cs, sn);
+    df_rope_tables(&c->rope, dim, n_pos, cs, sn);
     int rc = df_buffer_alloc(be, &d->rope_cos, DF_BUF_F32, n, err) || be->ops->upload_f32(be, d->rope_cos, cs, err) ||
              df_buffer_alloc(be, &d->rope_sin, DF_BUF_F32, n, err) || be->ops->upload_f32(be, d->rope_sin, sn, err);
     free(cs);
@@ -76,9 +86,6 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
                            int n_taps, DfError *err) {
     memset(d, 0, sizeof *d);
     const DfModelConfig *c = &m->cfg;
-    if (c->is_hybrid)
-        return df_fail(err, "target decoder: %s is a hybrid (linear attention) target: generate and eval do not "
-                            "support it yet", c->architecture_name);
     if (!m->has_head || m->n_layers_loaded != c->num_layers)
         return df_fail(err, "target decoder: the model must be loaded with all %d layers and the lm head",
                        c->num_layers);
@@ -89,8 +96,9 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
     d->model = m;
     d->n_taps = n_taps;
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
+    d->step_lens = df_xmalloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *d->step_lens, "cache lengths");
     if (df_kv_cache_init(&d->cache, m->be, c->num_layers, n_slots, slot_capacity, c->num_kv_heads * c->head_dim, err) ||
-        build_rope_tables(d, slot_capacity, err)) {
+        build_rope_tables(d, slot_capacity, err) || (c->is_hybrid && df_hybrid_state_init(&d->hybrid, c, n_slots, err))) {
         df_target_decoder_free(d);
         return -1;
     }
@@ -101,10 +109,13 @@ void df_target_decoder_free(DfTargetDecoder *d) {
     if (!d->model) return;
     free_workspace(d);
     df_buffer_free(d->model->be, &d->logits);
+    df_buffer_free(d->model->be, &d->argmax);
+    df_kv_batch_free(&d->kb, d->model->be);
+    free(d->step_lens);
     df_kv_cache_free(&d->cache, d->model->be);
     df_buffer_free(d->model->be, &d->rope_cos);
     df_buffer_free(d->model->be, &d->rope_sin);
-    free(d->host_logits);
+    df_hybrid_state_free(&d->hybrid);
     memset(d, 0, sizeof *d);
 }
 
@@ -115,10 +126,74 @@ int32_t df_argmax_f32(const float *x, int n) {
     return best;
 }
 
+void df_target_decoder_reset_slot(DfTargetDecoder *d, int slot) {
+    if (slot < 0 || slot >= d->cache.n_slots) return;
+    d->cache.lens[slot] = 0;
+    if (d->model->cfg.is_hybrid) df_hybrid_state_reset(&d->hybrid, slot);
+}
+
+int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err) {
+    return d->model->cfg.is_hybrid ? df_hybrid_state_set_record_rows(&d->hybrid, rows, err) : 0;
+}
+
+int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *err) {
+    if (slot < 0 || slot >= d->cache.n_slots || len < 0 || len > d->cache.lens[slot])
+        return df_fail(err, "target decoder: cannot roll slot %d back to %d tokens", slot, len);
+    if (d->model->cfg.is_hybrid &&
+        df_hybrid_state_rollback(&d->hybrid, d->model->layers, &d->model->cfg.linear, slot, len, err))
+        return -1;
+    df_kv_cache_truncate(&d->cache, slot, len);
+    return 0;
+}
+
+/* A Gated DeltaNet layer: projections for all new rows, then each
+ * sequence's convolution and recurrence from its slot's state. */
+static void deltanet_layer(DfTargetDecoder *d, int layer, const DfTargetLayerActs *a, const DfKvBatch *kb) {
+    DfTargetModel *m = d->model;
+    const DfLinearAttnConfig *la = &m->cfg.linear;
+    DfHybridWorkspace *ws = &m->hws;
+    int nv = la->num_value_heads, vd = nv * la->value_head_dim, cd = d->hybrid.conv_dim;
+    df_hybrid_deltanet_in(m, &m->layers[layer], a);
+    float *mixed = df_hybrid_host(ws->mixed), *conv = df_hybrid_host(ws->conv), *core = df_hybrid_host(ws->core);
+    float *b = df_hybrid_host(ws->beta), *dec = df_hybrid_host(ws->decay);
+    for (int i = 0; i < kb->n_seqs; i++) {
+        size_t r0 = (size_t)kb->host_row_starts[i];
+        int n = kb->host_row_starts[i + 1] - (int)r0;
+        df_hybrid_state_run(&d->hybrid, &m->layers[layer], la, layer, kb->host_slots[i], mixed + r0 * cd, b + r0 * nv,
+                            dec + r0 * nv, conv + r0 * cd, core + r0 * vd, n);
+    }
+    df_hybrid_deltanet_out(m, &m->layers[layer], a);
+}
+
+/* A hybrid target's layer: DeltaNet with the recurrent state, or gated attention with the KV cache. */
+static void hybrid_decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
+    DfTargetModel *m = d->model;
+    const DfTargetLayer *l = &m->layers[layer];
+    const DfModelConfig *c = &m->cfg;
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
+    df_op_rmsnorm(m->be, a.h, a.x, l->input_norm, a.n_rows, c->hidden_size, (float)c->rms_norm_eps);
+    if (c->layer_is_linear[layer]) {
+        deltanet_layer(d, layer, &a, kb);
+    } else {
+        df_hybrid_attention_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
+        df_op_kv_cache_write(m->be, d->cache.k[layer], a.k, kb, nkv * hd);
+        df_op_kv_cache_write(m->be, d->cache.v[layer], a.v, kb, nkv * hd);
+        df_op_kv_attention(m->be, a.attn, a.q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd,
+                           1.0f / sqrtf((float)hd), 1);
+        df_hybrid_attention_out(m, l, &a);
+    }
+    df_target_layer_mlp(m, l, &a);
+}
+
 static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
     DfTargetModel *m = d->model;
     const DfTargetLayer *l = &m->layers[layer];
     const DfModelConfig *c = &m->cfg;
+    if (c->is_hybrid) {
+        hybrid_decoder_layer(d, layer, kb);
+        return;
+    }
     int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
     DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
     df_target_layer_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
@@ -135,7 +210,8 @@ static void run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which
     DfBackend *be = m->be;
     int hid = m->cfg.hidden_size, rows = kb->n_rows;
     DfBuffer src = d->x;
-    if (which == DF_LOGITS_LAST) {
+    /* a decode step (one new row per sequence) has its last rows in place */
+    if (which == DF_LOGITS_LAST && kb->n_rows > kb->n_seqs) {
         rows = kb->n_seqs;
         for (int i = 0; i < kb->n_seqs; i++)
             df_op_copy2d(be, df_buffer_view(d->last, (size_t)i * hid, hid), hid,
@@ -149,26 +225,25 @@ static void run_head(DfTargetDecoder *d, const DfKvBatch *kb, DfLogitsRows which
                  m->cfg.vocab_size, hid, 0);
 }
 
+/* Greedy choices without the logits: made on the backend, queued before the sync. */
+static int argmax_on_backend(const DfDecodeStep *step) {
+    return step->argmax && !step->logits;
+}
+
 static int fetch_outputs(DfTargetDecoder *d, const DfDecodeStep *step, int n_rows, int logit_rows, DfError *err) {
     DfBackend *be = d->model->be;
     int vocab = d->model->cfg.vocab_size;
     size_t nf = (size_t)n_rows * d->n_taps * d->model->cfg.hidden_size;
     if (step->features && d->n_taps && be->ops->download_f32(be, step->features, df_buffer_view(d->features, 0, nf), err))
         return -1;
-    if (!logit_rows || (!step->logits && !step->argmax)) return 0;
-    size_t nl = (size_t)logit_rows * vocab;
-    float *logits = step->logits;
-    if (!logits) {
-        if (d->host_logits_cap < nl) {
-            free(d->host_logits);
-            d->host_logits = df_xmalloc(nl * sizeof *d->host_logits, "host logits");
-            d->host_logits_cap = nl;
-        }
-        logits = d->host_logits;
-    }
-    if (be->ops->download_f32(be, logits, df_buffer_view(d->logits, 0, nl), err)) return -1;
+    if (!logit_rows) return 0;
+    if (argmax_on_backend(step))
+        return be->ops->download_i32(be, step->argmax, df_buffer_view(d->argmax, 0, (size_t)logit_rows), err);
+    if (!step->logits) return 0;
+    if (be->ops->download_f32(be, step->logits, df_buffer_view(d->logits, 0, (size_t)logit_rows * vocab), err))
+        return -1;
     if (step->argmax)
-        for (int r = 0; r < logit_rows; r++) step->argmax[r] = df_argmax_f32(logits + (size_t)r * vocab, vocab);
+        for (int r = 0; r < logit_rows; r++) step->argmax[r] = df_argmax_f32(step->logits + (size_t)r * vocab, vocab);
     return 0;
 }
 
@@ -186,32 +261,44 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
     for (int i = 0; i < n_seqs; i++)
         if (step->slots[i] < 0 || step->slots[i] >= d->cache.n_slots)
             return df_fail(err, "target decode: slot %d outside 0..%d", (int)step->slots[i], d->cache.n_slots - 1);
-    int32_t *lens = df_xmalloc((size_t)n_seqs * sizeof *lens, "cache lengths");
-    for (int i = 0; i < n_seqs; i++) lens[i] = d->cache.lens[step->slots[i]];
-    DfKvBatch kb;
-    int rc = df_kv_batch_init(&kb, be, n_seqs, step->slots, lens, step->row_starts, d->cache.n_slots,
-                              d->cache.capacity, err);
-    free(lens);
-    if (rc) return df_context(err, "target decode");
-    rc = -1;
+    if (n_seqs > d->cache.n_slots)
+        return df_fail(err, "target decode: %d sequences for %d cache slots", n_seqs, d->cache.n_slots);
+    for (int i = 0; i < n_seqs; i++) d->step_lens[i] = d->cache.lens[step->slots[i]];
+    DfKvBatch *kb = &d->kb;
+    if (df_kv_batch_set(kb, be, n_seqs, step->slots, d->step_lens, step->row_starts, d->cache.n_slots,
+                        d->cache.capacity, err))
+        return df_context(err, "target decode");
     int logit_rows = step->logits_rows == DF_LOGITS_ALL ? t : step->logits_rows == DF_LOGITS_LAST ? n_seqs : 0;
     if (ensure_workspace(d, t, err) || (logit_rows && ensure_logits(d, logit_rows, err)) ||
+        (c->is_hybrid && df_hybrid_workspace_ensure(m, t, err)) ||
         be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
-        goto done;
+        return -1;
+    if (c->is_hybrid)
+        for (int i = 0; i < n_seqs; i++)
+            df_hybrid_state_begin_step(&d->hybrid, step->slots[i], kb->host_cache_lens[i],
+                                       step->row_starts[i + 1] - step->row_starts[i]);
     DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
     df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
     for (int l = 0; l < c->num_layers; l++) {
-        decoder_layer(d, l, &kb);
-        for (int j = 0; j < d->n_taps && step->features; j++)
+        decoder_layer(d, l, kb);
+        for (int j = 0; j < d->n_taps && (step->features || step->keep_features); j++)
             if (d->taps[j] == l)
                 df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
                              d->n_taps * hid, x, hid, t, hid);
     }
-    if (logit_rows) run_head(d, &kb, step->logits_rows);
-    if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) goto done;
+    if (logit_rows) {
+        run_head(d, kb, step->logits_rows);
+        if (argmax_on_backend(step))
+            df_op_argmax_rows(be, df_buffer_view(d->argmax, 0, (size_t)logit_rows), (DfBuffer){0},
+                              df_buffer_view(d->logits, 0, (size_t)logit_rows * c->vocab_size), logit_rows,
+                              c->vocab_size);
+    }
+    if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) return -1;
     for (int i = 0; i < n_seqs; i++) d->cache.lens[step->slots[i]] += step->row_starts[i + 1] - step->row_starts[i];
-    rc = 0;
-done:
-    df_kv_batch_free(&kb, be);
-    return rc;
+    return 0;
+}
+
+DfBuffer df_target_features(const DfTargetDecoder *d, int first, int n) {
+    size_t row = (size_t)d->n_taps * d->model->cfg.hidden_size;
+    return df_buffer_view(d->features, (size_t)first * row, (size_t)n * row);
 }

@@ -5,12 +5,21 @@
  * attending to the cached keys and causally among themselves, appends their
  * K/V to the cache, and returns logits (every new row or each sequence's
  * last), their argmax, and the tap features of the new rows (the outputs of
- * decoder layers `taps`, transformers' hidden_states[l + 1]). */
+ * decoder layers `taps`, transformers' hidden_states[l + 1]).
+ *
+ * A hybrid target (Gated DeltaNet + gated attention, CPU backend) keeps, per
+ * slot, the recurrent state of its linear layers (infer/hybrid_state.h)
+ * next to the KV cache of its attention layers (the cache has a slot for
+ * every layer; those of linear layers stay unused). Slots are started with
+ * df_target_decoder_reset_slot and shortened with df_target_decoder_rollback,
+ * which for a hybrid needs the step to undo to have been recorded
+ * (df_target_decoder_enable_rollback). */
 #ifndef DF_INFER_TARGET_DECODE_H
 #define DF_INFER_TARGET_DECODE_H
 
 #include <stdint.h>
 
+#include "infer/hybrid_state.h"
 #include "infer/kv_cache.h"
 #include "model/drafter_config.h"
 #include "model/target.h"
@@ -29,8 +38,10 @@ typedef struct DfTargetDecoder {
     int ws_rows; /* rows the workspace holds */
     DfBuffer ids, x, h, q, k, v, attn, gate, up, last, logits, features;
     DfBuffer rope_cos, rope_sin; /* F32 [cache.capacity, head_dim/2] */
-    float *host_logits;          /* scratch when argmax is asked without logits */
-    size_t host_logits_cap;
+    DfBuffer argmax;             /* I32 [logits rows]: greedy choices made on the backend */
+    DfKvBatch kb;                /* the step layout, its storage reused by every step */
+    int32_t *step_lens;          /* [cache.n_slots]: cache lengths of a step's sequences */
+    DfHybridState hybrid;        /* hybrid targets only */
 } DfTargetDecoder;
 
 /* n_slots sequences of up to slot_capacity tokens each (prompt + generated
@@ -46,12 +57,32 @@ typedef struct DfDecodeStep {
     const int32_t *row_starts; /* [n_seqs + 1] */
     DfLogitsRows logits_rows;
     float *logits;    /* host [rows, V] or NULL; rows = new tokens (ALL) or n_seqs (LAST) */
-    int32_t *argmax;  /* host [rows] or NULL: first maximum of each logits row */
+    int32_t *argmax;  /* host [rows] or NULL: first maximum of each logits row (found on the
+                         backend when logits is NULL: only the ids are downloaded) */
     float *features;  /* host [new tokens, n_taps * H] or NULL */
+    int keep_features; /* nonzero: the tap features stay on the backend for df_target_features
+                          (with or without the host copy) */
 } DfDecodeStep;
 
 /* Runs one step; the cache length of each slot grows by its new tokens. */
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err);
+
+/* Empties slot for a new sequence (cache length 0, zero recurrent state). */
+void df_target_decoder_reset_slot(DfTargetDecoder *d, int slot);
+
+/* Lets steps of up to `rows` new tokens per sequence be rolled back (a
+ * hybrid target keeps what a rollback needs for them; a no-op otherwise). */
+int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err);
+
+/* Keeps the first len tokens of slot: any len <= its length for a dense
+ * target; for a hybrid, len must lie within the slot's last step, which must
+ * have been at most the enabled rollback rows (speculative verification). */
+int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *err);
+
+/* Rows first .. first+n-1 of the last step's tap features (ACT [n, n_taps *
+ * H] on the decoder's backend), valid until the next step; the step must
+ * have asked for them (features or keep_features). */
+DfBuffer df_target_features(const DfTargetDecoder *d, int first, int n);
 
 /* Index of the first maximum of x[0..n-1] (torch.argmax's choice on ties). */
 int32_t df_argmax_f32(const float *x, int n);

@@ -123,11 +123,19 @@ static double flops_without_attention(const DfDrafterConfig *c, double s, double
     return 2 * q * p_layer * L + 4 * s * H * kvd * L + 2 * s * c->n_taps * H * H + 2 * q * H * c->vocab_size;
 }
 
-/* Block attention 4 * B * (a + B) * nh*hd per block and layer; with only the
- * anchor count known, a is taken as S/2 (its mean under uniform anchors). */
+/* Block attention 4 * B * (a + B) * nh*hd per block and layer, a the
+ * context rows the block sees (its anchor, at most the layer's sliding
+ * window); with only the anchor count known, a is its mean under uniform
+ * anchors in [0, S): S/2, or (S*W - W^2/2) / S with a window W < S. */
+static double mean_visible(double s, int window) {
+    if (window <= 0 || window >= s) return s / 2;
+    return (s * window - (double)window * window / 2) / s;
+}
+
 double df_drafter_forward_flops(const DfDrafterConfig *c, int64_t seq_len, int64_t n_anchors) {
-    double B = c->block_size, qd = (double)c->num_heads * c->head_dim;
-    double attn = 4 * B * ((double)seq_len / 2 + B) * qd * (double)n_anchors * c->num_layers;
+    double B = c->block_size, qd = (double)c->num_heads * c->head_dim, attn = 0;
+    for (int l = 0; l < c->num_layers; l++)
+        attn += 4 * B * (mean_visible((double)seq_len, df_drafter_layer_window(c, l)) + B) * qd * (double)n_anchors;
     return flops_without_attention(c, (double)seq_len, (double)n_anchors) + attn;
 }
 
@@ -137,7 +145,11 @@ double df_drafter_batch_forward_flops(const DfDrafterConfig *c, const DfDrafterB
         int64_t n = batch->anchor_starts[s + 1] - batch->anchor_starts[s];
         total += flops_without_attention(c, (double)(batch->seq_starts[s + 1] - batch->seq_starts[s]), (double)n);
         for (int64_t j = batch->anchor_starts[s]; j < batch->anchor_starts[s + 1]; j++)
-            total += 4 * B * ((double)batch->anchors[j] + B) * qd * c->num_layers;
+            for (int l = 0; l < c->num_layers; l++) {
+                int w = df_drafter_layer_window(c, l);
+                double a = w > 0 && batch->anchors[j] > w ? w : (double)batch->anchors[j];
+                total += 4 * B * (a + B) * qd;
+            }
     }
     return total;
 }

@@ -57,7 +57,8 @@ static void attention_backward(DfDrafter *d, int l) {
     DfBlockAttnArgs att = {.layout = &w->attn_layout, .q = a->q, .k_ctx = rows_of(a->k, 0, T, kvd),
                            .v_ctx = rows_of(a->v, 0, T, kvd), .k_blk = rows_of(a->k, T, Q, kvd),
                            .v_blk = rows_of(a->v, T, Q, kvd), .out = a->attn, .lse = a->lse, .heads = nh,
-                           .kv_heads = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd)};
+                           .kv_heads = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
+                           .window = df_drafter_layer_window(c, l)};
     DfBlockAttnGrads ag = {.d_out = g->dattn, .dq = g->dq, .dk_ctx = rows_of(g->dk, 0, T, kvd),
                            .dv_ctx = rows_of(g->dv, 0, T, kvd), .dk_blk = rows_of(g->dk, T, Q, kvd),
                            .dv_blk = rows_of(g->dv, T, Q, kvd)};

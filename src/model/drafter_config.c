@@ -1,5 +1,6 @@
 #include "model/drafter_config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "train/anchors.h"
@@ -31,5 +32,68 @@ int df_drafter_config_from_target(DfDrafterConfig *c, const DfModelConfig *t, in
     c->rope = t->rope;
     c->max_position_embeddings = t->max_position_embeddings;
     c->gamma = df_default_gamma(block_size);
+    return 0;
+}
+
+int df_drafter_layer_window(const DfDrafterConfig *c, int layer) {
+    return layer >= 0 && layer < c->num_layers && c->sliding[layer] ? c->sliding_window : 0;
+}
+
+/* One item of a --sliding-layers list: "i" or "i-j", indices possibly negative. */
+static int parse_layer_item(const char *item, int n, int *lo, int *hi, DfError *err) {
+    char *end;
+    long a = strtol(item, &end, 10), b = a;
+    if (end == item) goto bad;
+    if (*end == '-' && end != item) {
+        const char *second = end + 1;
+        b = strtol(second, &end, 10);
+        if (end == second) goto bad;
+    }
+    if (*end) goto bad;
+    if (a < 0) a += n;
+    if (b < 0) b += n;
+    if (a < 0 || b < a || b >= n)
+        return df_fail(err, "drafter: --sliding-layers item '%s' is outside the %d layers (0..%d)", item, n, n - 1);
+    *lo = (int)a, *hi = (int)b;
+    return 0;
+bad:
+    return df_fail(err, "drafter: --sliding-layers item '%s' is not a layer index or range (e.g. 0,2 or 0-3)", item);
+}
+
+int df_drafter_set_sliding(DfDrafterConfig *c, int window, const char *pattern, DfError *err) {
+    int n = c->num_layers;
+    memset(c->sliding, 0, sizeof c->sliding);
+    c->sliding_window = 0;
+    int none = pattern && strcmp(pattern, "none") == 0;
+    if (window < 0) return df_fail(err, "drafter: --sliding-window must be positive, got %d", window);
+    if (window == 0 || none) {
+        if (pattern && *pattern && !none)
+            return df_fail(err, "drafter: --sliding-layers '%s' needs a --sliding-window", pattern);
+        return 0;
+    }
+    if (n < 1 || n > DF_MAX_DRAFT_LAYERS) return df_fail(err, "drafter: %d layers", n);
+    if (!pattern || !*pattern) {
+        for (int i = 0; i < n - 1; i++) c->sliding[i] = 1;
+    } else if (strcmp(pattern, "all") == 0) {
+        for (int i = 0; i < n; i++) c->sliding[i] = 1;
+    } else {
+        char item[32];
+        if (pattern[strlen(pattern) - 1] == ',')
+            return df_fail(err, "drafter: --sliding-layers '%s' ends with a comma", pattern);
+        for (const char *p = pattern; *p;) {
+            size_t len = strcspn(p, ",");
+            if (len == 0 || len >= sizeof item)
+                return df_fail(err, "drafter: --sliding-layers '%s' has an empty or overlong item", pattern);
+            memcpy(item, p, len);
+            item[len] = '\0';
+            int lo = 0, hi = -1;
+            if (parse_layer_item(item, n, &lo, &hi, err)) return -1;
+            for (int i = lo; i <= hi; i++) c->sliding[i] = 1;
+            p += len + (p[len] == ',');
+        }
+    }
+    int any = 0;
+    for (int i = 0; i < n; i++) any |= c->sliding[i];
+    c->sliding_window = any ? window : 0;
     return 0;
 }

@@ -44,7 +44,8 @@ static void layer_forward(DfDrafter *d, int l, DfBuffer x_next) {
     DfBlockAttnArgs att = {.layout = &w->attn_layout, .q = a->q, .k_ctx = rows_of(a->k, 0, T, kvd),
                            .v_ctx = rows_of(a->v, 0, T, kvd), .k_blk = rows_of(a->k, T, Q, kvd),
                            .v_blk = rows_of(a->v, T, Q, kvd), .out = a->attn, .lse = a->lse, .heads = nh,
-                           .kv_heads = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd)};
+                           .kv_heads = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
+                           .window = df_drafter_layer_window(c, l)};
     df_op_block_attention(be, &att);
     df_op_copy2d(be, a->x_mid, H, a->x, H, Q, H);
     df_op_linear(be, a->x_mid, a->attn, df_drafter_param(d, ix->o_proj), Q, H, qd, 1);

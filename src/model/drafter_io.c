@@ -27,7 +27,6 @@
 
 #define DF_DEFAULT_BLOCK_SIZE 16
 /* Far above any real drafter; keeps a hostile config from sizing huge tables. */
-#define DF_MAX_DRAFT_LAYERS 256
 
 /* ------------------------------------------------------------ writing JSON */
 
@@ -95,7 +94,12 @@ char *df_drafter_config_json(const DfDrafterConfig *c) {
     cJSON_AddNumberToObject(root, "max_position_embeddings", c->max_position_embeddings);
     cJSON_AddFalseToObject(root, "tie_word_embeddings");
     cJSON *types = cJSON_AddArrayToObject(root, "layer_types");
-    for (int i = 0; i < c->num_layers; i++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
+    for (int i = 0; i < c->num_layers; i++)
+        cJSON_AddItemToArray(types, cJSON_CreateString(c->sliding[i] ? "sliding_attention" : "full_attention"));
+    if (c->sliding_window > 0) { /* transformers' Qwen3Config keeps sliding_window only with use_sliding_window */
+        cJSON_AddTrueToObject(root, "use_sliding_window");
+        cJSON_AddNumberToObject(root, "sliding_window", c->sliding_window);
+    }
     cJSON_AddStringToObject(root, "hidden_act", "silu");
     cJSON_AddFalseToObject(root, "attention_bias");
     cJSON_AddStringToObject(root, "dtype", "bfloat16");
@@ -221,6 +225,42 @@ static int read_rope(const DfJsonReader *r, const cJSON *root, DfRopeConfig *rop
                : 0;
 }
 
+/* "layer_types" (full_attention / sliding_attention per layer) and
+ * "sliding_window". As in transformers' Qwen3Config, use_sliding_window
+ * false (or a null sliding_window) leaves every layer unwindowed. */
+static int read_layer_types(const DfJsonReader *r, const cJSON *root, DfDrafterConfig *c) {
+    memset(c->sliding, 0, sizeof c->sliding);
+    c->sliding_window = 0;
+    const cJSON *types = df_json_field(root, "layer_types");
+    if (!types || cJSON_IsNull(types)) return 0;
+    if (!cJSON_IsArray(types))
+        return df_fail(r->err, "%s: field 'layer_types' must be an array, not %s", r->path, df_json_type_name(types));
+    int n = cJSON_GetArraySize(types), any = 0, i = 0;
+    if (n != c->num_layers)
+        return df_fail(r->err, "%s: field 'layer_types' lists %d layers, num_hidden_layers is %d", r->path, n,
+                       c->num_layers);
+    if (n > DF_MAX_DRAFT_LAYERS) return 0; /* check_config refuses the layer count */
+    for (const cJSON *e = types->child; e; e = e->next, i++) {
+        if (cJSON_IsString(e) && strcmp(e->valuestring, "full_attention") == 0) continue;
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, "sliding_attention") != 0)
+            return df_fail(r->err, "%s: field 'layer_types[%d]' must be \"full_attention\" or \"sliding_attention\"",
+                           r->path, i);
+        c->sliding[i] = 1;
+        any = 1;
+    }
+    const cJSON *use = df_json_field(root, "use_sliding_window"), *window = df_json_field(root, "sliding_window");
+    if (use && !cJSON_IsBool(use))
+        return df_fail(r->err, "%s: field 'use_sliding_window' must be a boolean, not %s", r->path, df_json_type_name(use));
+    if (!any || cJSON_IsFalse(use) || !window || cJSON_IsNull(window)) {
+        memset(c->sliding, 0, sizeof c->sliding);
+        return 0;
+    }
+    if (df_json_read_int(r, root, "", "sliding_window", 1, 0, &c->sliding_window)) return -1;
+    if (c->sliding_window < 1)
+        return df_fail(r->err, "%s: field 'sliding_window' must be positive (is %d)", r->path, c->sliding_window);
+    return 0;
+}
+
 /* The drafter code computes no attention bias and only SiLU. */
 static int check_unsupported(const DfJsonReader *r, const cJSON *root) {
     const cJSON *bias = df_json_field(root, "attention_bias");
@@ -290,7 +330,7 @@ int df_drafter_config_parse(const char *json_text, const char *source, DfDrafter
         return df_fail(err, "%s: not valid JSON (error near byte %td)", source, end ? end - json_text : (ptrdiff_t)0);
     int rc = !cJSON_IsObject(root) ? df_fail(err, "%s: not a JSON object", source)
              : check_identity(&r, root) || read_sizes(&r, root, cfg) || read_dflash(&r, root, cfg) ||
-                     read_rope(&r, root, &cfg->rope) || check_unsupported(&r, root) ||
+                     read_rope(&r, root, &cfg->rope) || read_layer_types(&r, root, cfg) || check_unsupported(&r, root) ||
                      check_config(cfg, source, 0, err)
                  ? -1
                  : 0;
@@ -353,6 +393,13 @@ int df_drafter_config_differs(const DfDrafterConfig *a, const DfDrafterConfig *b
         DIFF_DOUBLE("rope_scaling.high_freq_factor", rope.high_freq_factor)
         DIFF_INT("rope_scaling.original_max_position_embeddings", rope.original_max_position_embeddings)
     }
+    DIFF_INT("sliding_window", sliding_window)
+    for (int i = 0; i < a->num_layers && i < DF_MAX_DRAFT_LAYERS; i++)
+        if (a->sliding[i] != b->sliding[i]) {
+            snprintf(what, cap, "layer_types[%d]: %s vs %s", i, a->sliding[i] ? "sliding_attention" : "full_attention",
+                     b->sliding[i] ? "sliding_attention" : "full_attention");
+            return 1;
+        }
     DIFF_DOUBLE("gamma (loss decay)", gamma)
     if (cap) what[0] = '\0';
     return 0;

@@ -40,14 +40,14 @@ static void l2_normalize(float *dst, const float *v, int n, float scale) {
     for (int i = 0; i < n; i++) dst[i] = v[i] * r;
 }
 
-/* One value head hv of one sequence, tokens begin..end-1. scratch: dk*dv + 2*dk + dv floats. */
+/* One value head hv of one sequence, tokens begin..end-1, from and into
+ * state [dk, dv] (out may be NULL: only the state advances). scratch: 2*dk + dv floats. */
 static void delta_rule_head(float *out, const float *qkv, const float *b, const float *a, float a_log, float dt_bias,
-                            long begin, long end, int hv, const DfLinearAttnConfig *la, float *scratch) {
+                            long begin, long end, int hv, const DfLinearAttnConfig *la, float *state, float *scratch) {
     int dk = la->key_head_dim, dv = la->value_head_dim, nv = la->num_value_heads;
     int hk = hv / (nv / la->num_key_heads);
     size_t key_dim = (size_t)la->num_key_heads * dk, width = 2 * key_dim + (size_t)nv * dv;
-    float *state = scratch, *q = state + (size_t)dk * dv, *k = q + dk, *delta = k + dk;
-    memset(state, 0, (size_t)dk * dv * sizeof *state);
+    float *q = scratch, *k = q + dk, *delta = k + dk;
     float neg_a = -expf(a_log), q_scale = 1.0f / sqrtf((float)dk);
     for (long t = begin; t < end; t++) {
         const float *row = qkv + (size_t)t * width;
@@ -67,14 +67,16 @@ static void delta_rule_head(float *out, const float *qkv, const float *b, const 
         }
         for (int j = 0; j < dv; j++) delta[j] = beta * (v[j] - delta[j]);
         /* S += k delta^T; o = S^T q */
+        for (int i = 0; i < dk; i++) {
+            float *si = state + (size_t)i * dv;
+            for (int j = 0; j < dv; j++) si[j] += k[i] * delta[j];
+        }
+        if (!out) continue;
         float *o = out + (size_t)t * nv * dv + (size_t)hv * dv;
         for (int j = 0; j < dv; j++) o[j] = 0.0f;
         for (int i = 0; i < dk; i++) {
-            float *si = state + (size_t)i * dv;
-            for (int j = 0; j < dv; j++) {
-                si[j] += k[i] * delta[j];
-                o[j] += si[j] * q[i];
-            }
+            const float *si = state + (size_t)i * dv;
+            for (int j = 0; j < dv; j++) o[j] += si[j] * q[i];
         }
     }
 }
@@ -83,19 +85,65 @@ void df_gated_delta_rule(float *out, const float *qkv, const float *b, const flo
                          const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfLinearAttnConfig *la) {
     int nv = la->num_value_heads;
     long n_tasks = (long)n_seqs * nv;
-    size_t scratch_floats = (size_t)la->key_head_dim * la->value_head_dim + 2 * (size_t)la->key_head_dim +
-                            (size_t)la->value_head_dim;
+    size_t state_floats = (size_t)la->key_head_dim * la->value_head_dim;
+    size_t scratch_floats = state_floats + 2 * (size_t)la->key_head_dim + (size_t)la->value_head_dim;
 #pragma omp parallel
     {
         float *scratch = df_xmalloc(scratch_floats * sizeof *scratch, "delta rule state");
 #pragma omp for schedule(dynamic)
         for (long task = 0; task < n_tasks; task++) {
             int s = (int)(task / nv), hv = (int)(task % nv);
+            memset(scratch, 0, state_floats * sizeof *scratch); /* zero at the sequence's start */
             delta_rule_head(out, qkv, b, a, a_log[hv], dt_bias[hv], seq_starts[s], seq_starts[s + 1], hv, la,
-                            scratch);
+                            scratch, scratch + state_floats);
         }
         free(scratch);
     }
+}
+
+void df_gated_delta_rule_continue(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
+                                  const float *dt_bias, int n, const DfLinearAttnConfig *la, float *state) {
+    int nv = la->num_value_heads;
+    size_t state_floats = (size_t)la->key_head_dim * la->value_head_dim;
+    size_t scratch_floats = 2 * (size_t)la->key_head_dim + (size_t)la->value_head_dim;
+#pragma omp parallel
+    {
+        float *scratch = df_xmalloc(scratch_floats * sizeof *scratch, "delta rule scratch");
+#pragma omp for schedule(static)
+        for (int hv = 0; hv < nv; hv++)
+            delta_rule_head(out, qkv, b, a, a_log[hv], dt_bias[hv], 0, n, hv, la, state + (size_t)hv * state_floats,
+                            scratch);
+        free(scratch);
+    }
+}
+
+void df_causal_conv_silu_continue(float *out, const float *x, const float *w, float *window, int n, int channels,
+                                  int kernel) {
+    int keep = kernel - 1;
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < n; t++) {
+        float *o = out + (size_t)t * channels;
+        for (int c = 0; c < channels; c++) o[c] = 0.0f;
+        for (int j = 0; j < kernel; j++) {
+            long src = t - keep + j; /* < 0: row keep + src of the window */
+            const float *xr = src < 0 ? window + (size_t)(keep + src) * channels : x + (size_t)src * channels;
+            for (int c = 0; c < channels; c++) o[c] += w[(size_t)c * kernel + j] * xr[c];
+        }
+        for (int c = 0; c < channels; c++) o[c] = siluf(o[c]);
+    }
+    df_conv_window_advance(window, x, n, channels, kernel);
+}
+
+void df_conv_window_advance(float *window, const float *x, int n, int channels, int kernel) {
+    int keep = kernel - 1;
+    if (keep <= 0 || n <= 0) return;
+    size_t row = (size_t)channels * sizeof *window;
+    if (n >= keep) {
+        memcpy(window, x + (size_t)(n - keep) * channels, (size_t)keep * row);
+        return;
+    }
+    memmove(window, window + (size_t)n * channels, (size_t)(keep - n) * row);
+    memcpy(window + (size_t)(keep - n) * channels, x, (size_t)n * row);
 }
 
 void df_gated_rmsnorm(float *x, const float *z, const float *w, int rows, int dim, float eps) {

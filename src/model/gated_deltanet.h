@@ -33,6 +33,26 @@ void df_causal_conv_silu(float *out, const float *x, const float *w, const int32
 void df_gated_delta_rule(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
                          const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfLinearAttnConfig *la);
 
+/* Incremental decoding of one sequence (infer/hybrid_state.c): the same
+ * operations continuing from a carried state instead of zero.
+ *
+ * df_causal_conv_silu_continue: n new rows x [n, channels] after the
+ * sequence's previous inputs, of which window [kernel-1, channels] holds the
+ * last kernel-1 (oldest first; zeros at the start of a sequence); writes out
+ * [n, channels] and advances the window past the new rows. */
+void df_causal_conv_silu_continue(float *out, const float *x, const float *w, float *window, int n, int channels,
+                                  int kernel);
+
+/* window [kernel-1, channels] = the last kernel-1 rows of [window ; x[0..n-1]]. */
+void df_conv_window_advance(float *window, const float *x, int n, int channels, int kernel);
+
+/* The delta rule over n tokens of one sequence (qkv, b, a as for
+ * df_gated_delta_rule, rows 0..n-1) from state [value_heads, key_dim,
+ * value_dim], which is left after the last token. out [n, value_heads *
+ * value_dim], or NULL to advance the state only. */
+void df_gated_delta_rule_continue(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
+                                  const float *dt_bias, int n, const DfLinearAttnConfig *la, float *state);
+
 /* In place on x [rows, dim]: x = x * rsqrt(mean(x^2) + eps) * w * silu(z),
  * z [rows, dim], w [dim]. */
 void df_gated_rmsnorm(float *x, const float *z, const float *w, int rows, int dim, float eps);

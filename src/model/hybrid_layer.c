@@ -43,8 +43,7 @@ int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
     return 0;
 }
 
-/* The host fp32 array behind a CPU backend buffer. */
-static float *host(DfBuffer b) {
+float *df_hybrid_host(DfBuffer b) {
     if (b.elem_size != (int)sizeof(float)) {
         fprintf(stderr, "dflash: hybrid layer: a buffer of %d-byte elements is not host fp32\n", b.elem_size);
         abort();
@@ -52,23 +51,23 @@ static float *host(DfBuffer b) {
     return (float *)b.ptr;
 }
 
-/* RoPE on the first rotary_dim values of each of `heads` heads of x [T, heads*head_dim]. */
-static void partial_rope(DfTargetModel *m, DfBuffer x, int heads, const DfPackedBatch *batch, DfBuffer cos_t,
+/* RoPE on the first rotary_dim values of each of `heads` heads of x [t, heads*head_dim]. */
+static void partial_rope(DfTargetModel *m, DfBuffer x, int heads, int t, DfBuffer positions, DfBuffer cos_t,
                          DfBuffer sin_t) {
     const DfModelConfig *c = &m->cfg;
-    int t = batch->n_tokens, hd = c->head_dim, rd = c->rotary_dim;
+    int hd = c->head_dim, rd = c->rotary_dim;
     if (rd == hd) {
-        df_op_rope(m->be, x, batch->positions, cos_t, sin_t, t, heads, hd);
+        df_op_rope(m->be, x, positions, cos_t, sin_t, t, heads, hd);
         return;
     }
     DfBuffer rot = df_buffer_view(m->hws.rot, 0, (size_t)t * heads * rd);
     df_op_copy2d(m->be, rot, rd, x, hd, t * heads, rd);
-    df_op_rope(m->be, rot, batch->positions, cos_t, sin_t, t, heads, rd);
+    df_op_rope(m->be, rot, positions, cos_t, sin_t, t, heads, rd);
     df_op_copy2d(m->be, x, hd, rot, rd, t * heads, rd);
 }
 
-static void gated_attention(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
-                            const DfPackedBatch *batch, DfBuffer cos_t, DfBuffer sin_t) {
+void df_hybrid_attention_qkv(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
+                             DfBuffer positions, DfBuffer cos_t, DfBuffer sin_t) {
     DfBackend *be = m->be;
     const DfModelConfig *c = &m->cfg;
     int t = a->n_rows, hid = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
@@ -84,17 +83,30 @@ static void gated_attention(DfTargetModel *m, const DfTargetLayer *l, const DfTa
     df_op_linear(be, a->v, a->h, l->v_proj, t, nkv * hd, hid, 0);
     df_op_rmsnorm(be, a->q, a->q, l->q_norm, t * nh, hd, eps);
     df_op_rmsnorm(be, a->k, a->k, l->k_norm, t * nkv, hd, eps);
-    partial_rope(m, a->q, nh, batch, cos_t, sin_t);
-    partial_rope(m, a->k, nkv, batch, cos_t, sin_t);
-    DfBuffer no_lse = {0};
-    no_lse.kind = DF_BUF_F32;
-    df_op_attention(be, a->attn, no_lse, a->q, a->k, a->v, batch, nh, nkv, hd, 1.0f / sqrtf((float)hd));
-    df_sigmoid_gate(host(a->attn), host(gate), (size_t)t * q);
-    df_op_linear(be, a->x, a->attn, l->o_proj, t, hid, nh * hd, 1);
+    partial_rope(m, a->q, nh, t, positions, cos_t, sin_t);
+    partial_rope(m, a->k, nkv, t, positions, cos_t, sin_t);
 }
 
-static void gated_deltanet(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
-                           const DfPackedBatch *batch) {
+void df_hybrid_attention_out(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a) {
+    const DfModelConfig *c = &m->cfg;
+    int t = a->n_rows, nh = c->num_heads, hd = c->head_dim;
+    size_t q = (size_t)nh * hd;
+    df_sigmoid_gate(df_hybrid_host(a->attn), df_hybrid_host(m->hws.attn_gate), (size_t)t * q);
+    df_op_linear(m->be, a->x, a->attn, l->o_proj, t, c->hidden_size, nh * hd, 1);
+}
+
+static void gated_attention(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
+                            const DfPackedBatch *batch, DfBuffer cos_t, DfBuffer sin_t) {
+    const DfModelConfig *c = &m->cfg;
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    df_hybrid_attention_qkv(m, l, a, batch->positions, cos_t, sin_t);
+    DfBuffer no_lse = {0};
+    no_lse.kind = DF_BUF_F32;
+    df_op_attention(m->be, a->attn, no_lse, a->q, a->k, a->v, batch, nh, nkv, hd, 1.0f / sqrtf((float)hd));
+    df_hybrid_attention_out(m, l, a);
+}
+
+void df_hybrid_deltanet_in(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a) {
     DfBackend *be = m->be;
     const DfModelConfig *c = &m->cfg;
     const DfLinearAttnConfig *la = &c->linear;
@@ -102,20 +114,37 @@ static void gated_deltanet(DfTargetModel *m, const DfTargetLayer *l, const DfTar
     int t = a->n_rows, hid = c->hidden_size, nv = la->num_value_heads;
     int value_dim = nv * la->value_head_dim, conv_dim = 2 * la->num_key_heads * la->key_head_dim + value_dim;
     DfBuffer mixed = df_buffer_view(ws->mixed, 0, (size_t)t * conv_dim);
-    DfBuffer conv = df_buffer_view(ws->conv, 0, (size_t)t * conv_dim);
     DfBuffer z = df_buffer_view(ws->z, 0, (size_t)t * value_dim);
     DfBuffer beta = df_buffer_view(ws->beta, 0, (size_t)t * nv), decay = df_buffer_view(ws->decay, 0, (size_t)t * nv);
-    DfBuffer core = df_buffer_view(ws->core, 0, (size_t)t * value_dim);
     df_op_linear(be, mixed, a->h, l->in_proj_qkv, t, conv_dim, hid, 0);
     df_op_linear(be, z, a->h, l->in_proj_z, t, value_dim, hid, 0);
     df_op_linear(be, beta, a->h, l->in_proj_b, t, nv, hid, 0);
     df_op_linear(be, decay, a->h, l->in_proj_a, t, nv, hid, 0);
+}
+
+void df_hybrid_deltanet_out(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a) {
+    const DfModelConfig *c = &m->cfg;
+    const DfLinearAttnConfig *la = &c->linear;
+    int t = a->n_rows, nv = la->num_value_heads, value_dim = nv * la->value_head_dim;
+    df_gated_rmsnorm(df_hybrid_host(m->hws.core), df_hybrid_host(m->hws.z), df_hybrid_host(l->linear_norm), t * nv,
+                     la->value_head_dim, (float)c->rms_norm_eps);
+    df_op_linear(m->be, a->x, df_buffer_view(m->hws.core, 0, (size_t)t * value_dim), l->out_proj, t,
+                 c->hidden_size, value_dim, 1);
+}
+
+static void gated_deltanet(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
+                           const DfPackedBatch *batch) {
+    const DfLinearAttnConfig *la = &m->cfg.linear;
+    DfHybridWorkspace *ws = &m->hws;
+    int conv_dim = 2 * la->num_key_heads * la->key_head_dim + la->num_value_heads * la->value_head_dim;
     const int32_t *starts = batch->host_seq_starts;
-    df_causal_conv_silu(host(conv), host(mixed), host(l->conv1d), starts, batch->n_seqs, conv_dim, la->conv_kernel);
-    df_gated_delta_rule(host(core), host(conv), host(beta), host(decay), host(l->a_log), host(l->dt_bias), starts,
+    df_hybrid_deltanet_in(m, l, a);
+    df_causal_conv_silu(df_hybrid_host(ws->conv), df_hybrid_host(ws->mixed), df_hybrid_host(l->conv1d), starts,
+                        batch->n_seqs, conv_dim, la->conv_kernel);
+    df_gated_delta_rule(df_hybrid_host(ws->core), df_hybrid_host(ws->conv), df_hybrid_host(ws->beta),
+                        df_hybrid_host(ws->decay), df_hybrid_host(l->a_log), df_hybrid_host(l->dt_bias), starts,
                         batch->n_seqs, la);
-    df_gated_rmsnorm(host(core), host(z), host(l->linear_norm), t * nv, la->value_head_dim, (float)c->rms_norm_eps);
-    df_op_linear(be, a->x, core, l->out_proj, t, hid, value_dim, 1);
+    df_hybrid_deltanet_out(m, l, a);
 }
 
 void df_hybrid_layer(DfTargetModel *m, int layer, const DfPackedBatch *batch, DfBuffer rope_cos, DfBuffer rope_sin) {

@@ -18,6 +18,7 @@
 
 #include "formats/safetensors.h"
 #include "model/target.h"
+#include "model/target_layer.h"
 
 /* Loads layer i's tensors (model/hybrid_load.c). */
 int df_hybrid_load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError *err);
@@ -29,5 +30,28 @@ void df_hybrid_workspace_free(DfBackend *be, DfHybridWorkspace *ws);
 /* Runs decoder layer `layer` on the residual stream m->ws.x (first
  * batch->n_tokens rows); rope tables of rotary_dim/2 columns. */
 void df_hybrid_layer(DfTargetModel *m, int layer, const DfPackedBatch *batch, DfBuffer rope_cos, DfBuffer rope_sin);
+
+/* The pieces of df_hybrid_layer around the steps that need the whole
+ * sequence (attention, the convolution and the recurrence), shared with
+ * incremental decoding (infer/target_decode.c), which runs those steps
+ * against its KV cache and recurrent state instead. All work on the first
+ * a->n_rows rows, a->h = input_norm(x) already; extra activations in m->hws
+ * (df_hybrid_workspace_ensure for n_rows first).
+ *
+ * Gated attention: a->q, a->k (normed, rotated at positions), a->v, and the
+ * output gate into hws.attn_gate; then, with a->attn computed,
+ * x += (attn * sigmoid(gate)) Wo^T. */
+void df_hybrid_attention_qkv(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
+                             DfBuffer positions, DfBuffer rope_cos, DfBuffer rope_sin);
+void df_hybrid_attention_out(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a);
+
+/* Gated DeltaNet: the projections hws.mixed (in_proj_qkv), z, beta (raw b),
+ * decay (raw a); then, with hws.core = the recurrence's output,
+ * x += gated_rmsnorm(core, z) Wout^T. */
+void df_hybrid_deltanet_in(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a);
+void df_hybrid_deltanet_out(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a);
+
+/* The host fp32 array behind a CPU backend buffer (aborts on another kind). */
+float *df_hybrid_host(DfBuffer b);
 
 #endif

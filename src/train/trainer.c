@@ -256,6 +256,7 @@ static int make_drafter_config(Trainer *t, DfError *err) {
                                       o->num_taps, o->mask_token_id, err))
         return -1;
     if (o->gamma > 0) t->dcfg.gamma = o->gamma;
+    if (df_drafter_set_sliding(&t->dcfg, o->sliding_window, o->sliding_layers, err)) return -1;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
     return 0;
 }

@@ -80,6 +80,8 @@ typedef struct DfTrainOptions {
     int intermediate_size;   /* 0: the target's */
     int block_size;
     int num_taps;            /* 0: the drafter config's default */
+    int sliding_window;      /* 0: every drafter layer sees the whole context */
+    const char *sliding_layers; /* which layers slide (df_drafter_set_sliding); NULL: all but the last */
     int64_t num_anchors;
     double gamma;            /* 0: df_default_gamma(block_size) */
     double lr;

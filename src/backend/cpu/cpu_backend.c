@@ -110,6 +110,7 @@ static const DfBackendOps CPU_OPS = {
     .kv_attention = df_cpu_kv_attention,
     .sum_squares = df_cpu_sum_squares,
     .adamw_step = df_cpu_adamw_step,
+    .argmax_rows = df_cpu_argmax_rows,
 };
 
 DfBackend *df_backend_cpu_create(DfError *err) {

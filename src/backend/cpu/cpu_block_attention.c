@@ -12,7 +12,10 @@
  * Forward tasks are (block, kv head): independent. Backward tasks are
  * (sequence, kv head): every block of a sequence adds into the same context
  * dK/dV rows, so one task owns all of them and no two threads write the same
- * row. The backward recomputes the probabilities from the saved lse. */
+ * row. The backward recomputes the probabilities from the saved lse.
+ *
+ * A sliding window (a->window > 0) only moves the start of a block's
+ * visible context: its first visible row and count (see visible_context). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -89,6 +92,14 @@ static void add_visible_t(float *ctx, float *blk, const float *p, const float *x
                 blk + (size_t)j * d->B * d->ldk + (size_t)g * d->hd, d->ldk);
 }
 
+/* Block j's visible context in sequence s: rows *c0 .. *c0 + return - 1. */
+static int visible_context(const DfBlockAttnArgs *a, int s, int j, int *c0) {
+    int anchor = a->layout->host_anchors[j], skip = 0;
+    if (a->window > 0 && anchor > a->window) skip = anchor - a->window;
+    *c0 = a->layout->host_ctx_starts[s] + skip;
+    return anchor - skip;
+}
+
 /* Sequence of each block, from the layout. */
 static int *block_sequences(const DfBlockAttnLayout *l) {
     int *seq = malloc((size_t)l->n_blocks * sizeof *seq);
@@ -119,7 +130,7 @@ void df_cpu_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
         for (long t = 0; t < n_tasks; t++) {
             if (!qg || !og || !p) continue;
             int j = (int)(t / a->kv_heads), g = (int)(t % a->kv_heads);
-            int s = seq[j], anchor = l->host_anchors[j], c0 = l->host_ctx_starts[s], n = anchor + d.B;
+            int c0, anchor = visible_context(a, seq[j], j, &c0), n = anchor + d.B;
             gather_group(qg, q, &d, j, g);
             times_visible_t(p, qg, m, kc, kb, c0, anchor, j, g, &d, a->scale);
             for (int r = 0; r < m; r++) {
@@ -143,9 +154,9 @@ void df_cpu_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
 }
 
 /* One block of the backward for kv head g: dq rows written, dK/dV rows added. */
-static void block_backward(const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const Dims *d, int j, int g, int c0,
+static void block_backward(const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const Dims *d, int j, int g, int s,
                            float *qg, float *dog, float *dD, float *p, float *dp) {
-    int anchor = a->layout->host_anchors[j], n = anchor + d->B, m = d->G * d->B;
+    int c0, anchor = visible_context(a, s, j, &c0), n = anchor + d->B, m = d->G * d->B;
     const float *kc = a->k_ctx.ptr, *vc = a->v_ctx.ptr, *kb = a->k_blk.ptr, *vb = a->v_blk.ptr;
     const float *out = a->out.ptr, *lse = a->lse.ptr, *dout = gr->d_out.ptr;
     gather_group(qg, a->q.ptr, d, j, g);
@@ -190,7 +201,7 @@ void df_cpu_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, co
             if (!ok) continue;
             int s = (int)(t / a->kv_heads), g = (int)(t % a->kv_heads);
             for (int j = l->host_block_starts[s]; j < l->host_block_starts[s + 1]; j++)
-                block_backward(a, gr, &d, j, g, l->host_ctx_starts[s], qg, dog, dD, p, dp);
+                block_backward(a, gr, &d, j, g, s, qg, dog, dD, p, dp);
         }
         free(qg), free(dog), free(dD), free(p), free(dp);
     }

@@ -45,6 +45,9 @@ void df_cpu_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const D
 void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
 
+/* greedy choice (cpu_argmax.c) */
+void df_cpu_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
+
 /* optimizer (cpu_optimizer.c) */
 int df_cpu_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err);
 void df_cpu_adamw_step(DfBackend *be, const DfAdamWArgs *a);

@@ -11,6 +11,8 @@
 #define STAGING_COUNT ((size_t)16 << 20)
 /* cuBLASLt workspace: 32 MiB is what NVIDIA recommends for Hopper. */
 #define LT_WORKSPACE_BYTES ((size_t)32 << 20)
+/* Pinned staging of small int32 uploads; larger ones wait for their copy. */
+#define PINNED_BYTES ((size_t)1 << 20)
 
 void df_cuda_record_failure(DfBackend *be, const char *file, int line, const char *fmt, ...) {
     DfCudaState *st = df_cuda_state(be);
@@ -111,11 +113,29 @@ static int cuda_download_f32(DfBackend *be, float *dst, DfBuffer src, DfError *e
     return 0;
 }
 
+/* A small upload through the pinned staging: queued, not waited for (the
+ * host copy is in pinned memory that no later upload overwrites before this
+ * copy is done). */
+static int upload_i32_pinned(DfCudaState *st, void *dst, const int32_t *src, size_t bytes, DfError *err) {
+    if (st->pinned_used + bytes > st->pinned_bytes) {
+        DF_CUDA_TRY(cudaEventSynchronize(st->pinned_done)); /* the stream is in order: every earlier copy is done */
+        st->pinned_used = 0;
+    }
+    char *p = st->pinned + st->pinned_used;
+    memcpy(p, src, bytes);
+    DF_CUDA_TRY(cudaMemcpyAsync(dst, p, bytes, cudaMemcpyHostToDevice, st->stream));
+    DF_CUDA_TRY(cudaEventRecord(st->pinned_done, st->stream));
+    st->pinned_used += (bytes + 255) & ~(size_t)255;
+    return 0;
+}
+
 static int cuda_upload_i32(DfBackend *be, DfBuffer dst, const int32_t *src, DfError *err) {
     DfCudaState *st = df_cuda_state(be);
     if (dst.kind != DF_BUF_I32) return df_fail(err, "cuda backend: upload_i32 into a float buffer");
     if (dst.count == 0) return 0;
-    DF_CUDA_TRY(cudaMemcpyAsync(dst.ptr, src, dst.count * sizeof(int32_t), cudaMemcpyHostToDevice, st->stream));
+    size_t bytes = dst.count * sizeof(int32_t);
+    if (bytes <= st->pinned_bytes) return upload_i32_pinned(st, dst.ptr, src, bytes, err);
+    DF_CUDA_TRY(cudaMemcpyAsync(dst.ptr, src, bytes, cudaMemcpyHostToDevice, st->stream));
     DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
     return 0;
 }
@@ -185,6 +205,7 @@ static int report_device_error(const DfCudaDeviceError *d, DfError *err) {
 static int cuda_sync(DfBackend *be, DfError *err) {
     DfCudaState *st = df_cuda_state(be);
     DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
+    st->pinned_used = 0; /* every queued copy out of it is done */
     if (st->failed) {
         st->failed = 0;
         return df_fail(err, "%s", st->first_error.msg);
@@ -208,6 +229,8 @@ static void cuda_destroy(DfBackend *be) {
         cudaFree(st->staging);
         cudaFree(st->dev_error);
         cudaFree(st->kv_ws);
+        if (st->pinned) cudaFreeHost(st->pinned);
+        if (st->pinned_done) cudaEventDestroy(st->pinned_done);
         for (int i = 0; i < st->prof_cap * 2; i++) cudaEventDestroy(st->prof_events[i]);
         free(st->prof_events);
         free(st->prof_kinds);
@@ -249,6 +272,7 @@ static const DfBackendOps CUDA_OPS = {
     .kv_attention = df_cuda_kv_attention,
     .sum_squares = df_cuda_sum_squares,
     .adamw_step = df_cuda_adamw_step,
+    .argmax_rows = df_cuda_argmax_rows,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {
@@ -261,6 +285,9 @@ static int init_state(DfCudaState *st, DfError *err) {
     DF_CUDA_TRY(cudaMalloc(&st->lt_workspace, st->lt_workspace_bytes));
     st->staging_count = STAGING_COUNT;
     DF_CUDA_TRY(cudaMalloc(&st->staging, st->staging_count * sizeof(float)));
+    st->pinned_bytes = PINNED_BYTES;
+    DF_CUDA_TRY(cudaMallocHost((void **)&st->pinned, st->pinned_bytes));
+    DF_CUDA_TRY(cudaEventCreateWithFlags(&st->pinned_done, cudaEventDisableTiming));
     DF_CUDA_TRY(cudaMalloc(&st->dev_error, sizeof(DfCudaDeviceError)));
     DF_CUDA_TRY(cudaMemset(st->dev_error, 0, sizeof(DfCudaDeviceError)));
     st->bytes_in_use = st->peak_bytes =

@@ -9,6 +9,9 @@
  * every K/V tile it brings into shared memory feeds all of them. Within the
  * CTA the visible keys are one list of anchor + B rows, the context rows then
  * the block rows, walked in tiles of 64; only the last tile needs a mask.
+ * A sliding window W (DfBlockAttnArgs.window > 0) starts the context part at
+ * max(0, anchor - W) instead of 0 (window_start): the query-major kernels
+ * just see a shorter list; the key-major one masks keys below the start.
  *
  * Forward: the FlashAttention-2 scheme of cuda_attention.cu (online softmax
  * in fp32 with base-2 exponentials, mma.sync m16n8k16, K/V double-buffered
@@ -48,7 +51,13 @@ struct Shape {
     int n_seqs, n_blocks, B, G, heads, kv_heads, n_q;
     int chunks; /* ceil(G*B / ROWS) */
     float scale, scale_log2;
+    int window; /* 0: every context row below the anchor */
 };
+
+/* The first context row (relative to the sequence's) visible to a block anchored at `anchor`. */
+__device__ __forceinline__ int window_start(const Shape &s, int anchor) {
+    return s.window > 0 && anchor > s.window ? anchor - s.window : 0;
+}
 
 /* The sequence of block j: the last s with block_starts[s] <= j (sequences
  * without blocks share their start with the next one). */
@@ -187,7 +196,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
     bf16 *sv = sk + 2 * BN * SD; /* [2][BN][SD] */
 
     int j = s.n_blocks - 1 - (int)blockIdx.x, g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
-    int seq = seq_of_block(s, j), c0 = s.ctx_starts[seq], anchor = s.anchors[j], n_vis = anchor + s.B;
+    int seq = seq_of_block(s, j), lo = window_start(s, s.anchors[j]);
+    int c0 = s.ctx_starts[seq] + lo, anchor = s.anchors[j] - lo, n_vis = anchor + s.B; /* the visible list */
     int n_kv = (n_vis + BN - 1) / BN;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
     bool active = c * ROWS + warp * 16 < s.G * s.B; /* the warp has query rows */
@@ -313,7 +323,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
     bf16 *sv = sk + 2 * BN * SD; /* [2][BN][SD] */
 
     int j = s.n_blocks - 1 - (int)blockIdx.x, g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
-    int seq = seq_of_block(s, j), c0 = s.ctx_starts[seq], anchor = s.anchors[j], n_vis = anchor + s.B;
+    int seq = seq_of_block(s, j), lo = window_start(s, s.anchors[j]);
+    int c0 = s.ctx_starts[seq] + lo, anchor = s.anchors[j] - lo, n_vis = anchor + s.B; /* the visible list */
     int n_kv = (n_vis + BN - 1) / BN;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
     bool active = c * ROWS + warp * 16 < s.G * s.B;
@@ -420,7 +431,7 @@ __device__ KeyItem key_item(const Shape &s, int item, int n_ctx_items) {
 /* The next block after j (before je) that sees any key of the item; je if none. */
 __device__ int next_visitor(const Shape &s, const KeyItem &k, int j) {
     for (j++; j < k.je; j++)
-        if (!k.ctx || s.anchors[j] > k.t0) return j;
+        if (!k.ctx || (s.anchors[j] > k.t0 && window_start(s, s.anchors[j]) < k.t0 + ROWS)) return j;
     return k.je;
 }
 
@@ -496,9 +507,10 @@ __global__ void __launch_bounds__(WARPS * 32)
             cp_async_wait<0>();
         }
         __syncthreads();
-        /* keys of the tile visible to this visit: below the anchor, or the block's B */
-        int limit = k.ctx ? s.anchors[vj] - k.t0 : s.B;
-        if (kw0 < limit) {
+        /* keys of the tile visible to this visit: from the window's start to
+         * below the anchor, or the block's B */
+        int limit = k.ctx ? s.anchors[vj] - k.t0 : s.B, first = k.ctx ? window_start(s, s.anchors[vj]) - k.t0 : 0;
+        if (kw0 < limit && kw0 + 16 > first) {
             const bf16 *sqb = sq + buf * ROWS * SD, *sdob = sdo + buf * ROWS * SD;
             const float *lb = slse + buf * ROWS, *db = sds + buf * ROWS;
             /* S^T (16 keys x 64 query rows) -> P^T */
@@ -510,7 +522,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int key = kw0 + gr + 8 * (e >> 1), col = n * 8 + 2 * tq + (e & 1);
-                    p[n][e] = key < limit ? fast_exp2(p[n][e] * s.scale_log2 - lb[col]) : 0.0f;
+                    p[n][e] = key < limit && key >= first ? fast_exp2(p[n][e] * s.scale_log2 - lb[col]) : 0.0f;
                 }
             probs_times_tile<D>(dv, p, sdob, lane);
             /* dP^T = V dO^T -> dS^T */
@@ -574,6 +586,7 @@ Shape shape_of(const DfBlockAttnArgs *a) {
     s.n_q = l->n_blocks * l->block_size;
     s.chunks = (s.G * s.B + ROWS - 1) / ROWS;
     s.scale = a->scale, s.scale_log2 = a->scale * LOG2E;
+    s.window = a->window;
     return s;
 }
 

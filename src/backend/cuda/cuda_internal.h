@@ -36,6 +36,14 @@ typedef struct DfCudaState {
     float *staging; /* fp32 staging for ACT uploads/downloads */
     size_t staging_count;
 
+    /* Pinned host staging for small int32 uploads (a step's layout and token
+     * ids): the copy is queued and upload_i32 returns without waiting. Used
+     * front to back; when full, wait for the last copy out of it (pinned_done)
+     * and start again; sync empties it too. */
+    char *pinned;
+    size_t pinned_bytes, pinned_used;
+    cudaEvent_t pinned_done;
+
     DfCudaDeviceError *dev_error; /* device memory */
 
     int failed; /* a host-side failure (launch, cuBLASLt) since the last sync */
@@ -143,6 +151,7 @@ void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int l
 void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
 void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                           const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+void df_cuda_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
 
 /* training ops: cuda_matmul.cu, cuda_elementwise.cu (rope_backward),
  * cuda_backward.cu, cuda_lm_head_ce.cu */

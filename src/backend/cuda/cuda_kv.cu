@@ -306,10 +306,13 @@ __global__ void kv_attention_combine_kernel(KvAttnParams p, int n_seqs) {
     for (int e = 0; e < PER; e++) p.out[(size_t)w * HD + lane + 32 * e] = __float2bfloat16(acc[e] * inv);
 }
 
-/* Split-K workspace, grown on demand, freed with the backend. */
+/* Split-K workspace, grown on demand (at least doubling: it grows with the
+ * cache lengths during decoding, and every growth waits for the GPU), freed
+ * with the backend. */
 static int ensure_kv_workspace(DfBackend *be, size_t bytes) {
     DfCudaState *st = df_cuda_state(be);
     if (st->kv_ws_bytes >= bytes) return 0;
+    if (bytes < 2 * st->kv_ws_bytes) bytes = 2 * st->kv_ws_bytes;
     if (st->kv_ws) {
         cudaError_t e = cudaFree(st->kv_ws);
         st->bytes_in_use -= st->kv_ws_bytes;

@@ -1,0 +1,78 @@
+#include "infer/chat_turns.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int first_user(const DfPrompt *p) {
+    for (int i = 0; i < p->n_turns; i++)
+        if (p->turns[i].parsed == DF_ROLE_USER) return i;
+    return p->n_turns;
+}
+
+static int is_generated(const DfPrompt *p, int i, int first) {
+    return i > first && p->turns[i].parsed == DF_ROLE_ASSISTANT;
+}
+
+static int ends_with_user(const DfPrompt *p) {
+    return p->n_turns > 0 && p->turns[p->n_turns - 1].parsed == DF_ROLE_USER;
+}
+
+int df_chat_turns_count(const DfPrompt *p) {
+    int first = first_user(p), n = ends_with_user(p);
+    for (int i = 0; i < p->n_turns; i++) n += is_generated(p, i, first);
+    return n;
+}
+
+int df_chat_turn_prompt(const DfChatTemplate *t, const DfPrompt *p, int k, const char *const *responses, DfByteBuf *text,
+                        DfError *err) {
+    int first = first_user(p), turn = 0, n = 0;
+    DfChatMessage *msgs = df_xmalloc((size_t)(p->n_turns > 0 ? p->n_turns : 1) * sizeof *msgs, "chat turn");
+    for (int i = 0; i < p->n_turns; i++) {
+        const char *content = p->turns[i].content;
+        if (is_generated(p, i, first)) {
+            if (turn == k) break;
+            content = responses[turn++];
+        }
+        msgs[n++] = (DfChatMessage){p->turns[i].parsed, content, strlen(content)};
+    }
+    int rc = turn == k ? df_chat_render_prompt(t, msgs, n, text, err)
+                       : df_fail(err, "conversation: no generated turn %d", k);
+    free(msgs);
+    return rc;
+}
+
+/* The name the output gives an appended assistant turn: that of the
+ * conversation's other assistant turns, else the form's own. */
+static const char *assistant_name(const DfPrompt *p) {
+    for (int i = 0; i < p->n_turns; i++)
+        if (p->turns[i].parsed == DF_ROLE_ASSISTANT) return p->turns[i].role;
+    return p->sharegpt ? "gpt" : "assistant";
+}
+
+static void add_message(cJSON *array, const DfPrompt *p, const char *role, const char *content) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, p->sharegpt ? "from" : "role", role);
+    cJSON_AddStringToObject(m, p->sharegpt ? "value" : "content", content);
+    cJSON_AddItemToArray(array, m);
+}
+
+cJSON *df_chat_turns_record(const DfPrompt *p, const char *const *responses) {
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddItemToObject(rec, "id", cJSON_Parse(p->id_json));
+    cJSON *array = cJSON_AddArrayToObject(rec, p->sharegpt ? "conversations" : "messages");
+    int first = first_user(p), turn = 0;
+    for (int i = 0; i < p->n_turns; i++)
+        add_message(array, p, p->turns[i].role, is_generated(p, i, first) ? responses[turn++] : p->turns[i].content);
+    if (ends_with_user(p)) add_message(array, p, assistant_name(p), responses[turn]);
+    return rec;
+}
+
+int df_chat_end_of_turn_id(const DfChatTemplate *t, const DfTokenizer *tok, int32_t *id, DfError *err) {
+    DfChatFamily family = df_chat_template_family(t);
+    const char *token = family == DF_CHAT_QWEN3 ? "<|im_end|>" : "<|eot_id|>";
+    *id = df_tokenizer_token_to_id(tok, token);
+    if (*id < 0)
+        return df_fail(err, "the tokenizer has no %s token, which ends a turn of the %s chat template", token,
+                       df_chat_family_name(family));
+    return 0;
+}
