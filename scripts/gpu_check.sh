@@ -11,7 +11,9 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill (default: all but prefill)
+#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill,dp (default: all but
+#   prefill and dp; dp = scripts/dp_check.sh: queue depths, two-GPU data parallel through NCCL, a lost
+#   rank, resume across GPU counts; run it on the 2-GPU machine)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
 PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode,hybrid}
@@ -114,6 +116,11 @@ if want hybrid; then
         section "transformers hybrid forward"
         PYTHONUNBUFFERED=1 timeout 300 python3 bench/hybrid_transformers.py --layers 16
     } 2>&1 | tee -a "$OUT/decode.txt"
+fi
+
+if want dp; then
+    section "dp_check"
+    timeout 900 bash scripts/dp_check.sh "$OUT" 2>&1 | tail -80
 fi
 
 if want prefill; then

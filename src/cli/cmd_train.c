@@ -230,6 +230,9 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     }
     printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
     print_memory(s);
+    if (s->stages_path[0])
+        printf("train: device busy %.1f%% of the loop's wall time; stage times in %s\n", 100 * s->busy,
+               s->stages_path);
     if (s->bad_steps > 0)
         printf("train: %lld steps had a non-finite loss or gradient and made no update (see metrics.jsonl, "
                "\"skipped_update\")\n",
@@ -250,7 +253,8 @@ int df_cmd_train(int argc, char **argv) {
     /* -1: not given (every option below takes only non-negative values) */
     int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
     int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1, window = -1;
-    double gamma = -1, lr = -1, warmup = -1;
+    int queue_depth = -1, log_every = -1;
+    double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
         {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
@@ -276,6 +280,9 @@ int df_cmd_train(int argc, char **argv) {
         {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
         {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0},
+        {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0},
+        {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second)", 0},
+        {"peak-tflops", DF_OPT_DOUBLE, &peak_tflops, "T", "device peak TFLOP/s for MFU (default: 989 on H100/H200, 312 on A100, none on the CPU)", 0},
     };
     const DfCommandSpec spec = {
         "train", "train a DFlash drafter for a target", NULL,
@@ -287,7 +294,10 @@ int df_cmd_train(int argc, char **argv) {
         "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
         "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.\n"
         "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 0; a second\n"
-        "signal exits at once (130/143), leaving the previous checkpoint intact.",
+        "signal exits at once (130/143), leaving the previous checkpoint intact.\n"
+        "Data parallel: start one process per device with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR\n"
+        "and MASTER_PORT set (as torchrun does) and the same options; --device cuda means\n"
+        "cuda:LOCAL_RANK. Rank 0 writes OUTPUT (which every rank must see, to resume).",
         options, DF_COUNT(options)};
     DfParsedArgs parsed;
     DfError err = {{0}};
@@ -310,8 +320,13 @@ int df_cmd_train(int argc, char **argv) {
                         "--max-length and --lr must be positive\n");
         return 2;
     }
-    if (steps < -1 || epochs < -1 || layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 ||
-        budget < -1 || seed < -1 || window < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
+    if (queue_depth == 0) {
+        fprintf(stderr, "dflash train: --queue-depth must be at least 1 (1: lock-step)\n");
+        return 2;
+    }
+    if (queue_depth < -1 || log_every < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 ||
+        layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 || budget < -1 || seed < -1 ||
+        window < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
         (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
         fprintf(stderr, "dflash train: options take non-negative values\n");
         return 2;
@@ -334,6 +349,17 @@ int df_cmd_train(int argc, char **argv) {
     if (lr > 0) o.lr = lr;
     if (warmup >= 0) o.warmup = warmup;
     if (max_bad >= 0) o.max_bad_steps = max_bad;
+    if (queue_depth > 0) o.queue_depth = queue_depth;
+    if (log_every >= 0) o.log_every = log_every;
+    if (peak_tflops >= 0) o.peak_tflops = peak_tflops;
+    DfDistEnv dist;
+    if (df_dist_env_present()) {
+        if (df_dist_env_read(&dist, &err) != 0) {
+            fprintf(stderr, "dflash train: %s\n", err.msg);
+            return 2;
+        }
+        o.dist = &dist;
+    }
     o.resume = resume;
     if (df_stop_signals_install(&err) != 0) { /* the loop polls the flag (base/signals.h) */
         fprintf(stderr, "dflash train: %s\n", err.msg);
@@ -348,9 +374,15 @@ int df_cmd_train(int argc, char **argv) {
         rc = df_train(&o, &summary, &err);
     }
     if (rc != 0) {
-        fprintf(stderr, "dflash train: %s\n", err.msg);
+        if (o.dist && o.dist->world_size > 1) fprintf(stderr, "dflash train: rank %d: %s\n", o.dist->rank, err.msg);
+        else fprintf(stderr, "dflash train: %s\n", err.msg);
         int sig = df_stop_requested();
         return sig ? 128 + sig : 1; /* e.g. interrupted while preparing the data */
+    }
+    if (summary.rank != 0) {
+        printf("train: rank %d of %d: done at step %lld (rank 0 writes the run's files)\n", summary.rank,
+               summary.world, (long long)summary.last_step);
+        return 0;
     }
     print_result(&o, &summary);
     return 0;

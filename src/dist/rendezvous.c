@@ -17,7 +17,8 @@
 const char *df_wire_type_name(uint32_t type) {
     static const char *const names[] = {"?",         "hello",      "welcome",     "abort",
                                         "heartbeat", "goodbye",    "broadcast",   "barrier",
-                                        "barrier",   "all-gather", "all-gather"};
+                                        "barrier",   "all-gather", "all-gather",
+                                        "all-reduce", "all-reduce"};
     return type < sizeof names / sizeof *names ? names[type] : "unknown message";
 }
 
@@ -154,6 +155,52 @@ int df_dist_all_gather(DfDistGroup *g, const void *in, size_t len, void *out, Df
     for (int r = 1; r < g->world; r++)
         if (send_msg(g, r, DF_MSG_GATHER_OUT, out, total, err)) return -1;
     return 0;
+}
+
+/* dst += src, element by element, in the element type. */
+static void add_into(void *dst, const void *src, size_t count, DfDistElem elem) {
+    if (elem == DF_DIST_F32) {
+        float *d = dst;
+        const float *s = src;
+        for (size_t i = 0; i < count; i++) d[i] += s[i];
+    } else {
+        double *d = dst;
+        const double *s = src;
+        for (size_t i = 0; i < count; i++) d[i] += s[i];
+    }
+}
+
+/* One collective over count elements (count * size <= the chunk). Rank 0
+ * adds the ranks' values in rank order into its own and sends the sums. */
+static int all_reduce_chunk(DfDistGroup *g, void *buf, size_t count, DfDistElem elem, void *tmp, DfError *err) {
+    size_t len = count * (elem == DF_DIST_F32 ? sizeof(float) : sizeof(double));
+    int rc = begin_collective(g, len, err);
+    if (rc) return rc < 0 ? -1 : 0;
+    if (g->rank != 0) {
+        if (send_msg(g, 0, DF_MSG_REDUCE_IN, buf, len, err)) return -1;
+        return recv_msg(g, 0, DF_MSG_REDUCE_OUT, buf, len, err);
+    }
+    for (int r = 1; r < g->world; r++) {
+        if (recv_msg(g, r, DF_MSG_REDUCE_IN, tmp, len, err)) return -1;
+        add_into(buf, tmp, count, elem);
+    }
+    for (int r = 1; r < g->world; r++)
+        if (send_msg(g, r, DF_MSG_REDUCE_OUT, buf, len, err)) return -1;
+    return 0;
+}
+
+int df_dist_all_reduce_sum(DfDistGroup *g, void *buf, size_t count, DfDistElem elem, DfError *err) {
+    size_t size = elem == DF_DIST_F32 ? sizeof(float) : sizeof(double);
+    size_t chunk = DF_DIST_REDUCE_CHUNK_BYTES / size;
+    if (g->world == 1 || count == 0) return df_dist_poll_failure(g, err);
+    void *tmp = g->rank == 0 ? df_xmalloc((count < chunk ? count : chunk) * size, "all-reduce buffer") : NULL;
+    int rc = 0;
+    for (size_t at = 0; at < count && rc == 0; at += chunk) {
+        size_t n = count - at < chunk ? count - at : chunk;
+        rc = all_reduce_chunk(g, (char *)buf + at * size, n, elem, tmp, err);
+    }
+    free(tmp);
+    return rc;
 }
 
 /* ------------------------------------------------------------ forming */

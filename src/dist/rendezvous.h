@@ -63,6 +63,16 @@ int df_dist_barrier(DfDistGroup *g, DfError *err);
  * bytes, rank r's at out + r * len. */
 int df_dist_all_gather(DfDistGroup *g, const void *in, size_t len, void *out, DfError *err);
 
+/* Sums count elements of buf over the ranks, in place: every rank ends
+ * with the same bits. Rank 0 adds the values in rank order (its own, then
+ * rank 1's, 2's, ...), so the result is deterministic; the work goes in
+ * collectives of at most DF_DIST_REDUCE_CHUNK_BYTES. A host transport (the
+ * CPU backend's gradients; small vectors such as loss sums): everything
+ * passes through rank 0. */
+typedef enum DfDistElem { DF_DIST_F32, DF_DIST_F64 } DfDistElem;
+#define DF_DIST_REDUCE_CHUNK_BYTES ((size_t)16 << 20)
+int df_dist_all_reduce_sum(DfDistGroup *g, void *buf, size_t count, DfDistElem elem, DfError *err);
+
 /* 0 while the group is whole; -1 with the message (naming the rank) once a
  * peer is lost or some rank aborted. Cheap (an atomic load); any thread. */
 int df_dist_poll_failure(const DfDistGroup *g, DfError *err);

@@ -27,6 +27,8 @@ typedef enum DfWireType {
     DF_MSG_BARRIER_OUT,
     DF_MSG_GATHER_IN,
     DF_MSG_GATHER_OUT,
+    DF_MSG_REDUCE_IN,  /* all-reduce: a rank's values to rank 0 */
+    DF_MSG_REDUCE_OUT, /* all-reduce: rank 0's sums to every rank */
 } DfWireType;
 
 enum { DF_CHANNEL_CONTROL = 0, DF_CHANNEL_HEARTBEAT = 1 };

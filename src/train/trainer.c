@@ -22,7 +22,10 @@
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/progress.h"
+#include "base/hash64.h"
 #include "base/signals.h"
+#include "dist/comm.h"
+#include "dist/rendezvous.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
 #include "model/drafter_io.h"
@@ -33,6 +36,8 @@
 #include "train/metrics.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "train/step_loader.h"
+#include "train/step_timing.h"
 
 #define CLIP_NORM 1.0f
 
@@ -51,17 +56,17 @@ void df_train_options_default(DfTrainOptions *o) {
     o->keep_checkpoints = 3;
     o->log_interval_s = 1.0;
     o->max_bad_steps = 10;
+    o->queue_depth = 3;
+    o->bucket_mib = 25;
 }
 
-/* Host arrays of one step, grown when a larger batch comes (never shrunk),
- * so that the loop does not allocate once the largest batch has been seen. */
+/* The step's device inputs (views of the activations arena, sized for the
+ * largest batch) and the host's sequence lengths (for the FLOP count). */
 typedef struct StepBuffers {
-    int64_t tokens_cap, seqs_cap, longest_cap;
-    int32_t *ids, *seq_starts;
-    uint8_t *mask;
-    int64_t *anchor_starts, *anchors, *scratch;
     size_t dev_tokens_cap;   /* tokens the activations arena was sized for */
-    DfBuffer dev_ids, features; /* views of the activations arena */
+    DfBuffer dev_ids, features;
+    int *seq_lens;
+    int seq_lens_cap;
 } StepBuffers;
 
 /* The arenas of the training state and the step's inputs, one per role. */
@@ -74,8 +79,6 @@ typedef struct Trainer {
     DfDrafterConfig dcfg;
     DfTokenStore *store;
     DfBatcher batcher;
-    DfEpochPlan plan;
-    int have_plan;
     DfLrSchedule schedule;
     int64_t total_steps, stop_step;
     DfBackend *be;
@@ -103,6 +106,18 @@ typedef struct Trainer {
     int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
     int64_t poison_first, poison_last; /* test hook DFLASH_TEST_POISON_STEPS (0, 0: off) */
     size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
+    int target_layers;   /* layers the target forward runs (for the FLOP count) */
+    /* the pipeline and its instrumentation */
+    DfStepLoader loader;
+    DfStageTable stages;
+    int have_stages;
+    double peak_tflops;  /* 0: no MFU */
+    /* data parallel */
+    DfDistGroup *group;  /* NULL with one process */
+    int rank, world;
+    DfComm comm;
+    int have_comm;
+    char device[64];     /* the device this rank trains on */
 } Trainer;
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -359,6 +374,7 @@ static int load_models(Trainer *t, DfError *err) {
      * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
     int n_layers = df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
+    t->target_layers = n_layers;
 #ifdef DF_HAVE_CUDA
     int cuda = strcmp(t->be->ops->name, "cuda") == 0;
     size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
@@ -461,7 +477,8 @@ static int start_fresh(Trainer *t, DfError *err) {
     memset(&t->progress, 0, sizeof t->progress);
     t->progress.total_steps = t->total_steps;
     t->progress.seed = t->opt->seed;
-    if (!(t->metrics_fp = fopen(t->metrics_path, "w"))) return df_fail_errno(err, "cannot create %s", t->metrics_path);
+    if (t->rank == 0 && !(t->metrics_fp = fopen(t->metrics_path, "w")))
+        return df_fail_errno(err, "cannot create %s", t->metrics_path);
     return 0;
 }
 
@@ -483,9 +500,9 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
                      (long long)t->progress.step, (long long)t->total_steps);
     if (rc == 0) {
         memcpy(t->params, loaded, t->drafter.layout.total * sizeof *t->params);
-        rc = truncate_metrics(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
+        if (t->rank == 0) rc = truncate_metrics(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
     }
-    if (rc == 0 && !(t->metrics_fp = fopen(t->metrics_path, "a")))
+    if (rc == 0 && t->rank == 0 && !(t->metrics_fp = fopen(t->metrics_path, "a")))
         rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
     *resumed = rc == 0;
     if (rc == 0)
@@ -499,61 +516,6 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
 
 /* ---- one step ------------------------------------------------------------ */
 
-static int64_t grown(int64_t cap, int64_t need) {
-    int64_t c = cap ? cap : 1024;
-    while (c < need) c *= 2;
-    return c;
-}
-
-static void reserve_step_buffers(StepBuffers *b, int64_t tokens, int64_t seqs, int64_t longest) {
-    if (tokens > b->tokens_cap) {
-        b->tokens_cap = grown(b->tokens_cap, tokens);
-        b->ids = df_xrealloc(b->ids, (size_t)b->tokens_cap * sizeof *b->ids, "batch ids");
-        b->mask = df_xrealloc(b->mask, (size_t)b->tokens_cap, "batch mask");
-        b->anchors = df_xrealloc(b->anchors, (size_t)b->tokens_cap * sizeof *b->anchors, "anchors");
-    }
-    if (seqs + 1 > b->seqs_cap) {
-        b->seqs_cap = grown(b->seqs_cap, seqs + 1);
-        b->seq_starts = df_xrealloc(b->seq_starts, (size_t)b->seqs_cap * sizeof *b->seq_starts, "sequence starts");
-        b->anchor_starts = df_xrealloc(b->anchor_starts, (size_t)b->seqs_cap * sizeof *b->anchor_starts, "anchor starts");
-    }
-    if (longest > b->longest_cap) {
-        b->longest_cap = grown(b->longest_cap, longest);
-        b->scratch = df_xrealloc(b->scratch, (size_t)b->longest_cap * sizeof *b->scratch, "anchor scratch");
-    }
-}
-
-/* Copies the batch's samples back to back into the step buffers and selects
- * their anchors. Returns the token count. */
-static int64_t gather_batch(Trainer *t, const int64_t *samples, int n, int64_t epoch, DfError *err) {
-    StepBuffers *b = &t->buf;
-    int64_t total = 0, longest = 0;
-    for (int i = 0; i < n; i++) {
-        int64_t len = df_token_store_sample_length(t->store, samples[i]);
-        total += len;
-        if (len > longest) longest = len;
-    }
-    if (total > INT32_MAX) return df_fail(err, "a batch of %lld tokens is too large", (long long)total);
-    reserve_step_buffers(b, total, n, longest);
-    int64_t at = 0, n_anchors = 0;
-    b->seq_starts[0] = 0;
-    b->anchor_starts[0] = 0;
-    for (int i = 0; i < n; i++) {
-        const int32_t *ids;
-        const uint8_t *mask;
-        int64_t len;
-        if (df_token_store_sample(t->store, samples[i], &ids, &mask, &len, err)) return -1;
-        memcpy(b->ids + at, ids, (size_t)len * sizeof *ids);
-        memcpy(b->mask + at, mask, (size_t)len);
-        n_anchors += df_select_anchors(mask, len, t->opt->num_anchors, t->opt->seed, (uint32_t)epoch,
-                                       (uint64_t)samples[i], b->anchors + n_anchors, b->scratch);
-        at += len;
-        b->seq_starts[i + 1] = (int32_t)at;
-        b->anchor_starts[i + 1] = n_anchors;
-    }
-    return total;
-}
-
 /* The activations arena holds the largest batch the batcher makes. */
 static int check_batch_fits(Trainer *t, size_t tokens, DfError *err) {
     if (tokens <= t->buf.dev_tokens_cap) return 0;
@@ -562,10 +524,12 @@ static int check_batch_fits(Trainer *t, size_t tokens, DfError *err) {
 }
 
 typedef struct StepResult {
-    int64_t tokens, samples;
-    double lr, weight_sum;
+    int64_t tokens, samples; /* of the global batch */
+    double lr, weight_sum;   /* weight_sum: of the global batch */
+    double flops;            /* of the global batch (all ranks) */
     float grad_norm;
     const char *nonfinite; /* "loss" or "grad_norm" when the update was skipped, else NULL */
+    int stop_signal;       /* data parallel: a rank received SIGINT/SIGTERM: every rank stops after this step */
 } StepResult;
 
 /* The test hook (trainer.h): NaN features for the steps named by
@@ -608,41 +572,108 @@ static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
     return t->be->ops->sync(t->be, err);
 }
 
-static int train_step(Trainer *t, const int64_t *samples, int n, int64_t epoch, StepResult *r, DfError *err) {
-    int64_t tokens = gather_batch(t, samples, n, epoch, err);
-    if (tokens < 0) return -1;
-    StepBuffers *b = &t->buf;
-    DfPackedBatch pb;
-    if (check_batch_fits(t, (size_t)tokens, err)) return -1;
-    if (df_packed_batch_init(&pb, t->be, b->seq_starts, n, err)) return -1;
-    int rc = -1;
-    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
-    DfBuffer ids = df_buffer_view(b->dev_ids, 0, (size_t)tokens);
-    DfBuffer features = df_buffer_view(b->features, 0, (size_t)tokens * width);
-    if (t->be->ops->upload_i32(t->be, ids, b->ids, err)) goto done;
-    if (df_target_forward_batch(&t->target, &pb, ids, t->dcfg.target_layer_ids, t->dcfg.n_taps, features,
+/* Ends a stage of the step: a device stage syncs first, so that the host
+ * clock measures the device's work (train/step_timing.h). */
+static int stage_done(Trainer *t, DfStepTimes *times, int stage, double *t0, DfError *err) {
+    if (stage >= DF_STEP_UPLOAD && stage <= DF_STEP_OPTIMIZER && t->be->ops->sync(t->be, err)) return -1;
+    double now = df_now_seconds();
+    times->s[stage] += now - *t0;
+    df_stage_record(&t->stages, stage, now - *t0);
+    *t0 = now;
+    return 0;
+}
+
+/* Spec section 8: the FLOPs of this rank's share (target forward to the
+ * last tap layer, drafter forward and backward). */
+static double share_flops(Trainer *t, const DfStepBatch *b, const DfDrafterBatch *db) {
+    StepBuffers *sb = &t->buf;
+    if (b->n_seqs > sb->seq_lens_cap) {
+        sb->seq_lens_cap = b->n_seqs;
+        sb->seq_lens = df_xrealloc(sb->seq_lens, (size_t)sb->seq_lens_cap * sizeof *sb->seq_lens, "sequence lengths");
+    }
+    for (int i = 0; i < b->n_seqs; i++) sb->seq_lens[i] = b->seq_starts[i + 1] - b->seq_starts[i];
+    return df_target_forward_flops(&t->tcfg, sb->seq_lens, b->n_seqs, t->target_layers, 0) +
+           df_drafter_step_flops(&t->dcfg, db);
+}
+
+/* Target forward of this rank's share: its tap features for the drafter. */
+static int share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db, DfStepTimes *times,
+                         double *t0, DfError *err) {
+    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size, tokens = (size_t)b->tokens;
+    if (check_batch_fits(t, tokens, err)) return -1;
+    DfBuffer ids = df_buffer_view(t->buf.dev_ids, 0, tokens);
+    DfBuffer features = df_buffer_view(t->buf.features, 0, tokens * width);
+    if (t->be->ops->upload_i32(t->be, ids, b->ids, err) || stage_done(t, times, DF_STEP_UPLOAD, t0, err)) return -1;
+    if (df_target_forward_batch(&t->target, pb, ids, t->dcfg.target_layer_ids, t->dcfg.n_taps, features,
                                 (DfBuffer){0}, err))
+        return -1;
+    if (t->poison_first && b->step >= t->poison_first && b->step <= t->poison_last &&
+        poison_features(t, features, tokens * width, err))
+        return -1;
+    *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
+                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
+    return stage_done(t, times, DF_STEP_TARGET, t0, err);
+}
+
+/* Data parallel: the step's metrics, FLOPs and stop requests summed over the
+ * ranks (one host all-reduce); with one process only the FLOPs. */
+enum { EXTRA_FLOPS, EXTRA_STOPPING, EXTRA_SIGNALS, N_EXTRA };
+static int reduce_step_facts(Trainer *t, double flops, StepResult *r, DfError *err) {
+    r->flops = flops;
+    if (t->world == 1) return 0;
+    double v[DF_METRICS_COUNT + N_EXTRA];
+    int sig = df_stop_requested();
+    memcpy(v, t->metrics.values, sizeof t->metrics.values);
+    v[DF_METRICS_COUNT + EXTRA_FLOPS] = flops;
+    v[DF_METRICS_COUNT + EXTRA_STOPPING] = sig != 0;
+    v[DF_METRICS_COUNT + EXTRA_SIGNALS] = sig;
+    if (df_comm_all_reduce_host(&t->comm, v, sizeof v / sizeof *v, err)) return df_context(err, "step metrics");
+    memcpy(t->metrics.values, v, sizeof t->metrics.values);
+    r->flops = v[DF_METRICS_COUNT + EXTRA_FLOPS];
+    double stopping = v[DF_METRICS_COUNT + EXTRA_STOPPING];
+    if (stopping > 0) r->stop_signal = sig ? sig : (int)(v[DF_METRICS_COUNT + EXTRA_SIGNALS] / stopping + 0.5);
+    return 0;
+}
+
+/* One optimizer step on this rank's share of the batch b. A rank whose
+ * share is empty (fewer samples than ranks) contributes zero gradients and
+ * zero weight but takes part in every collective. */
+static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTimes *times, DfError *err) {
+    memset(r, 0, sizeof *r);
+    double t0 = df_now_seconds();
+    DfPackedBatch pb = {0};
+    DfDrafterBatch db = {0};
+    int have_pb = 0, rc = -1;
+    double local_weight = 0, flops = 0;
+    if (b->n_seqs > 0) {
+        if (df_packed_batch_init(&pb, t->be, b->seq_starts, b->n_seqs, err)) return -1;
+        have_pb = 1;
+        if (share_forward(t, b, &pb, &db, times, &t0, err)) goto done;
+        local_weight = df_drafter_batch_weight_sum(&t->dcfg, &db);
+        flops = share_flops(t, b, &db);
+    }
+    r->weight_sum = local_weight; /* spec section 4 step 5: the loss is normalized over the global batch */
+    if (df_comm_all_reduce_host(&t->comm, &r->weight_sum, 1, err) ||
+        stage_done(t, times, DF_STEP_REDUCE, &t0, err))
         goto done;
-    int64_t step = t->progress.step + 1;
-    if (t->poison_first && step >= t->poison_first && step <= t->poison_last &&
-        poison_features(t, features, (size_t)tokens * width, err))
-        goto done;
-    DfDrafterBatch db = {.n_seqs = n, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
-                         .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
-    r->weight_sum = df_drafter_batch_weight_sum(&t->dcfg, &db);
     if (!(r->weight_sum > 0)) {
-        df_fail(err, "a batch of %d samples has no loss weight", n);
+        df_fail(err, "a batch of %d samples has no loss weight", b->n_samples);
         goto done;
     }
     df_metrics_reset(&t->metrics);
     df_drafter_zero_grads(&t->drafter);
-    if (df_drafter_forward_backward(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err)) goto done;
-    if (optimizer_step(t, r, err)) goto done;
-    r->tokens = tokens;
-    r->samples = n;
+    if (b->n_seqs > 0 && df_drafter_forward_backward(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err))
+        goto done;
+    if (stage_done(t, times, DF_STEP_DRAFTER, &t0, err)) goto done;
+    if (df_comm_all_reduce_grads(&t->comm, t->drafter.grads, err) || reduce_step_facts(t, flops, r, err) ||
+        stage_done(t, times, DF_STEP_REDUCE, &t0, err))
+        goto done;
+    if (optimizer_step(t, r, err) || stage_done(t, times, DF_STEP_OPTIMIZER, &t0, err)) goto done;
+    r->tokens = b->global_tokens;
+    r->samples = b->n_samples;
     rc = 0;
 done:
-    df_packed_batch_free(&pb, t->be);
+    if (have_pb) df_packed_batch_free(&pb, t->be);
     return rc;
 }
 
@@ -658,8 +689,24 @@ static void put_sample_ids(FILE *fp, const int64_t *samples, int n) {
     for (int i = 0; i < n; i++) fprintf(fp, "%s%lld", i ? ", " : "", (long long)samples[i]);
 }
 
-static int write_metrics(Trainer *t, int64_t epoch, const StepResult *r, const int64_t *samples, double step_s,
-                         double elapsed, DfError *err) {
+/* The timing of one step, for its metrics line and progress line. */
+typedef struct StepReport {
+    DfStepTimes times;
+    double wall_s;      /* the compute thread's time for the step, from the end of the previous one */
+    double elapsed_s;   /* of the whole run */
+    double eta_s;       /* to stop_step, at this call's mean step time */
+    double queue_depth; /* ready batches, time-weighted mean since the loop started */
+} StepReport;
+
+static double per_second(double x, double s) { return s > 0 ? x / s : 0.0; }
+
+/* TFLOP/s per device. */
+static double device_tflops(const Trainer *t, const StepResult *r, double wall_s) {
+    return per_second(r->flops / t->world, wall_s) / 1e12;
+}
+
+static int write_metrics(Trainer *t, int64_t epoch, const StepResult *r, const int64_t *samples,
+                         const StepReport *rep, DfError *err) {
     const DfMetrics *m = &t->metrics;
     FILE *fp = t->metrics_fp;
     fprintf(fp, "{\"step\": %lld, \"epoch\": %lld, \"loss\": ", (long long)t->progress.step, (long long)epoch);
@@ -675,25 +722,40 @@ static int write_metrics(Trainer *t, int64_t epoch, const StepResult *r, const i
         put_sample_ids(fp, samples, (int)r->samples);
         fputs("], ", fp);
     }
-    fprintf(fp, "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}\n", step_s > 0 ? (double)r->tokens / step_s : 0.0,
-            elapsed);
+    /* timing fields last (tests cut lines at "tokens_per_s" to compare runs) */
+    double tflops = device_tflops(t, r, rep->wall_s);
+    fprintf(fp, "\"tokens_per_s\": %.1f, \"seqs_per_s\": %.3f, \"step_s\": %.6f, ",
+            per_second((double)r->tokens, rep->wall_s), per_second((double)r->samples, rep->wall_s), rep->wall_s);
+    df_step_times_write_json(fp, &rep->times);
+    fprintf(fp, ", \"busy\": %.4f, \"queue_depth\": %.3f, \"tflops\": %.4g, \"mfu\": ",
+            per_second(df_step_device_s(&rep->times), rep->wall_s), rep->queue_depth, tflops);
+    put_number(fp, "%.4f", t->peak_tflops > 0 ? tflops / t->peak_tflops : NAN);
+    fprintf(fp, ", \"eta_s\": %.1f, \"elapsed_s\": %.3f}\n", rep->eta_s, rep->elapsed_s);
     if (fflush(fp) != 0 || ferror(fp)) return df_fail_errno(err, "writing %s", t->metrics_path);
     return 0;
 }
 
-static void print_progress(const Trainer *t, const StepResult *r, double step_s, int64_t steps_here, double loop_s) {
-    char eta[32], el[32];
-    double per_step = steps_here > 0 ? loop_s / (double)steps_here : 0;
-    df_format_duration(per_step * (double)(t->stop_step - t->progress.step), eta, sizeof eta);
-    df_format_duration(t->elapsed_offset + loop_s, el, sizeof el);
-    fprintf(stderr, "step %lld/%lld  loss %.4f  train-tau %.3f  lr %.2e  |g| %.3f  %.0f tok/s  %s  ETA %s\n",
+/* The compact progress line. */
+static void print_progress(const Trainer *t, const StepResult *r, const StepReport *rep) {
+    char eta[32], el[32], stages[256], mfu[32] = "-";
+    df_format_duration(rep->eta_s, eta, sizeof eta);
+    df_format_duration(rep->elapsed_s, el, sizeof el);
+    df_step_times_format(&rep->times, stages, sizeof stages);
+    double tflops = device_tflops(t, r, rep->wall_s);
+    if (t->peak_tflops > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * tflops / t->peak_tflops);
+    fprintf(stderr,
+            "step %lld/%lld  loss %.4f  tau %.3f  lr %.2e  |g| %.3f | %.0f tok/s %.2f seq/s %.3g TFLOP/s MFU %s "
+            "busy %.0f%% q %.1f/%d | ms: %s | %s ETA %s\n",
             (long long)t->progress.step, (long long)t->total_steps, df_metrics_loss(&t->metrics),
             df_metrics_train_tau(&t->metrics), r->lr, (double)r->grad_norm,
-            step_s > 0 ? (double)r->tokens / step_s : 0.0, el, eta);
+            per_second((double)r->tokens, rep->wall_s), per_second((double)r->samples, rep->wall_s), tflops, mfu,
+            100 * per_second(df_step_device_s(&rep->times), rep->wall_s), rep->queue_depth, t->opt->queue_depth,
+            stages, el, eta);
 }
 
 /* Writes the checkpoint of the current step; its path goes to s->last_checkpoint. */
 static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
+    if (t->rank != 0) return 0; /* the state is replicated: rank 0 writes it */
     if (download_state(t, err)) return df_context(err, "the checkpoint of step %lld", (long long)t->progress.step);
     if (df_checkpoint_save(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
                            t->options_json, t->opt->keep_checkpoints, err)) {
@@ -713,6 +775,7 @@ static void report_bad_step(Trainer *t, const StepResult *r, const int64_t *samp
     t->bad_in_row++;
     t->bad_total++;
     s->bad_steps++;
+    if (t->rank != 0) return;
     fprintf(stderr, "train: step %lld: non-finite %s (loss %g, |g| %g): update skipped (%lld in a row, %lld in all); "
                     "batch sample ids [",
             (long long)t->progress.step, r->nonfinite, df_metrics_loss(&t->metrics), (double)r->grad_norm,
@@ -760,65 +823,153 @@ static void window_summary(const SummaryWindow *w, DfTrainSummary *s) {
     for (int i = 0; i < k; i++) s->last_loss += w->last_loss[i] / k, s->last_tau += w->last_tau[i] / k;
 }
 
+/* Starts the loader thread at the step after the one reached. */
+static int start_loader(Trainer *t, DfError *err) {
+    DfStepLoaderConfig c = {.store = t->store, .batcher = &t->batcher, .num_anchors = t->opt->num_anchors,
+                            .seed = t->opt->seed, .rank = t->rank, .world = t->world,
+                            .depth = t->opt->queue_depth, .first_step = t->progress.step + 1,
+                            .last_step = t->stop_step, .epoch = t->progress.epoch,
+                            .batch_in_epoch = t->progress.batch_in_epoch, .stages = &t->stages,
+                            .load_stage = DF_STEP_LOAD};
+    return df_step_loader_start(&t->loader, &c, err);
+}
+
+/* The next batch from the loader; it must be the step the trainer is at. */
+static int next_batch(Trainer *t, DfStepBatch **b, DfError *err) {
+    DfQueueResult q = df_step_loader_next(&t->loader, b, err);
+    if (q == DF_QUEUE_CLOSED) return df_fail(err, "internal: the loader ended before step %lld", (long long)t->progress.step + 1);
+    if (q != DF_QUEUE_OK) return df_context(err, "loading step %lld", (long long)t->progress.step + 1);
+    const DfStepBatch *x = *b;
+    if (x->step != t->progress.step + 1 || x->epoch != t->progress.epoch ||
+        x->batch_in_epoch != t->progress.batch_in_epoch)
+        return df_fail(err, "internal: the loader made step %lld (epoch %lld, batch %lld) for step %lld (epoch %lld, "
+                            "batch %lld)",
+                       (long long)x->step, (long long)x->epoch, (long long)x->batch_in_epoch,
+                       (long long)t->progress.step + 1, (long long)t->progress.epoch,
+                       (long long)t->progress.batch_in_epoch);
+    return 0;
+}
+
+/* After a step: the metrics line, the progress line and the checkpoint. */
+static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, const StepResult *r,
+                       const StepReport *rep, int64_t steps_here, double *last_print, int64_t *saved_at,
+                       DfError *err) {
+    if (t->metrics_fp && write_metrics(t, b->epoch, r, b->samples, rep, err)) return -1;
+    if (r->nonfinite && too_many_bad_steps(t, s, err)) return -1;
+    double now = df_now_seconds();
+    int due = t->opt->log_every > 0 ? t->progress.step % t->opt->log_every == 0
+                                    : now - *last_print >= t->opt->log_interval_s;
+    if (t->rank == 0 && (due || t->progress.step == t->stop_step || steps_here == 1)) {
+        print_progress(t, r, rep);
+        *last_print = now;
+    }
+    int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
+    if (periodic || t->progress.step == t->stop_step) {
+        if (save_checkpoint(t, s, err)) return -1;
+        *saved_at = t->progress.step;
+    }
+    return 0;
+}
+
+static void advance_progress(Trainer *t, const DfStepBatch *b, const StepResult *r) {
+    t->progress.step++;
+    t->progress.tokens_seen += r->tokens;
+    if (++t->progress.batch_in_epoch == b->epoch_batches) t->progress.epoch++, t->progress.batch_in_epoch = 0;
+}
+
+/* The stage table on stderr and in OUTPUT/stages.json (rank 0). */
+static int report_stages(Trainer *t, DfTrainSummary *s, double wall_s, DfError *err) {
+    DfQueueStats q;
+    df_step_loader_queue_stats(&t->loader, &q);
+    double device = 0;
+    for (int i = DF_STEP_UPLOAD; i <= DF_STEP_OPTIMIZER; i++) {
+        DfStageSummary st;
+        df_stage_summary(&t->stages, i, wall_s, &st);
+        device += st.total_s;
+    }
+    s->busy = per_second(device, wall_s);
+    s->wait_s = q.consumer_wait_s;
+    if (t->rank != 0) return 0;
+    fprintf(stderr, "train: where the time went (queue depth %d; device busy %.1f%% of the wall time):\n",
+            t->opt->queue_depth, 100 * s->busy);
+    df_stage_report_print(stderr, &t->stages, wall_s, &q, 1);
+    snprintf(s->stages_path, sizeof s->stages_path, "%s/stages.json", t->opt->output_dir);
+    return df_stage_report_write_json(s->stages_path, &t->stages, wall_s, &q, 1, err);
+}
+
 static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
-    double loop_start = df_now_seconds(), last_print = 0;
+    double loop_start = df_now_seconds(), last_print = 0, mark = loop_start;
     SummaryWindow window = {0};
     int64_t steps_here = 0, tokens_here = 0, saved_at = -1;
     s->first_step = t->progress.step + 1;
-    while (t->progress.step < t->stop_step && !(s->stop_signal = df_stop_requested())) {
-        if (!t->have_plan || t->plan.epoch != t->progress.epoch) {
-            if (t->have_plan) df_epoch_plan_free(&t->plan);
-            df_batcher_plan_epoch(&t->batcher, t->progress.epoch, &t->plan);
-            t->have_plan = 1;
+    if (t->progress.step < t->stop_step && start_loader(t, err)) return -1;
+    int rc = 0;
+    while (t->progress.step < t->stop_step) {
+        if (t->world == 1 && (s->stop_signal = df_stop_requested())) break; /* several: agreed on in the step */
+        if (t->group && df_dist_poll_failure(t->group, err)) {
+            rc = -1;
+            break;
         }
-        int64_t bi = t->progress.batch_in_epoch;
-        if (bi >= t->plan.n_batches)
-            return df_fail(err, "internal: batch %lld of epoch %lld does not exist", (long long)bi,
-                           (long long)t->progress.epoch);
-        int64_t epoch = t->progress.epoch;
-        const int64_t *samples = t->plan.samples + t->plan.starts[bi];
-        int n = (int)(t->plan.starts[bi + 1] - t->plan.starts[bi]);
+        StepReport rep = {0};
         double t0 = df_now_seconds();
+        rep.times.s[DF_STEP_HOST] = t0 - mark; /* the previous step's bookkeeping */
+        if (steps_here > 0) df_stage_record(&t->stages, DF_STEP_HOST, t0 - mark);
+        DfStepBatch *b;
+        if (next_batch(t, &b, err)) {
+            rc = -1;
+            break;
+        }
+        rep.times.s[DF_STEP_WAIT] = df_now_seconds() - t0;
+        df_stage_record(&t->stages, DF_STEP_WAIT, rep.times.s[DF_STEP_WAIT]);
+        rep.times.s[DF_STEP_LOAD] = b->load_s;
         StepResult r;
-        if (train_step(t, samples, n, epoch, &r, err)) return df_context(err, "step %lld", (long long)t->progress.step + 1);
-        double step_s = df_now_seconds() - t0;
-        double loss = df_metrics_loss(&t->metrics);
-        t->progress.step++;
-        t->progress.tokens_seen += r.tokens;
-        if (++t->progress.batch_in_epoch == t->plan.n_batches) t->progress.epoch++, t->progress.batch_in_epoch = 0;
+        if (train_step(t, b, &r, &rep.times, err)) {
+            df_context(err, "step %lld", (long long)t->progress.step + 1);
+            df_step_loader_release(&t->loader, b);
+            rc = -1;
+            break;
+        }
+        double now = df_now_seconds();
+        rep.wall_s = now - mark;
+        mark = now;
+        advance_progress(t, b, &r);
         steps_here++;
         tokens_here += r.tokens;
-        double now = df_now_seconds();
+        rep.elapsed_s = t->elapsed_offset + (now - loop_start);
+        rep.eta_s = (now - loop_start) / (double)steps_here * (double)(t->stop_step - t->progress.step);
+        DfQueueStats q;
+        df_step_loader_queue_stats(&t->loader, &q);
+        rep.queue_depth = q.mean_depth;
         if (r.nonfinite) {
-            report_bad_step(t, &r, samples, s);
+            report_bad_step(t, &r, b->samples, s);
         } else {
             t->bad_in_row = 0;
-            window_add(&window, loss, df_metrics_train_tau(&t->metrics));
+            window_add(&window, df_metrics_loss(&t->metrics), df_metrics_train_tau(&t->metrics));
         }
-        if (write_metrics(t, epoch, &r, samples, step_s, t->elapsed_offset + (now - loop_start), err)) return -1;
-        if (r.nonfinite && too_many_bad_steps(t, s, err)) return -1;
-        if (now - last_print >= t->opt->log_interval_s || t->progress.step == t->stop_step || steps_here == 1) {
-            print_progress(t, &r, step_s, steps_here, now - loop_start);
-            last_print = now;
-        }
-        int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
-        if (periodic || t->progress.step == t->stop_step) {
-            if (save_checkpoint(t, s, err)) return -1;
-            saved_at = t->progress.step;
+        rc = finish_step(t, s, b, &r, &rep, steps_here, &last_print, &saved_at, err);
+        df_step_loader_release(&t->loader, b);
+        if (rc) break;
+        if (r.stop_signal) {
+            s->stop_signal = r.stop_signal;
+            break;
         }
     }
+    df_step_loader_stop(&t->loader);
+    if (rc) return -1;
     /* the end, or a stop signal: the step reached gets its checkpoint */
     if (steps_here > 0 && saved_at != t->progress.step && save_checkpoint(t, s, err)) return -1;
     window_summary(&window, s);
     s->last_step = t->progress.step;
     s->seconds = df_now_seconds() - loop_start;
     s->tokens_per_s = s->seconds > 0 ? (double)tokens_here / s->seconds : 0;
-    return 0;
+    return steps_here > 0 ? report_stages(t, s, s->seconds, err) : 0;
 }
 
 static void trainer_free(Trainer *t) {
     if (t->metrics_fp) fclose(t->metrics_fp);
-    if (t->have_plan) df_epoch_plan_free(&t->plan);
+    df_step_loader_free(&t->loader);
+    if (t->have_stages) df_stage_table_free(&t->stages);
+    df_comm_free(&t->comm);
     if (t->have_adamw) df_adamw_free(&t->adamw);
     if (t->have_drafter) df_drafter_free(&t->drafter);
     for (int r = 0; r < N_ARENAS; r++) df_arena_free(&t->arenas[r]);
@@ -826,24 +977,80 @@ static void trainer_free(Trainer *t) {
     if (t->be) df_backend_destroy(t->be);
     df_batcher_free(&t->batcher);
     if (t->store) df_token_store_close(t->store);
-    free(t->buf.ids), free(t->buf.mask), free(t->buf.seq_starts);
-    free(t->buf.anchor_starts), free(t->buf.anchors), free(t->buf.scratch);
+    free(t->buf.seq_lens);
     free(t->params), free(t->sizes);
     cJSON_free(t->options_json);
 }
 
+/* Data parallel: joins the group (blocks until every rank is there) and
+ * picks this rank's device ("cuda" means cuda:LOCAL_RANK). */
+static int join_group(Trainer *t, DfError *err) {
+    const DfDistEnv *env = t->opt->dist;
+    t->world = 1;
+    snprintf(t->device, sizeof t->device, "%s", t->opt->device ? t->opt->device : "cpu");
+    if (!env || env->world_size <= 1) return 0;
+    t->rank = env->rank;
+    t->world = env->world_size;
+    if (strcmp(t->device, "cuda") == 0) snprintf(t->device, sizeof t->device, "cuda:%d", env->local_rank);
+    fprintf(stderr, "train: rank %d of %d (device %s): joining the group at %s:%d\n", t->rank, t->world, t->device,
+            env->master_addr, env->master_port);
+    if (!(t->group = df_dist_group_create(env, NULL, err))) return df_context(err, "data parallel");
+    return 0;
+}
+
+/* Every rank must start from the same step, schedule and weights (they read
+ * the same checkpoint, or start from the same seed). */
+static int check_replicas_agree(Trainer *t, DfError *err) {
+    if (t->world == 1) return 0;
+    uint64_t mine[3] = {(uint64_t)t->progress.step, (uint64_t)t->total_steps,
+                        df_hash64_chunked(t->params, t->drafter.layout.total * sizeof *t->params)};
+    uint64_t *all = df_xmalloc((size_t)t->world * sizeof mine, "replica states");
+    int rc = df_dist_all_gather(t->group, mine, sizeof mine, all, err);
+    for (int r = 1; rc == 0 && r < t->world; r++)
+        if (memcmp(all + 3 * r, all, sizeof mine) != 0)
+            rc = df_fail(err,
+                         "rank %d starts at step %llu of %llu with weights %016llx, rank 0 at step %llu of %llu with "
+                         "%016llx: every rank must see the same OUTPUT (its checkpoints) and be given the same options",
+                         r, (unsigned long long)all[3 * r], (unsigned long long)all[3 * r + 1],
+                         (unsigned long long)all[3 * r + 2], (unsigned long long)all[0], (unsigned long long)all[1],
+                         (unsigned long long)all[2]);
+    free(all);
+    return rc;
+}
+
+/* The stage table and the device's peak (for MFU). */
+static int setup_instrumentation(Trainer *t, DfError *err) {
+    const char *names[DF_STEP_STAGES];
+    for (int i = 0; i < DF_STEP_STAGES; i++) names[i] = df_step_stage_label(i);
+    if (df_stage_table_init(&t->stages, names, DF_STEP_STAGES, err)) return -1;
+    t->have_stages = 1;
+    t->peak_tflops = t->opt->peak_tflops;
+#ifdef DF_HAVE_CUDA
+    if (t->peak_tflops <= 0 && strcmp(t->be->ops->name, "cuda") == 0) {
+        char desc[256];
+        df_cuda_describe(t->be, desc, sizeof desc);
+        t->peak_tflops = df_default_peak_tflops(desc);
+    }
+#endif
+    return 0;
+}
+
 static int setup(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
+    if (o->queue_depth < 1) return df_fail(err, "--queue-depth %d: must be at least 1", o->queue_depth);
     if (df_model_config_load(&t->tcfg, o->target_dir, err)) return -1;
-    if (!(t->be = create_training_backend(o->device, err))) return -1; /* before the data: fail early */
+    if (join_group(t, err)) return -1;
+    if (!(t->be = create_training_backend(t->device, err))) return -1; /* before the data: fail early */
     if (load_data(t, err) || plan_steps(t, err)) return -1;
     if (make_dir(o->output_dir, err)) return -1;
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
     snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
     snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
-    remove_stale_temporaries(o->output_dir);
-    remove_stale_temporaries(t->ckpt_dir);
-    remove_stale_temporaries(t->final_dir);
+    if (t->rank == 0) {
+        remove_stale_temporaries(o->output_dir);
+        remove_stale_temporaries(t->ckpt_dir);
+        remove_stale_temporaries(t->final_dir);
+    }
     if (make_drafter_config(t, err) || check_memory(t, err)) return -1;
     read_poison_steps(t);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
@@ -851,7 +1058,28 @@ static int setup(Trainer *t, DfError *err) {
     t->options_json = options_json(t);
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
-    return upload_state(t, resumed, err);
+    if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
+    if (df_comm_init(&t->comm, t->group, t->be, &t->drafter.layout, o->bucket_mib, err)) return -1;
+    if (t->world > 1)
+        fprintf(stderr, "train: rank %d of %d: gradients summed over %s\n", t->rank, t->world,
+                df_comm_transport_name(&t->comm));
+    return check_replicas_agree(t, err);
+}
+
+/* Leaves the group: after an error, telling the others (so they stop now
+ * instead of waiting for this rank); else after a barrier (no rank leaves
+ * while another still needs it). */
+static void leave_group(Trainer *t, int failed, const DfError *err) {
+    if (!t->group) return;
+    if (failed) {
+        df_comm_abort(&t->comm);
+        df_dist_abort(t->group, err->msg);
+    } else {
+        DfError ignored = {{0}};
+        df_dist_barrier(t->group, &ignored);
+    }
+    df_dist_group_close(t->group);
+    t->group = NULL;
 }
 
 /* Peak use of each arena, and of the whole device where the backend knows it. */
@@ -877,17 +1105,22 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     if (rc == 0) {
         summary->total_steps = t.total_steps;
         summary->skipped_samples = t.batcher.n_few_loss_tokens + t.batcher.n_too_long;
+        if (t.rank == 0)
         fprintf(stderr,
                 "train: %lld steps (%lld trainable samples, %lld tokens an epoch; skipped %lld with fewer than %d "
                 "loss tokens, %lld longer than %lld); drafter %d layers, %zu parameters, taps",
                 (long long)t.total_steps, (long long)t.batcher.n_usable, (long long)t.batcher.usable_tokens,
                 (long long)t.batcher.n_few_loss_tokens, 2 * t.dcfg.block_size, (long long)t.batcher.n_too_long,
                 (long long)opt->max_length, t.dcfg.num_layers, t.drafter.layout.total);
-        for (int i = 0; i < t.dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
-        fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
+        for (int i = 0; i < t.dcfg.n_taps && t.rank == 0; i++)
+            fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
+        if (t.rank == 0) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
         rc = run_loop(&t, summary, err);
     }
-    if (rc == 0 && t.progress.step == t.total_steps) {
+    leave_group(&t, rc != 0, err);
+    summary->rank = t.rank;
+    summary->world = t.world;
+    if (rc == 0 && t.progress.step == t.total_steps && t.rank == 0) {
         rc = download_state(&t, err);
         if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
         if (rc == 0) {

@@ -32,6 +32,29 @@
  *   final/              the exported drafter (spec section 7) when the run
  *                       reaches its last step
  *
+ * Pipeline: a loader thread (train/step_loader.h) assembles the host inputs
+ * of the next queue_depth steps while the compute thread runs the current
+ * one; the inputs are pure functions of the step, so every queue depth
+ * trains on the same batches to the bit. Each step's time per stage
+ * (train/step_timing.h) goes to metrics.jsonl and, summed, to a table on
+ * stderr and OUTPUT/stages.json at the end.
+ *
+ * Data parallel (opt->dist with WORLD_SIZE > 1): one process per device,
+ * joined by the TCP rendezvous (dist/rendezvous.h). Every rank plans the
+ * same global steps and trains on its share of each step's samples
+ * (train/rank_share.h); the loss-weight sum is summed over the ranks before
+ * the backward, so the loss is normalized over the global batch (spec
+ * section 4 step 5); the gradients are summed (dist/comm.h: NCCL on CUDA,
+ * the TCP group on the CPU) and the optimizer runs replicated, identical on
+ * every rank. Metrics are summed over the ranks. Rank 0 alone writes
+ * metrics.jsonl, the checkpoints, the stage report and final/; every rank
+ * reads the checkpoint to resume (OUTPUT must be visible to all), and the
+ * ranks check that they start from the same step and weights. A stop
+ * signal on any rank stops all of them after the same step. A lost rank
+ * (df_dist_poll_failure between steps; every collective fails at once)
+ * ends the others with an error naming it; resume works with any WORLD_SIZE
+ * (the state is replicated, the data plan global).
+ *
  * Resume: the newest checkpoint gives the weights, the AdamW state and the
  * position (epoch, batch in epoch); the batcher's epoch plans, the anchors
  * and the schedule are pure functions of the options, so on the CPU (with the
@@ -44,6 +67,7 @@
 #include <stdint.h>
 
 #include "base/error.h"
+#include "dist/dist_env.h"
 
 typedef struct DfTrainOptions {
     const char *target_dir;
@@ -73,7 +97,13 @@ typedef struct DfTrainOptions {
     double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
     int max_bad_steps;       /* stop after this many non-finite steps in a row (0: never) */
     const char *device;      /* training backend: NULL or "cpu", "cuda", "cuda:N" (not part of the run's
-                                identity: a checkpoint resumes on any device) */
+                                identity: a checkpoint resumes on any device); "cuda" in a group of
+                                several processes means cuda:LOCAL_RANK */
+    int queue_depth;         /* step batches assembled ahead by the loader thread (1: lock-step; default 3) */
+    int64_t log_every;       /* a progress line every N steps (0: every log_interval_s seconds) */
+    double peak_tflops;      /* device peak for MFU (0: a default for known GPUs, none on the CPU) */
+    const DfDistEnv *dist;   /* data parallel: this process's place in the group (NULL: one process) */
+    double bucket_mib;       /* NCCL gradient buckets (MiB of fp32; default 25) */
 } DfTrainOptions;
 
 /* Device memory of one role (an arena): bytes reserved and the most used. */
@@ -101,6 +131,10 @@ typedef struct DfTrainSummary {
     int n_memory;
     size_t device_peak_bytes; /* the backend's peak allocation, all of it (0: not tracked, e.g. the CPU) */
     size_t target_bytes;      /* of which the target's weights (0: not tracked) */
+    int rank, world;          /* data parallel (0, 1: one process) */
+    double busy;              /* device stages over the loop's wall time (step_timing.h) */
+    double wait_s;            /* compute thread waiting for batches, summed */
+    char stages_path[4200];   /* the stage report (rank 0; "" when no step ran) */
 } DfTrainSummary;
 
 /* Fails (with a message naming the device and the missing op) unless the
@@ -110,9 +144,13 @@ int df_train_check_device(const char *device, DfError *err);
 
 /* Runs (or resumes) a training run. Metrics line per step:
  *   {"step", "epoch", "loss", "train_tau", "acc": [positions 1..B-1], "lr",
- *    "grad_norm", "tokens", "samples", "tokens_per_s", "elapsed_s"}
+ *    "grad_norm", "tokens", "samples", then the timing fields: "tokens_per_s",
+ *    "seqs_per_s", "step_s", "stage_ms": {per stage of train/step_timing.h},
+ *    "busy", "queue_depth", "tflops", "mfu" (null without a peak), "eta_s",
+ *    "elapsed_s"}
  * with doubles printed as %.17g (lossless). step counts completed steps
- * from 1; lr is the rate used by that step; grad_norm is before clipping.
+ * from 1; lr is the rate used by that step; grad_norm is before clipping;
+ * tokens and samples are the global batch's (every rank's).
  *
  * Numerical guard: a step whose loss or gradient norm is not finite makes no
  * update (no optimizer step, the weights stay as they were) but still counts

@@ -335,6 +335,10 @@ extern "C" void df_cuda_describe(DfBackend *be, char *buf, size_t cap) {
              p.totalGlobalMem / (1024.0 * 1024 * 1024), p.l2CacheSize >> 20);
 }
 
+extern "C" void *df_cuda_stream(DfBackend *be) {
+    return (void *)df_cuda_state(be)->stream;
+}
+
 extern "C" size_t df_cuda_bytes_in_use(DfBackend *be) {
     return df_cuda_state(be)->bytes_in_use;
 }

@@ -23,6 +23,11 @@ DfBackend *df_backend_cuda_create(int device, DfError *err);
 /* "NVIDIA H200, 132 SMs, 139.8 GiB" into buf. */
 void df_cuda_describe(DfBackend *be, char *buf, size_t cap);
 
+/* The stream every op of the backend is queued on (a cudaStream_t), for
+ * work queued from outside, e.g. NCCL collectives (dist/comm.h), so that it
+ * runs in order with the backend's ops. */
+void *df_cuda_stream(DfBackend *be);
+
 /* Device memory taken through this backend: now and the high-water mark
  * since creation (or the last reset), workspaces included. */
 size_t df_cuda_bytes_in_use(DfBackend *be);

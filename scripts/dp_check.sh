@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Issue 6 on a GPU machine: the pipeline and data parallel on coder-tiny.
+#   1. one GPU, --queue-depth 1 vs 3: the same losses (the inputs do not
+#      depend on the depth; equal to the bit when the kernels are deterministic);
+#      the per-stage table and busy fraction of each.
+#   2. two GPUs (skipped with one): two processes joined like torchrun
+#      (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), --device cuda
+#      = cuda:$LOCAL_RANK, gradients through NCCL: the losses against the
+#      one-GPU run on the same global batch (bf16: within ~1e-2 relative), the
+#      wall time against it;
+#   3. two GPUs: rank 1 killed mid-run: rank 0 must exit non-zero within 10 s
+#      naming rank 1;
+#   4. the two-GPU run's checkpoint (step 30) resumed on one GPU to step 60:
+#      losses against the one-GPU run.
+# Usage (from the tree's root, ./dflash built): bash scripts/dp_check.sh [OUTDIR]
+# NCCL: found as dist/nccl.h says (DFLASH_NCCL_LIB, or PyTorch's nvidia-nccl wheel).
+set -uo pipefail
+OUT=${1:-/tmp/dp_check}
+W=/tmp/dp_work
+rm -rf "$W"
+mkdir -p "$OUT" "$W"
+export NCCL_NVLS_ENABLE=0
+if [ -z "${DFLASH_NCCL_LIB:-}" ]; then
+    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)
+    [ -n "$nccl" ] && export DFLASH_NCCL_LIB=$nccl/lib/libnccl.so.2
+fi
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+opts="--target assets/coder-tiny --data $W/data.store --draft-layers 2 --intermediate-size 512 --num-taps 3
+      --num-anchors 32 --token-budget 2048 --steps 60 --lr 1.5e-3 --save-every 30 --log-every 10"
+./dflash prepare --tokenizer assets/coder-tiny --input assets/data/code-train.jsonl --output "$W/data.store" > /dev/null
+
+# compare A B: per-step loss, max relative difference
+compare() {
+    python3 - "$W/$1/metrics.jsonl" "$W/$2/metrics.jsonl" "$1" "$2" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+n = min(len(a), len(b))
+rel = [abs(x["loss"] - y["loss"]) / abs(y["loss"]) for x, y in zip(a[:n], b[:n])]
+same = sum(x["loss"] == y["loss"] for x, y in zip(a[:n], b[:n]))
+print(f"{sys.argv[3]} vs {sys.argv[4]}: {n} steps, max rel loss diff {max(rel):.3g}, identical losses {same}/{n}; "
+      f"last loss {a[n-1]['loss']:.4f} vs {b[n-1]['loss']:.4f}; wall {a[n-1]['elapsed_s']:.1f} s vs {b[n-1]['elapsed_s']:.1f} s")
+PY
+}
+
+{
+    echo "== 1. one GPU, queue depth 1 vs 3"
+    timeout 180 ./dflash train --device cuda:0 --output "$W/q1" $opts --queue-depth 1 2>&1 | tail -16
+    timeout 180 ./dflash train --device cuda:0 --output "$W/q3" $opts --queue-depth 3 2>&1 | tail -16
+    compare q1 q3
+    if [ "$ngpu" -ge 2 ]; then
+        echo "== 2. two processes, one GPU each, NCCL"
+        port=$((29500 + RANDOM % 1000))
+        for r in 0 1; do
+            RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+                timeout 240 ./dflash train --device cuda --output "$W/dp2" $opts > "$W/dp2.rank$r.log" 2>&1 &
+        done
+        wait
+        tail -18 "$W/dp2.rank0.log"
+        tail -2 "$W/dp2.rank1.log"
+        compare dp2 q1
+        echo "== 3. rank 1 killed mid-run"
+        port=$((29500 + RANDOM % 1000))
+        for r in 0 1; do
+            RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+                timeout 240 ./dflash train --device cuda --output "$W/lost" $opts --steps 5000 > "$W/lost.rank$r.log" 2>&1 &
+            eval "pid$r=$!"
+        done
+        for _ in $(seq 600); do [ "$(wc -l < "$W/lost/metrics.jsonl" 2>/dev/null || echo 0)" -ge 20 ] && break; sleep 0.1; done
+        kill -KILL "$pid1"
+        t0=$(date +%s.%N)
+        wait "$pid0"
+        rc=$?
+        echo "rank 0 exit $rc after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s (want non-zero, under 10 s): $(grep 'rank 0:' "$W/lost.rank0.log" | tail -1)"
+        echo "== 4. the two-GPU checkpoint of step 30 resumed on one GPU"
+        mkdir -p "$W/resume1/checkpoints"
+        cp "$W/dp2/checkpoints/step-00000030.safetensors" "$W/resume1/checkpoints/"
+        head -30 "$W/dp2/metrics.jsonl" > "$W/resume1/metrics.jsonl"
+        timeout 180 ./dflash train --device cuda:0 --output "$W/resume1" $opts --resume 2>&1 | tail -3
+        compare resume1 q1
+    else
+        echo "== 2-4 skipped: $ngpu GPU(s)"
+    fi
+} 2>&1 | tee "$OUT/dp_check.log"
+for d in q1 q3 dp2; do [ -f "$W/$d/stages.json" ] && cp "$W/$d/stages.json" "$OUT/stages_$d.json"; done

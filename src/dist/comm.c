@@ -1,0 +1,106 @@
+#include "dist/comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+static int init_nccl(DfComm *c, DfError *err) {
+#ifdef DF_HAVE_CUDA
+    if (df_nccl_load(&c->nccl, err)) return df_context(err, "data parallel on CUDA needs NCCL");
+    DfNcclUniqueId id;
+    memset(&id, 0, sizeof id);
+    int rank = df_dist_rank(c->group), world = df_dist_world_size(c->group);
+    if (rank == 0 && df_nccl_get_unique_id(&c->nccl, &id, err)) return -1;
+    if (df_dist_broadcast(c->group, &id, sizeof id, err)) return df_context(err, "sharing the NCCL id");
+    if (df_nccl_comm_init(&c->nccl_comm, &c->nccl, world, rank, &id, err)) return -1;
+    c->have_nccl = 1;
+    return 0;
+#else
+    return df_fail(err, "data parallel on the %s backend: this build has no CUDA, so no NCCL", c->be->ops->name);
+#endif
+}
+
+int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfDrafterLayout *layout, double bucket_mib,
+                 DfError *err) {
+    memset(c, 0, sizeof *c);
+    c->group = group;
+    c->be = be;
+    if (!group || df_dist_world_size(group) == 1) return 0;
+    if (strcmp(be->ops->name, "cuda") == 0) {
+        c->transport = DF_COMM_NCCL;
+        if (df_grad_buckets_from_layout(&c->buckets, layout, bucket_mib, err)) return -1;
+        c->have_buckets = 1;
+        return init_nccl(c, err);
+    }
+    c->transport = DF_COMM_HOST;
+    c->host_count = layout->total;
+    c->host = df_xmalloc(layout->total * sizeof *c->host, "gradient staging");
+    return 0;
+}
+
+const char *df_comm_transport_name(const DfComm *c) {
+    return c->transport == DF_COMM_NCCL ? "nccl" : c->transport == DF_COMM_HOST ? "host (TCP)" : "none";
+}
+
+static int all_reduce_nccl(DfComm *c, DfBuffer grads, DfError *err) {
+#ifdef DF_HAVE_CUDA
+    if (df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl_comm, err)) return -1;
+    void *stream = df_cuda_stream(c->be);
+    float *base = grads.ptr;
+    for (int i = 0; i < c->buckets.n; i++) {
+        const DfGradBucket *b = &c->buckets.buckets[i];
+        if (b->offset + b->count > grads.count)
+            return df_fail(err, "gradient bucket %d [%zu, +%zu) is outside the %zu gradients", i, b->offset,
+                           b->count, grads.count);
+        if (df_nccl_all_reduce_sum(&c->nccl_comm, base + b->offset, base + b->offset, b->count, DF_NCCL_F32, stream,
+                                   err))
+            return df_context(err, "gradient bucket %d of %d", i + 1, c->buckets.n);
+    }
+    return 0;
+#else
+    (void)grads;
+    return df_fail(err, "internal: NCCL transport without CUDA");
+#endif
+}
+
+int df_comm_all_reduce_grads(DfComm *c, DfBuffer grads, DfError *err) {
+    switch (c->transport) {
+    case DF_COMM_NONE:
+        return 0;
+    case DF_COMM_NCCL:
+        return all_reduce_nccl(c, grads, err);
+    case DF_COMM_HOST:
+        break;
+    }
+    if (grads.count != c->host_count)
+        return df_fail(err, "internal: %zu gradients, the transport was set up for %zu", grads.count, c->host_count);
+    if (c->be->ops->sync(c->be, err) || c->be->ops->download_f32(c->be, c->host, grads, err)) return -1;
+    if (df_dist_all_reduce_sum(c->group, c->host, c->host_count, DF_DIST_F32, err))
+        return df_context(err, "gradient all-reduce");
+    return c->be->ops->upload_f32(c->be, grads, c->host, err);
+}
+
+int df_comm_all_reduce_host(DfComm *c, double *values, size_t n, DfError *err) {
+    if (c->transport == DF_COMM_NONE) return 0;
+    return df_dist_all_reduce_sum(c->group, values, n, DF_DIST_F64, err);
+}
+
+void df_comm_abort(DfComm *c) {
+    if (c->have_nccl) {
+        df_nccl_comm_abort(&c->nccl_comm);
+        c->have_nccl = 0;
+    }
+}
+
+void df_comm_free(DfComm *c) {
+    if (c->have_nccl) {
+        DfError ignored = {{0}};
+        df_nccl_comm_destroy(&c->nccl_comm, &ignored);
+    }
+    if (c->have_buckets) df_grad_buckets_free(&c->buckets);
+    free(c->host);
+    memset(c, 0, sizeof *c);
+}
