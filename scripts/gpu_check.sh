@@ -31,9 +31,9 @@ if ldd ./dflash | grep -q 'not found'; then
          python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2>/dev/null)
     export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$lt
 fi
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv > "$OUT/tests.log"
 
 if want tests; then
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv >> "$OUT/tests.log"
     for t in "$T"/test_cuda_* "$T"/test_drafter; do
         section "$t"
         timeout 300 "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -40
