@@ -61,16 +61,23 @@ PY
         compare dp2 q1
         echo "== 3. rank 1 killed mid-run"
         port=$((29500 + RANDOM % 1000))
+        # no `timeout` wrapper here: the kill must reach dflash itself; a watchdog bounds rank 0 instead
         for r in 0 1; do
             RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-                timeout 240 ./dflash train --device cuda --output "$W/lost" $opts --steps 5000 > "$W/lost.rank$r.log" 2>&1 &
+                ./dflash train --device cuda --output "$W/lost" $opts --steps 100000 > "$W/lost.rank$r.log" 2>&1 &
             eval "pid$r=$!"
         done
-        for _ in $(seq 600); do [ "$(wc -l < "$W/lost/metrics.jsonl" 2>/dev/null || echo 0)" -ge 20 ] && break; sleep 0.1; done
+        for _ in $(seq 600); do
+            [ -f "$W/lost/metrics.jsonl" ] && [ "$(wc -l < "$W/lost/metrics.jsonl")" -ge 20 ] && break
+            sleep 0.1
+        done
         kill -KILL "$pid1"
         t0=$(date +%s.%N)
+        (sleep 60; kill -KILL "$pid0" 2>/dev/null) &
+        watchdog=$!
         wait "$pid0"
         rc=$?
+        kill "$watchdog" 2>/dev/null
         echo "rank 0 exit $rc after $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s (want non-zero, under 10 s): $(grep 'rank 0:' "$W/lost.rank0.log" | tail -1)"
         echo "== 4. the two-GPU checkpoint of step 30 resumed on one GPU"
         mkdir -p "$W/resume1/checkpoints"

@@ -248,6 +248,29 @@ static void poll_until_failure(DfDistGroup *g, ChildResult *res) {
     snprintf(res->msg, sizeof res->msg, "%s", err.msg);
 }
 
+/* The failure hook ends a wait that nothing else would end, as the NCCL
+ * transport's hook ends a collective blocked on the GPU: the main thread
+ * blocks in read() on a pipe that only the hook (on the monitor thread)
+ * writes to. */
+static void wake_pipe(void *ctx) {
+    int fd = *(int *)ctx;
+    ssize_t w = write(fd, "x", 1);
+    (void)w;
+}
+
+static void blocked_until_hook(DfDistGroup *g, ChildResult *res) {
+    static int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    df_dist_set_failure_hook(g, wake_pipe, &fds[1]);
+    double t0 = df_now_seconds();
+    char c;
+    CHECK(read(fds[0], &c, 1) == 1, "the blocked read ended without the hook");
+    res->t[0] = df_now_seconds() - t0;
+    DfError err = {{0}};
+    CHECK(df_dist_poll_failure(g, &err) == -1, "the hook ran but the group is not failed");
+    snprintf(res->msg, sizeof res->msg, "%s", err.msg);
+}
+
 static void exit_at_once(DfDistGroup *g, ChildResult *res) { _exit(0); } /* no goodbye: a crash */
 
 static void stop_self(DfDistGroup *g, ChildResult *res) { raise(SIGSTOP); } /* heartbeats stop too */
@@ -275,6 +298,17 @@ static void test_rank_that_exits(void **state) {
     expect_child_ok(res, 1);
     expect_contains(res[1].msg, "rank 0 lost");
     assert_true(res[1].t[0] < 10.0);
+}
+
+/* A rank blocked where no collective can fail (a GPU collective) is freed by the failure hook. */
+static void test_failure_hook_ends_a_blocked_wait(void **state) {
+    (void)state;
+    Spec s[2] = {{.rank = 0, .world = 2, .fn = blocked_until_hook}, {.rank = 1, .world = 2, .fn = exit_at_once}};
+    ChildResult res[2];
+    run_children(s, 2, res);
+    expect_child_ok(res, 0);
+    expect_contains(res[0].msg, "rank 1 lost");
+    assert_true(res[0].t[0] < 10.0);
 }
 
 static void test_rank_that_stops(void **state) {
@@ -424,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_world_of_one),
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_rank_that_exits),
+        cmocka_unit_test(test_failure_hook_ends_a_blocked_wait),
         cmocka_unit_test(test_rank_that_stops),
         cmocka_unit_test(test_rank_that_aborts),
         cmocka_unit_test(test_collectives_out_of_step),

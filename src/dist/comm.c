@@ -7,6 +7,16 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 
+/* A collective blocked on a lost peer never returns by itself: when the
+ * group learns of the loss (its monitor thread), the communicator is aborted,
+ * which ends the blocked NCCL kernels so that the step fails with the
+ * group's message instead of hanging (NCCL allows ncclCommAbort from
+ * another thread). */
+static void abort_nccl_once(void *ctx) {
+    DfComm *c = ctx;
+    if (!atomic_exchange(&c->nccl_aborted, 1)) df_nccl_comm_abort(&c->nccl_comm);
+}
+
 static int init_nccl(DfComm *c, DfError *err) {
 #ifdef DF_HAVE_CUDA
     if (df_nccl_load(&c->nccl, err)) return df_context(err, "data parallel on CUDA needs NCCL");
@@ -17,6 +27,7 @@ static int init_nccl(DfComm *c, DfError *err) {
     if (df_dist_broadcast(c->group, &id, sizeof id, err)) return df_context(err, "sharing the NCCL id");
     if (df_nccl_comm_init(&c->nccl_comm, &c->nccl, world, rank, &id, err)) return -1;
     c->have_nccl = 1;
+    df_dist_set_failure_hook(c->group, abort_nccl_once, c);
     return 0;
 #else
     return df_fail(err, "data parallel on the %s backend: this build has no CUDA, so no NCCL", c->be->ops->name);
@@ -90,15 +101,17 @@ int df_comm_all_reduce_host(DfComm *c, double *values, size_t n, DfError *err) {
 
 void df_comm_abort(DfComm *c) {
     if (c->have_nccl) {
-        df_nccl_comm_abort(&c->nccl_comm);
+        df_dist_set_failure_hook(c->group, NULL, NULL);
+        abort_nccl_once(c);
         c->have_nccl = 0;
     }
 }
 
 void df_comm_free(DfComm *c) {
     if (c->have_nccl) {
+        df_dist_set_failure_hook(c->group, NULL, NULL);
         DfError ignored = {{0}};
-        df_nccl_comm_destroy(&c->nccl_comm, &ignored);
+        if (!atomic_load(&c->nccl_aborted)) df_nccl_comm_destroy(&c->nccl_comm, &ignored);
     }
     if (c->have_buckets) df_grad_buckets_free(&c->buckets);
     free(c->host);

@@ -20,6 +20,7 @@
 #ifndef DF_DIST_COMM_H
 #define DF_DIST_COMM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "backend/backend.h"
@@ -42,6 +43,7 @@ typedef struct DfComm {
     DfNcclLib nccl;
     DfNcclComm nccl_comm;
     int have_nccl;
+    atomic_int nccl_aborted; /* by df_comm_abort or the group's failure hook, whichever comes first */
 } DfComm;
 
 /* Sets up the transport for the backend (every rank calls it, in the same

@@ -36,10 +36,23 @@ void df_dist_record_failure(DfDistGroup *g, const char *msg, int notify, int ski
         snprintf(g->fail_msg, sizeof g->fail_msg, "%s", msg);
         atomic_store(&g->failed, 1);
     }
+    void (*hook)(void *) = first ? g->on_failure : NULL;
+    void *hook_ctx = g->on_failure_ctx;
     pthread_mutex_unlock(&g->fail_mu);
+    if (hook) hook(hook_ctx);
     if (!first || !notify) return;
     for (int r = 0; r < g->world; r++)
         if (r != g->rank && r != skip) hb_send(g, r, DF_MSG_ABORT, msg, strlen(msg));
+}
+
+void df_dist_set_failure_hook(DfDistGroup *g, void (*fn)(void *ctx), void *ctx) {
+    if (!g) return;
+    pthread_mutex_lock(&g->fail_mu);
+    g->on_failure = fn;
+    g->on_failure_ctx = ctx;
+    int already = atomic_load(&g->failed);
+    pthread_mutex_unlock(&g->fail_mu);
+    if (already && fn) fn(ctx);
 }
 
 int df_dist_poll_failure(const DfDistGroup *g, DfError *err) {

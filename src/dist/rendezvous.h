@@ -77,6 +77,14 @@ int df_dist_all_reduce_sum(DfDistGroup *g, void *buf, size_t count, DfDistElem e
  * peer is lost or some rank aborted. Cheap (an atomic load); any thread. */
 int df_dist_poll_failure(const DfDistGroup *g, DfError *err);
 
+/* fn(ctx) is called once, on the thread that records the group's first
+ * failure (often the monitor thread), or at once when the group has already
+ * failed; fn NULL removes it. For work that would otherwise wait forever on
+ * the lost peer: the NCCL transport aborts its communicator, which ends a
+ * collective blocked on the GPU (dist/comm.c). fn must be safe to call from
+ * any thread. */
+void df_dist_set_failure_hook(DfDistGroup *g, void (*fn)(void *ctx), void *ctx);
+
 /* Marks the group failed with "rank R aborted: reason" and tells the other
  * ranks (through rank 0), so they stop within a heartbeat. Any thread. */
 void df_dist_abort(DfDistGroup *g, const char *reason);

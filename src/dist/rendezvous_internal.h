@@ -92,6 +92,8 @@ struct DfDistGroup {
     atomic_int failed;
     pthread_mutex_t fail_mu;
     char fail_msg[DF_ERROR_MAX];
+    void (*on_failure)(void *ctx); /* df_dist_set_failure_hook; under fail_mu */
+    void *on_failure_ctx;
 
     pthread_mutex_t hb_send_mu; /* serializes writes on the heartbeat sockets */
     pthread_t monitor;
