@@ -28,39 +28,8 @@
 
 #define OP_TOL 1e-2
 
-typedef struct Fixture {
-    DfBackend *cpu, *gpu; /* gpu NULL when there is none */
-} Fixture;
-
-static int setup(void **state) {
-    DfError err;
-    Fixture *f = calloc(1, sizeof *f);
-    f->cpu = df_backend_cpu_create(&err);
-    assert_non_null(f->cpu);
-#ifdef DF_HAVE_CUDA
-    if (df_cuda_device_count() > 0) {
-        f->gpu = df_backend_cuda_create(0, &err);
-        if (!f->gpu) fail_msg("a GPU is present but the CUDA backend failed: %s", err.msg);
-    }
-#endif
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->cpu);
-    df_backend_destroy(f->gpu);
-    free(f);
-    return 0;
-}
-
-/* Random values in [-scale, scale], rounded to bf16. */
-static float *random_bf16(size_t n, uint64_t seed, float scale) {
-    float *x = df_test_random_array(n, seed, scale);
-    for (size_t i = 0; i < n; i++) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
-    return x;
-}
+/* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
+typedef DfTestBackendPair Fixture;
 
 static DfBuffer upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
     DfError err;
@@ -127,16 +96,16 @@ static Problem make_problem(const int *lens, const int *blocks, int n_seqs, int 
     p.n_qd = n_q * heads * hd;
     p.n_ckv = (size_t)p.n_ctx * kv_heads * hd;
     p.n_bkv = n_q * kv_heads * hd;
-    p.q = random_bf16(p.n_qd, seed + 1, 1.0f);
-    p.kc = random_bf16(p.n_ckv, seed + 2, 1.0f);
-    p.vc = random_bf16(p.n_ckv, seed + 3, 1.0f);
-    p.kb = random_bf16(p.n_bkv, seed + 4, 1.0f);
-    p.vb = random_bf16(p.n_bkv, seed + 5, 1.0f);
-    p.d_out = random_bf16(p.n_qd, seed + 6, 1.0f);
-    p.dk_ctx0 = random_bf16(p.n_ckv, seed + 7, 0.2f);
-    p.dv_ctx0 = random_bf16(p.n_ckv, seed + 8, 0.2f);
-    p.dk_blk0 = random_bf16(p.n_bkv, seed + 9, 0.2f);
-    p.dv_blk0 = random_bf16(p.n_bkv, seed + 10, 0.2f);
+    p.q = df_test_random_bf16(p.n_qd, seed + 1, 1.0f);
+    p.kc = df_test_random_bf16(p.n_ckv, seed + 2, 1.0f);
+    p.vc = df_test_random_bf16(p.n_ckv, seed + 3, 1.0f);
+    p.kb = df_test_random_bf16(p.n_bkv, seed + 4, 1.0f);
+    p.vb = df_test_random_bf16(p.n_bkv, seed + 5, 1.0f);
+    p.d_out = df_test_random_bf16(p.n_qd, seed + 6, 1.0f);
+    p.dk_ctx0 = df_test_random_bf16(p.n_ckv, seed + 7, 0.2f);
+    p.dv_ctx0 = df_test_random_bf16(p.n_ckv, seed + 8, 0.2f);
+    p.dk_blk0 = df_test_random_bf16(p.n_bkv, seed + 9, 0.2f);
+    p.dv_blk0 = df_test_random_bf16(p.n_bkv, seed + 10, 0.2f);
     return p;
 }
 
@@ -335,5 +304,5 @@ int main(void) {
         cmocka_unit_test(test_block_attention_window),
         cmocka_unit_test(test_block_attention_timing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }

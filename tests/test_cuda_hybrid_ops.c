@@ -39,32 +39,8 @@
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"
 #define FIXTURE "tests/fixtures/hybrid/qwen35-random.safetensors"
 
-typedef struct Fixture {
-    DfBackend *cpu, *gpu; /* gpu NULL when there is none */
-} Fixture;
-
-static int setup(void **state) {
-    DfError err;
-    Fixture *f = calloc(1, sizeof *f);
-    f->cpu = df_backend_cpu_create(&err);
-    assert_non_null(f->cpu);
-#ifdef DF_HAVE_CUDA
-    if (df_cuda_device_count() > 0) {
-        f->gpu = df_backend_cuda_create(0, &err);
-        if (!f->gpu) fail_msg("a GPU is present but the CUDA backend failed: %s", err.msg);
-    }
-#endif
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->cpu);
-    df_backend_destroy(f->gpu);
-    free(f);
-    return 0;
-}
+/* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
+typedef DfTestBackendPair Fixture;
 
 static Fixture *gpu_or_skip(void **state) {
     Fixture *f = *state;
@@ -463,5 +439,5 @@ int main(void) {
         cmocka_unit_test(test_attention_other_head_dims),
         cmocka_unit_test(test_fixture_forward),    cmocka_unit_test(test_random_hybrid_target),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }

@@ -33,43 +33,13 @@
 #define OP_TOL 1e-2
 #define MAX_FIXTURES 16
 
-typedef struct Fixture {
-    DfBackend *cpu, *gpu; /* gpu NULL when there is none */
-} Fixture;
-
-static int setup(void **state) {
-    DfError err;
-    Fixture *f = calloc(1, sizeof *f);
-    f->cpu = df_backend_cpu_create(&err);
-    assert_non_null(f->cpu);
-#ifdef DF_HAVE_CUDA
-    if (df_cuda_device_count() > 0) {
-        f->gpu = df_backend_cuda_create(0, &err);
-        if (!f->gpu) fail_msg("a GPU is present but the CUDA backend failed: %s", err.msg);
-    }
-#endif
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->cpu);
-    df_backend_destroy(f->gpu);
-    free(f);
-    return 0;
-}
+/* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
+typedef DfTestBackendPair Fixture;
 
 static Fixture *gpu_or_skip(void **state) {
     Fixture *f = *state;
     if (!f->gpu) skip();
     return f;
-}
-
-static float *random_bf16(size_t n, uint64_t seed, float scale) {
-    float *x = df_test_random_array(n, seed, scale);
-    for (size_t i = 0; i < n; i++) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
-    return x;
 }
 
 static DfBuffer poisoned(DfBackend *be, size_t n) {
@@ -163,9 +133,9 @@ static float *valid_rows(const KvCase *c, const float *cache, size_t *n) {
 static void check_case(Fixture *f, const KvCase *c, uint64_t seed) {
     int kvd = c->kv_heads * c->head_dim, qd = c->heads * c->head_dim, pre = 0, rows = 0;
     for (int i = 0; i < c->n_seqs; i++) pre += c->cache_lens[i], rows += c->n_new[i];
-    float *pk = random_bf16((size_t)pre * kvd + 1, seed, 1.f), *pv = random_bf16((size_t)pre * kvd + 1, seed + 1, 1.f);
-    float *q = random_bf16((size_t)rows * qd, seed + 2, 1.f), *k = random_bf16((size_t)rows * kvd, seed + 3, 1.f);
-    float *v = random_bf16((size_t)rows * kvd, seed + 4, 1.f);
+    float *pk = df_test_random_bf16((size_t)pre * kvd + 1, seed, 1.f), *pv = df_test_random_bf16((size_t)pre * kvd + 1, seed + 1, 1.f);
+    float *q = df_test_random_bf16((size_t)rows * qd, seed + 2, 1.f), *k = df_test_random_bf16((size_t)rows * kvd, seed + 3, 1.f);
+    float *v = df_test_random_bf16((size_t)rows * kvd, seed + 4, 1.f);
     /* larger q so that the softmax is far from uniform */
     for (size_t i = 0; i < (size_t)rows * qd; i++) q[i] = df_bf16_to_f32(df_f32_to_bf16(q[i] * 3.f));
     KvRun g = kv_run(f->gpu, c, pk, pv, q, k, v), r = kv_run(f->cpu, c, pk, pv, q, k, v);
@@ -240,7 +210,7 @@ static void test_kv_ops_batch_and_long(void **state) {
  * (an unaligned start takes the scalar path, as cols % 8 != 0 does). */
 static void argmax_case(Fixture *f, int rows, int cols, size_t offset, uint64_t seed) {
     size_t n = (size_t)rows * cols;
-    float *x = random_bf16(n + offset, seed, 6.f);
+    float *x = df_test_random_bf16(n + offset, seed, 6.f);
     /* small integers: many ties, the maximum repeated in most rows */
     for (size_t i = 0; i < n + offset; i++) x[i] = roundf(x[i]);
     float *m = x + offset;
@@ -593,5 +563,5 @@ int main(void) {
         cmocka_unit_test(test_greedy_generate_matches_transformers),
         cmocka_unit_test(test_generate_and_eval_commands_on_cuda),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }

@@ -26,45 +26,13 @@
 
 #define OP_TOL 1e-2
 
-typedef struct Fixture {
-    DfBackend *cpu, *gpu; /* gpu NULL when there is none */
-} Fixture;
-
-static int setup(void **state) {
-    DfError err;
-    Fixture *f = calloc(1, sizeof *f);
-    f->cpu = df_backend_cpu_create(&err);
-    assert_non_null(f->cpu);
-#ifdef DF_HAVE_CUDA
-    if (df_cuda_device_count() > 0) {
-        f->gpu = df_backend_cuda_create(0, &err);
-        if (!f->gpu) fail_msg("a GPU is present but the CUDA backend failed: %s", err.msg);
-    }
-#endif
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->cpu);
-    df_backend_destroy(f->gpu);
-    free(f);
-    return 0;
-}
+/* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
+typedef DfTestBackendPair Fixture;
 
 static DfBackend *gpu_or_skip(void **state) {
     Fixture *f = *state;
     if (!f->gpu) skip();
     return f->gpu;
-}
-
-/* Random values in [-scale, scale], rounded to bf16. */
-static float *random_bf16(size_t n, uint64_t seed, float scale) {
-    float *x = malloc(n * sizeof *x);
-    df_test_fill_random(x, n, seed, scale);
-    for (size_t i = 0; i < n; i++) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
-    return x;
 }
 
 static DfBuffer upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
@@ -158,8 +126,8 @@ static void test_select_backends(void **state) {
 /* --- ops ------------------------------------------------------------------- */
 
 static void check_matmul(Fixture *f, int m, int n, int k, int ta, int tb, float beta, uint64_t seed) {
-    float *a = random_bf16((size_t)m * k, seed, 1.0f), *b = random_bf16((size_t)k * n, seed + 1, 1.0f);
-    float *c0 = random_bf16((size_t)m * n, seed + 2, 1.0f);
+    float *a = df_test_random_bf16((size_t)m * k, seed, 1.0f), *b = df_test_random_bf16((size_t)k * n, seed + 1, 1.0f);
+    float *c0 = df_test_random_bf16((size_t)m * n, seed + 2, 1.0f);
     Pair pa = pair_upload(f, a, (size_t)m * k, DF_BUF_ACT), pb = pair_upload(f, b, (size_t)k * n, DF_BUF_ACT);
     Pair pc = beta != 0 ? pair_upload(f, c0, (size_t)m * n, DF_BUF_ACT) : pair_out(f, (size_t)m * n, DF_BUF_ACT);
     df_op_matmul(f->cpu, pc.c, pa.c, pb.c, m, n, k, ta, tb, beta);
@@ -189,7 +157,7 @@ static void test_matmul_unaligned_views(void **state) {
     Fixture *f = *state;
     int m = 19, n = 23, k = 31;
     size_t na = (size_t)m * k + 1, nb = (size_t)n * k + 3, nc = (size_t)m * n + 5;
-    float *a = random_bf16(na, 71, 1.0f), *b = random_bf16(nb, 72, 1.0f);
+    float *a = df_test_random_bf16(na, 71, 1.0f), *b = df_test_random_bf16(nb, 72, 1.0f);
     Pair pa = pair_upload(f, a, na, DF_BUF_ACT), pb = pair_upload(f, b, nb, DF_BUF_ACT), pc = pair_out(f, nc, DF_BUF_ACT);
     DfBuffer va[2] = {df_buffer_view(pa.c, 1, na - 1), df_buffer_view(pa.g, 1, na - 1)};
     DfBuffer vb[2] = {df_buffer_view(pb.c, 3, nb - 3), df_buffer_view(pb.g, 3, nb - 3)};
@@ -204,7 +172,7 @@ static void test_matmul_unaligned_views(void **state) {
 
 static void check_rmsnorm(Fixture *f, int rows, int dim, int in_place, uint64_t seed) {
     size_t n = (size_t)rows * dim;
-    float *x = random_bf16(n, seed, 3.0f), *w = random_bf16((size_t)dim, seed + 1, 1.0f);
+    float *x = df_test_random_bf16(n, seed, 3.0f), *w = df_test_random_bf16((size_t)dim, seed + 1, 1.0f);
     Pair px = pair_upload(f, x, n, DF_BUF_ACT), pw = pair_upload(f, w, (size_t)dim, DF_BUF_ACT);
     Pair po = in_place ? px : pair_out(f, n, DF_BUF_ACT);
     df_op_rmsnorm(f->cpu, po.c, px.c, pw.c, rows, dim, 1e-6f);
@@ -234,7 +202,7 @@ static void check_rope(Fixture *f, int n_tokens, int heads, int head_dim, uint64
     int32_t *pos = malloc((size_t)n_tokens * sizeof *pos);
     for (int t = 0; t < n_tokens; t++) pos[t] = (t * 37 + 11) % n_pos;
     size_t n = (size_t)n_tokens * heads * head_dim;
-    float *x = random_bf16(n, seed, 2.0f);
+    float *x = df_test_random_bf16(n, seed, 2.0f);
     Pair px = pair_upload(f, x, n, DF_BUF_ACT);
     Pair pc = pair_upload(f, cs, (size_t)n_pos * half, DF_BUF_F32), ps = pair_upload(f, sn, (size_t)n_pos * half, DF_BUF_F32);
     DfBuffer posc = upload_i32(f->cpu, pos, (size_t)n_tokens), posg = upload_i32(f->gpu, pos, (size_t)n_tokens);
@@ -265,7 +233,7 @@ static void test_rope(void **state) {
 }
 
 static void check_embedding(Fixture *f, int vocab, int dim, int n_tokens, uint64_t seed) {
-    float *table = random_bf16((size_t)vocab * dim, seed, 1.0f);
+    float *table = df_test_random_bf16((size_t)vocab * dim, seed, 1.0f);
     int32_t *ids = malloc((size_t)n_tokens * sizeof *ids);
     for (int t = 0; t < n_tokens; t++) ids[t] = (t * 7919 + 3) % vocab;
     Pair pt = pair_upload(f, table, (size_t)vocab * dim, DF_BUF_ACT), po = pair_out(f, (size_t)n_tokens * dim, DF_BUF_ACT);
@@ -292,7 +260,7 @@ static void test_embedding(void **state) {
 }
 
 static void check_elementwise(Fixture *f, size_t n, uint64_t seed) {
-    float *g = random_bf16(n, seed, 4.0f), *u = random_bf16(n, seed + 1, 2.0f);
+    float *g = df_test_random_bf16(n, seed, 4.0f), *u = df_test_random_bf16(n, seed + 1, 2.0f);
     Pair pg = pair_upload(f, g, n, DF_BUF_ACT), pu = pair_upload(f, u, n, DF_BUF_ACT), po = pair_out(f, n, DF_BUF_ACT);
     df_op_swiglu(f->cpu, po.c, pg.c, pu.c);
     df_op_swiglu(f->gpu, po.g, pg.g, pu.g);
@@ -313,9 +281,9 @@ static void test_swiglu_and_add(void **state) {
 
 static void check_copy2d(Fixture *f, DfBufKind kind, int rows, int cols, int ld_src, int ld_dst, int dst_off) {
     size_t ns = (size_t)rows * ld_src, nd = (size_t)rows * ld_dst + dst_off;
-    float *s = random_bf16(ns, 50 + rows, 1.0f);
+    float *s = df_test_random_bf16(ns, 50 + rows, 1.0f);
     Pair ps = pair_upload(f, s, ns, kind);
-    float *d0 = random_bf16(nd, 60 + cols, 1.0f); /* untouched elements must stay */
+    float *d0 = df_test_random_bf16(nd, 60 + cols, 1.0f); /* untouched elements must stay */
     Pair pd = pair_upload(f, d0, nd, kind);
     df_op_copy2d(f->cpu, df_buffer_view(pd.c, dst_off, nd - dst_off), ld_dst, ps.c, ld_src, rows, cols);
     df_op_copy2d(f->gpu, df_buffer_view(pd.g, dst_off, nd - dst_off), ld_dst, ps.g, ld_src, rows, cols);
@@ -342,7 +310,7 @@ static void check_attention(Fixture *f, const int *lens, int n_seqs, int heads, 
     if (df_packed_batch_init(&bc, f->cpu, starts, n_seqs, &err) || df_packed_batch_init(&bg, f->gpu, starts, n_seqs, &err))
         fail_msg("%s", err.msg);
     size_t nq = (size_t)t * heads * hd, nk = (size_t)t * kv_heads * hd;
-    float *q = random_bf16(nq, seed, 2.0f), *k = random_bf16(nk, seed + 1, 2.0f), *v = random_bf16(nk, seed + 2, 1.0f);
+    float *q = df_test_random_bf16(nq, seed, 2.0f), *k = df_test_random_bf16(nk, seed + 1, 2.0f), *v = df_test_random_bf16(nk, seed + 2, 1.0f);
     Pair pq = pair_upload(f, q, nq, DF_BUF_ACT), pk = pair_upload(f, k, nk, DF_BUF_ACT), pv = pair_upload(f, v, nk, DF_BUF_ACT);
     Pair po = pair_out(f, nq, DF_BUF_ACT), pl = pair_out(f, (size_t)heads * t, DF_BUF_F32);
     float scale = 1.0f / sqrtf((float)hd);
@@ -564,5 +532,5 @@ int main(void) {
         cmocka_unit_test(test_forward_command_on_cuda),
         cmocka_unit_test(test_random_target_is_a_function_of_the_seed),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }

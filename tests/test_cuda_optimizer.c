@@ -23,29 +23,8 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 
-typedef struct Fixture {
-    DfBackend *cpu, *gpu;
-} Fixture;
-
-static int setup(void **state) {
-    DfError err = {{0}};
-    Fixture *f = calloc(1, sizeof *f);
-    f->cpu = df_backend_cpu_create(&err);
-#ifdef DF_HAVE_CUDA
-    if (df_cuda_device_count() > 0 && !(f->gpu = df_backend_cuda_create(0, &err)))
-        fail_msg("a GPU is present but the CUDA backend failed: %s", err.msg);
-#endif
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->cpu);
-    df_backend_destroy(f->gpu);
-    free(f);
-    return 0;
-}
+/* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
+typedef DfTestBackendPair Fixture;
 
 /* The state of one backend: n + 1 elements, used from `offset` on. */
 typedef struct State {
@@ -229,5 +208,5 @@ int main(void) {
         cmocka_unit_test(test_sum_squares),
         cmocka_unit_test(test_adamw_bandwidth),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }

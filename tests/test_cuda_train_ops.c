@@ -24,44 +24,13 @@
 
 #define OP_TOL 1e-2
 
-typedef struct Fixture {
-    DfBackend *cpu, *gpu; /* gpu NULL when there is none */
-} Fixture;
-
-static int setup(void **state) {
-    DfError err;
-    Fixture *f = calloc(1, sizeof *f);
-    f->cpu = df_backend_cpu_create(&err);
-    assert_non_null(f->cpu);
-#ifdef DF_HAVE_CUDA
-    if (df_cuda_device_count() > 0) {
-        f->gpu = df_backend_cuda_create(0, &err);
-        if (!f->gpu) fail_msg("a GPU is present but the CUDA backend failed: %s", err.msg);
-    }
-#endif
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_backend_destroy(f->cpu);
-    df_backend_destroy(f->gpu);
-    free(f);
-    return 0;
-}
+/* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
+typedef DfTestBackendPair Fixture;
 
 static Fixture *gpu_or_skip(void **state) {
     Fixture *f = *state;
     if (!f->gpu) skip();
     return f;
-}
-
-/* Random values in [-scale, scale], rounded to bf16. */
-static float *random_bf16(size_t n, uint64_t seed, float scale) {
-    float *x = df_test_random_array(n, seed, scale);
-    for (size_t i = 0; i < n; i++) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
-    return x;
 }
 
 static void sync_or_fail(DfBackend *be) {
@@ -134,7 +103,7 @@ static void test_fill_zero(void **state) {
     Fixture *f = gpu_or_skip(state);
     const DfBufKind kinds[3] = {DF_BUF_ACT, DF_BUF_F32, DF_BUF_I32};
     size_t n = 1001;
-    float *x = random_bf16(n, 5, 3.0f);
+    float *x = df_test_random_bf16(n, 5, 3.0f);
     int32_t *ids = malloc(n * sizeof *ids);
     for (size_t i = 0; i < n; i++) ids[i] = (int32_t)i + 1;
     for (int k = 0; k < 3; k++) {
@@ -163,7 +132,7 @@ static void test_fill_zero(void **state) {
 /* --- linear_weight_grad ----------------------------------------------------- */
 
 static void check_weight_grad(Fixture *f, int m, int n, int k, uint64_t seed) {
-    float *dy = random_bf16((size_t)m * n, seed, 1.0f), *x = random_bf16((size_t)m * k, seed + 1, 1.0f);
+    float *dy = df_test_random_bf16((size_t)m * n, seed, 1.0f), *x = df_test_random_bf16((size_t)m * k, seed + 1, 1.0f);
     float *dw0 = df_test_random_array((size_t)n * k, seed + 2, 4.0f); /* F32: the += must keep it */
     Pair pdy = pair_upload(f, dy, (size_t)m * n, DF_BUF_ACT), px = pair_upload(f, x, (size_t)m * k, DF_BUF_ACT);
     Pair pdw = pair_upload(f, dw0, (size_t)n * k, DF_BUF_F32);
@@ -188,8 +157,8 @@ static void test_linear_weight_grad(void **state) {
 static void check_rmsnorm_backward(Fixture *f, int rows, int dim, int mode, uint64_t seed) {
     /* mode 0: dx written to its own buffer; 1: added to dx; 2: dx is dy */
     size_t n = (size_t)rows * dim;
-    float *x = random_bf16(n, seed, 3.0f), *dy = random_bf16(n, seed + 1, 1.0f);
-    float *w = random_bf16((size_t)dim, seed + 2, 1.0f), *dx0 = random_bf16(n, seed + 3, 1.0f);
+    float *x = df_test_random_bf16(n, seed, 3.0f), *dy = df_test_random_bf16(n, seed + 1, 1.0f);
+    float *w = df_test_random_bf16((size_t)dim, seed + 2, 1.0f), *dx0 = df_test_random_bf16(n, seed + 3, 1.0f);
     float *dw0 = df_test_random_array((size_t)dim, seed + 4, 2.0f);
     Pair px = pair_upload(f, x, n, DF_BUF_ACT), pdy = pair_upload(f, dy, n, DF_BUF_ACT);
     Pair pw = pair_upload(f, w, (size_t)dim, DF_BUF_ACT), pdw = pair_upload(f, dw0, (size_t)dim, DF_BUF_F32);
@@ -226,7 +195,7 @@ static void check_rope_backward(Fixture *f, int n_tokens, int heads, int head_di
     int32_t *pos = malloc((size_t)n_tokens * sizeof *pos);
     for (int t = 0; t < n_tokens; t++) pos[t] = (t * 53 + 7) % n_pos;
     size_t n = (size_t)n_tokens * heads * head_dim;
-    float *dx = random_bf16(n, seed, 2.0f);
+    float *dx = df_test_random_bf16(n, seed, 2.0f);
     Pair pdx = pair_upload(f, dx, n, DF_BUF_ACT), ppos = pair_upload_i32(f, pos, (size_t)n_tokens);
     Pair pc = pair_upload(f, cs, (size_t)n_pos * half, DF_BUF_F32), ps = pair_upload(f, sn, (size_t)n_pos * half, DF_BUF_F32);
     df_op_rope_backward(f->cpu, pdx.c, ppos.c, pc.c, ps.c, n_tokens, heads, head_dim);
@@ -252,7 +221,7 @@ static void test_rope_backward(void **state) {
 /* --- swiglu_backward ------------------------------------------------------------ */
 
 static void check_swiglu_backward(Fixture *f, size_t n, int in_place, uint64_t seed) {
-    float *d = random_bf16(n, seed, 1.0f), *g = random_bf16(n, seed + 1, 4.0f), *u = random_bf16(n, seed + 2, 2.0f);
+    float *d = df_test_random_bf16(n, seed, 1.0f), *g = df_test_random_bf16(n, seed + 1, 4.0f), *u = df_test_random_bf16(n, seed + 2, 2.0f);
     Pair pd = pair_upload(f, d, n, DF_BUF_ACT), pg = pair_upload(f, g, n, DF_BUF_ACT), pu = pair_upload(f, u, n, DF_BUF_ACT);
     Pair pdg = in_place ? pg : pair_poisoned(f, n, DF_BUF_ACT), pdu = in_place ? pu : pair_poisoned(f, n, DF_BUF_ACT);
     df_op_swiglu_backward(f->cpu, pdg.c, pdu.c, pd.c, pg.c, pu.c);
@@ -318,7 +287,7 @@ static void check_lm_head_ce(Fixture *f, const LmCase *c, uint64_t seed) {
     df_cuda_set_lm_head_logits_bf16(f->gpu, c->logits_bf16);
 #endif
     size_t R = (size_t)c->rows, H = (size_t)c->hidden, V = (size_t)c->vocab;
-    float *x = random_bf16(R * H, seed, 1.0f), *head = random_bf16(V * H, seed + 1, 0.5f);
+    float *x = df_test_random_bf16(R * H, seed, 1.0f), *head = df_test_random_bf16(V * H, seed + 1, 0.5f);
     float *w = df_test_random_array(R, seed + 2, 1.0f);
     int32_t *labels = malloc(R * sizeof *labels);
     for (size_t r = 0; r < R; r++) {
@@ -386,7 +355,7 @@ static void test_lm_head_ce(void **state) {
 static void test_lm_head_ce_bad_label(void **state) {
     Fixture *f = gpu_or_skip(state);
     int rows = 4, hidden = 8, vocab = 10;
-    float *x = random_bf16((size_t)rows * hidden, 1, 1.0f), *head = random_bf16((size_t)vocab * hidden, 2, 1.0f);
+    float *x = df_test_random_bf16((size_t)rows * hidden, 1, 1.0f), *head = df_test_random_bf16((size_t)vocab * hidden, 2, 1.0f);
     int32_t labels[4] = {1, 2, 10, -1};
     DfBuffer bx = df_test_upload(f->gpu, x, (size_t)rows * hidden, DF_BUF_ACT);
     DfBuffer bh = df_test_upload(f->gpu, head, (size_t)vocab * hidden, DF_BUF_ACT);
@@ -441,7 +410,7 @@ static void test_lm_head_ce_speed(void **state) {
     DfBackend *be = f->gpu;
     const int rows = 8192, hidden = 4096, vocab = 151936, reps = 9;
     size_t R = rows, H = hidden, V = vocab;
-    float *x = random_bf16(R * H, 1, 1.0f), *head = df_test_random_array(V * H, 2, 0.05f);
+    float *x = df_test_random_bf16(R * H, 1, 1.0f), *head = df_test_random_array(V * H, 2, 0.05f);
     float *w = df_test_random_array(R, 3, 0.5f);
     int32_t *labels = malloc(R * sizeof *labels);
     for (size_t r = 0; r < R; r++) w[r] += 1.0f, labels[r] = r % 7 == 0 ? -1 : (int32_t)((r * 7919) % V);
@@ -490,5 +459,5 @@ int main(void) {
         cmocka_unit_test(test_lm_head_ce_bad_label),
         cmocka_unit_test(test_lm_head_ce_speed),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }

@@ -1,6 +1,11 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include "base/numeric.h"
+#ifdef DF_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 #include <cjson/cJSON.h>
 
 #include <math.h>
@@ -175,4 +180,31 @@ int df_test_cpu_backend_teardown(void **state) {
     df_backend_destroy(f->be);
     free(f);
     return 0;
+}
+
+int df_test_backend_pair_setup(void **state) {
+    DfError err = {{0}};
+    DfTestBackendPair *f = calloc(1, sizeof *f);
+    f->cpu = df_backend_cpu_create(&err);
+    if (!f->cpu) fail_msg("CPU backend: %s", err.msg);
+#ifdef DF_HAVE_CUDA
+    if (df_cuda_device_count() > 0 && !(f->gpu = df_backend_cuda_create(0, &err)))
+        fail_msg("a GPU is present but the CUDA backend failed: %s", err.msg);
+#endif
+    *state = f;
+    return 0;
+}
+
+int df_test_backend_pair_teardown(void **state) {
+    DfTestBackendPair *f = *state;
+    df_backend_destroy(f->cpu);
+    df_backend_destroy(f->gpu);
+    free(f);
+    return 0;
+}
+
+float *df_test_random_bf16(size_t n, uint64_t seed, float scale) {
+    float *x = df_test_random_array(n, seed, scale);
+    for (size_t i = 0; i < n; i++) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
+    return x;
 }

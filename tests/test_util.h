@@ -60,6 +60,19 @@ typedef struct DfTestBackendFixture {
 int df_test_cpu_backend_setup(void **state);
 int df_test_cpu_backend_teardown(void **state);
 
+/* A CPU backend and, when a GPU is present (and CUDA is built in), a CUDA
+ * one: the cmocka group state of the tests that compare the two
+ * (tests/test_cuda_*.c). The GPU tests skip where gpu is NULL. */
+typedef struct DfTestBackendPair {
+    DfBackend *cpu, *gpu;
+} DfTestBackendPair;
+int df_test_backend_pair_setup(void **state);
+int df_test_backend_pair_teardown(void **state);
+
+/* n values in [-scale, scale] (df_test_random_array) rounded to bf16, so
+ * that a bf16 backend and the fp32 CPU see the same inputs; heap. */
+float *df_test_random_bf16(size_t n, uint64_t seed, float scale);
+
 /* Backend buffers from host arrays and back, asserting success. */
 DfBuffer df_test_upload(DfBackend *be, const float *host, size_t n, DfBufKind kind);
 DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n);
