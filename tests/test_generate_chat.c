@@ -263,8 +263,8 @@ static void test_turns_equal_plain_prompts(void **state) {
             fail_msg("turn %s: chat generate gave\n%s\nthe plain prompt path\n%s", field(rec, "id"), want[i], resp);
         some_differ |= i > 0 && strcmp(want[i], want[0]) != 0;
         free(resp);
-        free(want[i]);
     }
+    for (int i = 0; i < n; i++) free(want[i]);
     assert_true(some_differ);
     cJSON_Delete(got);
 
