@@ -45,6 +45,7 @@ typedef struct Decoder {
     uint32_t next_node, next_buffer;
     int codec;
     DfArrowBatchMemory *mem;
+    uint64_t data_bytes; /* of every buffer read so far, decompressed */
 } Decoder;
 
 typedef struct Buffer {
@@ -112,11 +113,15 @@ static int next_buffer(Decoder *d, Buffer *out, DfError *err) {
                        (long long)off, (long long)len, d->body_size);
     out->data = d->body + off;
     out->size = (size_t)len;
-    if (d->codec == CODEC_NONE || len == 0) return 0;
+    if (d->codec == CODEC_NONE || len == 0) {
+        d->data_bytes += (uint64_t)len;
+        return 0;
+    }
     if (len < 8) return df_fail(err, "compressed buffer %u is %lld bytes, shorter than its length prefix", k, (long long)len);
     int64_t raw = (int64_t)df_le_u64(out->data);
     if (raw == -1) { /* stored uncompressed */
         out->data += 8, out->size -= 8;
+        d->data_bytes += out->size;
         return 0;
     }
     if (raw < 0 || raw > MAX_BUFFER) return df_fail(err, "compressed buffer %u announces %lld bytes", k, (long long)raw);
@@ -126,6 +131,7 @@ static int next_buffer(Decoder *d, Buffer *out, DfError *err) {
         return df_context(err, "buffer %u", k);
     out->data = dst;
     out->size = (size_t)raw;
+    d->data_bytes += (uint64_t)raw;
     return 0;
 }
 
@@ -219,6 +225,33 @@ static int decode_array(Decoder *d, const DfArrowField *f, int depth, DfArrowArr
     }
 }
 
+/* The longest array in the tree rooted at a. */
+static int64_t longest_array(const DfArrowArray *a) {
+    int64_t n = a->length;
+    for (int c = 0; a->children && c < a->field->n_children; c++) {
+        int64_t k = longest_array(&a->children[c]);
+        if (k > n) n = k;
+    }
+    return n;
+}
+
+/* Every element of a readable array is backed by at least one bit of data
+ * (ints and offsets by bytes); arrays that carry none (structs, null-typed
+ * columns) could announce any length, and whoever walks them would spin for
+ * hours over nothing. So no array may be longer than 8 per byte of the
+ * batch's decompressed data, plus a floor for small batches of nulls. */
+static int check_lengths_backed(const Decoder *d, const DfArrowSchema *schema, const DfArrowBatch *out,
+                                DfError *err) {
+    int64_t cap = 8 * (int64_t)(d->data_bytes > (uint64_t)MAX_ELEMENTS ? (uint64_t)MAX_ELEMENTS : d->data_bytes) + 4096;
+    for (int c = 0; c < schema->n_fields; c++) {
+        int64_t n = longest_array(&out->columns[c]);
+        if (n > cap)
+            return df_fail(err, "column \"%s\": %lld values, but the record batch holds only %llu bytes of data",
+                           schema->fields[c].name, (long long)n, (unsigned long long)d->data_bytes);
+    }
+    return 0;
+}
+
 static int read_codec(const DfFbTable *rb, int *codec, DfError *err) {
     DfFbTable comp;
     int rc = df_fb_table(rb, RB_COMPRESSION, &comp, err);
@@ -250,7 +283,7 @@ int df_arrow_decode_batch(const DfFbTable *rb, const uint8_t *body, size_t body_
             return df_fail(err, "column \"%s\" has %lld values for %lld rows", schema->fields[c].name,
                            (long long)out->columns[c].length, (long long)length);
     }
-    return 0;
+    return check_lengths_backed(&d, schema, out, err);
 }
 
 /* ---- accessors ------------------------------------------------------------ */
