@@ -1,17 +1,19 @@
-/* Rotary position embedding, rotate_half convention, in place. */
+/* Rotary position embedding, rotate_half convention, in place: the forward,
+ * its backward (the opposite angle) and the partial form (the first
+ * rotary_dim values of each head) are one rotation. */
 #include "backend/cpu/cpu_ops.h"
 
-void df_cpu_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
-                 int heads, int head_dim) {
+void df_cpu_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
+                        DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign) {
     float *xs = x.ptr;
     const int32_t *pos = positions.ptr;
     const float *ct = cos_table.ptr, *st = sin_table.ptr;
-    int half = head_dim / 2;
+    int half = rotary_dim / 2;
     long table_rows = (long)(cos_table.count / (size_t)half);
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < n_tokens; t++) {
         if (pos[t] < 0 || pos[t] >= table_rows) {
-            df_cpu_record_failure(be, "rope: position %d of row %d is outside the table (%ld rows)", (int)pos[t], t,
+            df_cpu_record_failure(be, "%s: position %d of row %d is outside the table (%ld rows)", op, (int)pos[t], t,
                                   table_rows);
             continue;
         }
@@ -19,10 +21,15 @@ void df_cpu_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_tab
         for (int h = 0; h < heads; h++) {
             float *x1 = xs + ((size_t)t * heads + h) * head_dim, *x2 = x1 + half;
             for (int i = 0; i < half; i++) {
-                float a = x1[i], b = x2[i];
-                x1[i] = a * c[i] - b * s[i];
-                x2[i] = b * c[i] + a * s[i];
+                float a = x1[i], b = x2[i], si = sin_sign * s[i];
+                x1[i] = a * c[i] - b * si;
+                x2[i] = b * c[i] + a * si;
             }
         }
     }
+}
+
+void df_cpu_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                 int heads, int head_dim) {
+    df_cpu_rope_rotate(be, "rope", x, positions, cos_table, sin_table, n_tokens, heads, head_dim, head_dim, 1.0f);
 }

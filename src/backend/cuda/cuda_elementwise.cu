@@ -100,7 +100,7 @@ void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int ro
 /* sin_sign -1 rotates by the opposite angle: the backward (the rotation is
  * orthogonal, so its transpose is its inverse). */
 __global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, float sin_sign,
-                       int n_tokens, int heads, int half, int table_rows, DfCudaDeviceError *bad) {
+                       int n_tokens, int heads, int head_dim, int half, int table_rows, DfCudaDeviceError *bad) {
     size_t total = (size_t)n_tokens * heads * half;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
         int j = (int)(i % half);
@@ -115,7 +115,7 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const fl
             }
             continue;
         }
-        bf16 *x1 = x + th * 2 * half;
+        bf16 *x1 = x + th * head_dim;
         float c = cos_t[(size_t)p * half + j], s = sin_sign * sin_t[(size_t)p * half + j];
         float a = __bfloat162float(x1[j]), b = __bfloat162float(x1[j + half]);
         x1[j] = __float2bfloat16_rn(a * c - b * s);
@@ -125,7 +125,7 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const float *cos_t, const fl
 
 /* The same, 8 pairs per thread: 16-byte loads of x and 2 x 16 of cos/sin. */
 __global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, float sin_sign,
-                           int n_tokens, int heads, int half, int table_rows, DfCudaDeviceError *bad) {
+                           int n_tokens, int heads, int head_dim, int half, int table_rows, DfCudaDeviceError *bad) {
     int groups = half / 8;
     size_t total = (size_t)n_tokens * heads * groups;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
@@ -141,7 +141,7 @@ __global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, cons
             }
             continue;
         }
-        bf16 *x1 = x + th * 2 * half + j0, *x2 = x1 + half;
+        bf16 *x1 = x + th * head_dim + j0, *x2 = x1 + half;
         const float4 *c4 = (const float4 *)(cos_t + (size_t)p * half + j0);
         const float4 *s4 = (const float4 *)(sin_t + (size_t)p * half + j0);
         float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
@@ -160,33 +160,35 @@ __global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, cons
     }
 }
 
-static void rope_launch(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
-                        float sin_sign, int n_tokens, int heads, int head_dim) {
+void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
+                         DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_ROPE);
-    int half = head_dim / 2;
+    int half = rotary_dim / 2;
     size_t total = (size_t)n_tokens * heads * half;
     int table_rows = (int)(cos_table.count / (size_t)half);
-    if (half % 8 == 0 && aligned16(x.ptr) && aligned16(cos_table.ptr) && aligned16(sin_table.ptr))
+    /* 16-byte accesses need every head's first and second halves 16-byte aligned */
+    if (half % 8 == 0 && head_dim % 8 == 0 && aligned16(x.ptr) && aligned16(cos_table.ptr) && aligned16(sin_table.ptr))
         k_rope_vec<<<df_cuda_blocks(total / 8, 256), 256, 0, st->stream>>>(
             (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
-            sin_sign, n_tokens, heads, half, table_rows, st->dev_error);
+            sin_sign, n_tokens, heads, head_dim, half, table_rows, st->dev_error);
     else
         k_rope<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>(
             (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
-            sin_sign, n_tokens, heads, half, table_rows, st->dev_error);
-    DF_CUDA_CHECK_LAUNCH(be, sin_sign > 0 ? "rope" : "rope_backward");
+            sin_sign, n_tokens, heads, head_dim, half, table_rows, st->dev_error);
+    DF_CUDA_CHECK_LAUNCH(be, op);
     df_cuda_prof_end(be);
 }
 
 void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
                   int heads, int head_dim) {
-    rope_launch(be, x, positions, cos_table, sin_table, 1.0f, n_tokens, heads, head_dim);
+    df_cuda_rope_rotate(be, "rope", x, positions, cos_table, sin_table, n_tokens, heads, head_dim, head_dim, 1.0f);
 }
 
 void df_cuda_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
                            int n_tokens, int heads, int head_dim) {
-    rope_launch(be, dx, positions, cos_table, sin_table, -1.0f, n_tokens, heads, head_dim);
+    df_cuda_rope_rotate(be, "rope_backward", dx, positions, cos_table, sin_table, n_tokens, heads, head_dim, head_dim,
+                        -1.0f);
 }
 
 /* --- embedding gather: one block per token ------------------------------------ */

@@ -267,41 +267,10 @@ void df_cuda_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate) {
     df_cuda_prof_end(be);
 }
 
-/* --- partial RoPE: one thread per (token, head, pair i < rotary_dim/2) ----------- */
-
-__global__ void k_rope_partial(bf16 *x, const int32_t *pos, const float *cos_t, const float *sin_t, int n_tokens,
-                               int heads, int head_dim, int half, int table_rows, DfCudaDeviceError *bad) {
-    size_t total = (size_t)n_tokens * heads * half;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        int j = (int)(i % half);
-        size_t th = i / half; /* token * heads + head */
-        int t = (int)(th / heads);
-        int p = pos[t];
-        if (p < 0 || p >= table_rows) {
-            if (atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
-                bad->value = p;
-                bad->row = t;
-                bad->limit = table_rows;
-            }
-            continue;
-        }
-        bf16 *x1 = x + th * head_dim;
-        float c = cos_t[(size_t)p * half + j], s = sin_t[(size_t)p * half + j];
-        float a = __bfloat162float(x1[j]), b = __bfloat162float(x1[j + half]);
-        x1[j] = __float2bfloat16_rn(a * c - b * s);
-        x1[j + half] = __float2bfloat16_rn(b * c + a * s);
-    }
-}
+/* --- partial RoPE: the rope kernels on the first rotary_dim values of each head */
 
 void df_cuda_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
-                              int n_tokens, int heads, int head_dim, int rotary_dim) {
-    DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_ROPE);
-    int half = rotary_dim / 2;
-    size_t total = (size_t)n_tokens * heads * half;
-    k_rope_partial<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>(
-        (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
-        n_tokens, heads, head_dim, half, (int)(cos_table.count / (size_t)half), st->dev_error);
-    DF_CUDA_CHECK_LAUNCH(be, "rope_partial");
-    df_cuda_prof_end(be);
+                          int n_tokens, int heads, int head_dim, int rotary_dim) {
+    df_cuda_rope_rotate(be, "rope_partial", x, positions, cos_table, sin_table, n_tokens, heads, head_dim, rotary_dim,
+                        1.0f);
 }

@@ -140,6 +140,10 @@ void df_cuda_matmul_plans_free(DfCudaState *st);
 void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
 void df_cuda_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x);
 void df_cuda_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
+/* The rotation behind rope, rope_backward (sin_sign -1) and rope_partial
+ * (rotary_dim < head_dim); op names the caller in errors (cuda_elementwise.cu). */
+void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
+                         DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign);
 void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
                   int heads, int head_dim);
 void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
