@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/sort.h"
 #include "infer/target_decode.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -17,11 +18,6 @@ double df_decode_weight_bytes(const DfTargetModel *m) {
     double h = c->hidden_size, q = (double)c->num_heads * c->head_dim, kv = (double)c->num_kv_heads * c->head_dim;
     double per_layer = 2 * h * q + 2 * h * kv + 3 * h * c->intermediate_size + 2 * h + (c->has_qk_norm ? 2.0 * c->head_dim : 0);
     return (double)m->embed.elem_size * (c->num_layers * per_layer + h + (double)c->vocab_size * h);
-}
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Per-step kernel time from the backend's op profile (CUDA only). */
@@ -88,7 +84,7 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     if (profile_steps(m, 0, &r->device_ms, &r->attention_ms, err)) goto done;
     r->device_ms /= PROFILED_STEPS;
     r->attention_ms /= PROFILED_STEPS;
-    qsort(ms + WARMUP_STEPS, (size_t)r->timed_steps, sizeof *ms, compare_doubles);
+    df_sort_doubles(ms + WARMUP_STEPS, (size_t)r->timed_steps);
     r->step_ms = ms[WARMUP_STEPS + r->timed_steps / 2];
     r->batch = batch, r->prompt_len = prompt_len, r->new_tokens = new_tokens;
     r->tokens_per_s = batch / (r->step_ms * 1e-3);

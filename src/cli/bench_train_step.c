@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/sort.h"
 #include "cli/bench_drafter.h"
 #include "model/drafter.h"
 #include "model/target.h"
@@ -136,11 +137,6 @@ static int run_step(StepBench *b, double *phase_s, DfError *err) {
     return b->be->ops->sync(b->be, err);
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void count_flops(StepBench *b, const DfTrainStepShape *s, DfTrainStepResult *r) {
     int *lens = df_xmalloc((size_t)s->n_seqs * sizeof *lens, "bench lengths");
     for (int i = 0; i < s->n_seqs; i++) lens[i] = s->seq_len;
@@ -172,7 +168,7 @@ int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepRes
         times[i] = df_now_seconds() - t0;
     }
     if (run_step(&b, r->phase_s, err)) goto done;
-    qsort(times, (size_t)s->repeat, sizeof *times, compare_doubles);
+    df_sort_doubles(times, (size_t)s->repeat);
     r->step_s = times[s->repeat / 2];
     count_flops(&b, s, r);
     r->seqs_per_s = s->n_seqs / r->step_s;

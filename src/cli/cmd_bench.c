@@ -28,6 +28,7 @@
 
 #include "backend/select.h"
 #include "base/clock.h"
+#include "base/sort.h"
 #include "cli/args.h"
 #include "cli/bench_data.h"
 #include "cli/bench_decode.h"
@@ -248,16 +249,6 @@ done:
 
 #define NOMINAL_BF16_TFLOPS 989.0 /* H100 / H200 SXM, dense bf16 */
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* Uniform values in [-1, 1]: never zeros, which run faster than real data. */
 static int fill_uniform(DfBackend *be, DfBuffer b, uint64_t seed, DfError *err) {
     size_t block = (size_t)1 << 22;
@@ -297,7 +288,7 @@ static int gpu_gemm_tflops(DfBackend *be, int m, int n, int k, int iters, double
         ms[i] = df_cuda_timer_stop(timer);
     }
     if (be->ops->sync(be, err)) goto done;
-    *tflops = 2.0 * m * n * k / (median(ms, iters) * 1e-3) / 1e12;
+    *tflops = 2.0 * m * n * k / (df_median_sorting(ms, (size_t)iters) * 1e-3) / 1e12;
     rc = 0;
 done:
     df_buffer_free(be, &x), df_buffer_free(be, &w), df_buffer_free(be, &y);
@@ -336,7 +327,7 @@ static int gpu_attention_tflops(DfBackend *be, int seq_len, int n_seqs, int head
         ms[i] = df_cuda_timer_stop(timer);
     }
     if (be->ops->sync(be, err)) goto done;
-    *tflops = 2.0 * seq_len * (double)seq_len * heads * hd * n_seqs / (median(ms, iters) * 1e-3) / 1e12;
+    *tflops = 2.0 * seq_len * (double)seq_len * heads * hd * n_seqs / (df_median_sorting(ms, (size_t)iters) * 1e-3) / 1e12;
     rc = 0;
 done:
     df_packed_batch_free(&batch, be);
@@ -413,7 +404,7 @@ static int gpu_prefill(DfBackend *be, DfTargetModel *m, int seq_len, int n_seqs,
     df_cuda_profile_enable(be, 0);
     if (rc == 0) rc = df_cuda_profile_read(be, r->op_ms, err);
     if (rc == 0) {
-        r->ms = median(ms, repeat);
+        r->ms = df_median_sorting(ms, (size_t)repeat);
         r->layers = m->layers_run;
         r->tokens_per_s = (double)seq_len * n_seqs / (r->ms * 1e-3);
         r->tflops = df_target_forward_flops(&m->cfg, p.lens, n_seqs, m->layers_run, with_logits) / (r->ms * 1e-3) / 1e12;

@@ -6,6 +6,7 @@
 
 #include "base/atomic_file.h"
 #include "base/clock.h"
+#include "base/sort.h"
 
 int df_stage_table_init(DfStageTable *t, const char *const *names, int n, DfError *err) {
     memset(t, 0, sizeof *t);
@@ -50,18 +51,12 @@ void df_stage_end(DfStageTable *t, int stage, double t0) { df_stage_record(t, st
 
 double df_stage_wall(const DfStageTable *t) { return df_now_seconds() - t->t_start; }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The median (mean of the two middle values for an even count). */
+/* The median (mean of the two middle values for an even count), v untouched. */
 static double median(const double *v, size_t n) {
     if (n == 0) return 0;
     double *s = df_xmalloc(n * sizeof *s, "stage median");
     memcpy(s, v, n * sizeof *s);
-    qsort(s, n, sizeof *s, cmp_double);
-    double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    double m = df_median_sorting(s, n);
     free(s);
     return m;
 }
