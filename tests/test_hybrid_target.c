@@ -22,65 +22,11 @@
 #define VL_MODEL_DIR "tests/fixtures/hybrid/qwen35-vl-random"
 #define FIXTURE "tests/fixtures/hybrid/qwen35-random.safetensors"
 
-typedef struct Reference {
-    int n_tokens, n_seqs, n_layers, hidden, vocab;
-    int32_t *ids, *starts;
-    float *layer_out; /* [L, T, H] */
-    float *logits;    /* [T, V] */
-} Reference;
-
-static int32_t *copy_i32(const DfSafetensors *st, const char *name, int *count) {
-    const DfTensorInfo *t = df_safetensors_find(st, name);
-    assert_non_null(t);
-    assert_int_equal(t->dtype, DF_DTYPE_I32);
-    assert_int_equal(t->ndim, 1);
-    *count = (int)t->shape[0];
-    int32_t *out = malloc(t->nbytes);
-    memcpy(out, t->data, t->nbytes);
-    return out;
-}
+typedef DfTargetReference Reference;
 
 static void load_config(DfModelConfig *c, const char *dir) {
     DfError err;
     if (df_model_config_load(c, df_test_path(dir), &err)) fail_msg("%s", err.msg);
-}
-
-static void load_reference(Reference *r, const DfModelConfig *cfg) {
-    DfSafetensors st;
-    DfError err;
-    if (df_safetensors_open(&st, df_test_path(FIXTURE), &err)) fail_msg("%s", err.msg);
-    int n_starts;
-    r->ids = copy_i32(&st, "input_ids", &r->n_tokens);
-    r->starts = copy_i32(&st, "seq_starts", &n_starts);
-    r->n_seqs = n_starts - 1;
-    assert_int_equal(r->starts[r->n_seqs], r->n_tokens);
-    r->n_layers = cfg->num_layers, r->hidden = cfg->hidden_size, r->vocab = cfg->vocab_size;
-    int64_t lo[3] = {r->n_layers, r->n_tokens, r->hidden}, lg[2] = {r->n_tokens, r->vocab};
-    r->layer_out = df_safetensors_load_f32(&st, "layer_out", 3, lo, &err);
-    if (!r->layer_out) fail_msg("%s", err.msg);
-    r->logits = df_safetensors_load_f32(&st, "logits", 2, lg, &err);
-    if (!r->logits) fail_msg("%s", err.msg);
-    df_safetensors_close(&st);
-}
-
-static void free_reference(Reference *r) { free(r->ids), free(r->starts), free(r->layer_out), free(r->logits); }
-
-/* Column block j of features [T, n*H] against reference layer l. */
-static double tap_error(const float *features, int n_taps, int j, const Reference *r, int layer) {
-    size_t th = (size_t)r->n_tokens * r->hidden;
-    float *tap = malloc(th * sizeof *tap);
-    for (int t = 0; t < r->n_tokens; t++)
-        memcpy(tap + (size_t)t * r->hidden, features + ((size_t)t * n_taps + j) * r->hidden, r->hidden * sizeof *tap);
-    double e = df_rel_error(tap, r->layer_out + (size_t)layer * th, th);
-    free(tap);
-    return e;
-}
-
-static void load_model(DfTargetModel *m, DfBackend **be, const char *dir, int n_layers, int with_head) {
-    DfError err;
-    *be = df_backend_cpu_create(&err);
-    assert_non_null(*be);
-    if (df_target_load(m, *be, df_test_path(dir), n_layers, with_head, &err)) fail_msg("%s", err.msg);
 }
 
 static void free_model(DfTargetModel *m, DfBackend *be) {
@@ -228,10 +174,10 @@ static void check_full_parity(const char *model_dir) {
     DfError err;
     load_config(&cfg, model_dir);
     Reference r;
-    load_reference(&r, &cfg);
+    df_test_target_reference_load(&r, FIXTURE, &cfg);
     DfTargetModel m;
     DfBackend *be;
-    load_model(&m, &be, model_dir, cfg.num_layers, 1);
+    df_test_load_cpu_target(&m, &be, model_dir, cfg.num_layers, 1);
     int taps[4] = {0, 1, 2, 3};
     assert_int_equal(r.n_layers, 4);
     float *features = malloc((size_t)r.n_tokens * 4 * r.hidden * sizeof *features);
@@ -239,7 +185,7 @@ static void check_full_parity(const char *model_dir) {
     if (df_target_forward(&m, r.ids, r.starts, r.n_seqs, taps, 4, features, logits, &err)) fail_msg("%s", err.msg);
     assert_int_equal(m.layers_run, 4);
     for (int l = 0; l < 4; l++) {
-        double e = tap_error(features, 4, l, &r, l);
+        double e = df_test_tap_error(features, 4, l, &r, l);
         print_message("%s layer %d (%s): rel error %.3g\n", model_dir, l, cfg.layer_is_linear[l] ? "linear" : "full", e);
         if (!(e < PARITY_TOL)) fail_msg("%s layer %d: relative error %g", model_dir, l, e);
     }
@@ -248,7 +194,7 @@ static void check_full_parity(const char *model_dir) {
     if (!(e < PARITY_TOL)) fail_msg("%s logits: relative error %g", model_dir, e);
     free(features), free(logits);
     free_model(&m, be);
-    free_reference(&r);
+    df_test_target_reference_free(&r);
 }
 
 static void test_causal_lm_all_layers_and_logits(void **state) {
@@ -272,21 +218,21 @@ static void test_taps_run_only_needed_layers(void **state) {
     int need = df_target_layers_needed(&cfg, taps, 2, 0);
     assert_int_equal(need, 3);
     Reference r;
-    load_reference(&r, &cfg);
+    df_test_target_reference_load(&r, FIXTURE, &cfg);
     DfTargetModel m;
     DfBackend *be;
-    load_model(&m, &be, MODEL_DIR, need, 0);
+    df_test_load_cpu_target(&m, &be, MODEL_DIR, need, 0);
     assert_false(m.has_head);
     float *features = malloc((size_t)r.n_tokens * 2 * r.hidden * sizeof *features);
     if (df_target_forward(&m, r.ids, r.starts, r.n_seqs, taps, 2, features, NULL, &err)) fail_msg("%s", err.msg);
     assert_int_equal(m.layers_run, 3);
     for (int j = 0; j < 2; j++) {
-        double e = tap_error(features, 2, j, &r, taps[j]);
+        double e = df_test_tap_error(features, 2, j, &r, taps[j]);
         if (!(e < PARITY_TOL)) fail_msg("tap %d (layer %d): relative error %g", j, taps[j], e);
     }
     free(features);
     free_model(&m, be);
-    free_reference(&r);
+    df_test_target_reference_free(&r);
 }
 
 /* The packed batch (recurrent state and convolution window restarting at
@@ -297,11 +243,11 @@ static void test_packed_equals_one_at_a_time(void **state) {
     DfError err;
     load_config(&cfg, MODEL_DIR);
     Reference r;
-    load_reference(&r, &cfg);
+    df_test_target_reference_load(&r, FIXTURE, &cfg);
     assert_true(r.n_seqs >= 3);
     DfTargetModel m;
     DfBackend *be;
-    load_model(&m, &be, MODEL_DIR, cfg.num_layers, 1);
+    df_test_load_cpu_target(&m, &be, MODEL_DIR, cfg.num_layers, 1);
     const int taps[2] = {1, 3};
     size_t row = 2 * (size_t)r.hidden, vocab = (size_t)r.vocab;
     float *packed = malloc((size_t)r.n_tokens * row * sizeof *packed);
@@ -321,7 +267,7 @@ static void test_packed_equals_one_at_a_time(void **state) {
     }
     free(packed), free(packed_logits);
     free_model(&m, be);
-    free_reference(&r);
+    df_test_target_reference_free(&r);
 }
 
 /* Flops by the documented formula, worked out by hand for the fixture's

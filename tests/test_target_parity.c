@@ -13,63 +13,7 @@
 
 #define PARITY_TOL 1e-3
 
-typedef struct Reference {
-    int n_tokens, n_seqs, n_layers, hidden, vocab;
-    int32_t *ids, *starts;
-    float *layer_out; /* [L, T, H] */
-    float *logits;    /* [T, V] */
-} Reference;
-
-static int32_t *copy_i32(const DfSafetensors *st, const char *name, int *count) {
-    const DfTensorInfo *t = df_safetensors_find(st, name);
-    assert_non_null(t);
-    assert_int_equal(t->dtype, DF_DTYPE_I32);
-    assert_int_equal(t->ndim, 1);
-    *count = (int)t->shape[0];
-    int32_t *out = malloc(t->nbytes);
-    memcpy(out, t->data, t->nbytes);
-    return out;
-}
-
-static void load_reference(Reference *r, const char *path, const DfModelConfig *cfg) {
-    DfSafetensors st;
-    DfError err;
-    if (df_safetensors_open(&st, df_test_path(path), &err)) fail_msg("%s", err.msg);
-    int n_starts;
-    r->ids = copy_i32(&st, "input_ids", &r->n_tokens);
-    r->starts = copy_i32(&st, "seq_starts", &n_starts);
-    r->n_seqs = n_starts - 1;
-    assert_int_equal(r->starts[r->n_seqs], r->n_tokens);
-    r->n_layers = cfg->num_layers, r->hidden = cfg->hidden_size, r->vocab = cfg->vocab_size;
-    int64_t lo[3] = {r->n_layers, r->n_tokens, r->hidden}, lg[2] = {r->n_tokens, r->vocab};
-    r->layer_out = df_safetensors_load_f32(&st, "layer_out", 3, lo, &err);
-    if (!r->layer_out) fail_msg("%s", err.msg);
-    r->logits = df_safetensors_load_f32(&st, "logits", 2, lg, &err);
-    if (!r->logits) fail_msg("%s", err.msg);
-    df_safetensors_close(&st);
-}
-
-static void free_reference(Reference *r) {
-    free(r->ids), free(r->starts), free(r->layer_out), free(r->logits);
-}
-
-/* Column block j of features [T, n*H] against reference layer l. */
-static double tap_error(const float *features, int n_taps, int j, const Reference *r, int layer) {
-    size_t th = (size_t)r->n_tokens * r->hidden;
-    float *tap = malloc(th * sizeof *tap);
-    for (int t = 0; t < r->n_tokens; t++)
-        memcpy(tap + (size_t)t * r->hidden, features + ((size_t)t * n_taps + j) * r->hidden, r->hidden * sizeof *tap);
-    double e = df_rel_error(tap, r->layer_out + (size_t)layer * th, th);
-    free(tap);
-    return e;
-}
-
-static void load_model(DfTargetModel *m, DfBackend **be, const char *dir, int n_layers, int with_head) {
-    DfError err;
-    *be = df_backend_cpu_create(&err);
-    assert_non_null(*be);
-    if (df_target_load(m, *be, df_test_path(dir), n_layers, with_head, &err)) fail_msg("%s", err.msg);
-}
+typedef DfTargetReference Reference;
 
 /* All layers tapped plus logits, packed batch: every layer and the logits match. */
 static void check_full_parity(const char *model_dir, const char *fixture) {
@@ -77,10 +21,10 @@ static void check_full_parity(const char *model_dir, const char *fixture) {
     DfError err;
     if (df_model_config_load(&cfg, df_test_path(model_dir), &err)) fail_msg("%s", err.msg);
     Reference r;
-    load_reference(&r, fixture, &cfg);
+    df_test_target_reference_load(&r, fixture, &cfg);
     DfTargetModel m;
     DfBackend *be;
-    load_model(&m, &be, model_dir, cfg.num_layers, 1);
+    df_test_load_cpu_target(&m, &be, model_dir, cfg.num_layers, 1);
     int *taps = malloc((size_t)r.n_layers * sizeof *taps);
     for (int l = 0; l < r.n_layers; l++) taps[l] = l;
     float *features = malloc((size_t)r.n_tokens * r.n_layers * r.hidden * sizeof *features);
@@ -89,7 +33,7 @@ static void check_full_parity(const char *model_dir, const char *fixture) {
         fail_msg("%s", err.msg);
     assert_int_equal(m.layers_run, r.n_layers);
     for (int l = 0; l < r.n_layers; l++) {
-        double e = tap_error(features, r.n_layers, l, &r, l);
+        double e = df_test_tap_error(features, r.n_layers, l, &r, l);
         print_message("%s layer %d: rel error %.3g\n", model_dir, l, e);
         if (!(e < PARITY_TOL)) fail_msg("%s layer %d: relative error %g", model_dir, l, e);
     }
@@ -99,7 +43,7 @@ static void check_full_parity(const char *model_dir, const char *fixture) {
     free(taps), free(features), free(logits);
     df_target_free(&m);
     df_backend_destroy(be);
-    free_reference(&r);
+    df_test_target_reference_free(&r);
 }
 
 static void test_coder_tiny_all_layers_and_logits(void **state) {
@@ -124,17 +68,17 @@ static void test_coder_tiny_default_taps_run_only_needed_layers(void **state) {
     int need = df_target_layers_needed(&cfg, taps, 3, 0);
     assert_int_equal(need, 6);
     Reference r;
-    load_reference(&r, "tests/fixtures/target/coder-tiny.safetensors", &cfg);
+    df_test_target_reference_load(&r, "tests/fixtures/target/coder-tiny.safetensors", &cfg);
     DfTargetModel m;
     DfBackend *be;
-    load_model(&m, &be, "assets/coder-tiny", need, 0);
+    df_test_load_cpu_target(&m, &be, "assets/coder-tiny", need, 0);
     assert_int_equal(m.n_layers_loaded, 6);
     assert_false(m.has_head);
     float *features = malloc((size_t)r.n_tokens * 3 * r.hidden * sizeof *features);
     if (df_target_forward(&m, r.ids, r.starts, r.n_seqs, taps, 3, features, NULL, &err)) fail_msg("%s", err.msg);
     assert_int_equal(m.layers_run, 6);
     for (int j = 0; j < 3; j++) {
-        double e = tap_error(features, 3, j, &r, taps[j]);
+        double e = df_test_tap_error(features, 3, j, &r, taps[j]);
         if (!(e < PARITY_TOL)) fail_msg("tap %d (layer %d): relative error %g", j, taps[j], e);
     }
     /* logits need the head, which was not loaded; a tap past the loaded layers is refused */
@@ -146,7 +90,7 @@ static void test_coder_tiny_default_taps_run_only_needed_layers(void **state) {
     free(features), free(logits);
     df_target_free(&m);
     df_backend_destroy(be);
-    free_reference(&r);
+    df_test_target_reference_free(&r);
 }
 
 /* Packed batch equals each sequence run alone (positions restart at 0). */
@@ -157,7 +101,7 @@ static void test_head_without_all_layers(void **state) {
     DfTargetModel m;
     DfBackend *be;
     DfError err;
-    load_model(&m, &be, "tests/fixtures/target/llama3-random", 2, 1);
+    df_test_load_cpu_target(&m, &be, "tests/fixtures/target/llama3-random", 2, 1);
     assert_true(m.has_head);
     assert_int_equal(m.n_layers_loaded, 2);
     assert_false(m.lm_head_tied);
@@ -178,12 +122,12 @@ static void test_packed_equals_one_at_a_time(void **state) {
     DfError err;
     if (df_model_config_load(&cfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
     Reference r;
-    load_reference(&r, "tests/fixtures/target/coder-tiny.safetensors", &cfg);
+    df_test_target_reference_load(&r, "tests/fixtures/target/coder-tiny.safetensors", &cfg);
     assert_true(r.n_seqs >= 2);
     DfTargetModel m;
     DfBackend *be;
     const int taps[2] = {0, 7};
-    load_model(&m, &be, "assets/coder-tiny", cfg.num_layers, 0);
+    df_test_load_cpu_target(&m, &be, "assets/coder-tiny", cfg.num_layers, 0);
     size_t row = 2 * (size_t)r.hidden;
     float *packed = malloc((size_t)r.n_tokens * row * sizeof *packed);
     if (df_target_forward(&m, r.ids, r.starts, r.n_seqs, taps, 2, packed, NULL, &err)) fail_msg("%s", err.msg);
@@ -199,7 +143,7 @@ static void test_packed_equals_one_at_a_time(void **state) {
     free(packed);
     df_target_free(&m);
     df_backend_destroy(be);
-    free_reference(&r);
+    df_test_target_reference_free(&r);
 }
 
 static void test_bad_token_id_is_refused(void **state) {
@@ -207,7 +151,7 @@ static void test_bad_token_id_is_refused(void **state) {
     DfTargetModel m;
     DfBackend *be;
     DfError err;
-    load_model(&m, &be, "tests/fixtures/target/llama3-random", 1, 0);
+    df_test_load_cpu_target(&m, &be, "tests/fixtures/target/llama3-random", 1, 0);
     int32_t ids[4] = {1, 2, 320, 4}, starts[2] = {0, 4};
     int tap = 0;
     float out[4 * 64];
@@ -239,7 +183,7 @@ static void test_forward_command(void **state) {
     DfError err;
     if (df_model_config_load(&cfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
     Reference r;
-    load_reference(&r, "tests/fixtures/target/coder-tiny.safetensors", &cfg);
+    df_test_target_reference_load(&r, "tests/fixtures/target/coder-tiny.safetensors", &cfg);
     char *dir = df_test_tmpdir("forward");
     char in_path[512], out_path[512], cmd[2048], log[4096];
     snprintf(in_path, sizeof in_path, "%s/ids.jsonl", dir);
@@ -258,7 +202,7 @@ static void test_forward_command(void **state) {
     DfSafetensors st;
     if (df_safetensors_open(&st, out_path, &err)) fail_msg("%s", err.msg);
     int n_ids;
-    int32_t *layer_ids = copy_i32(&st, "target_layer_ids", &n_ids);
+    int32_t *layer_ids = df_test_copy_i32(&st, "target_layer_ids", &n_ids);
     assert_int_equal(n_ids, 3);
     int64_t fshape[2] = {r.n_tokens, 3 * r.hidden}, lshape[2] = {r.n_tokens, r.vocab};
     float *features = df_safetensors_load_f32(&st, "features", 2, fshape, &err);
@@ -267,7 +211,7 @@ static void test_forward_command(void **state) {
     assert_non_null(logits);
     for (int j = 0; j < 3; j++) {
         assert_int_equal(layer_ids[j], 2 * j + 1);
-        double e = tap_error(features, 3, j, &r, layer_ids[j]);
+        double e = df_test_tap_error(features, 3, j, &r, layer_ids[j]);
         if (!(e < PARITY_TOL)) fail_msg("command tap %d: relative error %g", j, e);
     }
     double e = df_rel_error(logits, r.logits, (size_t)r.n_tokens * r.vocab);
@@ -288,7 +232,7 @@ static void test_forward_command(void **state) {
     assert_false(df_test_file_exists(bad_out));
     df_test_rmtree(dir);
     free(dir);
-    free_reference(&r);
+    df_test_target_reference_free(&r);
 }
 
 int main(void) {

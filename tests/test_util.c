@@ -2,6 +2,7 @@
 #include "test_util.h"
 
 #include "base/numeric.h"
+#include "formats/safetensors.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -207,4 +208,54 @@ float *df_test_random_bf16(size_t n, uint64_t seed, float scale) {
     float *x = df_test_random_array(n, seed, scale);
     for (size_t i = 0; i < n; i++) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
     return x;
+}
+
+int32_t *df_test_copy_i32(const DfSafetensors *st, const char *name, int *count) {
+    const DfTensorInfo *t = df_safetensors_find(st, name);
+    assert_non_null(t);
+    assert_int_equal(t->dtype, DF_DTYPE_I32);
+    assert_int_equal(t->ndim, 1);
+    *count = (int)t->shape[0];
+    int32_t *out = malloc(t->nbytes);
+    memcpy(out, t->data, t->nbytes);
+    return out;
+}
+
+void df_test_target_reference_load(DfTargetReference *r, const char *path, const DfModelConfig *cfg) {
+    DfSafetensors st;
+    DfError err;
+    if (df_safetensors_open(&st, df_test_path(path), &err)) fail_msg("%s", err.msg);
+    int n_starts;
+    r->ids = df_test_copy_i32(&st, "input_ids", &r->n_tokens);
+    r->starts = df_test_copy_i32(&st, "seq_starts", &n_starts);
+    r->n_seqs = n_starts - 1;
+    assert_int_equal(r->starts[r->n_seqs], r->n_tokens);
+    r->n_layers = cfg->num_layers, r->hidden = cfg->hidden_size, r->vocab = cfg->vocab_size;
+    int64_t lo[3] = {r->n_layers, r->n_tokens, r->hidden}, lg[2] = {r->n_tokens, r->vocab};
+    r->layer_out = df_safetensors_load_f32(&st, "layer_out", 3, lo, &err);
+    if (!r->layer_out) fail_msg("%s", err.msg);
+    r->logits = df_safetensors_load_f32(&st, "logits", 2, lg, &err);
+    if (!r->logits) fail_msg("%s", err.msg);
+    df_safetensors_close(&st);
+}
+
+void df_test_target_reference_free(DfTargetReference *r) {
+    free(r->ids), free(r->starts), free(r->layer_out), free(r->logits);
+}
+
+double df_test_tap_error(const float *features, int n_taps, int j, const DfTargetReference *r, int layer) {
+    size_t th = (size_t)r->n_tokens * r->hidden;
+    float *tap = malloc(th * sizeof *tap);
+    for (int t = 0; t < r->n_tokens; t++)
+        memcpy(tap + (size_t)t * r->hidden, features + ((size_t)t * n_taps + j) * r->hidden, r->hidden * sizeof *tap);
+    double e = df_rel_error(tap, r->layer_out + (size_t)layer * th, th);
+    free(tap);
+    return e;
+}
+
+void df_test_load_cpu_target(DfTargetModel *m, DfBackend **be, const char *dir, int n_layers, int with_head) {
+    DfError err;
+    *be = df_backend_cpu_create(&err);
+    assert_non_null(*be);
+    if (df_target_load(m, *be, df_test_path(dir), n_layers, with_head, &err)) fail_msg("%s", err.msg);
 }

@@ -11,6 +11,9 @@
 
 #include "backend/backend.h"
 #include "base/buffer.h"
+#include "formats/model_config.h"
+#include "formats/safetensors.h"
+#include "model/target.h"
 
 /* Absolute path of a file in the source tree (DFLASH_SOURCE_DIR overrides the
  * build-time location), in a static rotating buffer. */
@@ -59,6 +62,24 @@ typedef struct DfTestBackendFixture {
 } DfTestBackendFixture;
 int df_test_cpu_backend_setup(void **state);
 int df_test_cpu_backend_teardown(void **state);
+
+/* A target's reference outputs (tests/ref/target_ref.py, hybrid_ref.py:
+ * transformers, fp32): packed ids, every decoder layer's output and the
+ * logits. */
+typedef struct DfTargetReference {
+    int n_tokens, n_seqs, n_layers, hidden, vocab;
+    int32_t *ids, *starts;
+    float *layer_out; /* [L, T, H] */
+    float *logits;    /* [T, V] */
+} DfTargetReference;
+/* A copy (heap) of the 1-D int32 tensor `name`, asserting its dtype and rank. */
+int32_t *df_test_copy_i32(const DfSafetensors *st, const char *name, int *count);
+void df_test_target_reference_load(DfTargetReference *r, const char *path, const DfModelConfig *cfg);
+void df_test_target_reference_free(DfTargetReference *r);
+/* Relative error of column block j of features [T, n_taps*H] against reference layer `layer`. */
+double df_test_tap_error(const float *features, int n_taps, int j, const DfTargetReference *r, int layer);
+/* Loads layers 0..n_layers-1 (and the head) of the model in dir onto a new CPU backend. */
+void df_test_load_cpu_target(DfTargetModel *m, DfBackend **be, const char *dir, int n_layers, int with_head);
 
 /* A CPU backend and, when a GPU is present (and CUDA is built in), a CUDA
  * one: the cmocka group state of the tests that compare the two
