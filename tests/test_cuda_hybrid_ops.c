@@ -274,12 +274,13 @@ static void test_rope_partial(void **state) {
 }
 
 /* The attention op at the head dims a hybrid target brings (16 in the
- * fixture, 256 in the released models; also an odd 40), which take the
- * generic CUDA kernel: output and log-sum-exp against the CPU, GQA 6 / 2. */
+ * fixture, 256 in the released models, on tensor cores; also an odd 40,
+ * which like 16 takes the generic CUDA kernel): output and log-sum-exp
+ * against the CPU, GQA 6 / 2; 300 tokens span five key tiles of 64. */
 static void test_attention_other_head_dims(void **state) {
     Fixture *f = gpu_or_skip(state);
-    const int lens[] = {1, 40, 7, 100};
-    PairBatch b = pair_batch(f, lens, 4);
+    const int lens[] = {1, 40, 7, 100, 300};
+    PairBatch b = pair_batch(f, lens, 5);
     const int dims[] = {16, 256, 40};
     int heads = 6, kv_heads = 2;
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {

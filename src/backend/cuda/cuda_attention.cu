@@ -7,7 +7,8 @@
  * exists, and only in registers.
  *
  * Tensor cores: S = Q K^T and O += P V are mma.sync m16n8k16 (bf16 in, fp32
- * accumulate); each warp owns 16 (or 32) query rows. With 16, Q stays in
+ * accumulate); each warp owns 16 (or 32) query rows; head dims 64, 128 and
+ * 256. With 16 (and head dim up to 128), Q stays in
  * registers as mma A fragments; K and V tiles are double-buffered in shared memory, filled with
  * cp.async (rows past the sequence end are zero-filled, never read), read
  * with ldmatrix (V with .trans, since PV needs V as the column operand). The
@@ -40,14 +41,16 @@ __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *base, int ld, i
 
 /* MT: m-tiles of 16 query rows per warp. MT 1 keeps Q's fragments in
  * registers; MT 2 (128 rows per block) reloads them from shared memory at
- * each k-step but reuses every K and V fragment for two m-tiles. */
+ * each k-step but reuses every K and V fragment for two m-tiles. At head
+ * dim 256 (MT 1) the output accumulators alone take 128 registers a thread,
+ * so Q is read from shared memory there too instead of spilling. */
 template <int D, int MT>
 __global__ void __launch_bounds__(WARPS * 32) k_flash_attention(bf16 *out, float *lse, const bf16 *q, const bf16 *k,
                                                                  const bf16 *v, const int32_t *seq_starts,
                                                                  int n_tokens, int heads, int kv_heads,
                                                                  float scale_log2) {
     constexpr int SD = D + 8, KSTEPS = D / 16, DTILES = D / 8, BMT = WARPS * 16 * MT;
-    constexpr bool Q_IN_REGS = MT == 1;
+    constexpr bool Q_IN_REGS = MT == 1 && D <= 128;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sq = (bf16 *)smem_raw;
     bf16 *sk = sq + BMT * SD;     /* [2][BN][SD] */
@@ -276,7 +279,9 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
         launch<128, 2>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
     else if (head_dim == 128)
         launch<128, 1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
-    else /* other head dims up to 256 (a hybrid target's 256): CUDA cores, cuda_attention_generic.cu */
+    else if (head_dim == 256) /* hybrid targets (Qwen3.5/3.6); 165 KiB of shared memory, one block per SM */
+        launch<256, 1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
+    else /* other head dims up to 256: CUDA cores, cuda_attention_generic.cu */
         df_cuda_attention_generic(be, out, lse, q, k, v, batch, heads, kv_heads, head_dim, scale);
     df_cuda_prof_end(be);
 }
