@@ -3,7 +3,9 @@
 # CUDA test program, a short coder-tiny training on the GPU, the benchmarks of
 # training (whole step, lm-head CE, block attention, AdamW), the reference
 # fixtures that need transformers (chat templates, hybrid targets),
-# compute-sanitizer memcheck on the training-op tests, the decode benchmarks
+# compute-sanitizer memcheck on the training-op tests (racecheck too, as the
+# part racecheck: the training, optimizer and inference op tests), the
+# decode benchmarks
 # (ours and transformers'), the hybrid target's prefill (ours and
 # transformers'). Runs on the GPU
 # machine from the root of a tree holding .devpack/ (scripts/device_pack.sh);
@@ -11,8 +13,8 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill,dp (default: all but
-#   prefill and dp; dp = scripts/dp_check.sh: queue depths, two-GPU data parallel through NCCL, a lost
+#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill,dp (default:
+#   all but racecheck, prefill and dp; dp = scripts/dp_check.sh: queue depths, two-GPU data parallel through NCCL, a lost
 #   rank, resume across GPU counts; run it on the 2-GPU machine)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
@@ -84,7 +86,12 @@ if want fixtures; then
             mkdir -p /tmp/fx/hybrid
             timeout 180 python3 "$hybrid" /tmp/fx/hybrid
         fi
-        (cd /tmp/fx && tar czf "$OUT/fixtures.tgz" chat $( [ -d hybrid ] && echo hybrid))
+        # transformers' own bf16 forward of the hybrid fixture against its fp32 one: the
+        # yardstick of test_cuda_hybrid_ops' whole-model check
+        section "hybrid_bf16_ref"
+        mkdir -p /tmp/fx/hybrid-bf16 && cp -r tests/fixtures/hybrid/qwen35-random* /tmp/fx/hybrid-bf16/
+        timeout 180 python3 tests/ref/hybrid_bf16_ref.py /tmp/fx/hybrid-bf16
+        (cd /tmp/fx && tar czf "$OUT/fixtures.tgz" chat hybrid-bf16/qwen35-random-bf16.json $( [ -d hybrid ] && echo hybrid))
     } 2>&1 | tee -a "$OUT/tests.log"
 fi
 
@@ -94,6 +101,18 @@ if want memcheck; then
         section "memcheck $t"
         timeout 100 compute-sanitizer --tool memcheck --target-processes application-only "$t" 2>&1 | tail -4
     done 2>&1 | tee "$OUT/memcheck.log"
+fi
+
+# racecheck: shared-memory hazards in the kernels with barriers (block attention's
+# and test_cuda_ops' runs are in bench/README.md); each program up to 150 s
+if want racecheck; then
+    for t in "$T"/test_cuda_train_ops "$T"/test_cuda_optimizer "$T"/test_cuda_infer_ops; do
+        [ -x "$t" ] || continue
+        section "racecheck $t"
+        timeout 150 compute-sanitizer --tool racecheck --racecheck-report hazard --target-processes application-only \
+            "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK\|^  ' | tail -6
+        echo "exit ${PIPESTATUS[0]}"
+    done 2>&1 | tee "$OUT/racecheck.log"
 fi
 
 if want decode; then

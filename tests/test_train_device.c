@@ -1,9 +1,11 @@
 /* dflash train --device: a device that cannot train (no GPU, CUDA not built
  * in, or a backend without the drafter's training ops) is refused before any
  * data is read or prepared, with a message naming the device; an unknown
- * name is refused; a CPU run reports the memory of each arena role. */
+ * name is refused; a CPU run reports the memory of each arena role;
+ * --random-target-weights trains against a random target of the same shape. */
 #include "test_util.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,11 +61,52 @@ static void test_cpu_run_reports_memory_per_role(void **state) {
     free(dir), free(out);
 }
 
+/* The first step's loss of the run in dir/run (metrics.jsonl's first line). */
+static double first_loss(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/run/metrics.jsonl", dir);
+    char *text = df_test_read_file(path, NULL);
+    assert_non_null(text);
+    const char *field = strstr(text, "\"loss\":");
+    assert_non_null(field);
+    double loss = strtod(field + strlen("\"loss\":"), NULL);
+    free(text);
+    return loss;
+}
+
+/* Random target weights change the features, so the first loss, and are a
+ * function of the seed: two runs with the same seed agree bit for bit. */
+static void test_random_target_weights(void **state) {
+    (void)state;
+    const char *opts = "--steps 1 --device cpu --draft-layers 1 --intermediate-size 128 --num-taps 2 --block-size 8 "
+                       "--num-anchors 4 --token-budget 600 --max-length 600 --seed 3";
+    char random_opts[512];
+    snprintf(random_opts, sizeof random_opts, "%s --random-target-weights", opts);
+    const char *data = df_test_path("assets/data/code-dev.jsonl");
+    double loss[3];
+    const char *which[3] = {opts, random_opts, random_opts};
+    char *out = malloc(OUT_CAP);
+    for (int i = 0; i < 3; i++) {
+        char *dir = df_test_tmpdir("train_random");
+        int rc = run_train(dir, data, which[i], out);
+        if (rc != 0) fail_msg("dflash train %s exited %d:\n%s", which[i], rc, out);
+        loss[i] = first_loss(dir);
+        df_test_rmtree(dir);
+        free(dir);
+    }
+    printf("first loss: loaded weights %.6f, random weights %.6f and %.6f\n", loss[0], loss[1], loss[2]);
+    assert_true(isfinite(loss[1]));
+    assert_true(loss[0] != loss[1]);
+    assert_true(loss[1] == loss[2]);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_refused_before_the_data),
         cmocka_unit_test(test_unknown_device),
         cmocka_unit_test(test_cpu_run_reports_memory_per_role),
+        cmocka_unit_test(test_random_target_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

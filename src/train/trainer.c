@@ -30,6 +30,7 @@
 #include "model/drafter.h"
 #include "model/drafter_io.h"
 #include "model/target.h"
+#include "model/target_random.h"
 #include "train/anchors.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
@@ -169,6 +170,7 @@ static char *options_json(const Trainer *t) {
     canonical(o->data_source ? o->data_source : o->data_store, data, sizeof data);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "target", target);
+    if (o->random_target_weights) cJSON_AddStringToObject(j, "target_weights", "random");
     cJSON_AddStringToObject(j, "data", data);
     cJSON_AddNumberToObject(j, "data_samples", (double)df_token_store_num_samples(t->store));
     cJSON_AddNumberToObject(j, "data_tokens", (double)df_token_store_num_tokens(t->store));
@@ -379,7 +381,13 @@ static int load_models(Trainer *t, DfError *err) {
     int cuda = strcmp(t->be->ops->name, "cuda") == 0;
     size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
 #endif
-    if (df_target_load(&t->target, t->be, o->target_dir, n_layers, !tied, err)) return -1;
+    if (o->random_target_weights) {
+        /* every layer gets weights; the forward still runs only up to the deepest tap */
+        if (df_target_init_random(&t->target, t->be, &t->tcfg, o->seed + 1, 1, err))
+            return df_context(err, "random weights for the target %s", o->target_dir);
+    } else if (df_target_load(&t->target, t->be, o->target_dir, n_layers, !tied, err)) {
+        return -1;
+    }
 #ifdef DF_HAVE_CUDA
     if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
 #endif

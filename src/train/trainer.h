@@ -104,6 +104,9 @@ typedef struct DfTrainOptions {
     double peak_tflops;      /* device peak for MFU (0: a default for known GPUs, none on the CPU) */
     const DfDistEnv *dist;   /* data parallel: this process's place in the group (NULL: one process) */
     double bucket_mib;       /* NCCL gradient buckets (MiB of fp32; default 25) */
+    int random_target_weights; /* 1: the target's weights are random (df_target_init_random, seeded by
+                                  seed) instead of read from target_dir, whose config.json and
+                                  tokenizer still define it: throughput at a model's shape */
 } DfTrainOptions;
 
 /* Device memory of one role (an arena): bytes reserved and the most used. */
