@@ -13,8 +13,8 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill,dp (default:
-#   all but racecheck, prefill and dp; dp = scripts/dp_check.sh: queue depths, two-GPU data parallel through NCCL, a lost
+#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill,dp,train8b
+#   (default: all but racecheck, prefill, dp and train8b; dp = scripts/dp_check.sh: queue depths, two-GPU data parallel through NCCL, a lost
 #   rank, resume across GPU counts; run it on the 2-GPU machine)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
@@ -104,12 +104,12 @@ if want memcheck; then
 fi
 
 # racecheck: shared-memory hazards in the kernels with barriers (block attention's
-# and test_cuda_ops' runs are in bench/README.md); each program up to 150 s
+# and test_cuda_ops' runs are in bench/README.md); each program up to 120 s
 if want racecheck; then
     for t in "$T"/test_cuda_train_ops "$T"/test_cuda_optimizer "$T"/test_cuda_infer_ops; do
         [ -x "$t" ] || continue
         section "racecheck $t"
-        timeout 150 compute-sanitizer --tool racecheck --racecheck-report hazard --target-processes application-only \
+        timeout 120 compute-sanitizer --tool racecheck --racecheck-report hazard --target-processes application-only \
             "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK\|^  ' | tail -6
         echo "exit ${PIPESTATUS[0]}"
     done 2>&1 | tee "$OUT/racecheck.log"
@@ -140,6 +140,13 @@ fi
 if want dp; then
     section "dp_check"
     timeout 900 bash scripts/dp_check.sh "$OUT" 2>&1 | tail -80
+fi
+
+# dflash train at the Qwen3-8B shape (random target weights): one GPU, and
+# colocated data parallel on two when there are two (scripts/train8b_check.sh)
+if want train8b; then
+    section "train8b_check"
+    timeout 580 bash scripts/train8b_check.sh "$OUT" 2>&1 | tee "$OUT/train8b.txt" | tail -60
 fi
 
 if want prefill; then
