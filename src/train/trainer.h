@@ -104,6 +104,7 @@ typedef struct DfTrainOptions {
     double peak_tflops;      /* device peak for MFU (0: a default for known GPUs, none on the CPU) */
     const DfDistEnv *dist;   /* data parallel: this process's place in the group (NULL: one process) */
     double bucket_mib;       /* NCCL gradient buckets (MiB of fp32; default 25) */
+    int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
 } DfTrainOptions;
 
 /* Device memory of one role (an arena): bytes reserved and the most used. */
