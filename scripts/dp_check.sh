@@ -12,6 +12,11 @@
 #      naming rank 1;
 #   4. the two-GPU run's checkpoint (step 30) resumed on one GPU to step 60:
 #      losses against the one-GPU run.
+#   5. two GPUs, --overlap-grad-reduce on vs off with small buckets
+#      (--grad-bucket-mib 0.25: about 25 buckets, most queued during the
+#      backward when on): the losses must be identical (the same buckets summed
+#      by NCCL with the same algorithm in both: only when they start differs),
+#      and the sequences/s of each (steps 11..60).
 # Usage (from the tree's root, ./dflash built): bash scripts/dp_check.sh [OUTDIR]
 # NCCL: found as dist/nccl.h says (DFLASH_NCCL_LIB, or PyTorch's nvidia-nccl wheel).
 set -uo pipefail
@@ -41,6 +46,33 @@ same = sum(x["loss"] == y["loss"] for x, y in zip(a[:n], b[:n]))
 print(f"{sys.argv[3]} vs {sys.argv[4]}: {n} steps, max rel loss diff {max(rel):.3g}, identical losses {same}/{n}; "
       f"last loss {a[n-1]['loss']:.4f} vs {b[n-1]['loss']:.4f}; wall {a[n-1]['elapsed_s']:.1f} s vs {b[n-1]['elapsed_s']:.1f} s")
 PY
+}
+
+# throughput A: sequences/s over steps 11..N (after warm-up), from metrics.jsonl
+throughput() {
+    python3 - "$W/$1/metrics.jsonl" "$1" <<'PY'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1])]
+warm = [x for x in m if x["step"] <= 10]
+rest = [x for x in m if x["step"] > 10]
+if not warm or not rest:
+    print(f"{sys.argv[2]}: too few steps"); sys.exit()
+dt = rest[-1]["elapsed_s"] - warm[-1]["elapsed_s"]
+n = sum(x["samples"] for x in rest)
+print(f"{sys.argv[2]}: {n / dt:.1f} sequences/s over steps {rest[0]['step']}..{rest[-1]['step']} "
+      f"({dt:.2f} s, median step {sorted(x['step_s'] for x in rest)[len(rest) // 2] * 1e3:.1f} ms)")
+PY
+}
+
+# dp2 NAME ARGS...: two processes, one GPU each, NCCL, into $W/NAME
+dp2() {
+    local name=$1 port=$((29500 + RANDOM % 1000))
+    shift
+    for r in 0 1; do
+        RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+            timeout 240 ./dflash train --device cuda --output "$W/$name" $opts "$@" > "$W/$name.rank$r.log" 2>&1 &
+    done
+    wait
 }
 
 {
@@ -85,6 +117,15 @@ PY
         head -30 "$W/dp2/metrics.jsonl" > "$W/resume1/metrics.jsonl"
         timeout 180 ./dflash train --device cuda:0 --output "$W/resume1" $opts --resume 2>&1 | tail -3
         compare resume1 q1
+        echo "== 5. two GPUs, --overlap-grad-reduce on vs off, 0.25 MiB buckets (losses: identical expected)"
+        dp2 ovl_on --grad-bucket-mib 0.25 --overlap-grad-reduce on
+        dp2 ovl_off --grad-bucket-mib 0.25 --overlap-grad-reduce off
+        grep -h 'overlapped\|rank 0:' "$W/ovl_on.rank0.log" | head -3
+        tail -2 "$W/ovl_off.rank0.log"
+        compare ovl_on ovl_off
+        throughput ovl_on
+        throughput ovl_off
+        throughput dp2
     else
         echo "== 2-4 skipped: $ngpu GPU(s)"
     fi

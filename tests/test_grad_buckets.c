@@ -6,7 +6,13 @@
  * tile the flat buffer from its end to its start, none is over the size,
  * edges fall on parameter edges except inside an oversized parameter, no
  * bucket could take the next parameter without going over, and the
- * parameter ranges are those the offsets say. */
+ * parameter ranges are those the offsets say. Readiness from reported
+ * ranges (the overlapped reduction's): on the hand-worked plan, which
+ * buckets are handed out after which ranges, in backward order and out of
+ * order, double and outside reports; on drafter layouts, the ranges the
+ * drafter's backward reports (one per layer, then fc and hidden_norm)
+ * against the count of buckets lying wholly in what has been reported. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,11 +142,118 @@ static void test_drafter_layouts(void **state) {
     df_drafter_layout_free(&l);
 }
 
+/* The hand-worked plan of test_hand_worked_plan: buckets [93,106) [81,93)
+ * [68,81) [56,68) [44,56) [29,44) [14,29) [0,14). */
+static void hand_worked(DfGradBuckets *p) {
+    const size_t counts[6] = {10, 4, 30, 6, 6, 50};
+    const size_t offsets[6] = {0, 10, 14, 44, 50, 56};
+    DfError err;
+    assert_int_equal(df_grad_buckets_plan(p, offsets, counts, 6, 106, 16, &err), 0);
+    assert_int_equal(p->n, 8);
+}
+
+static void test_readiness_in_backward_order(void **state) {
+    (void)state;
+    DfGradBuckets p;
+    hand_worked(&p);
+    DfGradReadiness r;
+    DfError err;
+    df_grad_readiness_init(&r, &p);
+    /* ranges as a backward reports them, from the end; expected complete buckets after each */
+    const size_t start[6] = {100, 56, 50, 44, 20, 0};
+    const int complete[6] = {0, 4, 4, 5, 6, 8};
+    size_t end = 106;
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(df_grad_readiness_mark(&r, start[i], end - start[i], &err), complete[i]);
+        end = start[i];
+    }
+    /* reset: a new step, nothing complete; an empty range changes nothing */
+    df_grad_readiness_reset(&r);
+    assert_int_equal(df_grad_readiness_mark(&r, 106, 0, &err), 0);
+    assert_int_equal(df_grad_readiness_mark(&r, 0, 106, &err), 8);
+    df_grad_readiness_free(&r);
+    df_grad_buckets_free(&p);
+}
+
+static void test_readiness_in_plan_order_only(void **state) {
+    (void)state;
+    DfGradBuckets p;
+    hand_worked(&p);
+    DfGradReadiness r;
+    DfError err;
+    df_grad_readiness_init(&r, &p);
+    /* the first bucket's elements last: nothing is handed out before them,
+     * though every other bucket is complete */
+    assert_int_equal(df_grad_readiness_mark(&r, 0, 14, &err), 0);
+    assert_int_equal(df_grad_readiness_mark(&r, 14, 79, &err), 0);
+    assert_int_equal(df_grad_readiness_mark(&r, 94, 12, &err), 0);
+    assert_int_equal(df_grad_readiness_mark(&r, 93, 1, &err), 8);
+    df_grad_readiness_reset(&r);
+    /* buckets 0 and 2 complete, 1 not: only 0 */
+    assert_int_equal(df_grad_readiness_mark(&r, 93, 13, &err), 1);
+    assert_int_equal(df_grad_readiness_mark(&r, 68, 13, &err), 1);
+    assert_int_equal(df_grad_readiness_mark(&r, 81, 12, &err), 3);
+    /* reported twice, outside the buffer: refused, nothing changes */
+    assert_int_equal(df_grad_readiness_mark(&r, 80, 2, &err), -1);
+    assert_non_null(strstr(err.msg, "reported final again"));
+    assert_int_equal(df_grad_readiness_mark(&r, 100, 7, &err), -1);
+    assert_non_null(strstr(err.msg, "outside the 106 gradients"));
+    assert_int_equal(df_grad_readiness_mark(&r, 56, 12, &err), 4);
+    df_grad_readiness_free(&r);
+    df_grad_buckets_free(&p);
+}
+
+/* The drafter backward's ranges (model/drafter_backward.c): layer l is final
+ * from its input_layernorm on, the last layer with the final norm behind it;
+ * fc and hidden_norm last. After each, the complete buckets are exactly
+ * those lying in [start, total), counted here from the plan directly. */
+static void test_readiness_on_drafter_ranges(void **state) {
+    (void)state;
+    DfDrafterConfig cfg = {.hidden_size = 64, .num_heads = 4, .num_kv_heads = 2, .head_dim = 16,
+                           .intermediate_size = 176, .num_layers = 3, .n_taps = 3};
+    DfDrafterLayout l;
+    df_drafter_layout_build(&l, &cfg);
+    const double mib[4] = {0.001, 0.01, 0.03, 64};
+    for (int m = 0; m < 4; m++) {
+        DfGradBuckets p;
+        DfGradReadiness r;
+        DfError err;
+        assert_int_equal(df_grad_buckets_from_layout(&p, &l, mib[m], &err), 0);
+        df_grad_readiness_init(&r, &p);
+        size_t end = l.total;
+        int prev = 0;
+        for (int layer = cfg.num_layers - 1; layer >= -1; layer--) { /* -1: fc and hidden_norm */
+            size_t start = 0;
+            if (layer >= 0) {
+                char name[96];
+                snprintf(name, sizeof name, "layers.%d.input_layernorm.weight", layer);
+                int idx = df_drafter_layout_find(&l, name);
+                assert_true(idx >= 0);
+                start = l.params[idx].offset;
+            }
+            int complete = df_grad_readiness_mark(&r, start, end - start, &err);
+            int expect = 0;
+            while (expect < p.n && p.buckets[expect].offset >= start) expect++;
+            assert_int_equal(complete, expect);
+            assert_true(complete >= prev);
+            prev = complete;
+            end = start;
+        }
+        assert_int_equal(prev, p.n);
+        df_grad_readiness_free(&r);
+        df_grad_buckets_free(&p);
+    }
+    df_drafter_layout_free(&l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_worked_plan),
         cmocka_unit_test(test_bad_plans),
         cmocka_unit_test(test_drafter_layouts),
+        cmocka_unit_test(test_readiness_in_backward_order),
+        cmocka_unit_test(test_readiness_in_plan_order_only),
+        cmocka_unit_test(test_readiness_on_drafter_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -254,7 +254,8 @@ int df_cmd_train(int argc, char **argv) {
     int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
     int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1, window = -1;
     int queue_depth = -1, log_every = -1;
-    double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1;
+    double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1, bucket_mib = -1;
+    const char *overlap = NULL;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
         {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
@@ -283,6 +284,8 @@ int df_cmd_train(int argc, char **argv) {
         {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0},
         {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second)", 0},
         {"random-target-weights", DF_OPT_FLAG, &o.random_target_weights, NULL, "give the target random weights instead of reading its safetensors (config.json and the tokenizer still come from --target): throughput at a model's shape without its weights", 0},
+        {"overlap-grad-reduce", DF_OPT_STRING, &overlap, "on|off", "data parallel on CUDA: all-reduce gradient buckets during the backward (on, default) or after it (off)", 0},
+        {"grad-bucket-mib", DF_OPT_DOUBLE, &bucket_mib, "M", "data parallel on CUDA: MiB of fp32 gradient per NCCL all-reduce bucket (default 25)", 0},
         {"peak-tflops", DF_OPT_DOUBLE, &peak_tflops, "T", "device peak TFLOP/s for MFU (default: 989 on H100/H200, 312 on A100, none on the CPU)", 0},
     };
     const DfCommandSpec spec = {
@@ -351,6 +354,16 @@ int df_cmd_train(int argc, char **argv) {
     if (warmup >= 0) o.warmup = warmup;
     if (max_bad >= 0) o.max_bad_steps = max_bad;
     if (queue_depth > 0) o.queue_depth = queue_depth;
+    if (overlap && strcmp(overlap, "on") != 0 && strcmp(overlap, "off") != 0) {
+        fprintf(stderr, "dflash train: --overlap-grad-reduce takes on or off, not '%s'\n", overlap);
+        return 2;
+    }
+    if (bucket_mib != -1 && !(bucket_mib > 0 && bucket_mib <= 1 << 20)) {
+        fprintf(stderr, "dflash train: --grad-bucket-mib takes a positive size in MiB\n");
+        return 2;
+    }
+    if (bucket_mib > 0) o.bucket_mib = bucket_mib;
+    if (overlap) o.overlap_grad_reduce = strcmp(overlap, "on") == 0;
     if (log_every >= 0) o.log_every = log_every;
     if (peak_tflops >= 0) o.peak_tflops = peak_tflops;
     DfDistEnv dist;

@@ -82,6 +82,7 @@ int df_comm_all_reduce_grads(DfComm *c, DfBuffer grads, DfError *err) {
     case DF_COMM_NONE:
         return 0;
     case DF_COMM_NCCL:
+        if (c->overlap.open) return df_comm_overlap_finish(c, grads, err);
         return all_reduce_nccl(c, grads, err);
     case DF_COMM_HOST:
         break;
@@ -113,6 +114,7 @@ void df_comm_free(DfComm *c) {
         DfError ignored = {{0}};
         if (!atomic_load(&c->nccl_aborted)) df_nccl_comm_destroy(&c->nccl_comm, &ignored);
     }
+    df_comm_overlap_free(c); /* after the communicator: nothing left running on its stream */
     if (c->have_buckets) df_grad_buckets_free(&c->buckets);
     free(c->host);
     memset(c, 0, sizeof *c);

@@ -89,3 +89,39 @@ void df_grad_buckets_free(DfGradBuckets *plan) {
     free(plan->buckets);
     memset(plan, 0, sizeof *plan);
 }
+
+void df_grad_readiness_init(DfGradReadiness *r, const DfGradBuckets *plan) {
+    r->plan = plan;
+    r->done = df_xcalloc((size_t)(plan->n > 0 ? plan->n : 1), sizeof *r->done, "gradient bucket readiness");
+    r->complete = 0;
+}
+
+void df_grad_readiness_reset(DfGradReadiness *r) {
+    memset(r->done, 0, (size_t)(r->plan->n > 0 ? r->plan->n : 1) * sizeof *r->done);
+    r->complete = 0;
+}
+
+int df_grad_readiness_mark(DfGradReadiness *r, size_t offset, size_t count, DfError *err) {
+    const DfGradBuckets *p = r->plan;
+    if (offset > p->total || count > p->total - offset)
+        return df_fail(err, "gradient range [%zu, +%zu) is outside the %zu gradients", offset, count, p->total);
+    size_t end = offset + count;
+    for (int i = 0; i < p->n; i++) { /* buckets are few (total / bucket size): a scan is enough */
+        const DfGradBucket *b = &p->buckets[i];
+        size_t lo = b->offset > offset ? b->offset : offset;
+        size_t hi = b->offset + b->count < end ? b->offset + b->count : end;
+        if (lo >= hi) continue;
+        if (hi - lo > b->count - r->done[i])
+            return df_fail(err, "gradient range [%zu, +%zu) reported final again (bucket %d [%zu, +%zu) has %zu of "
+                                "its elements already)",
+                           offset, count, i, b->offset, b->count, r->done[i]);
+        r->done[i] += hi - lo;
+    }
+    while (r->complete < p->n && r->done[r->complete] == p->buckets[r->complete].count) r->complete++;
+    return r->complete;
+}
+
+void df_grad_readiness_free(DfGradReadiness *r) {
+    free(r->done);
+    memset(r, 0, sizeof *r);
+}

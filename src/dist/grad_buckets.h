@@ -42,4 +42,25 @@ int df_grad_buckets_ready(const DfGradBuckets *plan, int first_done);
 
 void df_grad_buckets_free(DfGradBuckets *plan);
 
+/* Which buckets a backward has finished, from the gradient ranges it reports
+ * final (model/drafter.h's grad_ready hook), in any order. Buckets are
+ * handed out strictly in plan order (a bucket only once every bucket before
+ * it is complete), so every rank queues its collectives in the same order,
+ * a pure function of the plan, whatever ranges it saw when. */
+typedef struct DfGradReadiness {
+    const DfGradBuckets *plan; /* not owned */
+    size_t *done;              /* [plan->n]: elements of each bucket reported final */
+    int complete;              /* buckets 0 .. complete-1 are complete (handed out) */
+} DfGradReadiness;
+
+void df_grad_readiness_init(DfGradReadiness *r, const DfGradBuckets *plan);
+/* Nothing final: the start of a backward. */
+void df_grad_readiness_reset(DfGradReadiness *r);
+/* Marks [offset, offset + count) final; returns how many leading buckets are
+ * now complete (never fewer than before: those from the previous count on
+ * are newly ready), or -1 when the range leaves [0, total) or covers
+ * elements of a bucket more than once. */
+int df_grad_readiness_mark(DfGradReadiness *r, size_t offset, size_t count, DfError *err);
+void df_grad_readiness_free(DfGradReadiness *r);
+
 #endif

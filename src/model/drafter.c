@@ -94,6 +94,11 @@ int df_drafter_get_grads(DfDrafter *d, float *flat, DfError *err) {
     return d->be->ops->download_f32(d->be, flat, d->grads, err);
 }
 
+void df_drafter_set_grad_ready(DfDrafter *d, DfDrafterGradReady fn, void *ctx) {
+    d->grad_ready = fn;
+    d->grad_ready_ctx = fn ? ctx : NULL;
+}
+
 void df_drafter_zero_grads(DfDrafter *d) {
     df_op_fill_zero(d->be, d->grads);
 }

@@ -26,6 +26,18 @@ typedef struct DfDrafterBatch {
 
 typedef struct DfDrafterWork DfDrafterWork; /* activations kept for the backward (private) */
 
+/* Called by the backward each time a range [offset, offset + count) of the
+ * flat gradient is final for this forward_backward: every op that adds to it
+ * has been queued on the backend (on an asynchronous backend, e.g. CUDA,
+ * queued, not yet run: work ordered after the ops queued so far, such as an
+ * event recorded on the backend's stream, sees the final values). The ranges
+ * come in backward order, each once, and together cover [0, layout.total)
+ * exactly: the last layer with the final norm first, then each layer down to
+ * layer 0, and last fc with hidden_norm (their gradient comes from every
+ * layer's context rows). For gradient reduction that overlaps the backward
+ * (dist/comm.h). */
+typedef void (*DfDrafterGradReady)(void *ctx, size_t offset, size_t count);
+
 typedef struct DfDrafter {
     DfDrafterConfig cfg;
     DfDrafterLayout layout;
@@ -35,6 +47,8 @@ typedef struct DfDrafter {
     DfBuffer embed;   /* frozen [V, H], shared with the target (not owned) */
     DfBuffer lm_head; /* frozen [V, H], shared with the target (not owned) */
     DfDrafterWork *work;
+    DfDrafterGradReady grad_ready; /* optional (NULL): see above */
+    void *grad_ready_ctx;
     int owns_state;   /* params and grads were allocated here (df_drafter_create) */
 } DfDrafter;
 
@@ -51,6 +65,10 @@ void df_drafter_free(DfDrafter *d);
 int df_drafter_set_params(DfDrafter *d, const float *flat, DfError *err);
 int df_drafter_get_grads(DfDrafter *d, float *flat, DfError *err);
 void df_drafter_zero_grads(DfDrafter *d);
+
+/* Sets (or with NULL clears) the hook the backward calls as gradient ranges
+ * become final. */
+void df_drafter_set_grad_ready(DfDrafter *d, DfDrafterGradReady fn, void *ctx);
 
 /* Sum of the loss weights w over every block of the batch (host only, from
  * ids, mask and anchors): the denominator of the loss, summed over the global

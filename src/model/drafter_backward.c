@@ -6,7 +6,13 @@
  *   ranges, the ctx rows' input gradient goes to dctx, the block rows' to dh;
  * - ctx feeds every layer, so dctx sums over layers and goes back through
  *   hidden_norm and fc once at the end;
- * - no gradient into the features, the embedding or the lm head. */
+ * - no gradient into the features, the embedding or the lm head.
+ * Each parameter's gradient has its writers in one place: the final norm's
+ * at the start, a layer's eleven all in that layer's mlp_backward and
+ * attention_backward, hidden_norm's and fc's at the end. So the flat
+ * gradient becomes final from its end toward its start: after the last
+ * layer (with the final norm behind it), after each layer below, and last fc
+ * and hidden_norm; the grad_ready hook (model/drafter.h) is told so. */
 #include <math.h>
 
 #include "model/drafter_internal.h"
@@ -88,6 +94,23 @@ static void attention_backward(DfDrafter *d, int l) {
                            df_drafter_param(d, ix->input_layernorm), Q, H, eps, 1);
 }
 
+/* First element of layer l's parameters in the flat array. */
+static size_t layer_start(const DfDrafterLayout *layout, int l) {
+    const DfDrafterLayerIndex *ix = &layout->layers[l];
+    const int idx[] = {ix->input_layernorm, ix->q_proj, ix->k_proj, ix->v_proj, ix->o_proj, ix->q_norm, ix->k_norm,
+                       ix->post_attention_layernorm, ix->gate_proj, ix->up_proj, ix->down_proj};
+    size_t start = layout->params[idx[0]].offset;
+    for (size_t i = 1; i < sizeof idx / sizeof *idx; i++)
+        if (layout->params[idx[i]].offset < start) start = layout->params[idx[i]].offset;
+    return start;
+}
+
+/* Tells the hook that [start, *end) is final; *end becomes start. */
+static void report_final(DfDrafter *d, size_t start, size_t *end) {
+    if (d->grad_ready && start < *end) d->grad_ready(d->grad_ready_ctx, start, *end - start);
+    *end = start;
+}
+
 void df_drafter_run_backward(DfDrafter *d, const DfDrafterBatch *batch) {
     const DfDrafterConfig *c = &d->cfg;
     DfDrafterWork *w = d->work;
@@ -98,13 +121,16 @@ void df_drafter_run_backward(DfDrafter *d, const DfDrafterBatch *batch) {
     df_op_rmsnorm_backward(be, g->dx, df_drafter_grad(d, d->layout.norm), g->dx, w->x_final,
                            df_drafter_param(d, d->layout.norm), Q, H, eps, 0);
     df_op_fill_zero(be, g->dctx);
+    size_t final_from = d->layout.total; /* [final_from, total) has been reported final */
     for (int l = c->num_layers - 1; l >= 0; l--) {
         mlp_backward(d, l);
         attention_backward(d, l);
+        report_final(d, layer_start(&d->layout, l), &final_from);
     }
     /* dctx through hidden_norm (in place) and fc; the features get no gradient */
     df_op_rmsnorm_backward(be, g->dctx, df_drafter_grad(d, d->layout.hidden_norm), g->dctx, w->ctx_pre,
                            df_drafter_param(d, d->layout.hidden_norm), T, H, eps, 0);
     DfBuffer features = df_buffer_view(batch->features, 0, (size_t)T * c->n_taps * H);
     df_op_linear_weight_grad(be, df_drafter_grad(d, d->layout.fc), g->dctx, features, T, H, c->n_taps * H);
+    report_final(d, 0, &final_from);
 }

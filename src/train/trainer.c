@@ -59,6 +59,7 @@ void df_train_options_default(DfTrainOptions *o) {
     o->max_bad_steps = 10;
     o->queue_depth = 3;
     o->bucket_mib = 25;
+    o->overlap_grad_reduce = 1;
 }
 
 /* The step's device inputs (views of the activations arena, sized for the
@@ -623,6 +624,21 @@ static int share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, Df
     return stage_done(t, times, DF_STEP_TARGET, t0, err);
 }
 
+/* Data parallel over NCCL: the gradient buckets' all-reduce starts during
+ * the backward, as the drafter reports its gradient ranges final (unless
+ * --overlap-grad-reduce off; the host transport always reduces after it). */
+static int setup_grad_overlap(Trainer *t, DfError *err) {
+    if (!t->opt->overlap_grad_reduce) return 0;
+    int on = df_comm_enable_overlap(&t->comm, err);
+    if (on < 0) return -1;
+    if (on) {
+        df_drafter_set_grad_ready(&t->drafter, df_comm_grad_ready, &t->comm);
+        fprintf(stderr, "train: rank %d: gradient all-reduce overlapped with the backward (%d buckets)\n", t->rank,
+                t->comm.buckets.n);
+    }
+    return 0;
+}
+
 /* Data parallel: the step's metrics, FLOPs and stop requests summed over the
  * ranks (one host all-reduce); with one process only the FLOPs. */
 enum { EXTRA_FLOPS, EXTRA_STOPPING, EXTRA_SIGNALS, N_EXTRA };
@@ -670,6 +686,7 @@ static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTim
     }
     df_metrics_reset(&t->metrics);
     df_drafter_zero_grads(&t->drafter);
+    if (df_comm_grads_begin(&t->comm, t->drafter.grads, err)) goto done;
     if (b->n_seqs > 0 && df_drafter_forward_backward(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err))
         goto done;
     if (stage_done(t, times, DF_STEP_DRAFTER, &t0, err)) goto done;
@@ -1067,7 +1084,9 @@ static int setup(Trainer *t, DfError *err) {
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
-    if (df_comm_init(&t->comm, t->group, t->be, &t->drafter.layout, o->bucket_mib, err)) return -1;
+    if (df_comm_init(&t->comm, t->group, t->be, &t->drafter.layout, o->bucket_mib, err) ||
+        setup_grad_overlap(t, err))
+        return -1;
     if (t->world > 1)
         fprintf(stderr, "train: rank %d of %d: gradients summed over %s\n", t->rank, t->world,
                 df_comm_transport_name(&t->comm));

@@ -107,6 +107,7 @@ typedef struct DfTrainOptions {
     int random_target_weights; /* 1: the target's weights are random (df_target_init_random, seeded by
                                   seed) instead of read from target_dir, whose config.json and
                                   tokenizer still define it: throughput at a model's shape */
+    int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
 } DfTrainOptions;
 
 /* Device memory of one role (an arena): bytes reserved and the most used. */

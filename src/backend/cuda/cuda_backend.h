@@ -28,6 +28,26 @@ void df_cuda_describe(DfBackend *be, char *buf, size_t cap);
  * runs in order with the backend's ops. */
 void *df_cuda_stream(DfBackend *be);
 
+/* --- side streams and events --------------------------------------------- */
+/* For work that runs beside the backend's stream and is ordered against it
+ * with events, e.g. gradient all-reduces that overlap the backward
+ * (dist/comm.h). Streams and events are opaque cudaStream_t / cudaEvent_t. */
+
+/* A non-blocking stream on the backend's device, of the highest priority
+ * (its kernels are scheduled before queued compute kernels), or NULL with a
+ * message. */
+void *df_cuda_side_stream_create(DfBackend *be, DfError *err);
+/* Waits for the stream's work, then destroys it (NULL: nothing). */
+void df_cuda_side_stream_destroy(DfBackend *be, void *stream);
+/* An event without timing (the cheapest kind), or NULL with a message. */
+void *df_cuda_event_create(DfBackend *be, DfError *err);
+void df_cuda_event_destroy(DfBackend *be, void *event);
+/* Makes `waiter` wait (on the device; the host does not block) for the work
+ * queued on `signaler` so far, through `event` (recorded on signaler; it may
+ * be reused once this returns). NULL for either stream means the backend's
+ * own. */
+int df_cuda_stream_wait_stream(DfBackend *be, void *waiter, void *signaler, void *event, DfError *err);
+
 /* Device memory taken through this backend: now and the high-water mark
  * since creation (or the last reset), workspaces included. */
 size_t df_cuda_bytes_in_use(DfBackend *be);
