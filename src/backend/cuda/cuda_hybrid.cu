@@ -6,9 +6,9 @@
  * The delta rule runs its recurrence token by token: one CTA per (sequence,
  * value head) holds the [key_dim, value_dim] fp32 state in registers (P
  * threads per value column, each keeping key_dim / P rows of it) and walks
- * the sequence, the next token's q, k, v, a, b loaded while the current one
- * is computed (one __syncthreads per token). Its cost is latency: the
- * sequence length in serial steps. A chunked form (WY / UT transform over
+ * the sequence in chunks staged in shared memory (k_gated_delta_rule), with
+ * no barrier or global load between the tokens of a chunk. Its cost is
+ * latency: the sequence length in serial steps. A chunked form (WY / UT transform over
  * chunks of ~64 tokens, as flash-linear-attention does) would turn the three
  * mat-vecs per token into tensor-core matmuls per chunk and the serial
  * steps into length / 64, at the price of a much larger kernel. */
@@ -60,10 +60,10 @@ void df_cuda_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer 
 /* --- gated delta rule --------------------------------------------------------- */
 
 #define DELTA_MAX_ROWS 32 /* state rows per thread (registers) */
-#define DELTA_PREFETCH 4  /* staged values per thread kept in registers */
+#define DELTA_CHUNK 32    /* tokens staged in shared memory at once */
 #define DELTA_MAX_THREADS 512 /* per block: up to 128 registers a thread for the state */
 
-/* One token's inputs in shared memory: q [dk], k [dk], v [dv], a, b. */
+/* One value of a token's inputs, as staged: q [dk], k [dk], v [dv], a, b. */
 __device__ __forceinline__ float stage_value(const bf16 *qkv, const bf16 *b, const bf16 *a, long t, int idx, int dk,
                                              int dv, size_t width, size_t q_off, size_t k_off, size_t v_off, int nv,
                                              int hv) {
@@ -76,14 +76,20 @@ __device__ __forceinline__ float stage_value(const bf16 *qkv, const bf16 *b, con
 }
 
 /* grid (value heads, sequences); block P * dv threads rounded up to a warp:
- * thread (j = tid / P, p = tid % P) owns state rows p, p+P, ... of column j. */
+ * thread (j = tid / P, p = tid % P) owns state rows p, p+P, ... of column j.
+ * The sequence goes by chunks of DELTA_CHUNK tokens: the block stages a
+ * chunk's inputs in shared memory, then one warp per token turns them into
+ * what the recurrence uses (q and k divided by their l2 norms, q also by
+ * sqrt(dk); a and b into the decay and beta), then every thread runs the
+ * chunk's tokens with no barrier between them: a token costs two dk/P-long
+ * FMA chains and two shuffle reductions. Three barriers per chunk. */
 template <int P>
 __global__ void __launch_bounds__(DELTA_MAX_THREADS)
     k_gated_delta_rule(bf16 *out, const bf16 *qkv, const bf16 *b, const bf16 *a, const float *a_log,
                        const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv) {
-    extern __shared__ float stage[]; /* 2 x (2*dk + dv + 2) */
+    extern __shared__ float stage[]; /* [DELTA_CHUNK][2*dk + dv + 2] */
     int hv = blockIdx.x, seq = blockIdx.y, hk = hv / (nv / nk);
-    int tid = threadIdx.x, j = tid / P, p = tid % P, lane = tid % 32;
+    int tid = threadIdx.x, j = tid / P, p = tid % P, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
     bool active = j < dv;
     int n_stage = 2 * dk + dv + 2;
     size_t key_dim = (size_t)nk * dk, width = 2 * key_dim + (size_t)nv * dv;
@@ -94,67 +100,68 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
 #pragma unroll
     for (int r = 0; r < DELTA_MAX_ROWS; r++) state[r] = 0.0f;
 
-    for (int i = tid; i < n_stage && begin < end; i += blockDim.x)
-        stage[i] = stage_value(qkv, b, a, begin, i, dk, dv, width, q_off, k_off, v_off, nv, hv);
-    __syncthreads();
-    for (long t = begin; t < end; t++) {
-        float *cur = stage + ((t - begin) & 1) * n_stage, *nxt = stage + ((t - begin + 1) & 1) * n_stage;
-        bool more = t + 1 < end;
-        float pf[DELTA_PREFETCH];
-#pragma unroll
-        for (int k = 0; k < DELTA_PREFETCH; k++) {
-            int idx = tid + k * blockDim.x;
-            pf[k] = more && idx < n_stage
-                        ? stage_value(qkv, b, a, t + 1, idx, dk, dv, width, q_off, k_off, v_off, nv, hv)
-                        : 0.0f;
-        }
-        const float *qs = cur, *ks = cur + dk, *vs = cur + 2 * dk;
-        /* l2 norms of q and k, every warp on its own (no extra barrier) */
-        float sq = 0.0f, sk = 0.0f;
-        for (int i = lane; i < dk; i += 32) {
-            sq += qs[i] * qs[i];
-            sk += ks[i] * ks[i];
-        }
-        for (int o = 16; o > 0; o /= 2) {
-            sq += __shfl_xor_sync(0xffffffffu, sq, o);
-            sk += __shfl_xor_sync(0xffffffffu, sk, o);
-        }
-        float rq = q_scale / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
-        float decay = expf(neg_a * softplus_f(vs[dv] + dtb)), beta = sigmoid_f(vs[dv + 1]);
-        /* S *= decay; delta = beta * (v - S^T k) */
-        float part = 0.0f;
-#pragma unroll
-        for (int r = 0; r < DELTA_MAX_ROWS; r++) {
-            int i = p + r * P;
-            if (i < dk) {
-                state[r] *= decay;
-                part += state[r] * (ks[i] * rk);
-            }
-        }
-        for (int o = P / 2; o > 0; o /= 2) part += __shfl_xor_sync(0xffffffffu, part, o);
-        float delta = active ? beta * (vs[j] - part) : 0.0f;
-        /* S += k delta^T; o = S^T q */
-        float acc = 0.0f;
-#pragma unroll
-        for (int r = 0; r < DELTA_MAX_ROWS; r++) {
-            int i = p + r * P;
-            if (i < dk) {
-                state[r] += (ks[i] * rk) * delta;
-                acc += state[r] * (qs[i] * rq);
-            }
-        }
-        for (int o = P / 2; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        if (active && p == 0) out[(size_t)t * nv * dv + (size_t)hv * dv + j] = __float2bfloat16_rn(acc);
-        if (more) {
-#pragma unroll
-            for (int k = 0; k < DELTA_PREFETCH; k++) {
-                int idx = tid + k * blockDim.x;
-                if (idx < n_stage) nxt[idx] = pf[k];
-            }
-            for (int idx = tid + DELTA_PREFETCH * blockDim.x; idx < n_stage; idx += blockDim.x)
-                nxt[idx] = stage_value(qkv, b, a, t + 1, idx, dk, dv, width, q_off, k_off, v_off, nv, hv);
+    for (long c0 = begin; c0 < end; c0 += DELTA_CHUNK) {
+        int n = end - c0 < DELTA_CHUNK ? (int)(end - c0) : DELTA_CHUNK;
+        /* stage (the previous chunk's last reads ended at the barrier below) */
+#pragma unroll 4
+        for (int i = tid; i < n * n_stage; i += blockDim.x) {
+            int u = i / n_stage, idx = i - u * n_stage;
+            stage[i] = stage_value(qkv, b, a, c0 + u, idx, dk, dv, width, q_off, k_off, v_off, nv, hv);
         }
         __syncthreads();
+        /* prepare: a warp per token */
+        for (int u = warp; u < n; u += warps) {
+            float *tok = stage + (size_t)u * n_stage, *qs = tok, *ks = tok + dk, *vs = tok + 2 * dk;
+            float sq = 0.0f, sk = 0.0f;
+            for (int i = lane; i < dk; i += 32) {
+                sq += qs[i] * qs[i];
+                sk += ks[i] * ks[i];
+            }
+            for (int o = 16; o > 0; o /= 2) {
+                sq += __shfl_xor_sync(0xffffffffu, sq, o);
+                sk += __shfl_xor_sync(0xffffffffu, sk, o);
+            }
+            float rq = q_scale / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
+            for (int i = lane; i < dk; i += 32) {
+                qs[i] *= rq;
+                ks[i] *= rk;
+            }
+            if (lane == 0) {
+                float decay = expf(neg_a * softplus_f(vs[dv] + dtb)), beta = sigmoid_f(vs[dv + 1]);
+                vs[dv] = decay;
+                vs[dv + 1] = beta;
+            }
+        }
+        __syncthreads();
+        for (int u = 0; u < n; u++) {
+            const float *qs = stage + (size_t)u * n_stage, *ks = qs + dk, *vs = qs + 2 * dk;
+            float decay = vs[dv], beta = vs[dv + 1];
+            /* S *= decay; delta = beta * (v - S^T k) */
+            float part = 0.0f;
+#pragma unroll
+            for (int r = 0; r < DELTA_MAX_ROWS; r++) {
+                int i = p + r * P;
+                if (i < dk) {
+                    state[r] *= decay;
+                    part += state[r] * ks[i];
+                }
+            }
+            for (int o = P / 2; o > 0; o /= 2) part += __shfl_xor_sync(0xffffffffu, part, o);
+            float delta = active ? beta * (vs[j] - part) : 0.0f;
+            /* S += k delta^T; o = S^T q */
+            float acc = 0.0f;
+#pragma unroll
+            for (int r = 0; r < DELTA_MAX_ROWS; r++) {
+                int i = p + r * P;
+                if (i < dk) {
+                    state[r] += ks[i] * delta;
+                    acc += state[r] * qs[i];
+                }
+            }
+            for (int o = P / 2; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            if (active && p == 0) out[(size_t)(c0 + u) * nv * dv + (size_t)hv * dv + j] = __float2bfloat16_rn(acc);
+        }
+        __syncthreads(); /* the chunk's inputs are read before the next chunk overwrites them */
     }
 }
 
@@ -171,7 +178,7 @@ static void launch_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffe
                               DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
     DfCudaState *st = df_cuda_state(be);
     unsigned threads = (unsigned)((P * s->value_dim + 31) / 32 * 32);
-    size_t smem = 2 * (size_t)(2 * s->key_dim + s->value_dim + 2) * sizeof(float);
+    size_t smem = (size_t)DELTA_CHUNK * (2 * s->key_dim + s->value_dim + 2) * sizeof(float);
     if (smem > 48 * 1024)
         DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_gated_delta_rule<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 (int)smem));
