@@ -231,8 +231,9 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
     print_memory(s);
     if (s->stages_path[0])
-        printf("train: device busy %.1f%% of the loop's wall time; stage times in %s\n", 100 * s->busy,
-               s->stages_path);
+        printf("train: device busy %.1f%% of the loop's wall time (%.1f%% in steady state: without the first step "
+               "and the checkpoint writes); stage times in %s\n",
+               100 * s->busy, 100 * s->busy_steady, s->stages_path);
     if (s->bad_steps > 0)
         printf("train: %lld steps had a non-finite loss or gradient and made no update (see metrics.jsonl, "
                "\"skipped_update\")\n",

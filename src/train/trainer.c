@@ -779,8 +779,19 @@ static void print_progress(const Trainer *t, const StepResult *r, const StepRepo
 }
 
 /* Writes the checkpoint of the current step; its path goes to s->last_checkpoint. */
+static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err);
+
+/* Rank 0 writes; the time it takes is kept apart from the steps' (summary). */
 static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     if (t->rank != 0) return 0; /* the state is replicated: rank 0 writes it */
+    double t0 = df_now_seconds();
+    int rc = write_checkpoint(t, s, err);
+    s->checkpoint_s += df_now_seconds() - t0;
+    s->checkpoints += rc == 0;
+    return rc;
+}
+
+static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     if (download_state(t, err)) return df_context(err, "the checkpoint of step %lld", (long long)t->progress.step);
     if (df_checkpoint_save(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
                            t->options_json, t->opt->keep_checkpoints, err)) {
@@ -902,8 +913,11 @@ static void advance_progress(Trainer *t, const DfStepBatch *b, const StepResult 
     if (++t->progress.batch_in_epoch == b->epoch_batches) t->progress.epoch++, t->progress.batch_in_epoch = 0;
 }
 
-/* The stage table on stderr and in OUTPUT/stages.json (rank 0). */
-static int report_stages(Trainer *t, DfTrainSummary *s, double wall_s, DfError *err) {
+/* The stage table on stderr and in OUTPUT/stages.json (rank 0). first: the
+ * first step's wall and device time (warm-up: plans, workspaces), kept out
+ * of the steady-state busy fraction with the checkpoint writes. */
+static int report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const DfStepTimes *first, double first_wall_s,
+                         DfError *err) {
     DfQueueStats q;
     df_step_loader_queue_stats(&t->loader, &q);
     double device = 0;
@@ -913,10 +927,13 @@ static int report_stages(Trainer *t, DfTrainSummary *s, double wall_s, DfError *
         device += st.total_s;
     }
     s->busy = per_second(device, wall_s);
+    s->busy_steady = per_second(device - df_step_device_s(first), wall_s - first_wall_s - s->checkpoint_s);
     s->wait_s = q.consumer_wait_s;
     if (t->rank != 0) return 0;
-    fprintf(stderr, "train: where the time went (queue depth %d; device busy %.1f%% of the wall time):\n",
-            t->opt->queue_depth, 100 * s->busy);
+    fprintf(stderr,
+            "train: where the time went (queue depth %d; device busy %.1f%% of the wall time, %.1f%% without the "
+            "first step and %d checkpoint write(s), %.1f s):\n",
+            t->opt->queue_depth, 100 * s->busy, 100 * s->busy_steady, s->checkpoints, s->checkpoint_s);
     df_stage_report_print(stderr, &t->stages, wall_s, &q, 1);
     snprintf(s->stages_path, sizeof s->stages_path, "%s/stages.json", t->opt->output_dir);
     return df_stage_report_write_json(s->stages_path, &t->stages, wall_s, &q, 1, err);
@@ -926,6 +943,8 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     double loop_start = df_now_seconds(), last_print = 0, mark = loop_start;
     SummaryWindow window = {0};
     int64_t steps_here = 0, tokens_here = 0, saved_at = -1;
+    DfStepTimes first = {0};
+    double first_wall_s = 0;
     s->first_step = t->progress.step + 1;
     if (t->progress.step < t->stop_step && start_loader(t, err)) return -1;
     int rc = 0;
@@ -958,7 +977,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         rep.wall_s = now - mark;
         mark = now;
         advance_progress(t, b, &r);
-        steps_here++;
+        if (++steps_here == 1) first = rep.times, first_wall_s = rep.wall_s;
         tokens_here += r.tokens;
         rep.elapsed_s = t->elapsed_offset + (now - loop_start);
         rep.eta_s = (now - loop_start) / (double)steps_here * (double)(t->stop_step - t->progress.step);
@@ -987,7 +1006,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     s->last_step = t->progress.step;
     s->seconds = df_now_seconds() - loop_start;
     s->tokens_per_s = s->seconds > 0 ? (double)tokens_here / s->seconds : 0;
-    return steps_here > 0 ? report_stages(t, s, s->seconds, err) : 0;
+    return steps_here > 0 ? report_stages(t, s, s->seconds, &first, first_wall_s, err) : 0;
 }
 
 static void trainer_free(Trainer *t) {

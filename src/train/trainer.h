@@ -137,6 +137,9 @@ typedef struct DfTrainSummary {
     size_t target_bytes;      /* of which the target's weights (0: not tracked) */
     int rank, world;          /* data parallel (0, 1: one process) */
     double busy;              /* device stages over the loop's wall time (step_timing.h) */
+    double busy_steady;       /* the same without the first step (warm-up) and the checkpoint writes */
+    double checkpoint_s;      /* writing checkpoints (rank 0), summed */
+    int checkpoints;          /* written by this call */
     double wait_s;            /* compute thread waiting for batches, summed */
     char stages_path[4200];   /* the stage report (rank 0; "" when no step ran) */
 } DfTrainSummary;
