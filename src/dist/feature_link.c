@@ -241,6 +241,22 @@ int df_feature_link_recv(DfFeatureLinks *l, int64_t step, DfBuffer features, siz
     return l->be->ops->upload_f32(l->be, df_buffer_view(features, 0, count), l->host, err);
 }
 
+int df_feature_link_drain(DfFeatureLinks *l, int64_t step, DfBuffer features, DfError *err) {
+    int t = my_target(l);
+    LinkHeader h;
+    if (recv_header(l, t, &h, err)) return -1;
+    if (h.type != MSG_FEATURES || h.step != (uint64_t)step || h.count > features.count)
+        return df_fail(err, "feature link: expected the features of step %lld from target rank %d, got %s of step "
+                            "%llu (%llu values)",
+                       (long long)step, t, msg_name(h.type), (unsigned long long)h.step, (unsigned long long)h.count);
+    if (h.count == 0) return 0;
+    if (l->use_nccl) return transfer_nccl(l, 0, t, features, h.count, err) || l->be->ops->sync(l->be, err) ? -1 : 0;
+    reserve_host(l, h.count);
+    DfTcpStatus st = df_tcp_recv_all(l->fd[t], l->host, h.count * sizeof *l->host, df_now_seconds() + LINK_TIMEOUT_S,
+                                     group_failed, l->group, err);
+    return st == DF_TCP_OK ? 0 : link_failed(l, t, st, "features", err);
+}
+
 /* ---- target side ----------------------------------------------------------- */
 
 int df_feature_link_await_credit(DfFeatureLinks *l, int peer, int64_t step, int *stopped, DfError *err) {

@@ -66,6 +66,10 @@ int df_feature_link_stop(DfFeatureLinks *l, DfError *err);
 int df_feature_link_recv(DfFeatureLinks *l, int64_t step, DfBuffer features, size_t count, int *signal,
                          DfError *err);
 
+/* After STOP: receives (and drops) the features of a step granted before it,
+ * whatever their size (at most features.count elements). */
+int df_feature_link_drain(DfFeatureLinks *l, int64_t step, DfBuffer features, DfError *err);
+
 /* Target side, for the drafter rank `peer` (global rank): waits for its next
  * message: the credit for step (*stopped = 0) or STOP (*stopped = 1). */
 int df_feature_link_await_credit(DfFeatureLinks *l, int peer, int64_t step, int *stopped, DfError *err);
