@@ -193,8 +193,8 @@ int df_feature_link_grant(DfFeatureLinks *l, int64_t step, DfError *err) {
     return send_header(l, my_target(l), &h, err);
 }
 
-int df_feature_link_stop(DfFeatureLinks *l, DfError *err) {
-    LinkHeader h = {.type = MSG_STOP};
+int df_feature_link_stop(DfFeatureLinks *l, int64_t last_step, DfError *err) {
+    LinkHeader h = {.type = MSG_STOP, .step = (uint64_t)last_step};
     return send_header(l, my_target(l), &h, err);
 }
 
@@ -263,6 +263,7 @@ int df_feature_link_await_credit(DfFeatureLinks *l, int peer, int64_t step, int 
     LinkHeader h;
     if (recv_header(l, peer, &h, err)) return -1;
     *stopped = h.type == MSG_STOP;
+    if (*stopped) l->stopped_after = (int64_t)h.step;
     if (*stopped || (h.type == MSG_CREDIT && h.step == (uint64_t)step)) return 0;
     return df_fail(err, "feature link: expected drafter rank %d's credit for step %lld, got %s of step %llu", peer,
                    (long long)step, msg_name(h.type), (unsigned long long)h.step);

@@ -48,6 +48,7 @@ typedef struct DfFeatureLinks {
     DfNcclComm nccl_comm;
     int have_nccl;
     atomic_int nccl_aborted;
+    int64_t stopped_after; /* target rank: the last step its drafter ranks trained, from their STOP */
 } DfFeatureLinks;
 
 /* The target rank serving drafter rank global_rank (>= target_ranks). */
@@ -60,7 +61,8 @@ int df_feature_links_open(DfFeatureLinks *l, DfDistGroup *group, DfBackend *be, 
 
 /* Drafter side. */
 int df_feature_link_grant(DfFeatureLinks *l, int64_t step, DfError *err);
-int df_feature_link_stop(DfFeatureLinks *l, DfError *err);
+/* No more credits: the run stops after last_step (the last step trained). */
+int df_feature_link_stop(DfFeatureLinks *l, int64_t last_step, DfError *err);
 /* Receives step's features into features (count elements of it; 0: none),
  * and the target rank's stop signal. */
 int df_feature_link_recv(DfFeatureLinks *l, int64_t step, DfBuffer features, size_t count, int *signal,
@@ -71,7 +73,8 @@ int df_feature_link_recv(DfFeatureLinks *l, int64_t step, DfBuffer features, siz
 int df_feature_link_drain(DfFeatureLinks *l, int64_t step, DfBuffer features, DfError *err);
 
 /* Target side, for the drafter rank `peer` (global rank): waits for its next
- * message: the credit for step (*stopped = 0) or STOP (*stopped = 1). */
+ * message: the credit for step (*stopped = 0) or STOP (*stopped = 1, and
+ * l->stopped_after the last step the drafter ranks trained). */
 int df_feature_link_await_credit(DfFeatureLinks *l, int peer, int64_t step, int *stopped, DfError *err);
 int df_feature_link_send(DfFeatureLinks *l, int peer, int64_t step, DfBuffer features, size_t count, int signal,
                          DfError *err);

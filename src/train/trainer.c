@@ -908,7 +908,7 @@ static int grant_ahead(Trainer *t, DfError *err) {
  * rank, and takes the features of the steps it had granted (the target rank
  * sends them before it reads the stop). */
 static int release_target(Trainer *t, DfError *err) {
-    if (df_feature_link_stop(&t->links, err)) return df_context(err, "feature link");
+    if (df_feature_link_stop(&t->links, t->progress.step, err)) return df_context(err, "feature link");
     for (int64_t step = t->progress.step + 1; step <= t->granted; step++)
         if (df_feature_link_drain(&t->links, step, t->buf.features, err)) return df_context(err, "feature link");
     t->granted = t->progress.step;
@@ -1145,7 +1145,10 @@ static int run_target_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
             df_context(err, "step %lld", (long long)step);
             break;
         }
-        if (stopped) break;
+        if (stopped) {
+            t->progress.step = t->links.stopped_after;
+            break;
+        }
         t->progress.step = step;
         steps_here++;
     }
@@ -1161,7 +1164,7 @@ static int run_target_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         s->busy = per_second(fwd.total_s, s->seconds);
         fprintf(stderr, "train: target rank %d of %d: %lld steps for %d drafter rank(s)%s; target forward %.1f s "
                         "(%.0f%% of %.1f s), waiting for the drafter ranks %.1f s\n",
-                t->rank, t->world, (long long)steps_here, n, stopped ? " (stopped early by the drafter ranks)" : "",
+                t->rank, t->world, (long long)steps_here, n, stopped ? " (the drafter ranks stopped early)" : "",
                 fwd.total_s, 100 * s->busy, s->seconds, wait.total_s);
     }
     return rc;
