@@ -15,7 +15,9 @@
  *     1e-6 relative (the target forward runs on the same rows, only the
  *     thread count and the drafter ranks' summation order differ); a split
  *     run stopped at step 3 resumes with another number of drafter ranks;
- *     a killed drafter rank ends the target rank within 10 s. */
+ *     a killed drafter rank ends the target rank within 10 s; SIGTERM to the
+ *     target rank stops every rank after the same step, with a checkpoint
+ *     of it, exit 0 (the drafter ranks take the features sent ahead). */
 #include "test_util.h"
 
 #include <arpa/inet.h>
@@ -445,6 +447,35 @@ static void test_split_lost_drafter_stops_the_target(void **state) {
     expect_lost_rank_stops_the_other(*state, "split_lost", "--steps 500 --layout split");
 }
 
+static void test_split_signal_on_target_stops_every_rank(void **state) {
+    const Fixture *f = *state;
+    int port = free_port();
+    pid_t pids[3];
+    for (int r = 0; r < 3; r++) pids[r] = start_rank(f, "split_signal", 3, r, port, "--steps 500 --layout split");
+    double until = df_now_seconds() + 120;
+    while (metrics_lines(f, "split_signal") < 2 && df_now_seconds() < until) nap(0.05);
+    assert_true(metrics_lines(f, "split_signal") >= 2);
+    assert_int_equal(kill(pids[0], SIGTERM), 0);
+    int failed = 0;
+    for (int r = 0; r < 3; r++) failed |= wait_exit(pids[r], 30) != 0;
+    if (failed)
+        for (int r = 0; r < 3; r++) print_log(f, "split_signal", r);
+    assert_false(failed);
+    int steps = metrics_lines(f, "split_signal");
+    assert_true(steps >= 2 && steps < 500);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/split_signal/checkpoints/step-%08d.safetensors", f->dir, steps);
+    assert_true(df_test_file_exists(path));
+    for (int r = 0; r < 3; r++) { /* every rank stopped after that step */
+        snprintf(path, sizeof path, "%s/split_signal.rank%d.log", f->dir, r);
+        char *log = df_test_read_file(path, NULL), want[128];
+        snprintf(want, sizeof want, r == 1 ? "stopped after step %d of 500" : "done at step %d ", steps);
+        if (!strstr(log, want)) fprintf(stderr, "rank %d: no '%s' in\n%s\n", r, want, log);
+        assert_non_null(strstr(log, want));
+        free(log);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_reduce_sums_in_rank_order),
@@ -457,6 +488,7 @@ int main(void) {
         cmocka_unit_test(test_split_one_target_two_drafters_matches_one),
         cmocka_unit_test(test_split_checkpoint_resumes_with_other_drafter_ranks),
         cmocka_unit_test(test_split_lost_drafter_stops_the_target),
+        cmocka_unit_test(test_split_signal_on_target_stops_every_rank),
     };
     /* one prepared store and one reference run for the whole group */
     return cmocka_run_group_tests(tests, setup, teardown);

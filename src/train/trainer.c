@@ -659,8 +659,10 @@ static int share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, Df
 }
 
 /* Split layout, a drafter rank: its share's tap features, from its target
- * rank (waiting for them counts as the target stage). An empty share still
- * gets its message (the step and the target rank's stop signal). */
+ * rank. Waiting for them and their transfer count as the wait stage (a
+ * wait for the producer, like waiting for the loader: not device work of
+ * this rank, so not in its busy fraction). An empty share still gets its
+ * message (the step and the target rank's stop signal). */
 static int share_receive(Trainer *t, const DfStepBatch *b, DfDrafterBatch *db, DfStepTimes *times, double *t0,
                          DfError *err) {
     size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size, tokens = (size_t)b->tokens;
@@ -669,7 +671,8 @@ static int share_receive(Trainer *t, const DfStepBatch *b, DfDrafterBatch *db, D
     if (df_feature_link_recv(&t->links, b->step, features, tokens * width, &t->peer_signal, err)) return -1;
     *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
                            .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
-    return stage_done(t, times, DF_STEP_TARGET, t0, err);
+    if (t->be->ops->sync(t->be, err)) return -1; /* NCCL: the receive is queued on the stream */
+    return stage_done(t, times, DF_STEP_WAIT, t0, err);
 }
 
 /* Data parallel: the step's metrics, FLOPs and stop requests summed over the
