@@ -1203,6 +1203,10 @@ static int join_group(Trainer *t, DfError *err) {
             return df_fail(err, "--layout split with --target-ranks %d needs more processes than target ranks (this "
                                 "group has %d: start them with RANK, WORLD_SIZE, ... as torchrun does)",
                            targets, world);
+        if (targets > world - targets)
+            return df_fail(err, "--layout split: %d target ranks for %d drafter ranks would leave target ranks idle "
+                                "(each serves drafter ranks d with d %% T equal to its rank)",
+                           targets, world - targets);
         t->role = env->rank < targets ? ROLE_TARGET : ROLE_DRAFTER;
         t->writer = targets;
         t->share_rank = env->rank - targets;
@@ -1435,7 +1439,6 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     summary->rank = t.rank;
     summary->world = t.world;
     summary->writer_rank = t.writer;
-    summary->role = t.role == ROLE_TARGET ? "target" : t.role == ROLE_DRAFTER ? "drafter" : "colocated";
     if (rc == 0 && t.progress.step == t.total_steps && t.rank == t.writer) {
         rc = download_state(&t, err);
         if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);

@@ -155,7 +155,6 @@ typedef struct DfTrainSummary {
     size_t target_bytes;      /* of which the target's weights (0: not tracked) */
     int rank, world;          /* data parallel (0, 1: one process) */
     int writer_rank;          /* the rank that writes OUTPUT (0; split layout: the first drafter rank) */
-    const char *role;         /* "target", "drafter" (split layout) or "colocated" */
     double busy;              /* device stages over the loop's wall time (step_timing.h) */
     double wait_s;            /* compute thread waiting for batches, summed */
     char stages_path[4200];   /* the stage report (rank 0; "" when no step ran) */
