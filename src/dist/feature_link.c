@@ -109,7 +109,8 @@ static int open_nccl(DfFeatureLinks *l, DfError *err) {
 /* Target rank: accepts the connections of the drafter ranks it serves. */
 static int accept_drafters(DfFeatureLinks *l, int lfd, DfError *err) {
     int expected = 0;
-    for (int r = l->target_ranks; r < l->world; r++) expected += df_feature_link_target_of(r, l->target_ranks) == l->rank;
+    for (int r = l->target_ranks; r < l->world; r++)
+        expected += df_feature_link_target_of(r, l->target_ranks) == l->rank;
     double deadline = df_now_seconds() + CONNECT_TIMEOUT_S;
     for (int joined = 0; joined < expected;) {
         int fd = df_tcp_accept(lfd, deadline, err);
@@ -232,7 +233,8 @@ int df_feature_link_recv(DfFeatureLinks *l, int64_t step, DfBuffer features, siz
                        (unsigned long long)h.count);
     *signal = (int)h.signal;
     if (count == 0) return 0;
-    if (count > features.count) return df_fail(err, "internal: %zu features into a buffer of %zu", count, features.count);
+    if (count > features.count)
+        return df_fail(err, "internal: %zu features into a buffer of %zu", count, features.count);
     if (l->use_nccl) return transfer_nccl(l, 0, t, features, count, err);
     reserve_host(l, count);
     DfTcpStatus st = df_tcp_recv_all(l->fd[t], l->host, count * sizeof *l->host, df_now_seconds() + LINK_TIMEOUT_S,
@@ -271,7 +273,8 @@ int df_feature_link_await_credit(DfFeatureLinks *l, int peer, int64_t step, int 
 
 int df_feature_link_send(DfFeatureLinks *l, int peer, int64_t step, DfBuffer features, size_t count, int signal,
                          DfError *err) {
-    if (count > features.count) return df_fail(err, "internal: %zu features from a buffer of %zu", count, features.count);
+    if (count > features.count)
+        return df_fail(err, "internal: %zu features from a buffer of %zu", count, features.count);
     LinkHeader h = {.type = MSG_FEATURES, .step = (uint64_t)step, .count = count, .signal = (uint32_t)signal};
     if (send_header(l, peer, &h, err)) return -1;
     if (count == 0) return 0;

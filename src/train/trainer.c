@@ -429,7 +429,8 @@ static int load_target_role(Trainer *t, DfError *err) {
 #endif
     size_t tokens = max_batch_tokens(t->opt), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
     DfArena *acts = &t->arenas[ARENA_ACTIVATIONS];
-    size_t bytes = df_arena_bytes_for(t->be, DF_BUF_I32, tokens) + df_arena_bytes_for(t->be, DF_BUF_ACT, tokens * width);
+    size_t bytes =
+        df_arena_bytes_for(t->be, DF_BUF_I32, tokens) + df_arena_bytes_for(t->be, DF_BUF_ACT, tokens * width);
     if (df_arena_init(acts, t->be, ARENA_ROLES[ARENA_ACTIVATIONS], bytes, err) ||
         df_arena_alloc(acts, &t->buf.dev_ids, DF_BUF_I32, tokens, err) ||
         df_arena_alloc(acts, &t->buf.features, DF_BUF_ACT, tokens * width, err))
@@ -1238,7 +1239,8 @@ static int check_replicas_agree(Trainer *t, DfError *err) {
         if (memcmp(all + 3 * r, all, sizeof mine) != 0)
             rc = df_fail(err,
                          "%srank %d starts at step %llu of %llu with weights %016llx, rank 0 at step %llu of %llu "
-                         "with %016llx: every rank must see the same OUTPUT (its checkpoints) and be given the same options",
+                         "with %016llx: every rank must see the same OUTPUT (its checkpoints) and be given the same "
+                         "options",
                          t->role == ROLE_DRAFTER ? "drafter " : "", r, (unsigned long long)all[3 * r],
                          (unsigned long long)all[3 * r + 1],
                          (unsigned long long)all[3 * r + 2], (unsigned long long)all[0], (unsigned long long)all[1],
