@@ -12,15 +12,23 @@
 #      naming rank 1;
 #   4. the two-GPU run's checkpoint (step 30) resumed on one GPU to step 60:
 #      losses against the one-GPU run.
-#   5. two GPUs, --overlap-grad-reduce on vs off with small buckets
+#   6. two GPUs, --overlap-grad-reduce on vs off with small buckets
 #      (--grad-bucket-mib 0.25: about 25 buckets, most queued during the
 #      backward when on): the losses must be identical (the same buckets summed
 #      by NCCL with the same algorithm in both: only when they start differs),
 #      and the sequences/s of each (steps 11..60).
-# Usage (from the tree's root, ./dflash built): bash scripts/dp_check.sh [OUTDIR]
+#   5. split layout (--layout split): two processes, CUDA_VISIBLE_DEVICES 0
+#      and 1 (each sees one GPU, --device cuda:0): rank 0 runs the target
+#      forward only and sends the features to rank 1 (ncclSend/ncclRecv),
+#      rank 1 trains the drafter; losses against the one-GPU run
+#      (bench/compare_losses.py) and sequences/s of both; then the split run
+#      stopped at step 30 and resumed in the split layout: losses again.
+# Usage (from the tree's root, ./dflash built): bash scripts/dp_check.sh [OUTDIR] [all|split]
+#   split: only 1 (depth 3, the reference) and 5.
 # NCCL: found as dist/nccl.h says (DFLASH_NCCL_LIB, or PyTorch's nvidia-nccl wheel).
 set -uo pipefail
 OUT=${1:-/tmp/dp_check}
+PART=${2:-all}
 W=/tmp/dp_work
 rm -rf "$W"
 mkdir -p "$OUT" "$W"
@@ -73,14 +81,36 @@ dp2() {
             timeout 240 ./dflash train --device cuda --output "$W/$name" $opts "$@" > "$W/$name.rank$r.log" 2>&1 &
     done
     wait
+    tail -18 "$W/$name.rank0.log"
+    tail -2 "$W/$name.rank1.log"
+}
+
+# split NAME EXTRA...: the split layout on GPUs 0 (target) and 1 (drafter)
+split() {
+    local name=$1
+    shift
+    local port=$((29500 + RANDOM % 1000))
+    for r in 0 1; do
+        CUDA_VISIBLE_DEVICES=$r RANK=$r WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+            timeout 240 ./dflash train --device cuda:0 --output "$W/$name" $opts --layout split "$@" \
+            > "$W/$name.rank$r.log" 2>&1 &
+    done
+    wait
+    tail -3 "$W/$name.rank0.log"
+    tail -18 "$W/$name.rank1.log"
 }
 
 {
-    echo "== 1. one GPU, queue depth 1 vs 3"
-    timeout 180 ./dflash train --device cuda:0 --output "$W/q1" $opts --queue-depth 1 2>&1 | tail -16
-    timeout 180 ./dflash train --device cuda:0 --output "$W/q3" $opts --queue-depth 3 2>&1 | tail -16
-    compare q1 q3
-    if [ "$ngpu" -ge 2 ]; then
+    if [ "$PART" = split ]; then
+        echo "== 1. one GPU, queue depth 3 (the reference)"
+        timeout 180 ./dflash train --device cuda:0 --output "$W/q3" $opts --queue-depth 3 2>&1 | tail -16
+    else
+        echo "== 1. one GPU, queue depth 1 vs 3"
+        timeout 180 ./dflash train --device cuda:0 --output "$W/q1" $opts --queue-depth 1 2>&1 | tail -16
+        timeout 180 ./dflash train --device cuda:0 --output "$W/q3" $opts --queue-depth 3 2>&1 | tail -16
+        compare q1 q3
+    fi
+    if [ "$ngpu" -ge 2 ] && [ "$PART" != split ]; then
         echo "== 2. two processes, one GPU each, NCCL"
         port=$((29500 + RANDOM % 1000))
         for r in 0 1; do
@@ -117,7 +147,7 @@ dp2() {
         head -30 "$W/dp2/metrics.jsonl" > "$W/resume1/metrics.jsonl"
         timeout 180 ./dflash train --device cuda:0 --output "$W/resume1" $opts --resume 2>&1 | tail -3
         compare resume1 q1
-        echo "== 5. two GPUs, --overlap-grad-reduce on vs off, 0.25 MiB buckets (losses: identical expected)"
+        echo "== 6. two GPUs, --overlap-grad-reduce on vs off, 0.25 MiB buckets (losses: identical expected)"
         dp2 ovl_on --grad-bucket-mib 0.25 --overlap-grad-reduce on
         dp2 ovl_off --grad-bucket-mib 0.25 --overlap-grad-reduce off
         grep -h 'overlapped\|rank 0:' "$W/ovl_on.rank0.log" | head -3
@@ -126,8 +156,20 @@ dp2() {
         throughput ovl_on
         throughput ovl_off
         throughput dp2
+    fi
+    if [ "$ngpu" -ge 2 ]; then
+        echo "== 5. split layout: rank 0 target on GPU 0, rank 1 drafter on GPU 1 (features over NCCL)"
+        split split2
+        python3 bench/compare_losses.py "$W/split2/metrics.jsonl" "$W/q3/metrics.jsonl"
+        throughput q3
+        throughput split2
+        [ -f "$W/dp2/metrics.jsonl" ] && throughput dp2
+        echo "== 5b. split layout stopped at step 30, resumed in the split layout"
+        split split_resume --stop-at 30
+        split split_resume --resume
+        python3 bench/compare_losses.py "$W/split_resume/metrics.jsonl" "$W/q3/metrics.jsonl"
     else
-        echo "== 2-4 skipped: $ngpu GPU(s)"
+        echo "== 2-5 skipped: $ngpu GPU(s)"
     fi
 } 2>&1 | tee "$OUT/dp_check.log"
-for d in q1 q3 dp2; do [ -f "$W/$d/stages.json" ] && cp "$W/$d/stages.json" "$OUT/stages_$d.json"; done
+for d in q1 q3 dp2 split2; do [ -f "$W/$d/stages.json" ] && cp "$W/$d/stages.json" "$OUT/stages_$d.json"; done

@@ -9,7 +9,15 @@
  *   - a rank killed mid-run ends the other within 10 s, non-zero, with a
  *     message naming the lost rank;
  *   - a 2-rank checkpoint resumes in 1 rank and a 1-rank one in 2 ranks,
- *     continuing the same loss curve. */
+ *     continuing the same loss curve;
+ *   - the split layout (--layout split): 1 target rank + 1 drafter rank, and
+ *     1 target rank + 2 drafter ranks, give the one-process losses within
+ *     1e-6 relative (the target forward runs on the same rows, only the
+ *     thread count and the drafter ranks' summation order differ); a split
+ *     run stopped at step 3 resumes with another number of drafter ranks;
+ *     a killed drafter rank ends the target rank within 10 s; SIGTERM to the
+ *     target rank stops every rank after the same step, with a checkpoint
+ *     of it, exit 0 (the drafter ranks take the features sent ahead). */
 #include "test_util.h"
 
 #include <arpa/inet.h>
@@ -192,12 +200,17 @@ static float *read_weights(const Fixture *f, const char *output, int step, size_
     return w;
 }
 
-static void expect_same_curve(const double *ref, const double *got, int from, int to) {
+static void expect_curve_within(const double *ref, const double *got, int from, int to, double tolerance) {
     for (int i = from; i < to; i++) {
         double rel = fabs(got[i] - ref[i]) / fabs(ref[i]);
-        if (rel > 1e-5) fprintf(stderr, "step %d: loss %.17g, reference %.17g (rel %.3g)\n", i + 1, got[i], ref[i], rel);
-        assert_true(rel <= 1e-5);
+        if (rel > tolerance)
+            fprintf(stderr, "step %d: loss %.17g, reference %.17g (rel %.3g)\n", i + 1, got[i], ref[i], rel);
+        assert_true(rel <= tolerance);
     }
+}
+
+static void expect_same_curve(const double *ref, const double *got, int from, int to) {
+    expect_curve_within(ref, got, from, to, 1e-5);
 }
 
 static void expect_same_weights(const Fixture *f, const char *output, const char *reference, int step) {
@@ -345,21 +358,22 @@ static int metrics_lines(const Fixture *f, const char *output) {
     return n;
 }
 
-static void test_lost_rank_stops_the_other(void **state) {
-    Fixture *f = *state;
+/* Two ranks; rank 1 is killed after step 2: rank 0 must fail within 10 s
+ * with a message naming rank 1. */
+static void expect_lost_rank_stops_the_other(const Fixture *f, const char *output, const char *extra) {
     int port = free_port();
-    pid_t p0 = start_rank(f, "lost", 2, 0, port, "--steps 500");
-    pid_t p1 = start_rank(f, "lost", 2, 1, port, "--steps 500");
+    pid_t p0 = start_rank(f, output, 2, 0, port, extra);
+    pid_t p1 = start_rank(f, output, 2, 1, port, extra);
     double until = df_now_seconds() + 120;
-    while (metrics_lines(f, "lost") < 2 && df_now_seconds() < until) nap(0.05);
-    assert_true(metrics_lines(f, "lost") >= 2);
+    while (metrics_lines(f, output) < 2 && df_now_seconds() < until) nap(0.05);
+    assert_true(metrics_lines(f, output) >= 2);
     assert_int_equal(kill(p1, SIGKILL), 0);
     double t0 = df_now_seconds();
     int rc = wait_exit(p0, 30);
     double took = df_now_seconds() - t0;
     wait_exit(p1, 5);
     char path[1024];
-    snprintf(path, sizeof path, "%s/lost.rank0.log", f->dir);
+    snprintf(path, sizeof path, "%s/%s.rank0.log", f->dir, output);
     char *log = df_test_read_file(path, NULL);
     const char *msg = strstr(log, "dflash train: rank 0:");
     fprintf(stderr, "rank 0 exited %d %.1f s after rank 1 was killed: %s", rc, took, msg ? msg : "(no message)\n");
@@ -368,6 +382,10 @@ static void test_lost_rank_stops_the_other(void **state) {
     assert_non_null(msg);
     assert_non_null(strstr(msg, "rank 1"));
     free(log);
+}
+
+static void test_lost_rank_stops_the_other(void **state) {
+    expect_lost_rank_stops_the_other(*state, "lost", "--steps 500");
 }
 
 /* Stops at step 3 with one world size, resumes with another. */
@@ -384,6 +402,80 @@ static void resume_across(const Fixture *f, const char *output, int first_world,
 static void test_two_rank_checkpoint_resumes_in_one(void **state) { resume_across(*state, "two_then_one", 2, 0); }
 static void test_one_rank_checkpoint_resumes_in_two(void **state) { resume_across(*state, "one_then_two", 0, 2); }
 
+/* ---- the split layout -------------------------------------------------------- */
+
+static void expect_split_matches_one(const Fixture *f, const char *output, int world) {
+    double ref[STEPS], got[STEPS];
+    reference(f, ref);
+    run_group(f, output, world, "--steps 6 --layout split");
+    assert_int_equal(read_losses(f, output, got, STEPS), STEPS);
+    expect_curve_within(ref, got, 0, STEPS, 1e-6);
+    expect_same_weights(f, output, "ref", STEPS);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s/final/model.safetensors", f->dir, output);
+    assert_true(df_test_file_exists(path)); /* written by rank 1, the first drafter rank */
+    snprintf(path, sizeof path, "%s/%s.rank0.log", f->dir, output);
+    char *log = df_test_read_file(path, NULL);
+    char want[128];
+    snprintf(want, sizeof want, "target rank 0 of %d: 6 steps for %d drafter rank(s)", world, world - 1);
+    if (!strstr(log, want)) fprintf(stderr, "%s", log);
+    assert_non_null(strstr(log, want));
+    assert_null(strstr(log, "step 1/6")); /* the target rank prints no progress */
+    free(log);
+}
+
+static void test_split_one_target_one_drafter_matches_one(void **state) {
+    expect_split_matches_one(*state, "split2", 2);
+}
+
+static void test_split_one_target_two_drafters_matches_one(void **state) {
+    expect_split_matches_one(*state, "split3", 3);
+}
+
+static void test_split_checkpoint_resumes_with_other_drafter_ranks(void **state) {
+    const Fixture *f = *state;
+    double ref[STEPS], got[STEPS];
+    reference(f, ref);
+    run_group(f, "split_resume", 3, "--steps 6 --stop-at 3 --layout split --queue-depth 2");
+    run_group(f, "split_resume", 2, "--steps 6 --resume --layout split");
+    assert_int_equal(read_losses(f, "split_resume", got, STEPS), STEPS);
+    expect_curve_within(ref, got, 0, STEPS, 1e-6);
+    expect_same_weights(f, "split_resume", "ref", STEPS);
+}
+
+static void test_split_lost_drafter_stops_the_target(void **state) {
+    expect_lost_rank_stops_the_other(*state, "split_lost", "--steps 500 --layout split");
+}
+
+static void test_split_signal_on_target_stops_every_rank(void **state) {
+    const Fixture *f = *state;
+    int port = free_port();
+    pid_t pids[3];
+    for (int r = 0; r < 3; r++) pids[r] = start_rank(f, "split_signal", 3, r, port, "--steps 500 --layout split");
+    double until = df_now_seconds() + 120;
+    while (metrics_lines(f, "split_signal") < 2 && df_now_seconds() < until) nap(0.05);
+    assert_true(metrics_lines(f, "split_signal") >= 2);
+    assert_int_equal(kill(pids[0], SIGTERM), 0);
+    int failed = 0;
+    for (int r = 0; r < 3; r++) failed |= wait_exit(pids[r], 30) != 0;
+    if (failed)
+        for (int r = 0; r < 3; r++) print_log(f, "split_signal", r);
+    assert_false(failed);
+    int steps = metrics_lines(f, "split_signal");
+    assert_true(steps >= 2 && steps < 500);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/split_signal/checkpoints/step-%08d.safetensors", f->dir, steps);
+    assert_true(df_test_file_exists(path));
+    for (int r = 0; r < 3; r++) { /* every rank stopped after that step */
+        snprintf(path, sizeof path, "%s/split_signal.rank%d.log", f->dir, r);
+        char *log = df_test_read_file(path, NULL), want[128];
+        snprintf(want, sizeof want, r == 1 ? "stopped after step %d of 500" : "done at step %d ", steps);
+        if (!strstr(log, want)) fprintf(stderr, "rank %d: no '%s' in\n%s\n", r, want, log);
+        assert_non_null(strstr(log, want));
+        free(log);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_reduce_sums_in_rank_order),
@@ -392,6 +484,11 @@ int main(void) {
         cmocka_unit_test(test_lost_rank_stops_the_other),
         cmocka_unit_test(test_two_rank_checkpoint_resumes_in_one),
         cmocka_unit_test(test_one_rank_checkpoint_resumes_in_two),
+        cmocka_unit_test(test_split_one_target_one_drafter_matches_one),
+        cmocka_unit_test(test_split_one_target_two_drafters_matches_one),
+        cmocka_unit_test(test_split_checkpoint_resumes_with_other_drafter_ranks),
+        cmocka_unit_test(test_split_lost_drafter_stops_the_target),
+        cmocka_unit_test(test_split_signal_on_target_stops_every_rank),
     };
     /* one prepared store and one reference run for the whole group */
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -254,9 +254,9 @@ int df_cmd_train(int argc, char **argv) {
     /* -1: not given (every option below takes only non-negative values) */
     int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
     int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1, window = -1;
-    int queue_depth = -1, log_every = -1;
+    int queue_depth = -1, log_every = -1, target_ranks = -1;
+    const char *layout = NULL, *overlap = NULL;
     double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1, bucket_mib = -1;
-    const char *overlap = NULL;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
         {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
@@ -283,6 +283,8 @@ int df_cmd_train(int argc, char **argv) {
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
         {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0},
         {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0},
+        {"layout", DF_OPT_STRING, &layout, "L", "data parallel: colocated (default: every rank runs the target and the drafter on its share of the batch) or split (ranks 0..T-1 run only the target and send the features to the drafter ranks T..W-1)", 0},
+        {"target-ranks", DF_OPT_INT, &target_ranks, "T", "split layout: how many ranks run the target (default 1)", 0},
         {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second)", 0},
         {"random-target-weights", DF_OPT_FLAG, &o.random_target_weights, NULL, "give the target random weights instead of reading its safetensors (config.json and the tokenizer still come from --target): throughput at a model's shape without its weights", 0},
         {"overlap-grad-reduce", DF_OPT_STRING, &overlap, "on|off", "data parallel on CUDA: all-reduce gradient buckets during the backward (on, default) or after it (off)", 0},
@@ -302,7 +304,9 @@ int df_cmd_train(int argc, char **argv) {
         "signal exits at once (130/143), leaving the previous checkpoint intact.\n"
         "Data parallel: start one process per device with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR\n"
         "and MASTER_PORT set (as torchrun does) and the same options; --device cuda means\n"
-        "cuda:LOCAL_RANK. Rank 0 writes OUTPUT (which every rank must see, to resume).",
+        "cuda:LOCAL_RANK. Rank 0 writes OUTPUT (which every rank must see, to resume).\n"
+        "--layout split --target-ranks T: ranks 0..T-1 run the target forward only, ranks T..W-1 the\n"
+        "drafter only (drafter rank d is fed by target rank d % T); rank T writes OUTPUT.",
         options, DF_COUNT(options)};
     DfParsedArgs parsed;
     DfError err = {{0}};
@@ -329,7 +333,15 @@ int df_cmd_train(int argc, char **argv) {
         fprintf(stderr, "dflash train: --queue-depth must be at least 1 (1: lock-step)\n");
         return 2;
     }
-    if (queue_depth < -1 || log_every < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 ||
+    if (layout && strcmp(layout, "colocated") != 0 && strcmp(layout, "split") != 0) {
+        fprintf(stderr, "dflash train: --layout %s: colocated or split\n", layout);
+        return 2;
+    }
+    if (target_ranks == 0 || (target_ranks > 0 && !(layout && strcmp(layout, "split") == 0))) {
+        fprintf(stderr, "dflash train: --target-ranks must be positive and goes with --layout split\n");
+        return 2;
+    }
+    if (queue_depth < -1 || log_every < -1 || target_ranks < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 ||
         layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 || budget < -1 || seed < -1 ||
         window < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
         (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
@@ -365,6 +377,8 @@ int df_cmd_train(int argc, char **argv) {
     }
     if (bucket_mib > 0) o.bucket_mib = bucket_mib;
     if (overlap) o.overlap_grad_reduce = strcmp(overlap, "on") == 0;
+    if (layout && strcmp(layout, "split") == 0) o.layout = DF_LAYOUT_SPLIT;
+    if (target_ranks > 0) o.target_ranks = target_ranks;
     if (log_every >= 0) o.log_every = log_every;
     if (peak_tflops >= 0) o.peak_tflops = peak_tflops;
     DfDistEnv dist;
@@ -394,9 +408,9 @@ int df_cmd_train(int argc, char **argv) {
         int sig = df_stop_requested();
         return sig ? 128 + sig : 1; /* e.g. interrupted while preparing the data */
     }
-    if (summary.rank != 0) {
-        printf("train: rank %d of %d: done at step %lld (rank 0 writes the run's files)\n", summary.rank,
-               summary.world, (long long)summary.last_step);
+    if (summary.rank != summary.writer_rank) {
+        printf("train: rank %d of %d: done at step %lld (rank %d writes the run's files)\n", summary.rank,
+               summary.world, (long long)summary.last_step, summary.writer_rank);
         return 0;
     }
     print_result(&o, &summary);

@@ -1,11 +1,13 @@
 /* Forming the group and the collectives over the control connections
  * (the heartbeat side is dist/heartbeat.c). */
+#include <netdb.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -31,6 +33,20 @@ void df_dist_options_default(DfDistOptions *opt) {
 
 int df_dist_rank(const DfDistGroup *g) { return g->rank; }
 int df_dist_world_size(const DfDistGroup *g) { return g->world; }
+
+int df_dist_local_address(const DfDistGroup *g, char *buf, size_t cap, DfError *err) {
+    int fd = g->world > 1 ? g->ctrl[g->rank == 0 ? 1 : 0] : -1;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len))
+        return df_fail(err, "rendezvous: rank %d has no connection to take its address from", g->rank);
+    int rc = getnameinfo((struct sockaddr *)&ss, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
+    if (rc) return df_fail(err, "rendezvous: rank %d's own address: %s", g->rank, gai_strerror(rc));
+    const char *mapped = "::ffff:"; /* an IPv4 peer on the dual-stack socket: the IPv4 address */
+    size_t n = strlen(mapped);
+    if (strncmp(buf, mapped, n) == 0 && strchr(buf + n, '.')) memmove(buf, buf + n, strlen(buf + n) + 1);
+    return 0;
+}
 
 static int is_failed(void *ctx) { return atomic_load(&((DfDistGroup *)ctx)->failed); }
 

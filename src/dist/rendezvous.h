@@ -51,6 +51,10 @@ DfDistGroup *df_dist_group_create(const DfDistEnv *env, const DfDistOptions *opt
 void df_dist_group_close(DfDistGroup *g);
 
 int df_dist_rank(const DfDistGroup *g);
+/* This rank's address as its peers reach it (numeric, the local end of its
+ * control connection), for connections of its own (dist/feature_link.h).
+ * Fails with one rank (no connection to look at). */
+int df_dist_local_address(const DfDistGroup *g, char *buf, size_t cap, DfError *err);
 int df_dist_world_size(const DfDistGroup *g);
 
 /* Rank 0's len bytes of buf replace every other rank's (all pass the same len). */

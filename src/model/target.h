@@ -62,7 +62,8 @@ int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, 
  * decoder layers 0..n_layers-1, and with_head: the final norm and lm_head
  * (also with fewer layers: drafter training needs the lm head, not the last
  * layers; logits then need all layers and are refused).
- * n_layers must be in 1..num_layers. Weights of any float dtype become the
+ * n_layers must be in 0..num_layers (0: the embedding and head alone, what
+ * a drafter needs when another process runs the target's layers). Weights of any float dtype become the
  * backend's activation dtype, except a hybrid target's small parameters
  * (its (1 + w) norms and the DeltaNet's conv1d, A_log, dt_bias, gated norm),
  * which stay F32 (see model/hybrid_layer.h). */

@@ -109,7 +109,7 @@ int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layer
     if (c->num_heads % c->num_kv_heads != 0)
         return df_fail(err, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", dir,
                        c->num_heads, c->num_kv_heads);
-    if (n_layers < 1 || n_layers > c->num_layers)
+    if (n_layers < 0 || n_layers > c->num_layers)
         return df_fail(err, "%s: asked for %d layers, the model has %d", dir, n_layers, c->num_layers);
     DfSafetensors st;
     if (df_safetensors_open(&st, dir, err)) return -1;

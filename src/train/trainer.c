@@ -25,7 +25,9 @@
 #include "base/hash64.h"
 #include "base/signals.h"
 #include "dist/comm.h"
+#include "dist/feature_link.h"
 #include "dist/rendezvous.h"
+#include "dist/tcp.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
 #include "model/drafter_io.h"
@@ -60,6 +62,7 @@ void df_train_options_default(DfTrainOptions *o) {
     o->queue_depth = 3;
     o->bucket_mib = 25;
     o->overlap_grad_reduce = 1;
+    o->target_ranks = 1;
 }
 
 /* The step's device inputs (views of the activations arena, sized for the
@@ -120,7 +123,22 @@ typedef struct Trainer {
     DfComm comm;
     int have_comm;
     char device[64];     /* the device this rank trains on */
+    /* the split layout (trainer.h) */
+    int role;            /* ROLE_COLOCATED, ROLE_TARGET or ROLE_DRAFTER */
+    int writer;          /* the rank that writes OUTPUT */
+    int share_rank, share_world; /* this rank's place among the ranks that split each batch */
+    DfDistGroup *drafters; /* the drafter ranks' own group (drafter ranks only) */
+    DfFeatureLinks links;
+    int have_links;
+    int64_t granted;     /* drafter rank: the last step its target rank may send */
+    int peer_signal;     /* drafter rank: the stop signal its target rank sent with this step's features */
 } Trainer;
+
+enum { ROLE_COLOCATED, ROLE_TARGET, ROLE_DRAFTER };
+
+/* The group the drafter's reductions run over: every rank (colocated) or the
+ * drafter ranks (split). */
+static DfDistGroup *reduce_group(const Trainer *t) { return t->role == ROLE_DRAFTER ? t->drafters : t->group; }
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -383,10 +401,13 @@ static int load_models(Trainer *t, DfError *err) {
     size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
 #endif
     if (o->random_target_weights) {
-        /* every layer gets weights; the forward still runs only up to the deepest tap */
+        /* every layer gets weights (a split drafter rank too: the same seed gives it the target ranks'
+         * embedding and head); the forward still runs only up to the deepest tap */
         if (df_target_init_random(&t->target, t->be, &t->tcfg, o->seed + 1, 1, err))
             return df_context(err, "random weights for the target %s", o->target_dir);
-    } else if (df_target_load(&t->target, t->be, o->target_dir, n_layers, !tied, err)) {
+    } else if (df_target_load(&t->target, t->be, o->target_dir, t->role == ROLE_DRAFTER ? 0 : n_layers, !tied,
+                              err)) {
+        /* split layout: a drafter rank needs the embedding and the head, none of the layers */
         return -1;
     }
 #ifdef DF_HAVE_CUDA
@@ -401,6 +422,30 @@ static int load_models(Trainer *t, DfError *err) {
     if (alloc_training_state(t, n, &params, &grads, err)) return -1;
     if (df_drafter_create_in(&t->drafter, t->be, &t->dcfg, t->target.embed, lm_head, params, grads, err)) return -1;
     t->have_drafter = 1;
+    return 0;
+}
+
+/* Split layout, a target rank: the target's layers up to the last tap (no
+ * head, no drafter) and the step's input buffers. */
+static int load_target_role(Trainer *t, DfError *err) {
+    t->target_layers = df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
+#ifdef DF_HAVE_CUDA
+    int cuda = strcmp(t->be->ops->name, "cuda") == 0;
+    size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
+#endif
+    if (df_target_load(&t->target, t->be, t->opt->target_dir, t->target_layers, 0, err)) return -1;
+#ifdef DF_HAVE_CUDA
+    if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
+#endif
+    size_t tokens = max_batch_tokens(t->opt), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    DfArena *acts = &t->arenas[ARENA_ACTIVATIONS];
+    size_t bytes =
+        df_arena_bytes_for(t->be, DF_BUF_I32, tokens) + df_arena_bytes_for(t->be, DF_BUF_ACT, tokens * width);
+    if (df_arena_init(acts, t->be, ARENA_ROLES[ARENA_ACTIVATIONS], bytes, err) ||
+        df_arena_alloc(acts, &t->buf.dev_ids, DF_BUF_I32, tokens, err) ||
+        df_arena_alloc(acts, &t->buf.features, DF_BUF_ACT, tokens * width, err))
+        return -1;
+    t->buf.dev_tokens_cap = tokens;
     return 0;
 }
 
@@ -486,7 +531,7 @@ static int start_fresh(Trainer *t, DfError *err) {
     memset(&t->progress, 0, sizeof t->progress);
     t->progress.total_steps = t->total_steps;
     t->progress.seed = t->opt->seed;
-    if (t->rank == 0 && !(t->metrics_fp = fopen(t->metrics_path, "w")))
+    if (t->rank == t->writer && !(t->metrics_fp = fopen(t->metrics_path, "w")))
         return df_fail_errno(err, "cannot create %s", t->metrics_path);
     return 0;
 }
@@ -509,9 +554,9 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
                      (long long)t->progress.step, (long long)t->total_steps);
     if (rc == 0) {
         memcpy(t->params, loaded, t->drafter.layout.total * sizeof *t->params);
-        if (t->rank == 0) rc = truncate_metrics(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
+        if (t->rank == t->writer) rc = truncate_metrics(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
     }
-    if (rc == 0 && t->rank == 0 && !(t->metrics_fp = fopen(t->metrics_path, "a")))
+    if (rc == 0 && t->rank == t->writer && !(t->metrics_fp = fopen(t->metrics_path, "a")))
         rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
     *resumed = rc == 0;
     if (rc == 0)
@@ -639,6 +684,23 @@ static int setup_grad_overlap(Trainer *t, DfError *err) {
     return 0;
 }
 
+/* Split layout, a drafter rank: its share's tap features, from its target
+ * rank. Waiting for them and their transfer count as the wait stage (a
+ * wait for the producer, like waiting for the loader: not device work of
+ * this rank, so not in its busy fraction). An empty share still gets its
+ * message (the step and the target rank's stop signal). */
+static int share_receive(Trainer *t, const DfStepBatch *b, DfDrafterBatch *db, DfStepTimes *times, double *t0,
+                         DfError *err) {
+    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size, tokens = (size_t)b->tokens;
+    if (check_batch_fits(t, tokens, err)) return -1;
+    DfBuffer features = df_buffer_view(t->buf.features, 0, tokens * width);
+    if (df_feature_link_recv(&t->links, b->step, features, tokens * width, &t->peer_signal, err)) return -1;
+    *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
+                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
+    if (t->be->ops->sync(t->be, err)) return -1; /* NCCL: the receive is queued on the stream */
+    return stage_done(t, times, DF_STEP_WAIT, t0, err);
+}
+
 /* Data parallel: the step's metrics, FLOPs and stop requests summed over the
  * ranks (one host all-reduce); with one process only the FLOPs. */
 enum { EXTRA_FLOPS, EXTRA_STOPPING, EXTRA_SIGNALS, N_EXTRA };
@@ -647,6 +709,7 @@ static int reduce_step_facts(Trainer *t, double flops, StepResult *r, DfError *e
     if (t->world == 1) return 0;
     double v[DF_METRICS_COUNT + N_EXTRA];
     int sig = df_stop_requested();
+    if (!sig) sig = t->peer_signal; /* split layout: a target rank's signal */
     memcpy(v, t->metrics.values, sizeof t->metrics.values);
     v[DF_METRICS_COUNT + EXTRA_FLOPS] = flops;
     v[DF_METRICS_COUNT + EXTRA_STOPPING] = sig != 0;
@@ -669,10 +732,14 @@ static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTim
     DfDrafterBatch db = {0};
     int have_pb = 0, rc = -1;
     double local_weight = 0, flops = 0;
-    if (b->n_seqs > 0) {
+    if (t->role == ROLE_DRAFTER) {
+        if (share_receive(t, b, &db, times, &t0, err)) return -1;
+    } else if (b->n_seqs > 0) {
         if (df_packed_batch_init(&pb, t->be, b->seq_starts, b->n_seqs, err)) return -1;
         have_pb = 1;
         if (share_forward(t, b, &pb, &db, times, &t0, err)) goto done;
+    }
+    if (b->n_seqs > 0) {
         local_weight = df_drafter_batch_weight_sum(&t->dcfg, &db);
         flops = share_flops(t, b, &db);
     }
@@ -783,7 +850,7 @@ static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err);
 
 /* Rank 0 writes; the time it takes is kept apart from the steps' (summary). */
 static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
-    if (t->rank != 0) return 0; /* the state is replicated: rank 0 writes it */
+    if (t->rank != t->writer) return 0; /* the state is replicated: one rank writes it */
     double t0 = df_now_seconds();
     int rc = write_checkpoint(t, s, err);
     s->checkpoint_s += df_now_seconds() - t0;
@@ -811,7 +878,7 @@ static void report_bad_step(Trainer *t, const StepResult *r, const int64_t *samp
     t->bad_in_row++;
     t->bad_total++;
     s->bad_steps++;
-    if (t->rank != 0) return;
+    if (t->rank != t->writer) return;
     fprintf(stderr, "train: step %lld: non-finite %s (loss %g, |g| %g): update skipped (%lld in a row, %lld in all); "
                     "batch sample ids [",
             (long long)t->progress.step, r->nonfinite, df_metrics_loss(&t->metrics), (double)r->grad_norm,
@@ -862,12 +929,31 @@ static void window_summary(const SummaryWindow *w, DfTrainSummary *s) {
 /* Starts the loader thread at the step after the one reached. */
 static int start_loader(Trainer *t, DfError *err) {
     DfStepLoaderConfig c = {.store = t->store, .batcher = &t->batcher, .num_anchors = t->opt->num_anchors,
-                            .seed = t->opt->seed, .rank = t->rank, .world = t->world,
+                            .seed = t->opt->seed, .rank = t->share_rank, .world = t->share_world,
                             .depth = t->opt->queue_depth, .first_step = t->progress.step + 1,
                             .last_step = t->stop_step, .epoch = t->progress.epoch,
                             .batch_in_epoch = t->progress.batch_in_epoch, .stages = &t->stages,
                             .load_stage = DF_STEP_LOAD};
     return df_step_loader_start(&t->loader, &c, err);
+}
+
+/* Split layout, a drafter rank: lets its target rank send the steps up to
+ * queue_depth ahead of the one reached. */
+static int grant_ahead(Trainer *t, DfError *err) {
+    while (t->granted < t->stop_step && t->granted < t->progress.step + t->opt->queue_depth)
+        if (df_feature_link_grant(&t->links, ++t->granted, err)) return df_context(err, "feature link");
+    return 0;
+}
+
+/* Split layout, a drafter rank stopping early (a signal): tells its target
+ * rank, and takes the features of the steps it had granted (the target rank
+ * sends them before it reads the stop). */
+static int release_target(Trainer *t, DfError *err) {
+    if (df_feature_link_stop(&t->links, t->progress.step, err)) return df_context(err, "feature link");
+    for (int64_t step = t->progress.step + 1; step <= t->granted; step++)
+        if (df_feature_link_drain(&t->links, step, t->buf.features, err)) return df_context(err, "feature link");
+    t->granted = t->progress.step;
+    return 0;
 }
 
 /* The next batch from the loader; it must be the step the trainer is at. */
@@ -895,7 +981,7 @@ static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, cons
     double now = df_now_seconds();
     int due = t->opt->log_every > 0 ? t->progress.step % t->opt->log_every == 0
                                     : now - *last_print >= t->opt->log_interval_s;
-    if (t->rank == 0 && (due || t->progress.step == t->stop_step || steps_here == 1)) {
+    if (t->rank == t->writer && (due || t->progress.step == t->stop_step || steps_here == 1)) {
         print_progress(t, r, rep);
         *last_print = now;
     }
@@ -929,7 +1015,7 @@ static int report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const DfS
     s->busy = per_second(device, wall_s);
     s->busy_steady = per_second(device - df_step_device_s(first), wall_s - first_wall_s - s->checkpoint_s);
     s->wait_s = q.consumer_wait_s;
-    if (t->rank != 0) return 0;
+    if (t->rank != t->writer) return 0;
     fprintf(stderr,
             "train: where the time went (queue depth %d; device busy %.1f%% of the wall time, %.1f%% without the "
             "first step and %d checkpoint write(s), %.1f s):\n",
@@ -947,8 +1033,9 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     double first_wall_s = 0;
     s->first_step = t->progress.step + 1;
     if (t->progress.step < t->stop_step && start_loader(t, err)) return -1;
-    int rc = 0;
-    while (t->progress.step < t->stop_step) {
+    t->granted = t->progress.step;
+    int rc = t->role == ROLE_DRAFTER ? grant_ahead(t, err) : 0;
+    while (rc == 0 && t->progress.step < t->stop_step) {
         if (t->world == 1 && (s->stop_signal = df_stop_requested())) break; /* several: agreed on in the step */
         if (t->group && df_dist_poll_failure(t->group, err)) {
             rc = -1;
@@ -977,6 +1064,11 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         rep.wall_s = now - mark;
         mark = now;
         advance_progress(t, b, &r);
+        if (t->role == ROLE_DRAFTER && (r.stop_signal ? release_target(t, err) : grant_ahead(t, err))) {
+            df_step_loader_release(&t->loader, b);
+            rc = -1;
+            break;
+        }
         if (++steps_here == 1) first = rep.times, first_wall_s = rep.wall_s;
         tokens_here += r.tokens;
         rep.elapsed_s = t->elapsed_offset + (now - loop_start);
@@ -1009,11 +1101,130 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     return steps_here > 0 ? report_stages(t, s, s->seconds, &first, first_wall_s, err) : 0;
 }
 
+/* ---- the split layout's target ranks -------------------------------------- */
+
+/* One share's forward: its tap features in *features (none for an empty share). */
+static int target_share(Trainer *t, const DfStepBatch *b, DfBuffer *features, DfStepTimes *times, double *t0,
+                        DfError *err) {
+    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    *features = df_buffer_view(t->buf.features, 0, (size_t)b->tokens * width);
+    if (b->n_seqs == 0) return 0;
+    DfPackedBatch pb = {0};
+    if (df_packed_batch_init(&pb, t->be, b->seq_starts, b->n_seqs, err)) return -1;
+    DfDrafterBatch db;
+    int rc = share_forward(t, b, &pb, &db, times, t0, err);
+    df_packed_batch_free(&pb, t->be);
+    return rc;
+}
+
+/* The drafter ranks this target rank serves (global ranks, in turn order). */
+static int served_ranks(const Trainer *t, int *peers) {
+    int n = 0, targets = t->opt->target_ranks;
+    for (int r = targets; r < t->world; r++)
+        if (df_feature_link_target_of(r, targets) == t->rank) peers[n++] = r;
+    return n;
+}
+
+/* A target rank stopped by peers[-1]'s STOP: the others must stop at the same step. */
+static int expect_stops(Trainer *t, const int *peers, int n, int64_t step, DfError *err) {
+    for (int k = 0; k < n; k++) {
+        int stopped;
+        if (df_feature_link_await_credit(&t->links, peers[k], step, &stopped, err)) return -1;
+        if (!stopped)
+            return df_fail(err, "drafter ranks disagree on stopping before step %lld (rank %d granted it)",
+                           (long long)step, peers[k]);
+    }
+    return 0;
+}
+
+/* One step for every drafter rank served: next batch, forward, credit, send.
+ * *stopped when the drafter ranks stopped the run before this step. */
+static int target_step(Trainer *t, DfStepLoader *loaders, const int *peers, int n, int64_t step, int *stopped,
+                       DfError *err) {
+    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    for (int k = 0; k < n; k++) {
+        DfStepTimes times = {0};
+        double t0 = df_now_seconds();
+        DfStepBatch *b;
+        DfQueueResult q = df_step_loader_next(&loaders[k], &b, err);
+        if (q == DF_QUEUE_CLOSED) return df_fail(err, "internal: the loader ended before step %lld", (long long)step);
+        if (q != DF_QUEUE_OK) return df_context(err, "loading step %lld", (long long)step);
+        DfBuffer features;
+        int rc = b->step == step ? 0 : df_fail(err, "internal: the loader made step %lld for step %lld",
+                                               (long long)b->step, (long long)step);
+        if (rc == 0) rc = target_share(t, b, &features, &times, &t0, err);
+        if (rc == 0) rc = df_feature_link_await_credit(&t->links, peers[k], step, stopped, err);
+        if (rc == 0) {
+            double waited = df_now_seconds() - t0;
+            df_stage_record(&t->stages, DF_STEP_WAIT, waited);
+            t0 += waited;
+        }
+        if (rc == 0 && *stopped) rc = expect_stops(t, peers + k + 1, n - k - 1, step, err);
+        if (rc == 0 && !*stopped)
+            rc = df_feature_link_send(&t->links, peers[k], step, features, (size_t)b->tokens * width,
+                                      df_stop_requested(), err);
+        if (rc == 0 && !*stopped) df_stage_record(&t->stages, DF_STEP_REDUCE, df_now_seconds() - t0);
+        df_step_loader_release(&loaders[k], b);
+        if (rc || *stopped) return rc;
+    }
+    return 0;
+}
+
+/* A target rank's whole run: steps from the position the first drafter
+ * rank resumed at, until the last one or until the drafter ranks stop. */
+static int run_target_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
+    double loop_start = df_now_seconds();
+    s->first_step = t->progress.step + 1;
+    int *peers = df_xmalloc((size_t)t->world * sizeof *peers, "served drafter ranks");
+    int n = served_ranks(t, peers), started = 0, rc = 0, stopped = 0;
+    DfStepLoader *loaders = df_xcalloc((size_t)(n > 0 ? n : 1), sizeof *loaders, "step loaders");
+    for (int k = 0; k < n && rc == 0 && t->progress.step < t->stop_step; k++, started++) {
+        DfStepLoaderConfig c = {.store = t->store, .batcher = &t->batcher, .num_anchors = t->opt->num_anchors,
+                                .seed = t->opt->seed, .rank = peers[k] - t->opt->target_ranks,
+                                .world = t->world - t->opt->target_ranks, .depth = t->opt->queue_depth,
+                                .first_step = t->progress.step + 1, .last_step = t->stop_step,
+                                .epoch = t->progress.epoch, .batch_in_epoch = t->progress.batch_in_epoch,
+                                .stages = &t->stages, .load_stage = DF_STEP_LOAD};
+        rc = df_step_loader_start(&loaders[k], &c, err);
+    }
+    int64_t steps_here = 0;
+    for (int64_t step = t->progress.step + 1; rc == 0 && step <= t->stop_step; step++) {
+        if ((rc = df_dist_poll_failure(t->group, err)) != 0) break;
+        if ((rc = target_step(t, loaders, peers, n, step, &stopped, err)) != 0) {
+            df_context(err, "step %lld", (long long)step);
+            break;
+        }
+        if (stopped) {
+            t->progress.step = t->links.stopped_after;
+            break;
+        }
+        t->progress.step = step;
+        steps_here++;
+    }
+    for (int k = 0; k < started; k++) df_step_loader_free(&loaders[k]);
+    free(loaders);
+    free(peers);
+    s->last_step = t->progress.step;
+    s->seconds = df_now_seconds() - loop_start;
+    if (rc == 0) {
+        DfStageSummary fwd, wait;
+        df_stage_summary(&t->stages, DF_STEP_TARGET, s->seconds, &fwd);
+        df_stage_summary(&t->stages, DF_STEP_WAIT, s->seconds, &wait);
+        s->busy = per_second(fwd.total_s, s->seconds);
+        fprintf(stderr, "train: target rank %d of %d: %lld steps for %d drafter rank(s)%s; target forward %.1f s "
+                        "(%.0f%% of %.1f s), waiting for the drafter ranks %.1f s\n",
+                t->rank, t->world, (long long)steps_here, n, stopped ? " (the drafter ranks stopped early)" : "",
+                fwd.total_s, 100 * s->busy, s->seconds, wait.total_s);
+    }
+    return rc;
+}
+
 static void trainer_free(Trainer *t) {
     if (t->metrics_fp) fclose(t->metrics_fp);
     df_step_loader_free(&t->loader);
     if (t->have_stages) df_stage_table_free(&t->stages);
     df_comm_free(&t->comm);
+    if (t->have_links) df_feature_links_close(&t->links);
     if (t->have_adamw) df_adamw_free(&t->adamw);
     if (t->have_drafter) df_drafter_free(&t->drafter);
     for (int r = 0; r < N_ARENAS; r++) df_arena_free(&t->arenas[r]);
@@ -1030,11 +1241,28 @@ static void trainer_free(Trainer *t) {
  * picks this rank's device ("cuda" means cuda:LOCAL_RANK). */
 static int join_group(Trainer *t, DfError *err) {
     const DfDistEnv *env = t->opt->dist;
-    t->world = 1;
+    t->world = t->share_world = 1;
     snprintf(t->device, sizeof t->device, "%s", t->opt->device ? t->opt->device : "cpu");
+    if (t->opt->layout == DF_LAYOUT_SPLIT) {
+        int world = env ? env->world_size : 1, targets = t->opt->target_ranks;
+        if (targets < 1 || targets >= world)
+            return df_fail(err, "--layout split with --target-ranks %d needs more processes than target ranks (this "
+                                "group has %d: start them with RANK, WORLD_SIZE, ... as torchrun does)",
+                           targets, world);
+        if (targets > world - targets)
+            return df_fail(err, "--layout split: %d target ranks for %d drafter ranks would leave target ranks idle "
+                                "(each serves drafter ranks d with d %% T equal to its rank)",
+                           targets, world - targets);
+        t->role = env->rank < targets ? ROLE_TARGET : ROLE_DRAFTER;
+        t->writer = targets;
+        t->share_rank = env->rank - targets;
+        t->share_world = world - targets;
+        if (t->role == ROLE_TARGET) t->share_rank = 0; /* a target rank plays each of its drafter ranks' parts */
+    }
     if (!env || env->world_size <= 1) return 0;
     t->rank = env->rank;
     t->world = env->world_size;
+    if (t->role == ROLE_COLOCATED) t->share_rank = t->rank, t->share_world = t->world;
     if (strcmp(t->device, "cuda") == 0) snprintf(t->device, sizeof t->device, "cuda:%d", env->local_rank);
     fprintf(stderr, "train: rank %d of %d (device %s): joining the group at %s:%d\n", t->rank, t->world, t->device,
             env->master_addr, env->master_port);
@@ -1045,17 +1273,21 @@ static int join_group(Trainer *t, DfError *err) {
 /* Every rank must start from the same step, schedule and weights (they read
  * the same checkpoint, or start from the same seed). */
 static int check_replicas_agree(Trainer *t, DfError *err) {
-    if (t->world == 1) return 0;
+    DfDistGroup *g = reduce_group(t);
+    int world = g ? df_dist_world_size(g) : 1;
+    if (world == 1) return 0;
     uint64_t mine[3] = {(uint64_t)t->progress.step, (uint64_t)t->total_steps,
                         df_hash64_chunked(t->params, t->drafter.layout.total * sizeof *t->params)};
-    uint64_t *all = df_xmalloc((size_t)t->world * sizeof mine, "replica states");
-    int rc = df_dist_all_gather(t->group, mine, sizeof mine, all, err);
-    for (int r = 1; rc == 0 && r < t->world; r++)
+    uint64_t *all = df_xmalloc((size_t)world * sizeof mine, "replica states");
+    int rc = df_dist_all_gather(g, mine, sizeof mine, all, err);
+    for (int r = 1; rc == 0 && r < world; r++)
         if (memcmp(all + 3 * r, all, sizeof mine) != 0)
             rc = df_fail(err,
-                         "rank %d starts at step %llu of %llu with weights %016llx, rank 0 at step %llu of %llu with "
-                         "%016llx: every rank must see the same OUTPUT (its checkpoints) and be given the same options",
-                         r, (unsigned long long)all[3 * r], (unsigned long long)all[3 * r + 1],
+                         "%srank %d starts at step %llu of %llu with weights %016llx, rank 0 at step %llu of %llu "
+                         "with %016llx: every rank must see the same OUTPUT (its checkpoints) and be given the same "
+                         "options",
+                         t->role == ROLE_DRAFTER ? "drafter " : "", r, (unsigned long long)all[3 * r],
+                         (unsigned long long)all[3 * r + 1],
                          (unsigned long long)all[3 * r + 2], (unsigned long long)all[0], (unsigned long long)all[1],
                          (unsigned long long)all[2]);
     free(all);
@@ -1079,6 +1311,83 @@ static int setup_instrumentation(Trainer *t, DfError *err) {
     return 0;
 }
 
+/* Split layout: the drafter ranks form a group of their own (a second
+ * rendezvous around the first drafter rank, on a port it picked) for the
+ * reductions of the drafter's step; every rank takes part in the all-gather
+ * that shares its address. */
+enum { ADDRESS_BYTES = 64 };
+typedef struct Endpoint {
+    char addr[ADDRESS_BYTES];
+    int32_t port;
+} Endpoint;
+
+static int open_drafter_group(Trainer *t, DfError *err) {
+    int first = t->opt->target_ranks;
+    Endpoint mine;
+    memset(&mine, 0, sizeof mine);
+    if (t->rank == first && t->world - first > 1) {
+        int fd = df_tcp_listen(0, err); /* a free port, released for the rendezvous to listen on */
+        if (fd < 0) return -1;
+        mine.port = df_tcp_local_port(fd);
+        close(fd);
+        if (df_dist_local_address(t->group, mine.addr, sizeof mine.addr, err)) return -1;
+    }
+    Endpoint *all = df_xmalloc((size_t)t->world * sizeof *all, "drafter group address");
+    int rc = df_dist_all_gather(t->group, &mine, sizeof mine, all, err);
+    if (rc == 0 && t->role == ROLE_DRAFTER) {
+        DfDistEnv env = {.rank = t->rank - first, .world_size = t->world - first,
+                         .local_rank = t->opt->dist->local_rank, .master_port = all[first].port};
+        memcpy(env.master_addr, all[first].addr, sizeof all[first].addr);
+        env.master_addr[sizeof all[first].addr - 1] = '\0';
+        if (env.world_size == 1) snprintf(env.master_addr, sizeof env.master_addr, "-");
+        if (!(t->drafters = df_dist_group_create(&env, NULL, err))) rc = -1;
+    }
+    free(all);
+    return rc;
+}
+
+/* Split layout: the drafter ranks' group and the feature links (every rank,
+ * in the same order: both hold collectives of the whole group). */
+static int connect_split(Trainer *t, DfError *err) {
+    if (open_drafter_group(t, err)) return df_context(err, "split layout: the drafter ranks' group");
+    t->have_links = 1;
+    if (df_feature_links_open(&t->links, t->group, t->be, t->opt->target_ranks, err))
+        return df_context(err, "split layout: the feature links");
+    int peer = t->role == ROLE_DRAFTER ? df_feature_link_target_of(t->rank, t->opt->target_ranks) : -1;
+    char what[64] = "serving drafter rank(s)";
+    if (peer >= 0) snprintf(what, sizeof what, "fed by target rank %d", peer);
+    fprintf(stderr, "train: rank %d of %d: split layout, %s rank %s, features over %s\n", t->rank, t->world,
+            t->role == ROLE_TARGET ? "target" : "drafter", what, t->links.use_nccl ? "nccl" : "TCP");
+    return 0;
+}
+
+/* Split layout: every rank learns the position the first drafter rank
+ * starts from (fresh or resumed); the target ranks start there too. */
+static int share_position(Trainer *t, DfError *err) {
+    int64_t mine[4] = {t->progress.step, t->progress.epoch, t->progress.batch_in_epoch, t->total_steps};
+    int64_t *all = df_xmalloc((size_t)t->world * sizeof mine, "positions");
+    int rc = df_dist_all_gather(t->group, mine, sizeof mine, all, err);
+    const int64_t *w = all + 4 * t->writer;
+    if (rc == 0 && w[3] != t->total_steps)
+        rc = df_fail(err, "rank %d plans %lld steps, the first drafter rank %d plans %lld: give every rank the same "
+                          "options",
+                     t->rank, (long long)t->total_steps, t->writer, (long long)w[3]);
+    if (rc == 0 && t->role == ROLE_TARGET) {
+        t->progress.step = w[0];
+        t->progress.epoch = w[1];
+        t->progress.batch_in_epoch = w[2];
+        t->progress.total_steps = t->total_steps;
+    }
+    free(all);
+    return rc;
+}
+
+/* Split layout, a target rank: the target, the step's buffers, the links. */
+static int setup_target_role(Trainer *t, DfError *err) {
+    if (load_target_role(t, err) || setup_instrumentation(t, err) || connect_split(t, err)) return -1;
+    return share_position(t, err);
+}
+
 static int setup(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
     if (o->queue_depth < 1) return df_fail(err, "--queue-depth %d: must be at least 1", o->queue_depth);
@@ -1090,26 +1399,29 @@ static int setup(Trainer *t, DfError *err) {
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
     snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
     snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
-    if (t->rank == 0) {
+    if (t->rank == t->writer) {
         remove_stale_temporaries(o->output_dir);
         remove_stale_temporaries(t->ckpt_dir);
         remove_stale_temporaries(t->final_dir);
     }
-    if (make_drafter_config(t, err) || check_memory(t, err)) return -1;
+    if (make_drafter_config(t, err) || (t->role != ROLE_TARGET && check_memory(t, err))) return -1;
     read_poison_steps(t);
+    if (t->role == ROLE_TARGET) return setup_target_role(t, err);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
     t->options_json = options_json(t);
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
-    if (df_comm_init(&t->comm, t->group, t->be, &t->drafter.layout, o->bucket_mib, err) ||
+    if (t->role == ROLE_DRAFTER && connect_split(t, err)) return -1;
+    if (df_comm_init(&t->comm, reduce_group(t), t->be, &t->drafter.layout, o->bucket_mib, err) ||
         setup_grad_overlap(t, err))
         return -1;
     if (t->world > 1)
         fprintf(stderr, "train: rank %d of %d: gradients summed over %s\n", t->rank, t->world,
                 df_comm_transport_name(&t->comm));
-    return check_replicas_agree(t, err);
+    if (check_replicas_agree(t, err)) return -1;
+    return t->role == ROLE_DRAFTER ? share_position(t, err) : 0;
 }
 
 /* Leaves the group: after an error, telling the others (so they stop now
@@ -1119,11 +1431,20 @@ static void leave_group(Trainer *t, int failed, const DfError *err) {
     if (!t->group) return;
     if (failed) {
         df_comm_abort(&t->comm);
+        if (t->have_links) df_feature_links_abort(&t->links);
+        df_dist_abort(t->drafters, err->msg);
         df_dist_abort(t->group, err->msg);
     } else {
         DfError ignored = {{0}};
+        if (t->drafters) df_dist_barrier(t->drafters, &ignored);
         df_dist_barrier(t->group, &ignored);
     }
+    /* the communicators unhook themselves from the groups: before these go */
+    df_comm_free(&t->comm);
+    if (t->have_links) df_feature_links_close(&t->links);
+    t->have_links = 0;
+    df_dist_group_close(t->drafters);
+    t->drafters = NULL;
     df_dist_group_close(t->group);
     t->group = NULL;
 }
@@ -1151,22 +1472,23 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     if (rc == 0) {
         summary->total_steps = t.total_steps;
         summary->skipped_samples = t.batcher.n_few_loss_tokens + t.batcher.n_too_long;
-        if (t.rank == 0)
+        if (t.rank == t.writer)
         fprintf(stderr,
                 "train: %lld steps (%lld trainable samples, %lld tokens an epoch; skipped %lld with fewer than %d "
                 "loss tokens, %lld longer than %lld); drafter %d layers, %zu parameters, taps",
                 (long long)t.total_steps, (long long)t.batcher.n_usable, (long long)t.batcher.usable_tokens,
                 (long long)t.batcher.n_few_loss_tokens, 2 * t.dcfg.block_size, (long long)t.batcher.n_too_long,
                 (long long)opt->max_length, t.dcfg.num_layers, t.drafter.layout.total);
-        for (int i = 0; i < t.dcfg.n_taps && t.rank == 0; i++)
+        for (int i = 0; i < t.dcfg.n_taps && t.rank == t.writer; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
-        if (t.rank == 0) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
-        rc = run_loop(&t, summary, err);
+        if (t.rank == t.writer) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
+        rc = t.role == ROLE_TARGET ? run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
     }
     leave_group(&t, rc != 0, err);
     summary->rank = t.rank;
     summary->world = t.world;
-    if (rc == 0 && t.progress.step == t.total_steps && t.rank == 0) {
+    summary->writer_rank = t.writer;
+    if (rc == 0 && t.progress.step == t.total_steps && t.rank == t.writer) {
         rc = download_state(&t, err);
         if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
         if (rc == 0) {

@@ -55,6 +55,24 @@
  * ends the others with an error naming it; resume works with any WORLD_SIZE
  * (the state is replicated, the data plan global).
  *
+ * Split layout (opt->layout DF_LAYOUT_SPLIT, opt->target_ranks T): ranks
+ * 0..T-1 run only the target forward (they load the target's layers up to
+ * the last tap, no drafter); ranks T..W-1 run only the drafter (they load the
+ * drafter, its training state and the frozen embedding and lm head, none of
+ * the target's layers). Drafter rank d (0-based among the drafter ranks) is
+ * fed by target rank d % T; a target rank runs the forward of each of its
+ * drafter ranks' shares in turn, each step, and sends the tap features over
+ * a feature link (dist/feature_link.h: TCP on the CPU, NCCL send/receive on
+ * CUDA). The drafter ranks split each global batch among themselves
+ * (train/rank_share.h over the D = W - T drafter ranks), form a group of
+ * their own (a second TCP rendezvous, and on CUDA a second NCCL
+ * communicator) for the loss-weight sum, the gradients and the metrics, and
+ * grant their target rank queue_depth steps ahead, so a target rank runs at
+ * most that far ahead. The first drafter rank (rank T) writes OUTPUT; the
+ * target ranks learn the position to start from from it. A stop signal on
+ * a target rank travels with its next features; the drafter ranks agree on
+ * the step to stop after and tell their target ranks.
+ *
  * Resume: the newest checkpoint gives the weights, the AdamW state and the
  * position (epoch, batch in epoch); the batcher's epoch plans, the anchors
  * and the schedule are pure functions of the options, so on the CPU (with the
@@ -108,7 +126,11 @@ typedef struct DfTrainOptions {
                                   seed) instead of read from target_dir, whose config.json and
                                   tokenizer still define it: throughput at a model's shape */
     int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
+    int layout;              /* DfTrainLayout (data parallel only) */
+    int target_ranks;        /* split layout: ranks 0..target_ranks-1 run the target (default 1) */
 } DfTrainOptions;
+
+typedef enum DfTrainLayout { DF_LAYOUT_COLOCATED, DF_LAYOUT_SPLIT } DfTrainLayout;
 
 /* Device memory of one role (an arena): bytes reserved and the most used. */
 typedef struct DfTrainMemoryUse {
@@ -136,6 +158,7 @@ typedef struct DfTrainSummary {
     size_t device_peak_bytes; /* the backend's peak allocation, all of it (0: not tracked, e.g. the CPU) */
     size_t target_bytes;      /* of which the target's weights (0: not tracked) */
     int rank, world;          /* data parallel (0, 1: one process) */
+    int writer_rank;          /* the rank that writes OUTPUT (0; split layout: the first drafter rank) */
     double busy;              /* device stages over the loop's wall time (step_timing.h) */
     double busy_steady;       /* the same without the first step (warm-up) and the checkpoint writes */
     double checkpoint_s;      /* writing checkpoints (rank 0), summed */
