@@ -50,6 +50,12 @@ void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows);
  * knob for benchmarks. */
 void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on);
 
+/* Matrix products with at most 64 rows of activations against [N,K]
+ * weights (decoding's shapes) through the skinny-GEMM kernel
+ * (cuda_skinny_gemm.cu, the default, enabled != 0) or through cuBLASLt like
+ * every other product. A knob for benchmarks and tests; results agree. */
+void df_cuda_set_skinny_gemm(DfBackend *be, int enabled);
+
 /* --- timing -------------------------------------------------------------- */
 
 /* Milliseconds of the stream's work between two marks (CUDA events). */
