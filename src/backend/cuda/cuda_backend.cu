@@ -229,6 +229,7 @@ static void cuda_destroy(DfBackend *be) {
         cudaFree(st->staging);
         cudaFree(st->dev_error);
         cudaFree(st->kv_ws);
+        cudaFree(st->skinny_arrivals);
         if (st->pinned) cudaFreeHost(st->pinned);
         if (st->pinned_done) cudaEventDestroy(st->pinned_done);
         for (int i = 0; i < st->prof_cap * 2; i++) cudaEventDestroy(st->prof_events[i]);

@@ -53,6 +53,8 @@ typedef struct DfCudaState {
 
     int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
     int skinny_gemm;        /* matmul takes cuda_skinny_gemm.cu where it fits (df_cuda_set_skinny_gemm) */
+    int *skinny_arrivals;   /* its split-K counters (device memory, zero between calls) */
+    int skinny_arrivals_count;
 
     /* Reusable device scratch of the training ops (see df_cuda_scratch). */
     void *scratch;

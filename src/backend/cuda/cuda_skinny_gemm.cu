@@ -29,8 +29,10 @@
  * the next stage in shared memory by cp.async (read once per block from L2,
  * not once per warp). Where the row blocks alone do not give every SM two
  * blocks (N = 1024 or 4096 at K = 4096), the k range is split across blocks
- * (grid.y); each split writes fp32 partial sums to scratch and a second
- * kernel adds the splits in split order: deterministic, no atomics.
+ * (grid.y); each split writes fp32 partial sums to scratch and the row
+ * block's last split to finish adds them in split order (deterministic: no
+ * float atomics; no second launch, whose gap would cost more than the sum
+ * at one token).
  *
  * Requirements (df_cuda_skinny_gemm_fits; cuBLASLt otherwise): K, lda, ldb
  * multiples of 8, A and B 16-byte aligned, bf16 C. N and K need not be
@@ -54,7 +56,8 @@ constexpr int MAX_SPLITS = 64;
 
 struct SkinnyArgs {
     bf16 *c;
-    float *part; /* split-K partial sums [splits][m][n], NULL with one split */
+    float *part;   /* split-K partial sums [splits][m][n], NULL with one split */
+    int *arrivals; /* per row block: splits done so far (0 between calls) */
     const bf16 *a, *b;
     int m, n, k, lda, ldb, ldc;
     int tiles_per_split; /* KT stages per split */
@@ -139,6 +142,40 @@ __device__ __forceinline__ void pipeline_step(float acc[NT][4], const uint4 cur[
     __syncthreads(); /* every warp is done with as[buf] before stage t + 2 refills it */
 }
 
+/* C[tok, n] = v (+ beta C[tok, n]); C is not read when beta is 0. */
+__device__ __forceinline__ void store_output(const SkinnyArgs &p, int tok, int n, float v) {
+    bf16 *out = p.c + (size_t)tok * p.ldc + n;
+    if (p.beta != 0.0f) v += p.beta * __bfloat162float(*out);
+    *out = __float2bfloat16(v);
+}
+
+/* Split-K: the last of a row block's splits to finish (an integer counter,
+ * whose order does not matter) adds all the splits' partial sums of the row
+ * block in split order, so the result does not depend on which one is last,
+ * and writes C; then it sets the counter back to 0 for the next call. The
+ * fences make every split's partial sums visible before its arrival is
+ * counted; the partial sums are read from L2 (__ldcg), never a stale L1. */
+__device__ void sum_splits_if_last(const SkinnyArgs &p) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&p.arrivals[blockIdx.x], 1) == (int)gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int nb = blockIdx.x * BLOCK_ROWS;
+    const size_t split_stride = (size_t)p.m * p.n;
+    for (int i = threadIdx.x; i < p.m * BLOCK_ROWS; i += THREADS) {
+        int tok = i / BLOCK_ROWS, n = nb + i % BLOCK_ROWS;
+        if (n >= p.n) continue;
+        const float *src = p.part + (size_t)tok * p.n + n;
+        float v = 0.0f;
+        for (unsigned s = 0; s < gridDim.y; s++) v += __ldcg(src + s * split_stride);
+        store_output(p, tok, n, v);
+    }
+    if (threadIdx.x == 0) p.arrivals[blockIdx.x] = 0;
+}
+
 template <int NT>
 __global__ void __launch_bounds__(THREADS, 2) k_skinny_gemm(SkinnyArgs p) {
     __shared__ __align__(16) bf16 as[2][NT * 8][A_STRIDE];
@@ -175,28 +212,12 @@ __global__ void __launch_bounds__(THREADS, 2) k_skinny_gemm(SkinnyArgs p) {
         for (int i = 0; i < 4; i++) {
             int n = n0 + r + (i >= 2 ? 8 : 0), tok = nt * 8 + 2 * q + (i & 1);
             if (tok >= p.m || n >= p.n) continue;
-            float v = acc[nt][i];
-            if (p.part) {
-                p.part[((size_t)blockIdx.y * p.m + tok) * p.n + n] = v;
-            } else {
-                bf16 *out = p.c + (size_t)tok * p.ldc + n;
-                if (p.beta != 0.0f) v += p.beta * __bfloat162float(*out);
-                *out = __float2bfloat16(v);
-            }
+            if (p.part)
+                p.part[((size_t)blockIdx.y * p.m + tok) * p.n + n] = acc[nt][i];
+            else
+                store_output(p, tok, n, acc[nt][i]);
         }
-}
-
-/* C = the splits' partial sums added in split order (+ beta C). */
-__global__ void k_skinny_reduce(SkinnyArgs p, int splits) {
-    size_t total = (size_t)p.m * p.n;
-    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
-         idx += (size_t)gridDim.x * blockDim.x) {
-        float v = 0.0f;
-        for (int s = 0; s < splits; s++) v += p.part[(size_t)s * total + idx];
-        bf16 *out = p.c + (idx / p.n) * (size_t)p.ldc + idx % p.n;
-        if (p.beta != 0.0f) v += p.beta * __bfloat162float(*out);
-        *out = __float2bfloat16(v);
-    }
+    if (p.part) sum_splits_if_last(p);
 }
 
 template <int NT>
@@ -213,16 +234,47 @@ int df_cuda_skinny_gemm_fits(const DfCudaGemm *g) {
            g->ldc >= g->n && ab % 16 == 0;
 }
 
-/* Splits of the k range: enough blocks for two per SM where the row blocks
- * fall short, each split at least two stages long (the register pipeline
- * needs a next stage to overlap), and no empty split. */
-static int skinny_splits(int row_blocks, int tiles, int sm_count, int *tiles_per_split) {
-    int want = (2 * sm_count + row_blocks - 1) / row_blocks;
+/* Splits of the k range: where the row blocks fall short of a block per SM
+ * (two per SM at up to 16 tokens, whose partial sums are small), enough
+ * splits for that; each split at least two stages long (the register
+ * pipeline needs a next stage to overlap) and none empty. More splits put
+ * more bytes in flight but cost 8 M bytes of partial sums per weight row and
+ * split through L2: at 64 tokens, N = K = 4096, five splits add about a
+ * quarter of the weight bytes. */
+static int skinny_splits(int m, int row_blocks, int tiles, int sm_count, int *tiles_per_split) {
+    int target = (m <= 16 ? 2 : 1) * sm_count;
+    int want = (target + row_blocks - 1) / row_blocks;
     int cap = tiles / 2 < MAX_SPLITS ? tiles / 2 : MAX_SPLITS;
     int splits = want < cap ? want : cap;
     if (splits < 1) splits = 1;
     *tiles_per_split = (tiles + splits - 1) / splits;
     return (tiles + *tiles_per_split - 1) / *tiles_per_split;
+}
+
+/* The split-K arrival counters, one per row block, zero between calls: kept
+ * in the state, grown (and zeroed on the stream) when a product has more row
+ * blocks than any before. */
+static int *arrival_counters(DfBackend *be, int count) {
+    DfCudaState *st = df_cuda_state(be);
+    if (count <= st->skinny_arrivals_count) return st->skinny_arrivals;
+    if (count < 2 * st->skinny_arrivals_count) count = 2 * st->skinny_arrivals_count;
+    cudaError_t e = cudaFree(st->skinny_arrivals); /* waits for queued work that uses them */
+    st->bytes_in_use -= (size_t)st->skinny_arrivals_count * sizeof(int);
+    st->skinny_arrivals = NULL;
+    st->skinny_arrivals_count = 0;
+    if (e == cudaSuccess) e = cudaMalloc(&st->skinny_arrivals, (size_t)count * sizeof(int));
+    if (e == cudaSuccess) e = cudaMemsetAsync(st->skinny_arrivals, 0, (size_t)count * sizeof(int), st->stream);
+    if (e != cudaSuccess) {
+        cudaFree(st->skinny_arrivals);
+        st->skinny_arrivals = NULL;
+        df_cuda_record_failure(be, __FILE__, __LINE__, "skinny matmul: %d split-K counters: %s", count,
+                               cudaGetErrorString(e));
+        return NULL;
+    }
+    st->skinny_arrivals_count = count;
+    st->bytes_in_use += (size_t)count * sizeof(int);
+    if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
+    return st->skinny_arrivals;
 }
 
 void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
@@ -231,11 +283,14 @@ void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
         cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
         st->sm_count = 132;
     int row_blocks = (g->n + BLOCK_ROWS - 1) / BLOCK_ROWS, tiles = (g->k + KT - 1) / KT, tiles_per_split;
-    int splits = skinny_splits(row_blocks, tiles, st->sm_count, &tiles_per_split);
-    SkinnyArgs p = {(bf16 *)g->c, NULL, (const bf16 *)g->a, (const bf16 *)g->b, g->m, g->n, g->k, g->lda, g->ldb,
-                    g->ldc, tiles_per_split, g->beta};
-    if (splits > 1 && !(p.part = (float *)df_cuda_scratch(be, (size_t)splits * g->m * g->n * sizeof(float))))
-        return; /* the failure is recorded */
+    int splits = skinny_splits(g->m, row_blocks, tiles, st->sm_count, &tiles_per_split);
+    SkinnyArgs p = {(bf16 *)g->c,  NULL, NULL,   (const bf16 *)g->a, (const bf16 *)g->b, g->m,
+                    g->n,          g->k, g->lda, g->ldb,             g->ldc,             tiles_per_split,
+                    g->beta};
+    if (splits > 1) { /* failures are recorded */
+        if (!(p.arrivals = arrival_counters(be, row_blocks))) return;
+        if (!(p.part = (float *)df_cuda_scratch(be, (size_t)splits * g->m * g->n * sizeof(float)))) return;
+    }
     dim3 grid((unsigned)row_blocks, (unsigned)splits);
     switch ((g->m + 7) / 8) {
     case 1: launch<1>(p, grid, st->stream); break;
@@ -248,10 +303,6 @@ void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
     default: launch<8>(p, grid, st->stream); break;
     }
     DF_CUDA_CHECK_LAUNCH(be, "skinny matmul");
-    if (splits > 1) {
-        k_skinny_reduce<<<df_cuda_blocks((size_t)g->m * g->n, 256), 256, 0, st->stream>>>(p, splits);
-        DF_CUDA_CHECK_LAUNCH(be, "skinny matmul (split-K sum)");
-    }
 }
 
 extern "C" void df_cuda_set_skinny_gemm(DfBackend *be, int enabled) {
