@@ -55,6 +55,9 @@ void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on);
  * (cuda_skinny_gemm.cu, the default, enabled != 0) or through cuBLASLt like
  * every other product. A knob for benchmarks and tests; results agree. */
 void df_cuda_set_skinny_gemm(DfBackend *be, int enabled);
+/* Products the skinny-GEMM kernel has run on this backend (tests check that
+ * the shapes meant for it take it). */
+size_t df_cuda_skinny_gemm_count(DfBackend *be);
 
 /* --- timing -------------------------------------------------------------- */
 

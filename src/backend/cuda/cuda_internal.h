@@ -55,6 +55,7 @@ typedef struct DfCudaState {
     int skinny_gemm;        /* matmul takes cuda_skinny_gemm.cu where it fits (df_cuda_set_skinny_gemm) */
     int *skinny_arrivals;   /* its split-K counters (device memory, zero between calls) */
     int skinny_arrivals_count;
+    size_t skinny_calls; /* products it has run (df_cuda_skinny_gemm_count) */
 
     /* Reusable device scratch of the training ops (see df_cuda_scratch). */
     void *scratch;

@@ -303,8 +303,13 @@ void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
     default: launch<8>(p, grid, st->stream); break;
     }
     DF_CUDA_CHECK_LAUNCH(be, "skinny matmul");
+    st->skinny_calls++;
 }
 
 extern "C" void df_cuda_set_skinny_gemm(DfBackend *be, int enabled) {
     df_cuda_state(be)->skinny_gemm = enabled != 0;
+}
+
+extern "C" size_t df_cuda_skinny_gemm_count(DfBackend *be) {
+    return df_cuda_state(be)->skinny_calls;
 }
