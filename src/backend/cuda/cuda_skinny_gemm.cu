@@ -64,11 +64,13 @@ struct SkinnyArgs {
     float beta;
 };
 
-/* 16 bytes of weights, read once: no L1 allocation. volatile keeps the loads
- * where they are written, ahead of the current stage's mma. */
+/* 16 bytes of weights, read once: no L1 allocation; L2 fetches the aligned
+ * 256 bytes around them (a row's whole stage, which the lane's quad reads
+ * in the same few instructions). volatile keeps the loads where they are
+ * written, ahead of the current stage's mma. */
 __device__ __forceinline__ uint4 load_weights16(const bf16 *p) {
     uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
     return v;
@@ -234,16 +236,17 @@ int df_cuda_skinny_gemm_fits(const DfCudaGemm *g) {
            g->ldc >= g->n && ab % 16 == 0;
 }
 
-/* Splits of the k range: where the row blocks fall short of a block per SM
- * (two per SM at up to 16 tokens, whose partial sums are small), enough
- * splits for that; each split at least two stages long (the register
- * pipeline needs a next stage to overlap) and none empty. More splits put
- * more bytes in flight but cost 8 M bytes of partial sums per weight row and
- * split through L2: at 64 tokens, N = K = 4096, five splits add about a
- * quarter of the weight bytes. */
+/* Splits of the k range: as many as keep row blocks x splits within the
+ * blocks resident at once (two per SM; one per SM above 16 tokens, whose
+ * partial sums cost more: 8 M bytes per weight row and split through L2),
+ * so that no second wave of a few blocks runs at a fraction of the
+ * bandwidth; each split at least two stages long (the register pipeline
+ * needs a next stage to overlap) and none empty. Products with more row
+ * blocks than resident slots (the lm head) take one split and many waves,
+ * whose last partial wave still has bytes enough in flight. */
 static int skinny_splits(int m, int row_blocks, int tiles, int sm_count, int *tiles_per_split) {
-    int target = (m <= 16 ? 2 : 1) * sm_count;
-    int want = (target + row_blocks - 1) / row_blocks;
+    int resident = (m <= 16 ? 2 : 1) * sm_count;
+    int want = resident / row_blocks;
     int cap = tiles / 2 < MAX_SPLITS ? tiles / 2 : MAX_SPLITS;
     int splits = want < cap ? want : cap;
     if (splits < 1) splits = 1;
