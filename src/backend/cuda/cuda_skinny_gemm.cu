@@ -29,10 +29,10 @@
  * the next stage in shared memory by cp.async (read once per block from L2,
  * not once per warp). Where the row blocks alone do not give every SM two
  * blocks (N = 1024 or 4096 at K = 4096), the k range is split across blocks
- * (grid.y); each split writes fp32 partial sums to scratch and the row
- * block's last split to finish adds them in split order (deterministic: no
- * float atomics; no second launch, whose gap would cost more than the sum
- * at one token).
+ * (grid.y); each split writes fp32 partial sums to scratch, added in
+ * split order (deterministic: no float atomics) by the row block's last
+ * split to finish where they are few (no second launch, whose gap would
+ * cost more than the sum at a few tokens), else by a second kernel.
  *
  * Requirements (df_cuda_skinny_gemm_fits; cuBLASLt otherwise): K, lda, ldb
  * multiples of 8, A and B 16-byte aligned, bf16 C. N and K need not be
@@ -53,11 +53,17 @@ constexpr int CHUNKS = KT / 32;        /* 32-wide k chunks per stage (two mma k 
  * pieces, which then fall on disjoint banks. */
 constexpr int A_STRIDE = KT + 32;
 constexpr int MAX_SPLITS = 64;
+/* Split-K partial sums are added by the row block's last split when there
+ * are at most this many per output column (splits x M): one block reads
+ * them, 64 x 128 x 4 = 32 KiB, a few L2 round trips; beyond, by a second
+ * kernel over the whole GPU (its launch costs less than one block reading
+ * more). */
+constexpr int SUM_IN_KERNEL = 64;
 
 struct SkinnyArgs {
     bf16 *c;
     float *part;   /* split-K partial sums [splits][m][n], NULL with one split */
-    int *arrivals; /* per row block: splits done so far (0 between calls) */
+    int *arrivals; /* per row block: splits done so far (0 between calls); NULL: k_skinny_sum_splits adds */
     const bf16 *a, *b;
     int m, n, k, lda, ldb, ldc;
     int tiles_per_split; /* KT stages per split */
@@ -151,12 +157,29 @@ __device__ __forceinline__ void store_output(const SkinnyArgs &p, int tok, int n
     *out = __float2bfloat16(v);
 }
 
-/* Split-K: the last of a row block's splits to finish (an integer counter,
- * whose order does not matter) adds all the splits' partial sums of the row
- * block in split order, so the result does not depend on which one is last,
- * and writes C; then it sets the counter back to 0 for the next call. The
- * fences make every split's partial sums visible before its arrival is
- * counted; the partial sums are read from L2 (__ldcg), never a stale L1. */
+/* The sum of `splits` partial sums `stride` apart, in split order; eight
+ * loads in flight before they are added (from L2: __ldcg, never a stale L1
+ * line, the sums were written by other SMs). */
+__device__ __forceinline__ float sum_partials(const float *src, size_t stride, int splits) {
+    float v = 0.0f;
+    int s = 0;
+    for (; s + 8 <= splits; s += 8) {
+        float x[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) x[j] = __ldcg(src + (size_t)(s + j) * stride);
+#pragma unroll
+        for (int j = 0; j < 8; j++) v += x[j];
+    }
+    for (; s < splits; s++) v += __ldcg(src + (size_t)s * stride);
+    return v;
+}
+
+/* Split-K with few partial sums (splits x M <= SUM_IN_KERNEL): the last of a
+ * row block's splits to finish (an integer counter, whose order does not
+ * matter) adds all the splits' partial sums of the row block in split order,
+ * so the result does not depend on which one is last, and writes C; then it
+ * sets the counter back to 0 for the next call. The fences make every
+ * split's partial sums visible before its arrival is counted. */
 __device__ void sum_splits_if_last(const SkinnyArgs &p) {
     __shared__ int last;
     __threadfence();
@@ -166,16 +189,21 @@ __device__ void sum_splits_if_last(const SkinnyArgs &p) {
     if (!last) return;
     __threadfence();
     const int nb = blockIdx.x * BLOCK_ROWS;
-    const size_t split_stride = (size_t)p.m * p.n;
     for (int i = threadIdx.x; i < p.m * BLOCK_ROWS; i += THREADS) {
         int tok = i / BLOCK_ROWS, n = nb + i % BLOCK_ROWS;
-        if (n >= p.n) continue;
-        const float *src = p.part + (size_t)tok * p.n + n;
-        float v = 0.0f;
-        for (unsigned s = 0; s < gridDim.y; s++) v += __ldcg(src + s * split_stride);
-        store_output(p, tok, n, v);
+        if (n < p.n)
+            store_output(p, tok, n, sum_partials(p.part + (size_t)tok * p.n + n, (size_t)p.m * p.n, gridDim.y));
     }
     if (threadIdx.x == 0) p.arrivals[blockIdx.x] = 0;
+}
+
+/* Split-K with many partial sums: a second kernel over all of C, so that
+ * the whole GPU reads them instead of one block per row block. */
+__global__ void k_skinny_sum_splits(SkinnyArgs p, int splits) {
+    size_t total = (size_t)p.m * p.n;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
+         idx += (size_t)gridDim.x * blockDim.x)
+        store_output(p, (int)(idx / p.n), (int)(idx % p.n), sum_partials(p.part + idx, total, splits));
 }
 
 template <int NT>
@@ -219,7 +247,7 @@ __global__ void __launch_bounds__(THREADS, 2) k_skinny_gemm(SkinnyArgs p) {
             else
                 store_output(p, tok, n, acc[nt][i]);
         }
-    if (p.part) sum_splits_if_last(p);
+    if (p.arrivals) sum_splits_if_last(p);
 }
 
 template <int NT>
@@ -237,16 +265,15 @@ int df_cuda_skinny_gemm_fits(const DfCudaGemm *g) {
 }
 
 /* Splits of the k range: as many as keep row blocks x splits within the
- * blocks resident at once (two per SM; one per SM above 16 tokens, whose
- * partial sums cost more: 8 M bytes per weight row and split through L2),
- * so that no second wave of a few blocks runs at a fraction of the
- * bandwidth; each split at least two stages long (the register pipeline
- * needs a next stage to overlap) and none empty. Products with more row
- * blocks than resident slots (the lm head) take one split and many waves,
- * whose last partial wave still has bytes enough in flight. */
-static int skinny_splits(int m, int row_blocks, int tiles, int sm_count, int *tiles_per_split) {
-    int resident = (m <= 16 ? 2 : 1) * sm_count;
-    int want = resident / row_blocks;
+ * blocks resident at once (two per SM), so that no second wave of a few
+ * blocks runs at a fraction of the bandwidth, and each split at least two
+ * stages long (the register pipeline needs a next stage to overlap); none
+ * empty. Products with more row blocks than resident slots (the lm head)
+ * take one split and many waves, whose last partial wave still has bytes
+ * enough in flight. Each split costs 8 M bytes per weight row (partial sums
+ * written and read, through L2). */
+static int skinny_splits(int row_blocks, int tiles, int sm_count, int *tiles_per_split) {
+    int want = 2 * sm_count / row_blocks;
     int cap = tiles / 2 < MAX_SPLITS ? tiles / 2 : MAX_SPLITS;
     int splits = want < cap ? want : cap;
     if (splits < 1) splits = 1;
@@ -286,12 +313,13 @@ void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
         cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
         st->sm_count = 132;
     int row_blocks = (g->n + BLOCK_ROWS - 1) / BLOCK_ROWS, tiles = (g->k + KT - 1) / KT, tiles_per_split;
-    int splits = skinny_splits(g->m, row_blocks, tiles, st->sm_count, &tiles_per_split);
+    int splits = skinny_splits(row_blocks, tiles, st->sm_count, &tiles_per_split);
+    int sum_in_kernel = splits * g->m <= SUM_IN_KERNEL;
     SkinnyArgs p = {(bf16 *)g->c,  NULL, NULL,   (const bf16 *)g->a, (const bf16 *)g->b, g->m,
                     g->n,          g->k, g->lda, g->ldb,             g->ldc,             tiles_per_split,
                     g->beta};
     if (splits > 1) { /* failures are recorded */
-        if (!(p.arrivals = arrival_counters(be, row_blocks))) return;
+        if (sum_in_kernel && !(p.arrivals = arrival_counters(be, row_blocks))) return;
         if (!(p.part = (float *)df_cuda_scratch(be, (size_t)splits * g->m * g->n * sizeof(float)))) return;
     }
     dim3 grid((unsigned)row_blocks, (unsigned)splits);
@@ -306,6 +334,10 @@ void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
     default: launch<8>(p, grid, st->stream); break;
     }
     DF_CUDA_CHECK_LAUNCH(be, "skinny matmul");
+    if (splits > 1 && !sum_in_kernel) {
+        k_skinny_sum_splits<<<df_cuda_blocks((size_t)g->m * g->n, 256), 256, 0, st->stream>>>(p, splits);
+        DF_CUDA_CHECK_LAUNCH(be, "skinny matmul (sum of the splits)");
+    }
     st->skinny_calls++;
 }
 
