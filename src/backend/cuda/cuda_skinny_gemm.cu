@@ -24,12 +24,12 @@
  *
  * A block is 8 warps on 8 consecutive m-tiles (128 weight rows), all over
  * the same k range, in stages of 128 k: each warp loads its weights for the
- * next stage into registers (8 x 16 bytes per lane, 8 KiB per warp) before
+ * next stage into registers (8 x 16 bytes per lane, 4 KiB per warp) before
  * computing the current one, and the block stages the tokens' activations of
  * the next stage in shared memory by cp.async (read once per block from L2,
- * not once per warp). Where the row blocks alone do not give every SM two
- * blocks (N = 1024 or 4096 at K = 4096), the k range is split across blocks
- * (grid.y); each split writes fp32 partial sums to scratch, added in
+ * not once per warp). Where the row blocks alone leave resident slots (two
+ * blocks per SM) empty (N = 1024, 4096, 12288), the k range is split across
+ * blocks (grid.y); each split writes fp32 partial sums to scratch, added in
  * split order (deterministic: no float atomics) by the row block's last
  * split to finish where they are few (no second launch, whose gap would
  * cost more than the sum at a few tokens), else by a second kernel.
