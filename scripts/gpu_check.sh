@@ -106,21 +106,21 @@ if want decode; then
 fi
 
 # The skinny GEMM (decode's products at 1..64 rows, issue #4): its test
-# against the CPU, memcheck and racecheck on it, then its timings next to
+# against the CPU, memcheck and racecheck on it (small shapes), then its timings next to
 # cuBLASLt's at the Qwen3-8B shapes (M = 1, 16, 64; GB/s of weights read);
 # appended to decode.txt (at most 8 files come back).
 if want skinny; then
     {
         section "test_cuda_skinny_gemm"
-        timeout 300 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\[ RUN\|^\[       OK'
+        timeout 200 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\[ RUN\|^\[       OK'
         echo "exit ${PIPESTATUS[0]}"
         for tool in memcheck racecheck; do
             section "$tool test_cuda_skinny_gemm"
-            timeout 300 compute-sanitizer --tool $tool --target-processes application-only \
+            DFLASH_SKINNY_QUICK=1 timeout 150 compute-sanitizer --tool $tool --target-processes application-only \
                 "$T"/test_cuda_skinny_gemm 2>&1 | tail -4
         done
         section "skinny GEMM timing"
-        DFLASH_BENCH_SKINNY=1 timeout 300 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\['
+        DFLASH_BENCH_SKINNY=1 DFLASH_SKINNY_QUICK=1 timeout 200 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\['
     } 2>&1 | tee -a "$OUT/decode.txt"
 fi
 
