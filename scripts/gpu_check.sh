@@ -5,20 +5,21 @@
 # fixtures that need transformers (chat templates, hybrid targets),
 # compute-sanitizer memcheck on the training-op tests (racecheck too, as the
 # part racecheck: the training, optimizer and inference op tests), the
-# decode benchmarks
-# (ours and transformers'), the hybrid target's prefill (ours and
-# transformers'). Runs on the GPU
+# decode benchmarks (ours and transformers'), the skinny GEMM's check,
+# sanitizers and timings against cuBLASLt, the hybrid target's prefill (ours
+# and transformers'). Runs on the GPU
 # machine from the root of a tree holding .devpack/ (scripts/device_pack.sh);
 # everything it prints goes to $OUT (at most 8 files come back: logs are
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,hybrid,prefill,dp,train8b
-#   (default: all but racecheck, prefill, dp and train8b; dp = scripts/dp_check.sh: queue depths, two-GPU data parallel through NCCL, a lost
-#   rank, resume across GPU counts; run it on the 2-GPU machine)
+#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,skinny,hybrid,prefill,dp,
+#   train8b (default: all but racecheck, prefill, dp and train8b; dp = scripts/dp_check.sh: queue depths,
+#   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
+#   the 2-GPU machine)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
-PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode,hybrid}
+PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode,skinny,hybrid}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devpack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
@@ -109,9 +110,11 @@ if want racecheck; then
     for t in "$T"/test_cuda_train_ops "$T"/test_cuda_optimizer "$T"/test_cuda_infer_ops; do
         [ -x "$t" ] || continue
         section "racecheck $t"
-        timeout 120 compute-sanitizer --tool racecheck --racecheck-report hazard --target-processes application-only \
-            "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK\|^  ' | tail -6
-        echo "exit ${PIPESTATUS[0]}"
+        timeout ${RACECHECK_TIMEOUT:-120} compute-sanitizer --tool racecheck --racecheck-report hazard \
+            --target-processes application-only "$t" > /tmp/racecheck.txt 2>&1
+        echo "exit $?"
+        grep 'PASSED\|FAILED\|SUMMARY' /tmp/racecheck.txt
+        grep -m 6 -A 2 'Race reported' /tmp/racecheck.txt | cut -c 1-300
     done 2>&1 | tee "$OUT/racecheck.log"
 fi
 
@@ -122,6 +125,25 @@ if want decode; then
         section "transformers decode"
         PYTHONUNBUFFERED=1 timeout 300 python3 bench/decode_transformers.py
     } 2>&1 | tee "$OUT/decode.txt"
+fi
+
+# The skinny GEMM (decode's products at 1..64 rows, issue #4): its test
+# against the CPU, memcheck and racecheck on it (small shapes), then its timings next to
+# cuBLASLt's at the Qwen3-8B shapes (M = 1, 16, 64; GB/s of weights read);
+# appended to decode.txt (at most 8 files come back).
+if want skinny; then
+    {
+        section "test_cuda_skinny_gemm"
+        timeout 200 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\[ RUN\|^\[       OK'
+        echo "exit ${PIPESTATUS[0]}"
+        for tool in memcheck racecheck; do
+            section "$tool test_cuda_skinny_gemm"
+            DFLASH_SKINNY_QUICK=1 timeout 150 compute-sanitizer --tool $tool --target-processes application-only \
+                "$T"/test_cuda_skinny_gemm 2>&1 | tail -4
+        done
+        section "skinny GEMM timing"
+        DFLASH_BENCH_SKINNY=1 DFLASH_SKINNY_QUICK=1 timeout 200 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\['
+    } 2>&1 | tee -a "$OUT/decode.txt"
 fi
 
 # The hybrid target's prefill (issue #9): dflash's Qwen3.6-27B-shaped random

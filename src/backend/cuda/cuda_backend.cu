@@ -229,6 +229,7 @@ static void cuda_destroy(DfBackend *be) {
         cudaFree(st->staging);
         cudaFree(st->dev_error);
         cudaFree(st->kv_ws);
+        cudaFree(st->skinny_arrivals);
         if (st->pinned) cudaFreeHost(st->pinned);
         if (st->pinned_done) cudaEventDestroy(st->pinned_done);
         for (int i = 0; i < st->prof_cap * 2; i++) cudaEventDestroy(st->prof_events[i]);
@@ -317,6 +318,7 @@ extern "C" DfBackend *df_backend_cuda_create(int device, DfError *err) {
     be->impl = st;
     st->device = device;
     st->attn_rows_per_warp = 0; /* automatic */
+    st->skinny_gemm = 1;
     if (init_state(st, err)) {
         df_context(err, "cuda backend on GPU %d", device);
         cuda_destroy(be);

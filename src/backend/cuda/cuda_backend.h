@@ -70,6 +70,15 @@ void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows);
  * knob for benchmarks. */
 void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on);
 
+/* Matrix products with at most 64 rows of activations against [N,K]
+ * weights (decoding's shapes) through the skinny-GEMM kernel
+ * (cuda_skinny_gemm.cu, the default, enabled != 0) or through cuBLASLt like
+ * every other product. A knob for benchmarks and tests; results agree. */
+void df_cuda_set_skinny_gemm(DfBackend *be, int enabled);
+/* Products the skinny-GEMM kernel has run on this backend (tests check that
+ * the shapes meant for it take it). */
+size_t df_cuda_skinny_gemm_count(DfBackend *be);
+
 /* --- timing -------------------------------------------------------------- */
 
 /* Milliseconds of the stream's work between two marks (CUDA events). */

@@ -52,6 +52,10 @@ typedef struct DfCudaState {
     size_t bytes_in_use, peak_bytes;
 
     int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
+    int skinny_gemm;        /* matmul takes cuda_skinny_gemm.cu where it fits (df_cuda_set_skinny_gemm) */
+    int *skinny_arrivals;   /* its split-K counters (device memory, zero between calls) */
+    int skinny_arrivals_count;
+    size_t skinny_calls; /* products it has run (df_cuda_skinny_gemm_count) */
 
     /* Reusable device scratch of the training ops (see df_cuda_scratch). */
     void *scratch;
@@ -132,6 +136,19 @@ typedef struct DfCudaGemm {
     float beta;
 } DfCudaGemm;
 void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g);
+
+/* The decode-sized product (cuda_skinny_gemm.cu): bf16 C = A B^T + beta C
+ * with A [M,K] and B [N,K] (trans_a 0, trans_b 1), M <= DF_SKINNY_GEMM_MAX_M,
+ * streaming the weights B once at close to the memory bandwidth. fits: the
+ * shape, layout and alignment are ones it takes (K, lda, ldb multiples of 8,
+ * A and B 16-byte aligned, bf16 C). Upper bound on M: up to 64 tokens the
+ * product stays bound by the weight stream (64 x 2 FLOPs per weight byte,
+ * ~5 times below the tensor cores' ratio at this bandwidth) and 8 n-tiles of
+ * accumulators fit the registers beside two stages of weights; beyond that
+ * cuBLASLt's tiled GEMMs are the better tool. */
+#define DF_SKINNY_GEMM_MAX_M 64
+int df_cuda_skinny_gemm_fits(const DfCudaGemm *g);
+void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g);
 
 /* ops, one file per family */
 void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,

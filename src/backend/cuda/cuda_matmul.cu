@@ -20,7 +20,11 @@
  * cached: the heuristic query costs far more than a launch. When cuBLASLt
  * offers no algorithm (odd leading dimensions with 2-byte aligned pointers
  * can do that), a plain kernel, one thread per output element with fp32
- * accumulation, is used: slow, but only such shapes ever take it. */
+ * accumulation, is used: slow, but only such shapes ever take it.
+ *
+ * matmul with at most DF_SKINNY_GEMM_MAX_M rows against [N,K] weights
+ * (decoding) takes cuda_skinny_gemm.cu instead, where its layout and
+ * alignment allow and df_cuda_set_skinny_gemm has not turned it off. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,7 +186,10 @@ void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, in
                     float beta) {
     df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
     DfCudaGemm g = {c.ptr, a.ptr, b.ptr, m, n, k, trans_a, trans_b, trans_a ? m : k, trans_b ? k : n, n, 0, beta};
-    df_cuda_gemm(be, &g);
+    if (df_cuda_state(be)->skinny_gemm && df_cuda_skinny_gemm_fits(&g))
+        df_cuda_skinny_gemm(be, &g); /* decoding's few rows against a weight matrix */
+    else
+        df_cuda_gemm(be, &g);
     df_cuda_prof_end(be);
 }
 
