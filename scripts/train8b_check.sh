@@ -69,6 +69,7 @@ report() { # name gpus
     echo "$1: $2 GPU(s): $seqs sequences/s, $toks tokens/s, busy $busy, MFU $mfu (median, steps 6..$STEPS)"
     cp "$W/$1/metrics.jsonl" "$OUT/train8b-$1-metrics.jsonl"
     cp "$W/$1/stages.json" "$OUT/train8b-$1-stages.json" 2>/dev/null
+    rm -rf "$W/$1/checkpoints" "$W/$1/final" # 18 GB each at this size: the disk would fill
 }
 
 echo "== 1. one GPU"

@@ -34,9 +34,14 @@
 
 typedef DfTestBackendPair Fixture;
 
+/* Every product the kernel fits takes it here (the default takes only the
+ * shapes where it is faster: test_skinny_auto_routing). */
 static Fixture *gpu_or_skip(void **state) {
     Fixture *f = *state;
     if (!f->gpu) skip();
+#ifdef DF_HAVE_CUDA
+    df_cuda_set_skinny_gemm(f->gpu, DF_SKINNY_GEMM_ALWAYS);
+#endif
     return f;
 }
 
@@ -191,9 +196,9 @@ static void test_skinny_fallbacks(void **state) {
     float *want, *got = run_pair(f, &w, 65, 1.0f, 701, 0, &want);
     assert_true(df_rel_error(got, want, 65 * 300) <= OP_TOL);
     free(got), free(want);
-    df_cuda_set_skinny_gemm(f->gpu, 0);
+    df_cuda_set_skinny_gemm(f->gpu, DF_SKINNY_GEMM_OFF);
     got = run_pair(f, &w, 5, 1.0f, 703, 0, &want);
-    df_cuda_set_skinny_gemm(f->gpu, 1);
+    df_cuda_set_skinny_gemm(f->gpu, DF_SKINNY_GEMM_ALWAYS);
     assert_true(df_rel_error(got, want, 5 * 300) <= OP_TOL);
     free(got), free(want);
     weights_free(f, &w);
@@ -268,9 +273,9 @@ static void test_skinny_speed(void **state) {
             float *xc = df_test_random_bf16((size_t)m * n, 950 + mi, 0.01f);
             DfBuffer a = df_test_upload(be, xa, (size_t)m * k, DF_BUF_ACT), c = df_test_upload(be, xc, (size_t)m * n, DF_BUF_ACT);
             double t_skinny = time_product(be, c, a, w, copies, m, n, k);
-            df_cuda_set_skinny_gemm(be, 0);
+            df_cuda_set_skinny_gemm(be, DF_SKINNY_GEMM_OFF);
             double t_lt = time_product(be, c, a, w, copies, m, n, k);
-            df_cuda_set_skinny_gemm(be, 1);
+            df_cuda_set_skinny_gemm(be, DF_SKINNY_GEMM_ALWAYS);
             printf("    M=%2d N=%6d K=%5d: skinny %8.1f us %5.0f GB/s (%.2f of the copy) | cuBLASLt %8.1f us %5.0f GB/s"
                    " | %.2fx\n",
                    m, n, k, t_skinny * 1e3, bytes / t_skinny / 1e6, bytes / t_skinny / 1e6 / copy_gbs, t_lt * 1e3,
@@ -291,8 +296,31 @@ static void test_skinny_speed(void **state) {
 #endif
 }
 
+/* The default mode takes the kernel only where it measured faster (few rows
+ * against at most 2048 weight rows), and the products stay right. */
+static void test_skinny_auto_routing(void **state) {
+    Fixture *f = gpu_or_skip(state);
+#ifdef DF_HAVE_CUDA
+    df_cuda_set_skinny_gemm(f->gpu, DF_SKINNY_GEMM_AUTO);
+    const struct {
+        int m, n, k, skinny;
+    } cases[] = {{1, 1024, 512, 1}, {16, 2048, 264, 1}, {17, 1024, 512, 0}, {1, 2049, 264, 0}, {64, 1024, 512, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Weights w = weights_upload(f, cases[i].n, cases[i].k, 730 + i);
+        float *want, *got = run_pair(f, &w, cases[i].m, 0.0f, 740 + i, cases[i].skinny, &want);
+        assert_true(df_rel_error(got, want, (size_t)cases[i].m * cases[i].n) <= OP_TOL);
+        free(got), free(want);
+        weights_free(f, &w);
+    }
+    df_cuda_set_skinny_gemm(f->gpu, DF_SKINNY_GEMM_ALWAYS);
+#else
+    (void)f;
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_skinny_auto_routing),
         cmocka_unit_test(test_skinny_small_shapes),
         cmocka_unit_test(test_skinny_qwen3_8b_shapes),
         cmocka_unit_test(test_skinny_split_k_is_deterministic),

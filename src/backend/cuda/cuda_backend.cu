@@ -318,7 +318,7 @@ extern "C" DfBackend *df_backend_cuda_create(int device, DfError *err) {
     be->impl = st;
     st->device = device;
     st->attn_rows_per_warp = 0; /* automatic */
-    st->skinny_gemm = 1;
+    st->skinny_gemm = DF_SKINNY_GEMM_AUTO;
     if (init_state(st, err)) {
         df_context(err, "cuda backend on GPU %d", device);
         cuda_destroy(be);

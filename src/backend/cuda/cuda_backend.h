@@ -70,11 +70,15 @@ void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows);
  * knob for benchmarks. */
 void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on);
 
-/* Matrix products with at most 64 rows of activations against [N,K]
- * weights (decoding's shapes) through the skinny-GEMM kernel
- * (cuda_skinny_gemm.cu, the default, enabled != 0) or through cuBLASLt like
- * every other product. A knob for benchmarks and tests; results agree. */
-void df_cuda_set_skinny_gemm(DfBackend *be, int enabled);
+/* Which matrix products with at most 64 rows of activations against [N,K]
+ * weights (decoding's shapes) take the skinny-GEMM kernel
+ * (cuda_skinny_gemm.cu) instead of cuBLASLt: none; only the shapes where it
+ * measured faster on the H200 (the default: at most 16 rows against at most
+ * 2048 weight rows, a Qwen3-8B-sized k/v projection, 1.27x at one row;
+ * elsewhere cuBLASLt was as fast or faster, see bench/README.md); or every
+ * shape it fits (tests, timings). Results agree. */
+typedef enum DfCudaSkinnyGemm { DF_SKINNY_GEMM_OFF, DF_SKINNY_GEMM_AUTO, DF_SKINNY_GEMM_ALWAYS } DfCudaSkinnyGemm;
+void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode);
 /* Products the skinny-GEMM kernel has run on this backend (tests check that
  * the shapes meant for it take it). */
 size_t df_cuda_skinny_gemm_count(DfBackend *be);

@@ -52,7 +52,7 @@ typedef struct DfCudaState {
     size_t bytes_in_use, peak_bytes;
 
     int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
-    int skinny_gemm;        /* matmul takes cuda_skinny_gemm.cu where it fits (df_cuda_set_skinny_gemm) */
+    int skinny_gemm;        /* DfCudaSkinnyGemm: which products take cuda_skinny_gemm.cu (df_cuda_set_skinny_gemm) */
     int *skinny_arrivals;   /* its split-K counters (device memory, zero between calls) */
     int skinny_arrivals_count;
     size_t skinny_calls; /* products it has run (df_cuda_skinny_gemm_count) */
@@ -148,6 +148,8 @@ void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g);
  * cuBLASLt's tiled GEMMs are the better tool. */
 #define DF_SKINNY_GEMM_MAX_M 64
 int df_cuda_skinny_gemm_fits(const DfCudaGemm *g);
+/* Of those, the shapes where it is faster than cuBLASLt (the default mode). */
+int df_cuda_skinny_gemm_pays(const DfCudaGemm *g);
 void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g);
 
 /* ops, one file per family */

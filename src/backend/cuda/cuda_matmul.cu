@@ -23,8 +23,8 @@
  * accumulation, is used: slow, but only such shapes ever take it.
  *
  * matmul with at most DF_SKINNY_GEMM_MAX_M rows against [N,K] weights
- * (decoding) takes cuda_skinny_gemm.cu instead, where its layout and
- * alignment allow and df_cuda_set_skinny_gemm has not turned it off. */
+ * (decoding) takes cuda_skinny_gemm.cu instead where its layout and
+ * alignment allow and it measured faster (df_cuda_set_skinny_gemm). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,7 +186,9 @@ void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, in
                     float beta) {
     df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
     DfCudaGemm g = {c.ptr, a.ptr, b.ptr, m, n, k, trans_a, trans_b, trans_a ? m : k, trans_b ? k : n, n, 0, beta};
-    if (df_cuda_state(be)->skinny_gemm && df_cuda_skinny_gemm_fits(&g))
+    int skinny = df_cuda_state(be)->skinny_gemm;
+    if (skinny != DF_SKINNY_GEMM_OFF && df_cuda_skinny_gemm_fits(&g) &&
+        (skinny == DF_SKINNY_GEMM_ALWAYS || df_cuda_skinny_gemm_pays(&g)))
         df_cuda_skinny_gemm(be, &g); /* decoding's few rows against a weight matrix */
     else
         df_cuda_gemm(be, &g);

@@ -341,8 +341,14 @@ void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
     st->skinny_calls++;
 }
 
-extern "C" void df_cuda_set_skinny_gemm(DfBackend *be, int enabled) {
-    df_cuda_state(be)->skinny_gemm = enabled != 0;
+extern "C" void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode) {
+    df_cuda_state(be)->skinny_gemm = mode;
+}
+
+/* The shapes where the kernel beat cuBLASLt on the H200 (bench/README.md,
+ * "Batched decode"): few rows against a small weight matrix. */
+int df_cuda_skinny_gemm_pays(const DfCudaGemm *g) {
+    return g->m <= 16 && g->n <= 2048;
 }
 
 extern "C" size_t df_cuda_skinny_gemm_count(DfBackend *be) {
