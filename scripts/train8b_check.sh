@@ -8,6 +8,8 @@
 #   2. two processes, one GPU each, colocated data parallel through NCCL,
 #      token budget 9216: the same work per GPU, for the scaling figure;
 #   3. each extra layout given in LAYOUTS (e.g. "split"), as its flags say.
+# ONE_GPU_RATE=S (sequences/s of an earlier one-GPU run, e.g. 5.645) skips
+# runs 1 and 2 and measures only the LAYOUTS against it.
 # Prints each run's progress lines and stage table; writes the runs'
 # metrics.jsonl and stages.json under OUTDIR, and the steady-state
 # sequences/s (median over steps after the first 5) and scaling.
@@ -72,10 +74,15 @@ report() { # name gpus
     rm -rf "$W/$1/checkpoints" "$W/$1/final" # 18 GB each at this size: the disk would fill
 }
 
-echo "== 1. one GPU"
-timeout 300 ./dflash train --device cuda:0 --output "$W/g1" $opts --token-budget 4608 2>&1 | grep -v '^train: preparing' | tail -24
-report g1 1
-one=$(rate g1 | cut -d' ' -f1)
+if [ -n "${ONE_GPU_RATE:-}" ]; then
+    one=$ONE_GPU_RATE
+    echo "== 1. one GPU: $one sequences/s, from an earlier run (ONE_GPU_RATE)"
+else
+    echo "== 1. one GPU"
+    timeout 300 ./dflash train --device cuda:0 --output "$W/g1" $opts --token-budget 4608 2>&1 | grep -v '^train: preparing' | tail -24
+    report g1 1
+    one=$(rate g1 | cut -d' ' -f1)
+fi
 
 launch2() { # name, extra options
     local name=$1
@@ -95,8 +102,10 @@ launch2() { # name, extra options
 }
 
 if [ "$ngpu" -ge 2 ]; then
-    echo "== 2. two GPUs, colocated data parallel"
-    launch2 dp2
+    if [ -z "${ONE_GPU_RATE:-}" ]; then
+        echo "== 2. two GPUs, colocated data parallel"
+        launch2 dp2
+    fi
     for layout in ${LAYOUTS:-}; do
         echo "== 3. two GPUs, layout $layout"
         launch2 "$layout" --layout "$layout"
