@@ -17,7 +17,8 @@
  *     run stopped at step 3 resumes with another number of drafter ranks;
  *     a killed drafter rank ends the target rank within 10 s; SIGTERM to the
  *     target rank stops every rank after the same step, with a checkpoint
- *     of it, exit 0 (the drafter ranks take the features sent ahead). */
+ *     of it, exit 0 (the drafter ranks take the features sent ahead); with
+ *     --random-target-weights the split run equals one process. */
 #include "test_util.h"
 
 #include <arpa/inet.h>
@@ -443,6 +444,22 @@ static void test_split_checkpoint_resumes_with_other_drafter_ranks(void **state)
     expect_same_weights(f, "split_resume", "ref", STEPS);
 }
 
+/* --random-target-weights in the split layout: the target rank and the
+ * drafter rank build the same random target (its layers on the one, its
+ * embedding and head on the other), so the run equals one process with
+ * the same random weights; and those differ from the loaded ones. */
+static void test_split_with_random_target_weights(void **state) {
+    const Fixture *f = *state;
+    double loaded[STEPS], one[STEPS], split[STEPS];
+    reference(f, loaded);
+    run_group(f, "random_one", 1, "--steps 6 --random-target-weights");
+    run_group(f, "random_split", 2, "--steps 6 --layout split --random-target-weights");
+    assert_int_equal(read_losses(f, "random_one", one, STEPS), STEPS);
+    assert_int_equal(read_losses(f, "random_split", split, STEPS), STEPS);
+    expect_curve_within(one, split, 0, STEPS, 1e-6);
+    assert_true(one[0] != loaded[0]);
+}
+
 static void test_split_lost_drafter_stops_the_target(void **state) {
     expect_lost_rank_stops_the_other(*state, "split_lost", "--steps 500 --layout split");
 }
@@ -487,6 +504,7 @@ int main(void) {
         cmocka_unit_test(test_split_one_target_one_drafter_matches_one),
         cmocka_unit_test(test_split_one_target_two_drafters_matches_one),
         cmocka_unit_test(test_split_checkpoint_resumes_with_other_drafter_ranks),
+        cmocka_unit_test(test_split_with_random_target_weights),
         cmocka_unit_test(test_split_lost_drafter_stops_the_target),
         cmocka_unit_test(test_split_signal_on_target_stops_every_rank),
     };

@@ -389,8 +389,20 @@ static int alloc_training_state(Trainer *t, size_t n, DfBuffer *params, DfBuffer
     return 0;
 }
 
-static int load_models(Trainer *t, DfError *err) {
+/* The target's layers 0..n_layers-1 (and an untied head when with_head)
+ * from its safetensors, or with --random-target-weights all of it random:
+ * the same seed gives every rank the same weights (a split layout's drafter
+ * ranks the target ranks' embedding and head); the forward still runs only
+ * up to the deepest tap. */
+static int load_target_weights(Trainer *t, int n_layers, int with_head, DfError *err) {
     const DfTrainOptions *o = t->opt;
+    if (!o->random_target_weights) return df_target_load(&t->target, t->be, o->target_dir, n_layers, with_head, err);
+    if (df_target_init_random(&t->target, t->be, &t->tcfg, o->seed + 1, 1, err))
+        return df_context(err, "random weights for the target %s", o->target_dir);
+    return 0;
+}
+
+static int load_models(Trainer *t, DfError *err) {
     /* Training loads and runs layers 0..max tap only; an untied lm head is
      * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
@@ -400,16 +412,8 @@ static int load_models(Trainer *t, DfError *err) {
     int cuda = strcmp(t->be->ops->name, "cuda") == 0;
     size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
 #endif
-    if (o->random_target_weights) {
-        /* every layer gets weights (a split drafter rank too: the same seed gives it the target ranks'
-         * embedding and head); the forward still runs only up to the deepest tap */
-        if (df_target_init_random(&t->target, t->be, &t->tcfg, o->seed + 1, 1, err))
-            return df_context(err, "random weights for the target %s", o->target_dir);
-    } else if (df_target_load(&t->target, t->be, o->target_dir, t->role == ROLE_DRAFTER ? 0 : n_layers, !tied,
-                              err)) {
-        /* split layout: a drafter rank needs the embedding and the head, none of the layers */
-        return -1;
-    }
+    /* split layout: a drafter rank needs the embedding and the head, none of the layers */
+    if (load_target_weights(t, t->role == ROLE_DRAFTER ? 0 : n_layers, !tied, err)) return -1;
 #ifdef DF_HAVE_CUDA
     if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
 #endif
@@ -433,7 +437,7 @@ static int load_target_role(Trainer *t, DfError *err) {
     int cuda = strcmp(t->be->ops->name, "cuda") == 0;
     size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
 #endif
-    if (df_target_load(&t->target, t->be, t->opt->target_dir, t->target_layers, 0, err)) return -1;
+    if (load_target_weights(t, t->target_layers, 0, err)) return -1;
 #ifdef DF_HAVE_CUDA
     if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
 #endif
