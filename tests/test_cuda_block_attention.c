@@ -31,29 +31,6 @@
 /* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
 typedef DfTestBackendPair Fixture;
 
-static DfBuffer upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
-    DfError err;
-    DfBuffer b;
-    if (df_buffer_alloc(be, &b, kind, n, &err) || be->ops->upload_f32(be, b, host, &err)) fail_msg("%s", err.msg);
-    return b;
-}
-
-static DfBuffer poisoned(DfBackend *be, size_t n, DfBufKind kind) {
-    float *nan = malloc(n * sizeof *nan);
-    for (size_t i = 0; i < n; i++) nan[i] = NAN;
-    DfBuffer b = upload(be, nan, n, kind);
-    free(nan);
-    return b;
-}
-
-static float *download(DfBackend *be, DfBuffer b) {
-    DfError err;
-    if (be->ops->sync(be, &err)) fail_msg("sync: %s", err.msg);
-    float *x = malloc(b.count * sizeof *x);
-    if (be->ops->download_f32(be, x, b, &err)) fail_msg("%s", err.msg);
-    return x;
-}
-
 /* A block-attention problem: layout and random inputs on the host. */
 typedef struct Problem {
     int n_seqs, n_blocks, B, heads, kv_heads, hd, n_ctx;
@@ -129,13 +106,13 @@ static void run_init(Run *r, DfBackend *be, const Problem *p) {
     size_t n_q = (size_t)p->n_blocks * p->B;
     r->args = (DfBlockAttnArgs){
         .layout = &r->layout,
-        .q = upload(be, p->q, p->n_qd, DF_BUF_ACT),
-        .k_ctx = upload(be, p->kc, p->n_ckv, DF_BUF_ACT),
-        .v_ctx = upload(be, p->vc, p->n_ckv, DF_BUF_ACT),
-        .k_blk = upload(be, p->kb, p->n_bkv, DF_BUF_ACT),
-        .v_blk = upload(be, p->vb, p->n_bkv, DF_BUF_ACT),
-        .out = poisoned(be, p->n_qd, DF_BUF_ACT),
-        .lse = poisoned(be, n_q * p->heads, DF_BUF_F32),
+        .q = df_test_upload(be, p->q, p->n_qd, DF_BUF_ACT),
+        .k_ctx = df_test_upload(be, p->kc, p->n_ckv, DF_BUF_ACT),
+        .v_ctx = df_test_upload(be, p->vc, p->n_ckv, DF_BUF_ACT),
+        .k_blk = df_test_upload(be, p->kb, p->n_bkv, DF_BUF_ACT),
+        .v_blk = df_test_upload(be, p->vb, p->n_bkv, DF_BUF_ACT),
+        .out = df_test_upload_poisoned(be, p->n_qd, DF_BUF_ACT),
+        .lse = df_test_upload_poisoned(be, n_q * p->heads, DF_BUF_F32),
         .heads = p->heads,
         .kv_heads = p->kv_heads,
         .head_dim = p->hd,
@@ -143,12 +120,12 @@ static void run_init(Run *r, DfBackend *be, const Problem *p) {
         .window = p->window,
     };
     r->grads = (DfBlockAttnGrads){
-        .d_out = upload(be, p->d_out, p->n_qd, DF_BUF_ACT),
-        .dq = poisoned(be, p->n_qd, DF_BUF_ACT),
-        .dk_ctx = upload(be, p->dk_ctx0, p->n_ckv, DF_BUF_ACT),
-        .dv_ctx = upload(be, p->dv_ctx0, p->n_ckv, DF_BUF_ACT),
-        .dk_blk = upload(be, p->dk_blk0, p->n_bkv, DF_BUF_ACT),
-        .dv_blk = upload(be, p->dv_blk0, p->n_bkv, DF_BUF_ACT),
+        .d_out = df_test_upload(be, p->d_out, p->n_qd, DF_BUF_ACT),
+        .dq = df_test_upload_poisoned(be, p->n_qd, DF_BUF_ACT),
+        .dk_ctx = df_test_upload(be, p->dk_ctx0, p->n_ckv, DF_BUF_ACT),
+        .dv_ctx = df_test_upload(be, p->dv_ctx0, p->n_ckv, DF_BUF_ACT),
+        .dk_blk = df_test_upload(be, p->dk_blk0, p->n_bkv, DF_BUF_ACT),
+        .dv_blk = df_test_upload(be, p->dv_blk0, p->n_bkv, DF_BUF_ACT),
     };
 }
 
@@ -164,7 +141,7 @@ static void run_free(Run *r, DfBackend *be) {
 /* Compares a GPU buffer with the CPU's; for an added-to buffer (init not
  * NULL) also the increments over its initial values. */
 static void compare(Fixture *f, const char *case_name, const char *what, DfBuffer g, DfBuffer c, const float *init) {
-    float *a = download(f->gpu, g), *b = download(f->cpu, c);
+    float *a = df_test_download(f->gpu, g), *b = df_test_download(f->cpu, c);
     double e = df_rel_error(a, b, c.count);
     if (!(e <= OP_TOL)) fail_msg("%s: %s: relative error %g over %zu values", case_name, what, e, c.count);
     if (init) {

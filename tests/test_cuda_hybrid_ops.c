@@ -45,12 +45,6 @@
 /* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
 typedef DfTestBackendPair Fixture;
 
-static Fixture *gpu_or_skip(void **state) {
-    Fixture *f = *state;
-    if (!f->gpu) skip();
-    return f;
-}
-
 /* Uniform in [center - half, center + half], rounded to bf16 when `round`. */
 static float *random_values(size_t n, uint64_t seed, float center, float half, int round) {
     float *x = df_test_random_array(n, seed, half);
@@ -91,17 +85,9 @@ static void pair_free(const Fixture *f, Pair *p) {
     df_buffer_free(f->gpu, &p->g);
 }
 
-static float *download(DfBackend *be, DfBuffer b) {
-    DfError err;
-    if (be->ops->sync(be, &err)) fail_msg("sync: %s", err.msg);
-    float *x = malloc(b.count * sizeof *x);
-    if (be->ops->download_f32(be, x, b, &err)) fail_msg("%s", err.msg);
-    return x;
-}
-
 /* Downloads both sides and checks max|g-c| / max|c| <= tol, every value finite. */
 static void pair_compare(const Fixture *f, const char *what, Pair p, double tol) {
-    float *c = download(f->cpu, p.c), *g = download(f->gpu, p.g);
+    float *c = df_test_download(f->cpu, p.c), *g = df_test_download(f->gpu, p.g);
     for (size_t i = 0; i < p.c.count; i++)
         if (!isfinite(g[i]) || !isfinite(c[i])) fail_msg("%s: value %zu is %g on CUDA, %g on the CPU", what, i, g[i], c[i]);
     double e = df_rel_error(g, c, p.c.count);
@@ -140,7 +126,7 @@ static const int LENS[] = {1, 7, 3, 30, 1, 13, 2};
 /* --- the ops ------------------------------------------------------------------- */
 
 static void test_causal_conv_silu(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     PairBatch b = pair_batch(f, LENS, N_LENS);
     const int shapes[][2] = {{37, 4}, {160, 4}, {64, 2}, {24, 1}}; /* channels, kernel */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -182,7 +168,7 @@ static void check_delta_rule(const Fixture *f, const int *lens, int n_seqs, DfDe
 }
 
 static void test_gated_delta_rule(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     /* the fixture model's heads, odd value dims, the Qwen3.5-27B head (128 x 128) */
     check_delta_rule(f, LENS, N_LENS, (DfDeltaRuleShape){2, 4, 16, 24}, 100);
     check_delta_rule(f, LENS, N_LENS, (DfDeltaRuleShape){1, 3, 64, 37}, 200);
@@ -195,7 +181,7 @@ static void test_gated_delta_rule(void **state) {
 }
 
 static void test_gated_rmsnorm(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     const int shapes[][2] = {{37, 24}, {64, 128}, {5, 7}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int rows = shapes[i][0], dim = shapes[i][1];
@@ -217,7 +203,7 @@ static void test_gated_rmsnorm(void **state) {
  * columns of that weight stays near 0 (|mean| < 1e-3), where a weight
  * rounded to bf16 would shift it by -0.0039. */
 static void test_rmsnorm_f32_weight(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     int rows = 19, dim = 256;
     size_t n = (size_t)rows * dim;
     Pair x = pair_random(f, n, 60, 0.0f, 2.0f, DF_BUF_ACT), out = pair_poisoned(f, n);
@@ -227,7 +213,7 @@ static void test_rmsnorm_f32_weight(void **state) {
     df_op_rmsnorm(f->cpu, out.c, x.c, wp.c, rows, dim, 1e-6f);
     df_op_rmsnorm(f->gpu, out.g, x.g, wp.g, rows, dim, 1e-6f);
     pair_compare(f, "rmsnorm with an F32 weight", out, OP_TOL);
-    float *c = download(f->cpu, out.c), *g = download(f->gpu, out.g);
+    float *c = df_test_download(f->cpu, out.c), *g = df_test_download(f->gpu, out.g);
     double sum = 0;
     int counted = 0;
     for (size_t i = 1; i < n; i += 2)
@@ -239,7 +225,7 @@ static void test_rmsnorm_f32_weight(void **state) {
 }
 
 static void test_sigmoid_gate(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     size_t n = 1001;
     Pair x = pair_random(f, n, 70, 0.0f, 2.0f, DF_BUF_ACT), gate = pair_random(f, n, 71, 0.0f, 6.0f, DF_BUF_ACT);
     df_op_sigmoid_gate(f->cpu, x.c, gate.c);
@@ -251,7 +237,7 @@ static void test_sigmoid_gate(void **state) {
 /* Partial rope: the rotated part matches the CPU, the rest of each head is
  * left bit for bit. */
 static void test_rope_partial(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     PairBatch b = pair_batch(f, LENS, N_LENS);
     const int shapes[][3] = {{3, 16, 4}, {4, 256, 64}, {2, 64, 64}, {5, 24, 6}}; /* heads, head_dim, rotary_dim */
     int max_pos = 64;
@@ -266,7 +252,7 @@ static void test_rope_partial(void **state) {
         char what[96];
         snprintf(what, sizeof what, "rope_partial %d heads of %d, %d rotary", heads, hd, rd);
         pair_compare(f, what, x, OP_TOL);
-        float *g = download(f->gpu, x.g);
+        float *g = df_test_download(f->gpu, x.g);
         for (size_t r = 0; r < (size_t)b.n_tokens * heads; r++)
             for (int d = rd; d < hd; d++)
                 if (g[r * hd + d] != host[r * hd + d]) fail_msg("%s: value %d of head row %zu changed", what, d, r);
@@ -281,7 +267,7 @@ static void test_rope_partial(void **state) {
  * which like 16 takes the generic CUDA kernel): output and log-sum-exp
  * against the CPU, GQA 6 / 2; 300 tokens span five key tiles of 64. */
 static void test_attention_other_head_dims(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     const int lens[] = {1, 40, 7, 100, 300};
     PairBatch b = pair_batch(f, lens, 5);
     const int dims[] = {16, 256, 40};
@@ -419,7 +405,7 @@ static int32_t *fixture_i32(const DfSafetensors *st, const char *name, int *coun
  * transformers' fp32 outputs, within transformers' own bf16 deviation
  * (load_yardstick). */
 static void test_fixture_forward(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     DfError err;
     DfSafetensors st;
     if (df_safetensors_open(&st, df_test_path(FIXTURE), &err)) fail_msg("%s", err.msg);

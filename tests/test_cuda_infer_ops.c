@@ -36,20 +36,6 @@
 /* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
 typedef DfTestBackendPair Fixture;
 
-static Fixture *gpu_or_skip(void **state) {
-    Fixture *f = *state;
-    if (!f->gpu) skip();
-    return f;
-}
-
-static DfBuffer poisoned(DfBackend *be, size_t n) {
-    float *nan = malloc(n * sizeof *nan);
-    for (size_t i = 0; i < n; i++) nan[i] = NAN;
-    DfBuffer b = df_test_upload(be, nan, n, DF_BUF_ACT);
-    free(nan);
-    return b;
-}
-
 /* --- the ops ---------------------------------------------------------------- */
 
 typedef struct KvCase {
@@ -80,7 +66,7 @@ static KvRun kv_run(DfBackend *be, const KvCase *c, const float *pre_k, const fl
                     const float *k, const float *v) {
     int kvd = c->kv_heads * c->head_dim, qd = c->heads * c->head_dim;
     size_t cache_n = (size_t)c->n_slots * c->capacity * kvd;
-    DfBuffer kc = poisoned(be, cache_n), vc = poisoned(be, cache_n);
+    DfBuffer kc = df_test_upload_poisoned(be, cache_n, DF_BUF_ACT), vc = df_test_upload_poisoned(be, cache_n, DF_BUF_ACT);
     /* prefill: the sequences that have cached rows */
     int32_t ps[256], pl[256], pc[256];
     int np = 0, pre_rows = 0;
@@ -103,7 +89,7 @@ static KvRun kv_run(DfBackend *be, const KvCase *c, const float *pre_k, const fl
     DfBuffer qb = df_test_upload(be, q, (size_t)rows * qd, DF_BUF_ACT);
     DfBuffer kb_ = df_test_upload(be, k, (size_t)rows * kvd, DF_BUF_ACT);
     DfBuffer vb = df_test_upload(be, v, (size_t)rows * kvd, DF_BUF_ACT);
-    DfBuffer out = poisoned(be, (size_t)rows * qd);
+    DfBuffer out = df_test_upload_poisoned(be, (size_t)rows * qd, DF_BUF_ACT);
     df_op_kv_cache_write(be, kc, kb_, &kb, kvd);
     df_op_kv_cache_write(be, vc, vb, &kb, kvd);
     df_op_kv_attention(be, out, qb, kc, vc, &kb, c->heads, c->kv_heads, c->head_dim, 1.0f / sqrtf((float)c->head_dim),
@@ -159,7 +145,7 @@ static void check_case(Fixture *f, const KvCase *c, uint64_t seed) {
 /* Five sequences, slots out of order, cache lengths 0 .. 650, one or a block
  * of 16 new rows: few blocks, so the key range is split. */
 static void test_kv_ops_mixed(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     static const int32_t slots[5] = {4, 0, 5, 2, 1}, lens[5] = {0, 37, 300, 650, 5};
     static const int32_t one[5] = {1, 1, 1, 1, 1}, block[5] = {16, 16, 3, 16, 1};
     const struct {
@@ -180,7 +166,7 @@ static void test_kv_ops_mixed(void **state) {
 
 /* Many sequences (a decode batch): one split; and one long sequence: many. */
 static void test_kv_ops_batch_and_long(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     enum { N = 48 };
     int32_t slots[N], lens[N], one[N], block[N];
     for (int i = 0; i < N; i++) {
@@ -250,7 +236,7 @@ static void argmax_case(Fixture *f, int rows, int cols, size_t offset, uint64_t 
 }
 
 static void test_argmax_rows_matches_cpu(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     argmax_case(f, 64, 151936, 0, 11); /* a Qwen3 decode batch: 16-byte loads */
     argmax_case(f, 5, 4096, 0, 12);
     argmax_case(f, 5, 4096, 1, 13);    /* unaligned start: scalar path */
@@ -355,7 +341,7 @@ static void load_coder_tiny(DfTargetModel *m, DfBackend *be) {
  * batching), against transformers' fp32 greedy output: equal up to the
  * first divergence, and every GPU choice a near tie in fp32. */
 static void test_greedy_generate_matches_transformers(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     DfGreedyFixture fx[MAX_FIXTURES];
     int n = df_test_load_greedy_fixtures(fx, MAX_FIXTURES);
     DfError err;
@@ -532,7 +518,7 @@ static void check_eval_command(const char *dir, const char *input) {
 }
 
 static void test_generate_and_eval_commands_on_cuda(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     char *dir = df_test_tmpdir("cuda_infer_cmd");
     char input[512];
     snprintf(input, sizeof input, "%s/prompts.jsonl", dir);

@@ -35,37 +35,6 @@ static DfBackend *gpu_or_skip(void **state) {
     return f->gpu;
 }
 
-static DfBuffer upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
-    DfError err;
-    DfBuffer b;
-    if (df_buffer_alloc(be, &b, kind, n, &err) || be->ops->upload_f32(be, b, host, &err)) fail_msg("%s", err.msg);
-    return b;
-}
-
-static DfBuffer upload_i32(DfBackend *be, const int32_t *host, size_t n) {
-    DfError err;
-    DfBuffer b;
-    if (df_buffer_alloc(be, &b, DF_BUF_I32, n, &err) || be->ops->upload_i32(be, b, host, &err)) fail_msg("%s", err.msg);
-    return b;
-}
-
-/* A buffer of n NaNs. */
-static DfBuffer poisoned(DfBackend *be, size_t n, DfBufKind kind) {
-    float *nan = malloc(n * sizeof *nan);
-    for (size_t i = 0; i < n; i++) nan[i] = NAN;
-    DfBuffer b = upload(be, nan, n, kind);
-    free(nan);
-    return b;
-}
-
-static float *download(DfBackend *be, DfBuffer b) {
-    DfError err;
-    if (be->ops->sync(be, &err)) fail_msg("sync: %s", err.msg);
-    float *x = malloc(b.count * sizeof *x);
-    if (be->ops->download_f32(be, x, b, &err)) fail_msg("%s", err.msg);
-    return x;
-}
-
 static void assert_close(const char *what, const float *got, const float *want, size_t n, double tol) {
     double e = df_rel_error(got, want, n);
     if (!(e <= tol)) fail_msg("%s: relative error %g over %zu values (tolerance %g)", what, e, n, tol);
@@ -77,15 +46,15 @@ typedef struct Pair {
 } Pair;
 
 static Pair pair_upload(Fixture *f, const float *host, size_t n, DfBufKind kind) {
-    return (Pair){upload(f->cpu, host, n, kind), upload(f->gpu, host, n, kind)};
+    return (Pair){df_test_upload(f->cpu, host, n, kind), df_test_upload(f->gpu, host, n, kind)};
 }
 
 static Pair pair_out(Fixture *f, size_t n, DfBufKind kind) {
-    return (Pair){poisoned(f->cpu, n, kind), poisoned(f->gpu, n, kind)};
+    return (Pair){df_test_upload_poisoned(f->cpu, n, kind), df_test_upload_poisoned(f->gpu, n, kind)};
 }
 
 static void pair_compare(Fixture *f, const char *what, Pair p, double tol) {
-    float *a = download(f->gpu, p.g), *b = download(f->cpu, p.c);
+    float *a = df_test_download(f->gpu, p.g), *b = df_test_download(f->cpu, p.c);
     assert_close(what, a, b, p.c.count, tol);
     free(a);
     free(b);
@@ -205,7 +174,7 @@ static void check_rope(Fixture *f, int n_tokens, int heads, int head_dim, uint64
     float *x = df_test_random_bf16(n, seed, 2.0f);
     Pair px = pair_upload(f, x, n, DF_BUF_ACT);
     Pair pc = pair_upload(f, cs, (size_t)n_pos * half, DF_BUF_F32), ps = pair_upload(f, sn, (size_t)n_pos * half, DF_BUF_F32);
-    DfBuffer posc = upload_i32(f->cpu, pos, (size_t)n_tokens), posg = upload_i32(f->gpu, pos, (size_t)n_tokens);
+    DfBuffer posc = df_test_upload_i32(f->cpu, pos, (size_t)n_tokens), posg = df_test_upload_i32(f->gpu, pos, (size_t)n_tokens);
     df_op_rope(f->cpu, px.c, posc, pc.c, ps.c, n_tokens, heads, head_dim);
     df_op_rope(f->gpu, px.g, posg, pc.g, ps.g, n_tokens, heads, head_dim);
     char what[96];
@@ -237,7 +206,7 @@ static void check_embedding(Fixture *f, int vocab, int dim, int n_tokens, uint64
     int32_t *ids = malloc((size_t)n_tokens * sizeof *ids);
     for (int t = 0; t < n_tokens; t++) ids[t] = (t * 7919 + 3) % vocab;
     Pair pt = pair_upload(f, table, (size_t)vocab * dim, DF_BUF_ACT), po = pair_out(f, (size_t)n_tokens * dim, DF_BUF_ACT);
-    DfBuffer ic = upload_i32(f->cpu, ids, (size_t)n_tokens), ig = upload_i32(f->gpu, ids, (size_t)n_tokens);
+    DfBuffer ic = df_test_upload_i32(f->cpu, ids, (size_t)n_tokens), ig = df_test_upload_i32(f->gpu, ids, (size_t)n_tokens);
     df_op_embedding(f->cpu, po.c, pt.c, ic, n_tokens, dim);
     df_op_embedding(f->gpu, po.g, pt.g, ig, n_tokens, dim);
     pair_compare(f, "embedding", po, 0.0); /* a gather is exact */

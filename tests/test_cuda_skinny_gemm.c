@@ -37,8 +37,7 @@ typedef DfTestBackendPair Fixture;
 /* Every product the kernel fits takes it here (the default takes only the
  * shapes where it is faster: test_skinny_auto_routing). */
 static Fixture *gpu_or_skip(void **state) {
-    Fixture *f = *state;
-    if (!f->gpu) skip();
+    Fixture *f = df_test_gpu_or_skip(state);
 #ifdef DF_HAVE_CUDA
     df_cuda_set_skinny_gemm(f->gpu, DF_SKINNY_GEMM_ALWAYS);
 #endif
@@ -46,14 +45,6 @@ static Fixture *gpu_or_skip(void **state) {
 }
 
 #ifdef DF_HAVE_CUDA
-
-static DfBuffer poisoned(DfBackend *be, size_t n) {
-    float *nan = malloc(n * sizeof *nan);
-    for (size_t i = 0; i < n; i++) nan[i] = NAN;
-    DfBuffer b = df_test_upload(be, nan, n, DF_BUF_ACT);
-    free(nan);
-    return b;
-}
 
 static void sync_or_fail(DfBackend *be) {
     DfError err;
@@ -87,8 +78,8 @@ static float *run_pair(Fixture *f, const Weights *w, int m, float beta, uint64_t
     size_t na = (size_t)m * w->k, nc = (size_t)m * w->n;
     float *a = df_test_random_bf16(na, seed, 1.0f), *c0 = df_test_random_bf16(nc, seed + 1, 1.0f);
     DfBuffer ac = df_test_upload(f->cpu, a, na, DF_BUF_ACT), ag = df_test_upload(f->gpu, a, na, DF_BUF_ACT);
-    DfBuffer cc = beta != 0 ? df_test_upload(f->cpu, c0, nc, DF_BUF_ACT) : poisoned(f->cpu, nc);
-    DfBuffer cg = beta != 0 ? df_test_upload(f->gpu, c0, nc, DF_BUF_ACT) : poisoned(f->gpu, nc);
+    DfBuffer cc = beta != 0 ? df_test_upload(f->cpu, c0, nc, DF_BUF_ACT) : df_test_upload_poisoned(f->cpu, nc, DF_BUF_ACT);
+    DfBuffer cg = beta != 0 ? df_test_upload(f->gpu, c0, nc, DF_BUF_ACT) : df_test_upload_poisoned(f->gpu, nc, DF_BUF_ACT);
     size_t before = df_cuda_skinny_gemm_count(f->gpu);
     df_op_matmul(f->cpu, cc, ac, w->cpu, m, w->n, w->k, 0, 1, beta);
     df_op_matmul(f->gpu, cg, ag, w->gpu, m, w->n, w->k, 0, 1, beta);

@@ -27,20 +27,9 @@
 /* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
 typedef DfTestBackendPair Fixture;
 
-static Fixture *gpu_or_skip(void **state) {
-    Fixture *f = *state;
-    if (!f->gpu) skip();
-    return f;
-}
-
 static void sync_or_fail(DfBackend *be) {
     DfError err;
     if (be->ops->sync(be, &err)) fail_msg("sync: %s", err.msg);
-}
-
-static float *download(DfBackend *be, DfBuffer b) {
-    sync_or_fail(be);
-    return df_test_download(be, b);
 }
 
 static void assert_close(const char *what, const float *got, const float *want, size_t n, double tol) {
@@ -70,7 +59,7 @@ static Pair pair_poisoned(Fixture *f, size_t n, DfBufKind kind) {
 }
 
 static void pair_compare(Fixture *f, const char *what, Pair p, double tol) {
-    float *a = download(f->gpu, p.g), *b = download(f->cpu, p.c);
+    float *a = df_test_download(f->gpu, p.g), *b = df_test_download(f->cpu, p.c);
     assert_close(what, a, b, p.c.count, tol);
     free(a);
     free(b);
@@ -84,7 +73,7 @@ static void pair_free(Fixture *f, Pair *p) {
 /* --- memory helpers ------------------------------------------------------- */
 
 static void test_download_i32(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     int32_t src[37], back[37];
     for (int i = 0; i < 37; i++) src[i] = i * 7919 - 100000;
     DfBuffer b = df_test_upload_i32(f->gpu, src, 37);
@@ -100,7 +89,7 @@ static void test_download_i32(void **state) {
 
 /* fill_zero on every kind, and on a view: only the view's elements change. */
 static void test_fill_zero(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     const DfBufKind kinds[3] = {DF_BUF_ACT, DF_BUF_F32, DF_BUF_I32};
     size_t n = 1001;
     float *x = df_test_random_bf16(n, 5, 3.0f);
@@ -146,7 +135,7 @@ static void check_weight_grad(Fixture *f, int m, int n, int k, uint64_t seed) {
 }
 
 static void test_linear_weight_grad(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     const int shapes[][3] = {{1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {300, 257, 129}, {1000, 384, 256}, {4099, 64, 96}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         check_weight_grad(f, shapes[s][0], shapes[s][1], shapes[s][2], 100 + 3 * s);
@@ -176,7 +165,7 @@ static void check_rmsnorm_backward(Fixture *f, int rows, int dim, int mode, uint
 }
 
 static void test_rmsnorm_backward(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     /* vector path (dim % 8 == 0) from one group per block to 32; scalar
      * path for odd dims; more rows than blocks (several rows per block) */
     const int shapes[][2] = {{5, 64}, {37, 4096}, {3, 100}, {1001, 128}, {9, 7}, {2000, 24}, {4100, 8}, {17, 2056}};
@@ -212,7 +201,7 @@ static void check_rope_backward(Fixture *f, int n_tokens, int heads, int head_di
 }
 
 static void test_rope_backward(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     check_rope_backward(f, 37, 4, 128, 300); /* 16-byte path */
     check_rope_backward(f, 11, 3, 6, 301);   /* one pair per thread */
     check_rope_backward(f, 257, 2, 64, 302);
@@ -237,7 +226,7 @@ static void check_swiglu_backward(Fixture *f, size_t n, int in_place, uint64_t s
 }
 
 static void test_swiglu_backward(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     for (int in_place = 0; in_place < 2; in_place++) {
         check_swiglu_backward(f, 8 * 1000, in_place, 400); /* 16-byte path */
         check_swiglu_backward(f, 1001, in_place, 410);
@@ -312,7 +301,7 @@ static void check_lm_head_ce(Fixture *f, const LmCase *c, uint64_t seed) {
     char tag[192];
     snprintf(tag, sizeof tag, "%s: ce", what);
     pair_compare(f, tag, pce, OP_TOL);
-    float *ce = download(f->gpu, pce.g);
+    float *ce = df_test_download(f->gpu, pce.g);
     for (size_t r = 0; r < R; r++)
         if (labels[r] < 0 && ce[r] != 0.0f) fail_msg("%s: ce[%zu] = %g for a row without a label", what, r, ce[r]);
     free(ce);
@@ -337,7 +326,7 @@ static void check_lm_head_ce(Fixture *f, const LmCase *c, uint64_t seed) {
 }
 
 static void test_lm_head_ce(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     const LmCase cases[] = {
         {37, 64, 1001, 0, 0, 1},   /* odd vocab: scalar row kernel, one chunk */
         {300, 128, 1001, 64, 0, 1}, /* 5 chunks, the last of 44 rows */
@@ -353,7 +342,7 @@ static void test_lm_head_ce(void **state) {
 
 /* A label past the vocabulary is reported by sync. */
 static void test_lm_head_ce_bad_label(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     int rows = 4, hidden = 8, vocab = 10;
     float *x = df_test_random_bf16((size_t)rows * hidden, 1, 1.0f), *head = df_test_random_bf16((size_t)vocab * hidden, 2, 1.0f);
     int32_t labels[4] = {1, 2, 10, -1};
@@ -403,7 +392,7 @@ static double time_median(DfBackend *be, const DfLmHeadCeArgs *a, DfBuffer logit
 #endif
 
 static void test_lm_head_ce_speed(void **state) {
-    Fixture *f = gpu_or_skip(state);
+    Fixture *f = df_test_gpu_or_skip(state);
     const char *env = getenv("DFLASH_BENCH_LM_HEAD");
     if (!env || strcmp(env, "1") != 0) skip();
 #ifdef DF_HAVE_CUDA

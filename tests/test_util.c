@@ -117,24 +117,32 @@ float *df_test_random_array(size_t n, uint64_t seed, float scale) {
 DfBuffer df_test_upload(DfBackend *be, const float *host, size_t n, DfBufKind kind) {
     DfError err;
     DfBuffer b;
-    assert_int_equal(df_buffer_alloc(be, &b, kind, n, &err), 0);
-    assert_int_equal(be->ops->upload_f32(be, b, host, &err), 0);
+    if (df_buffer_alloc(be, &b, kind, n, &err) || be->ops->upload_f32(be, b, host, &err)) fail_msg("%s", err.msg);
     return b;
 }
 
 DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n) {
     DfError err;
     DfBuffer b;
-    assert_int_equal(df_buffer_alloc(be, &b, DF_BUF_I32, n, &err), 0);
-    assert_int_equal(be->ops->upload_i32(be, b, host, &err), 0);
+    if (df_buffer_alloc(be, &b, DF_BUF_I32, n, &err) || be->ops->upload_i32(be, b, host, &err)) fail_msg("%s", err.msg);
+    return b;
+}
+
+DfBuffer df_test_upload_poisoned(DfBackend *be, size_t n, DfBufKind kind) {
+    float *nan = malloc(n * sizeof *nan);
+    assert_non_null(nan);
+    for (size_t i = 0; i < n; i++) nan[i] = NAN;
+    DfBuffer b = df_test_upload(be, nan, n, kind);
+    free(nan);
     return b;
 }
 
 float *df_test_download(DfBackend *be, DfBuffer b) {
     DfError err;
+    if (be->ops->sync(be, &err)) fail_msg("sync: %s", err.msg);
     float *x = malloc(b.count * sizeof *x);
     assert_non_null(x);
-    assert_int_equal(be->ops->download_f32(be, x, b, &err), 0);
+    if (be->ops->download_f32(be, x, b, &err)) fail_msg("%s", err.msg);
     return x;
 }
 
@@ -194,6 +202,12 @@ int df_test_backend_pair_setup(void **state) {
 #endif
     *state = f;
     return 0;
+}
+
+DfTestBackendPair *df_test_gpu_or_skip(void **state) {
+    DfTestBackendPair *f = *state;
+    if (!f->gpu) skip();
+    return f;
 }
 
 int df_test_backend_pair_teardown(void **state) {

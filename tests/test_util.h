@@ -89,15 +89,20 @@ typedef struct DfTestBackendPair {
 } DfTestBackendPair;
 int df_test_backend_pair_setup(void **state);
 int df_test_backend_pair_teardown(void **state);
+/* The pair of the group state; skips the test when there is no GPU. */
+DfTestBackendPair *df_test_gpu_or_skip(void **state);
 
 /* n values in [-scale, scale] (df_test_random_array) rounded to bf16, so
  * that a bf16 backend and the fp32 CPU see the same inputs; heap. */
 float *df_test_random_bf16(size_t n, uint64_t seed, float scale);
 
-/* Backend buffers from host arrays and back, asserting success. */
+/* Backend buffers from host arrays and back, failing the test with the
+ * backend's message on error. */
 DfBuffer df_test_upload(DfBackend *be, const float *host, size_t n, DfBufKind kind);
 DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n);
-float *df_test_download(DfBackend *be, DfBuffer b); /* heap, b.count values */
+/* n NaNs: an op's output, so that a value the op fails to write shows. */
+DfBuffer df_test_upload_poisoned(DfBackend *be, size_t n, DfBufKind kind);
+float *df_test_download(DfBackend *be, DfBuffer b); /* after a sync; heap, b.count values */
 int df_test_file_exists(const char *path);
 
 #endif
