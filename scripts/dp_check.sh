@@ -32,12 +32,7 @@ PART=${2:-all}
 W=/tmp/dp_work
 rm -rf "$W"
 mkdir -p "$OUT" "$W"
-export NCCL_NVLS_ENABLE=0
-if [ -z "${DFLASH_NCCL_LIB:-}" ]; then
-    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)
-    [ -n "$nccl" ] && export DFLASH_NCCL_LIB=$nccl/lib/libnccl.so.2
-fi
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+source "$(dirname "$0")/nccl_env.sh"
 opts="--target assets/coder-tiny --data $W/data.store --draft-layers 2 --intermediate-size 512 --num-taps 3
       --num-anchors 32 --token-budget 2048 --steps 60 --lr 1.5e-3 --save-every 30 --log-every 10"
 ./dflash prepare --tokenizer assets/coder-tiny --input assets/data/code-train.jsonl --output "$W/data.store" > /dev/null

@@ -20,13 +20,7 @@ STEPS=${2:-30}
 W=/tmp/train8b_work
 rm -rf "$W"
 mkdir -p "$OUT" "$W/target"
-export NCCL_NVLS_ENABLE=0
-if [ -z "${DFLASH_NCCL_LIB:-}" ]; then
-    nccl=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null)
-    [ -n "$nccl" ] && export DFLASH_NCCL_LIB=$nccl/lib/libnccl.so.2
-fi
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-[ -n "${CUDA_VISIBLE_DEVICES:-}" ] && ngpu=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | wc -l)
+source "$(dirname "$0")/nccl_env.sh"
 
 python3 - "$W" <<'PY'
 import json, sys
