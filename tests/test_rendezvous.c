@@ -452,9 +452,60 @@ static void test_environment(void **state) {
     set_env(NULL, NULL, NULL, NULL, NULL);
 }
 
+/* Sets (value non-NULL) or clears the three variables of a launcher. */
+static void set_launcher(const char *rank_var, const char *size_var, const char *local_var, const char *rank,
+                         const char *size, const char *local) {
+    const char *names[3] = {rank_var, size_var, local_var}, *values[3] = {rank, size, local};
+    for (int i = 0; i < 3; i++) {
+        if (values[i])
+            setenv(names[i], values[i], 1);
+        else
+            unsetenv(names[i]);
+    }
+}
+
+/* mpirun (Open MPI, MPICH's Hydra) and srun give a process its place when
+ * torchrun's variables are absent; one task alone is not a group; torchrun's
+ * variables win over theirs. */
+static void test_environment_from_mpi_and_slurm(void **state) {
+    (void)state;
+    DfDistEnv env;
+    DfError err;
+    set_env(NULL, NULL, NULL, "node-a", "29500");
+    set_launcher("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "5", "8", "1");
+    assert_true(df_dist_env_present());
+    assert_int_equal(df_dist_env_read(&env, &err), 0);
+    assert_string_equal(env.launcher, "Open MPI");
+    assert_int_equal(env.rank, 5);
+    assert_int_equal(env.world_size, 8);
+    assert_int_equal(env.local_rank, 1);
+    set_launcher("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "5", "8", NULL);
+    expect_env_error("OMPI_COMM_WORLD_LOCAL_RANK is not set (a distributed run started by Open MPI");
+    set_launcher("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "0", "1", "0");
+    assert_false(df_dist_env_present());
+    set_launcher("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", NULL, NULL, NULL);
+
+    set_launcher("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "2", "4", "2");
+    assert_int_equal(df_dist_env_read(&env, &err), 0);
+    assert_string_equal(env.launcher, "MPICH/Hydra");
+    assert_int_equal(env.rank, 2);
+    set_launcher("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", NULL, NULL, NULL);
+
+    set_launcher("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "3", "16", "3");
+    set_env(NULL, NULL, NULL, NULL, "29500");
+    expect_env_error("MASTER_ADDR is not set (a distributed run started by Slurm");
+    set_env("1", "2", "1", "node-b", "29501"); /* torchrun's variables inside a Slurm job */
+    assert_int_equal(df_dist_env_read(&env, &err), 0);
+    assert_string_equal(env.launcher, "torchrun");
+    assert_int_equal(env.world_size, 2);
+    set_launcher("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL, NULL, NULL);
+    set_env(NULL, NULL, NULL, NULL, NULL);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_environment),
+        cmocka_unit_test(test_environment_from_mpi_and_slurm),
         cmocka_unit_test(test_world_of_one),
         cmocka_unit_test(test_collectives),
         cmocka_unit_test(test_rank_that_exits),

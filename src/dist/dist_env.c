@@ -6,22 +6,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-int df_dist_env_present(void) { return getenv("WORLD_SIZE") != NULL; }
+/* Where each launcher puts a process's place (dist_env.h). */
+typedef struct Launcher {
+    const char *name, *rank, *size, *local;
+} Launcher;
 
-static const char *required(const char *name, DfError *err) {
+static const Launcher LAUNCHERS[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"MPICH/Hydra", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+#define N_LAUNCHERS (sizeof LAUNCHERS / sizeof LAUNCHERS[0])
+
+/* The launcher that started this process: torchrun when WORLD_SIZE is set,
+ * else the first whose world size is a number above 1; NULL: none. */
+static const Launcher *find_launcher(void) {
+    if (getenv("WORLD_SIZE")) return &LAUNCHERS[0];
+    for (size_t i = 1; i < N_LAUNCHERS; i++) {
+        const char *v = getenv(LAUNCHERS[i].size);
+        if (v && strtol(v, NULL, 10) > 1) return &LAUNCHERS[i];
+    }
+    return NULL;
+}
+
+int df_dist_env_present(void) { return find_launcher() != NULL; }
+
+static const char *required(const Launcher *l, const char *name, DfError *err) {
     const char *v = getenv(name);
     if (!v || !*v) {
-        df_fail(err, "environment variable %s is not set (a distributed run needs RANK, WORLD_SIZE, LOCAL_RANK, "
-                     "MASTER_ADDR and MASTER_PORT, as torchrun sets them)",
-                name);
+        df_fail(err, "environment variable %s is not set (a distributed run started by %s needs %s, %s, %s, "
+                     "MASTER_ADDR and MASTER_PORT)",
+                name, l->name, l->rank, l->size, l->local);
         return NULL;
     }
     return v;
 }
 
 /* A decimal integer in [lo, hi], the whole string. */
-static int int_var(const char *name, long lo, long hi, int *out, DfError *err) {
-    const char *v = required(name, err);
+static int int_var(const Launcher *l, const char *name, long lo, long hi, int *out, DfError *err) {
+    const char *v = required(l, name, err);
     if (!v) return -1;
     char *end;
     errno = 0;
@@ -34,16 +58,19 @@ static int int_var(const char *name, long lo, long hi, int *out, DfError *err) {
 
 int df_dist_env_read(DfDistEnv *env, DfError *err) {
     memset(env, 0, sizeof *env);
-    if (int_var("WORLD_SIZE", 1, DF_DIST_MAX_WORLD, &env->world_size, err)) return -1;
-    if (int_var("RANK", 0, env->world_size - 1, &env->rank, err)) {
-        if (getenv("RANK") && *getenv("RANK")) df_context(err, "WORLD_SIZE=%d", env->world_size);
+    const Launcher *l = find_launcher();
+    if (!l) l = &LAUNCHERS[0];
+    env->launcher = l->name;
+    if (int_var(l, l->size, 1, DF_DIST_MAX_WORLD, &env->world_size, err)) return -1;
+    if (int_var(l, l->rank, 0, env->world_size - 1, &env->rank, err)) {
+        if (getenv(l->rank) && *getenv(l->rank)) df_context(err, "%s=%d", l->size, env->world_size);
         return -1;
     }
-    if (int_var("LOCAL_RANK", 0, 1023, &env->local_rank, err)) return -1;
-    const char *addr = required("MASTER_ADDR", err);
+    if (int_var(l, l->local, 0, 1023, &env->local_rank, err)) return -1;
+    const char *addr = required(l, "MASTER_ADDR", err);
     if (!addr) return -1;
     if (strlen(addr) >= sizeof env->master_addr)
         return df_fail(err, "environment variable MASTER_ADDR is too long (%zu bytes)", strlen(addr));
     snprintf(env->master_addr, sizeof env->master_addr, "%s", addr);
-    return int_var("MASTER_PORT", 1, 65535, &env->master_port, err);
+    return int_var(l, "MASTER_PORT", 1, 65535, &env->master_port, err);
 }

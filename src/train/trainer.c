@@ -1268,8 +1268,8 @@ static int join_group(Trainer *t, DfError *err) {
     t->world = env->world_size;
     if (t->role == ROLE_COLOCATED) t->share_rank = t->rank, t->share_world = t->world;
     if (strcmp(t->device, "cuda") == 0) snprintf(t->device, sizeof t->device, "cuda:%d", env->local_rank);
-    fprintf(stderr, "train: rank %d of %d (device %s): joining the group at %s:%d\n", t->rank, t->world, t->device,
-            env->master_addr, env->master_port);
+    fprintf(stderr, "train: rank %d of %d (device %s, started by %s): joining the group at %s:%d\n", t->rank,
+            t->world, t->device, env->launcher ? env->launcher : "torchrun", env->master_addr, env->master_port);
     if (!(t->group = df_dist_group_create(env, NULL, err))) return df_context(err, "data parallel");
     return 0;
 }
