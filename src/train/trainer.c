@@ -1,5 +1,6 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "train/trainer.h"
+#include "train/trainer_internal.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -65,76 +66,7 @@ void df_train_options_default(DfTrainOptions *o) {
     o->target_ranks = 1;
 }
 
-/* The step's device inputs (views of the activations arena, sized for the
- * largest batch) and the host's sequence lengths (for the FLOP count). */
-typedef struct StepBuffers {
-    size_t dev_tokens_cap;   /* tokens the activations arena was sized for */
-    DfBuffer dev_ids, features;
-    int *seq_lens;
-    int seq_lens_cap;
-} StepBuffers;
-
-/* The arenas of the training state and the step's inputs, one per role. */
-enum { ARENA_WEIGHTS, ARENA_GRADIENTS, ARENA_OPTIMIZER, ARENA_ACTIVATIONS, N_ARENAS };
 static const char *const ARENA_ROLES[N_ARENAS] = {"weights", "gradients", "optimizer state", "activations"};
-
-typedef struct Trainer {
-    const DfTrainOptions *opt;
-    DfModelConfig tcfg;
-    DfDrafterConfig dcfg;
-    DfTokenStore *store;
-    DfBatcher batcher;
-    DfLrSchedule schedule;
-    int64_t total_steps, stop_step;
-    DfBackend *be;
-    DfTargetModel target;
-    DfDrafter drafter;
-    int have_drafter;
-    /* The training state lives on the backend: the drafter's params (ACT)
-     * and grads (F32), and here the fp32 master weights and AdamW moments.
-     * adamw holds the step count and configuration; its moment arrays and
-     * params are host copies, filled only to save or load a checkpoint. */
-    DfArena arenas[N_ARENAS];
-    DfBuffer master, exp_avg, exp_avg_sq; /* F32 [layout.total], optimizer state arena */
-    DfAdamW adamw;
-    int have_adamw;
-    float *params;
-    size_t *sizes;
-    DfTrainProgress progress;
-    char *options_json;
-    char ckpt_dir[4096], metrics_path[4096], final_dir[4096];
-    FILE *metrics_fp;
-    DfMetrics metrics;
-    StepBuffers buf;
-    double elapsed_offset; /* elapsed_s of the run before this call (resume) */
-    double start_s;
-    int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
-    int64_t poison_first, poison_last; /* test hook DFLASH_TEST_POISON_STEPS (0, 0: off) */
-    size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
-    int target_layers;   /* layers the target forward runs (for the FLOP count) */
-    /* the pipeline and its instrumentation */
-    DfStepLoader loader;
-    DfStageTable stages;
-    int have_stages;
-    double peak_tflops;  /* 0: no MFU */
-    /* data parallel */
-    DfDistGroup *group;  /* NULL with one process */
-    int rank, world;
-    DfComm comm;
-    int have_comm;
-    char device[64];     /* the device this rank trains on */
-    /* the split layout (trainer.h) */
-    int role;            /* ROLE_COLOCATED, ROLE_TARGET or ROLE_DRAFTER */
-    int writer;          /* the rank that writes OUTPUT */
-    int share_rank, share_world; /* this rank's place among the ranks that split each batch */
-    DfDistGroup *drafters; /* the drafter ranks' own group (drafter ranks only) */
-    DfFeatureLinks links;
-    int have_links;
-    int64_t granted;     /* drafter rank: the last step its target rank may send */
-    int peer_signal;     /* drafter rank: the stop signal its target rank sent with this step's features */
-} Trainer;
-
-enum { ROLE_COLOCATED, ROLE_TARGET, ROLE_DRAFTER };
 
 /* The group the drafter's reductions run over: every rank (colocated) or the
  * drafter ranks (split). */
@@ -581,15 +513,6 @@ static int check_batch_fits(Trainer *t, size_t tokens, DfError *err) {
                    t->buf.dev_tokens_cap);
 }
 
-typedef struct StepResult {
-    int64_t tokens, samples; /* of the global batch */
-    double lr, weight_sum;   /* weight_sum: of the global batch */
-    double flops;            /* of the global batch (all ranks) */
-    float grad_norm;
-    const char *nonfinite; /* "loss" or "grad_norm" when the update was skipped, else NULL */
-    int stop_signal;       /* data parallel: a rank received SIGINT/SIGTERM: every rank stops after this step */
-} StepResult;
-
 /* The test hook (trainer.h): NaN features for the steps named by
  * DFLASH_TEST_POISON_STEPS, read once at start. */
 static void read_poison_steps(Trainer *t) {
@@ -654,9 +577,8 @@ static double share_flops(Trainer *t, const DfStepBatch *b, const DfDrafterBatch
            df_drafter_step_flops(&t->dcfg, db);
 }
 
-/* Target forward of this rank's share: its tap features for the drafter. */
-static int share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db, DfStepTimes *times,
-                         double *t0, DfError *err) {
+int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db,
+                             DfStepTimes *times, double *t0, DfError *err) {
     size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size, tokens = (size_t)b->tokens;
     if (check_batch_fits(t, tokens, err)) return -1;
     DfBuffer ids = df_buffer_view(t->buf.dev_ids, 0, tokens);
@@ -741,7 +663,7 @@ static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTim
     } else if (b->n_seqs > 0) {
         if (df_packed_batch_init(&pb, t->be, b->seq_starts, b->n_seqs, err)) return -1;
         have_pb = 1;
-        if (share_forward(t, b, &pb, &db, times, &t0, err)) goto done;
+        if (df_trainer_share_forward(t, b, &pb, &db, times, &t0, err)) goto done;
     }
     if (b->n_seqs > 0) {
         local_weight = df_drafter_batch_weight_sum(&t->dcfg, &db);
@@ -773,83 +695,6 @@ done:
     return rc;
 }
 
-/* ---- metrics and progress ------------------------------------------------ */
-
-/* A number in JSON: null for NaN and infinities (JSON has no such numbers). */
-static void put_number(FILE *fp, const char *format, double x) {
-    if (isfinite(x)) fprintf(fp, format, x);
-    else fputs("null", fp);
-}
-
-static void put_sample_ids(FILE *fp, const int64_t *samples, int n) {
-    for (int i = 0; i < n; i++) fprintf(fp, "%s%lld", i ? ", " : "", (long long)samples[i]);
-}
-
-/* The timing of one step, for its metrics line and progress line. */
-typedef struct StepReport {
-    DfStepTimes times;
-    double wall_s;      /* the compute thread's time for the step, from the end of the previous one */
-    double elapsed_s;   /* of the whole run */
-    double eta_s;       /* to stop_step, at this call's mean step time */
-    double queue_depth; /* ready batches, time-weighted mean since the loop started */
-} StepReport;
-
-static double per_second(double x, double s) { return s > 0 ? x / s : 0.0; }
-
-/* TFLOP/s per device. */
-static double device_tflops(const Trainer *t, const StepResult *r, double wall_s) {
-    return per_second(r->flops / t->world, wall_s) / 1e12;
-}
-
-static int write_metrics(Trainer *t, int64_t epoch, const StepResult *r, const int64_t *samples,
-                         const StepReport *rep, DfError *err) {
-    const DfMetrics *m = &t->metrics;
-    FILE *fp = t->metrics_fp;
-    fprintf(fp, "{\"step\": %lld, \"epoch\": %lld, \"loss\": ", (long long)t->progress.step, (long long)epoch);
-    put_number(fp, "%.17g", df_metrics_loss(m));
-    fprintf(fp, ", \"train_tau\": %.17g, \"acc\": [", df_metrics_train_tau(m));
-    for (int k = 1; k < t->dcfg.block_size; k++) fprintf(fp, "%s%.17g", k > 1 ? ", " : "", df_metrics_accuracy(m, k));
-    fprintf(fp, "], \"lr\": %.17g, \"grad_norm\": ", r->lr);
-    put_number(fp, "%.9g", (double)r->grad_norm);
-    fprintf(fp, ", \"tokens\": %lld, \"samples\": %lld, ", (long long)r->tokens, (long long)r->samples);
-    if (r->nonfinite) {
-        fprintf(fp, "\"skipped_update\": true, \"nonfinite\": \"%s\", \"bad_steps\": %lld, \"sample_ids\": [",
-                r->nonfinite, (long long)t->bad_total);
-        put_sample_ids(fp, samples, (int)r->samples);
-        fputs("], ", fp);
-    }
-    /* timing fields last (tests cut lines at "tokens_per_s" to compare runs) */
-    double tflops = device_tflops(t, r, rep->wall_s);
-    fprintf(fp, "\"tokens_per_s\": %.1f, \"seqs_per_s\": %.3f, \"step_s\": %.6f, ",
-            per_second((double)r->tokens, rep->wall_s), per_second((double)r->samples, rep->wall_s), rep->wall_s);
-    df_step_times_write_json(fp, &rep->times);
-    fprintf(fp, ", \"busy\": %.4f, \"queue_depth\": %.3f, \"tflops\": %.4g, \"mfu\": ",
-            per_second(df_step_device_s(&rep->times), rep->wall_s), rep->queue_depth, tflops);
-    put_number(fp, "%.4f", t->peak_tflops > 0 ? tflops / t->peak_tflops : NAN);
-    fprintf(fp, ", \"eta_s\": %.1f, \"elapsed_s\": %.3f}\n", rep->eta_s, rep->elapsed_s);
-    if (fflush(fp) != 0 || ferror(fp)) return df_fail_errno(err, "writing %s", t->metrics_path);
-    return 0;
-}
-
-/* The compact progress line. */
-static void print_progress(const Trainer *t, const StepResult *r, const StepReport *rep) {
-    char eta[32], el[32], stages[256], mfu[32] = "-";
-    df_format_duration(rep->eta_s, eta, sizeof eta);
-    df_format_duration(rep->elapsed_s, el, sizeof el);
-    df_step_times_format(&rep->times, stages, sizeof stages);
-    double tflops = device_tflops(t, r, rep->wall_s);
-    if (t->peak_tflops > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * tflops / t->peak_tflops);
-    fprintf(stderr,
-            "step %lld/%lld  loss %.4f  tau %.3f  lr %.2e  |g| %.3f | %.0f tok/s %.2f seq/s %.3g TFLOP/s MFU %s "
-            "busy %.0f%% q %.1f/%d | ms: %s | %s ETA %s\n",
-            (long long)t->progress.step, (long long)t->total_steps, df_metrics_loss(&t->metrics),
-            df_metrics_train_tau(&t->metrics), r->lr, (double)r->grad_norm,
-            per_second((double)r->tokens, rep->wall_s), per_second((double)r->samples, rep->wall_s), tflops, mfu,
-            100 * per_second(df_step_device_s(&rep->times), rep->wall_s), rep->queue_depth, t->opt->queue_depth,
-            stages, el, eta);
-}
-
-/* Writes the checkpoint of the current step; its path goes to s->last_checkpoint. */
 static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err);
 
 /* Rank 0 writes; the time it takes is kept apart from the steps' (summary). */
@@ -875,20 +720,6 @@ static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     snprintf(s->last_checkpoint, sizeof s->last_checkpoint, "%s/step-%08lld.safetensors", t->ckpt_dir,
              (long long)t->progress.step);
     return 0;
-}
-
-/* Counts and reports a step whose update was skipped. */
-static void report_bad_step(Trainer *t, const StepResult *r, const int64_t *samples, DfTrainSummary *s) {
-    t->bad_in_row++;
-    t->bad_total++;
-    s->bad_steps++;
-    if (t->rank != t->writer) return;
-    fprintf(stderr, "train: step %lld: non-finite %s (loss %g, |g| %g): update skipped (%lld in a row, %lld in all); "
-                    "batch sample ids [",
-            (long long)t->progress.step, r->nonfinite, df_metrics_loss(&t->metrics), (double)r->grad_norm,
-            (long long)t->bad_in_row, (long long)t->bad_total);
-    put_sample_ids(stderr, samples, (int)r->samples);
-    fputs("]\n", stderr);
 }
 
 /* Fails after max_bad_steps skipped steps in a row. */
@@ -980,13 +811,13 @@ static int next_batch(Trainer *t, DfStepBatch **b, DfError *err) {
 static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, const StepResult *r,
                        const StepReport *rep, int64_t steps_here, double *last_print, int64_t *saved_at,
                        DfError *err) {
-    if (t->metrics_fp && write_metrics(t, b->epoch, r, b->samples, rep, err)) return -1;
+    if (t->metrics_fp && df_trainer_write_metrics(t, b->epoch, r, b->samples, rep, err)) return -1;
     if (r->nonfinite && too_many_bad_steps(t, s, err)) return -1;
     double now = df_now_seconds();
     int due = t->opt->log_every > 0 ? t->progress.step % t->opt->log_every == 0
                                     : now - *last_print >= t->opt->log_interval_s;
     if (t->rank == t->writer && (due || t->progress.step == t->stop_step || steps_here == 1)) {
-        print_progress(t, r, rep);
+        df_trainer_print_progress(t, r, rep);
         *last_print = now;
     }
     int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
@@ -1001,32 +832,6 @@ static void advance_progress(Trainer *t, const DfStepBatch *b, const StepResult 
     t->progress.step++;
     t->progress.tokens_seen += r->tokens;
     if (++t->progress.batch_in_epoch == b->epoch_batches) t->progress.epoch++, t->progress.batch_in_epoch = 0;
-}
-
-/* The stage table on stderr and in OUTPUT/stages.json (rank 0). first: the
- * first step's wall and device time (warm-up: plans, workspaces), kept out
- * of the steady-state busy fraction with the checkpoint writes. */
-static int report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const DfStepTimes *first, double first_wall_s,
-                         DfError *err) {
-    DfQueueStats q;
-    df_step_loader_queue_stats(&t->loader, &q);
-    double device = 0;
-    for (int i = DF_STEP_UPLOAD; i <= DF_STEP_OPTIMIZER; i++) {
-        DfStageSummary st;
-        df_stage_summary(&t->stages, i, wall_s, &st);
-        device += st.total_s;
-    }
-    s->busy = per_second(device, wall_s);
-    s->busy_steady = per_second(device - df_step_device_s(first), wall_s - first_wall_s - s->checkpoint_s);
-    s->wait_s = q.consumer_wait_s;
-    if (t->rank != t->writer) return 0;
-    fprintf(stderr,
-            "train: where the time went (queue depth %d; device busy %.1f%% of the wall time, %.1f%% without the "
-            "first step and %d checkpoint write(s), %.1f s):\n",
-            t->opt->queue_depth, 100 * s->busy, 100 * s->busy_steady, s->checkpoints, s->checkpoint_s);
-    df_stage_report_print(stderr, &t->stages, wall_s, &q, 1);
-    snprintf(s->stages_path, sizeof s->stages_path, "%s/stages.json", t->opt->output_dir);
-    return df_stage_report_write_json(s->stages_path, &t->stages, wall_s, &q, 1, err);
 }
 
 static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
@@ -1081,7 +886,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         df_step_loader_queue_stats(&t->loader, &q);
         rep.queue_depth = q.mean_depth;
         if (r.nonfinite) {
-            report_bad_step(t, &r, b->samples, s);
+            df_trainer_report_bad_step(t, &r, b->samples, s);
         } else {
             t->bad_in_row = 0;
             window_add(&window, df_metrics_loss(&t->metrics), df_metrics_train_tau(&t->metrics));
@@ -1102,125 +907,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     s->last_step = t->progress.step;
     s->seconds = df_now_seconds() - loop_start;
     s->tokens_per_s = s->seconds > 0 ? (double)tokens_here / s->seconds : 0;
-    return steps_here > 0 ? report_stages(t, s, s->seconds, &first, first_wall_s, err) : 0;
-}
-
-/* ---- the split layout's target ranks -------------------------------------- */
-
-/* One share's forward: its tap features in *features (none for an empty share). */
-static int target_share(Trainer *t, const DfStepBatch *b, DfBuffer *features, DfStepTimes *times, double *t0,
-                        DfError *err) {
-    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
-    *features = df_buffer_view(t->buf.features, 0, (size_t)b->tokens * width);
-    if (b->n_seqs == 0) return 0;
-    DfPackedBatch pb = {0};
-    if (df_packed_batch_init(&pb, t->be, b->seq_starts, b->n_seqs, err)) return -1;
-    DfDrafterBatch db;
-    int rc = share_forward(t, b, &pb, &db, times, t0, err);
-    df_packed_batch_free(&pb, t->be);
-    return rc;
-}
-
-/* The drafter ranks this target rank serves (global ranks, in turn order). */
-static int served_ranks(const Trainer *t, int *peers) {
-    int n = 0, targets = t->opt->target_ranks;
-    for (int r = targets; r < t->world; r++)
-        if (df_feature_link_target_of(r, targets) == t->rank) peers[n++] = r;
-    return n;
-}
-
-/* A target rank stopped by peers[-1]'s STOP: the others must stop at the same step. */
-static int expect_stops(Trainer *t, const int *peers, int n, int64_t step, DfError *err) {
-    for (int k = 0; k < n; k++) {
-        int stopped;
-        if (df_feature_link_await_credit(&t->links, peers[k], step, &stopped, err)) return -1;
-        if (!stopped)
-            return df_fail(err, "drafter ranks disagree on stopping before step %lld (rank %d granted it)",
-                           (long long)step, peers[k]);
-    }
-    return 0;
-}
-
-/* One step for every drafter rank served: next batch, forward, credit, send.
- * *stopped when the drafter ranks stopped the run before this step. */
-static int target_step(Trainer *t, DfStepLoader *loaders, const int *peers, int n, int64_t step, int *stopped,
-                       DfError *err) {
-    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
-    for (int k = 0; k < n; k++) {
-        DfStepTimes times = {0};
-        double t0 = df_now_seconds();
-        DfStepBatch *b;
-        DfQueueResult q = df_step_loader_next(&loaders[k], &b, err);
-        if (q == DF_QUEUE_CLOSED) return df_fail(err, "internal: the loader ended before step %lld", (long long)step);
-        if (q != DF_QUEUE_OK) return df_context(err, "loading step %lld", (long long)step);
-        DfBuffer features;
-        int rc = b->step == step ? 0 : df_fail(err, "internal: the loader made step %lld for step %lld",
-                                               (long long)b->step, (long long)step);
-        if (rc == 0) rc = target_share(t, b, &features, &times, &t0, err);
-        if (rc == 0) rc = df_feature_link_await_credit(&t->links, peers[k], step, stopped, err);
-        if (rc == 0) {
-            double waited = df_now_seconds() - t0;
-            df_stage_record(&t->stages, DF_STEP_WAIT, waited);
-            t0 += waited;
-        }
-        if (rc == 0 && *stopped) rc = expect_stops(t, peers + k + 1, n - k - 1, step, err);
-        if (rc == 0 && !*stopped)
-            rc = df_feature_link_send(&t->links, peers[k], step, features, (size_t)b->tokens * width,
-                                      df_stop_requested(), err);
-        if (rc == 0 && !*stopped) df_stage_record(&t->stages, DF_STEP_REDUCE, df_now_seconds() - t0);
-        df_step_loader_release(&loaders[k], b);
-        if (rc || *stopped) return rc;
-    }
-    return 0;
-}
-
-/* A target rank's whole run: steps from the position the first drafter
- * rank resumed at, until the last one or until the drafter ranks stop. */
-static int run_target_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
-    double loop_start = df_now_seconds();
-    s->first_step = t->progress.step + 1;
-    int *peers = df_xmalloc((size_t)t->world * sizeof *peers, "served drafter ranks");
-    int n = served_ranks(t, peers), started = 0, rc = 0, stopped = 0;
-    DfStepLoader *loaders = df_xcalloc((size_t)(n > 0 ? n : 1), sizeof *loaders, "step loaders");
-    for (int k = 0; k < n && rc == 0 && t->progress.step < t->stop_step; k++, started++) {
-        DfStepLoaderConfig c = {.store = t->store, .batcher = &t->batcher, .num_anchors = t->opt->num_anchors,
-                                .seed = t->opt->seed, .rank = peers[k] - t->opt->target_ranks,
-                                .world = t->world - t->opt->target_ranks, .depth = t->opt->queue_depth,
-                                .first_step = t->progress.step + 1, .last_step = t->stop_step,
-                                .epoch = t->progress.epoch, .batch_in_epoch = t->progress.batch_in_epoch,
-                                .stages = &t->stages, .load_stage = DF_STEP_LOAD};
-        rc = df_step_loader_start(&loaders[k], &c, err);
-    }
-    int64_t steps_here = 0;
-    for (int64_t step = t->progress.step + 1; rc == 0 && step <= t->stop_step; step++) {
-        if ((rc = df_dist_poll_failure(t->group, err)) != 0) break;
-        if ((rc = target_step(t, loaders, peers, n, step, &stopped, err)) != 0) {
-            df_context(err, "step %lld", (long long)step);
-            break;
-        }
-        if (stopped) {
-            t->progress.step = t->links.stopped_after;
-            break;
-        }
-        t->progress.step = step;
-        steps_here++;
-    }
-    for (int k = 0; k < started; k++) df_step_loader_free(&loaders[k]);
-    free(loaders);
-    free(peers);
-    s->last_step = t->progress.step;
-    s->seconds = df_now_seconds() - loop_start;
-    if (rc == 0) {
-        DfStageSummary fwd, wait;
-        df_stage_summary(&t->stages, DF_STEP_TARGET, s->seconds, &fwd);
-        df_stage_summary(&t->stages, DF_STEP_WAIT, s->seconds, &wait);
-        s->busy = per_second(fwd.total_s, s->seconds);
-        fprintf(stderr, "train: target rank %d of %d: %lld steps for %d drafter rank(s)%s; target forward %.1f s "
-                        "(%.0f%% of %.1f s), waiting for the drafter ranks %.1f s\n",
-                t->rank, t->world, (long long)steps_here, n, stopped ? " (the drafter ranks stopped early)" : "",
-                fwd.total_s, 100 * s->busy, s->seconds, wait.total_s);
-    }
-    return rc;
+    return steps_here > 0 ? df_trainer_report_stages(t, s, s->seconds, &first, first_wall_s, err) : 0;
 }
 
 static void trainer_free(Trainer *t) {
@@ -1486,7 +1173,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         for (int i = 0; i < t.dcfg.n_taps && t.rank == t.writer; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
         if (t.rank == t.writer) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
-        rc = t.role == ROLE_TARGET ? run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
+        rc = t.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
     }
     leave_group(&t, rc != 0, err);
     summary->rank = t.rank;

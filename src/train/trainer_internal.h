@@ -1,0 +1,138 @@
+/* The training loop's state, shared by its files: trainer.c (setup, the
+ * loop of a colocated or drafter rank, checkpoints, metrics) and
+ * trainer_target_rank.c (the split layout's target ranks). Not a public
+ * interface: train/trainer.h is. */
+#ifndef DF_TRAIN_TRAINER_INTERNAL_H
+#define DF_TRAIN_TRAINER_INTERNAL_H
+
+#include <stdio.h>
+
+#include "backend/arena.h"
+#include "dist/comm.h"
+#include "dist/feature_link.h"
+#include "dist/rendezvous.h"
+#include "formats/token_store.h"
+#include "model/drafter.h"
+#include "model/target.h"
+#include "pipeline/stage_stats.h"
+#include "train/batcher.h"
+#include "train/checkpoint.h"
+#include "train/metrics.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+#include "train/step_loader.h"
+#include "train/step_timing.h"
+#include "train/trainer.h"
+
+/* The step's device inputs (views of the activations arena, sized for the
+ * largest batch) and the host's sequence lengths (for the FLOP count). */
+typedef struct StepBuffers {
+    size_t dev_tokens_cap;   /* tokens the activations arena was sized for */
+    DfBuffer dev_ids, features;
+    int *seq_lens;
+    int seq_lens_cap;
+} StepBuffers;
+
+/* The arenas of the training state and the step's inputs, one per role. */
+enum { ARENA_WEIGHTS, ARENA_GRADIENTS, ARENA_OPTIMIZER, ARENA_ACTIVATIONS, N_ARENAS };
+
+typedef struct Trainer {
+    const DfTrainOptions *opt;
+    DfModelConfig tcfg;
+    DfDrafterConfig dcfg;
+    DfTokenStore *store;
+    DfBatcher batcher;
+    DfLrSchedule schedule;
+    int64_t total_steps, stop_step;
+    DfBackend *be;
+    DfTargetModel target;
+    DfDrafter drafter;
+    int have_drafter;
+    /* The training state lives on the backend: the drafter's params (ACT)
+     * and grads (F32), and here the fp32 master weights and AdamW moments.
+     * adamw holds the step count and configuration; its moment arrays and
+     * params are host copies, filled only to save or load a checkpoint. */
+    DfArena arenas[N_ARENAS];
+    DfBuffer master, exp_avg, exp_avg_sq; /* F32 [layout.total], optimizer state arena */
+    DfAdamW adamw;
+    int have_adamw;
+    float *params;
+    size_t *sizes;
+    DfTrainProgress progress;
+    char *options_json;
+    char ckpt_dir[4096], metrics_path[4096], final_dir[4096];
+    FILE *metrics_fp;
+    DfMetrics metrics;
+    StepBuffers buf;
+    double elapsed_offset; /* elapsed_s of the run before this call (resume) */
+    double start_s;
+    int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
+    int64_t poison_first, poison_last; /* test hook DFLASH_TEST_POISON_STEPS (0, 0: off) */
+    size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
+    int target_layers;   /* layers the target forward runs (for the FLOP count) */
+    /* the pipeline and its instrumentation */
+    DfStepLoader loader;
+    DfStageTable stages;
+    int have_stages;
+    double peak_tflops;  /* 0: no MFU */
+    /* data parallel */
+    DfDistGroup *group;  /* NULL with one process */
+    int rank, world;
+    DfComm comm;
+    int have_comm;
+    char device[64];     /* the device this rank trains on */
+    /* the split layout (trainer.h) */
+    int role;            /* ROLE_COLOCATED, ROLE_TARGET or ROLE_DRAFTER */
+    int writer;          /* the rank that writes OUTPUT */
+    int share_rank, share_world; /* this rank's place among the ranks that split each batch */
+    DfDistGroup *drafters; /* the drafter ranks' own group (drafter ranks only) */
+    DfFeatureLinks links;
+    int have_links;
+    int64_t granted;     /* drafter rank: the last step its target rank may send */
+    int peer_signal;     /* drafter rank: the stop signal its target rank sent with this step's features */
+} Trainer;
+
+enum { ROLE_COLOCATED, ROLE_TARGET, ROLE_DRAFTER };
+
+/* One step's outcome, summed over the ranks where it says so. */
+typedef struct StepResult {
+    int64_t tokens, samples; /* of the global batch */
+    double lr, weight_sum;   /* weight_sum: of the global batch */
+    double flops;            /* of the global batch (all ranks) */
+    float grad_norm;
+    const char *nonfinite; /* "loss" or "grad_norm" when the update was skipped, else NULL */
+    int stop_signal;       /* data parallel: a rank received SIGINT/SIGTERM: every rank stops after this step */
+} StepResult;
+
+/* The timing of one step, for its metrics line and progress line. */
+typedef struct StepReport {
+    DfStepTimes times;
+    double wall_s;      /* the compute thread's time for the step, from the end of the previous one */
+    double elapsed_s;   /* of the whole run */
+    double eta_s;       /* to stop_step, at this call's mean step time */
+    double queue_depth; /* ready batches, time-weighted mean since the loop started */
+} StepReport;
+
+/* Reporting (trainer_report.c): the step's metrics.jsonl line; its progress
+ * line; a step whose update was skipped (counted here, reported by the
+ * writing rank); the stage table of the run (first: the first step's times,
+ * first_wall_s its wall time, both kept out of the steady-state figure). */
+int df_trainer_write_metrics(Trainer *t, int64_t epoch, const StepResult *r, const int64_t *samples,
+                             const StepReport *rep, DfError *err);
+void df_trainer_print_progress(const Trainer *t, const StepResult *r, const StepReport *rep);
+void df_trainer_report_bad_step(Trainer *t, const StepResult *r, const int64_t *samples, DfTrainSummary *s);
+int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const DfStepTimes *first,
+                             double first_wall_s, DfError *err);
+
+/* Target forward of this rank's share (upload of its ids, the forward to the
+ * last tap): its tap features, in the activations arena, for the drafter
+ * batch *db; times the upload and target stages from *t0. */
+int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db,
+                             DfStepTimes *times, double *t0, DfError *err);
+
+/* A split layout target rank's whole run: steps from the position the first
+ * drafter rank resumed at, until the last one or until the drafter ranks
+ * stop (trainer_target_rank.c). */
+int df_trainer_run_target_loop(Trainer *t, DfTrainSummary *s, DfError *err);
+
+#endif
