@@ -14,11 +14,6 @@
 #include "pipeline/queue.h"
 #include "test_util.h"
 
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* ------------------------------------------------------ many threads */
 
 #define PRODUCERS 3
@@ -147,7 +142,7 @@ static void test_close(void **state) {
     Blocked b = {.q = &q, .push = 0};
     pthread_t t;
     pthread_create(&t, NULL, blocked_call, &b);
-    sleep_ms(100);
+    df_sleep_seconds(0.1);
     df_queue_close(&q);
     pthread_join(t, NULL);
     assert_int_equal(b.rc, DF_QUEUE_CLOSED);
@@ -167,7 +162,7 @@ static void test_abort(void **state) {
     pthread_t tp, tc;
     pthread_create(&tp, NULL, blocked_call, &producer);
     pthread_create(&tc, NULL, blocked_call, &consumer);
-    sleep_ms(100);
+    df_sleep_seconds(0.1);
     df_queue_abort(&full, "rank 1 lost");
     df_queue_abort(&empty, "rank 1 lost");
     df_queue_abort(&empty, "a later reason"); /* the first one stays */
@@ -218,7 +213,7 @@ static void test_occupancy(void **state) {
     int x[4];
     for (int i = 0; i < 4; i++) assert_int_equal(df_queue_push(&q, &x[i], &err), DF_QUEUE_OK);
     double full_from = df_now_seconds();
-    sleep_ms(200);
+    df_sleep_seconds(0.2);
     double full_to = df_now_seconds();
     void *item;
     for (int i = 0; i < 4; i++) assert_int_equal(df_queue_pop(&q, &item, &err), DF_QUEUE_OK);
@@ -226,7 +221,7 @@ static void test_occupancy(void **state) {
     Blocked b = {.q = &q, .push = 0};
     pthread_t t;
     pthread_create(&t, NULL, blocked_call, &b);
-    sleep_ms(150);
+    df_sleep_seconds(0.15);
     assert_int_equal(df_queue_push(&q, &x[0], &err), DF_QUEUE_OK);
     pthread_join(t, NULL);
     DfQueueStats s;

@@ -22,6 +22,8 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include "base/clock.h"
+
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -153,11 +155,6 @@ static int wait_status(pid_t pid) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
 }
 
-static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
 /* Asserts that two files are byte-identical. */
 static void assert_same_file(const char *a, const char *b) {
     size_t na, nb;
@@ -239,7 +236,7 @@ static void test_sigkill_and_resume_is_identical(void **state) {
         train_command(f, "killed", have_ckpt ? KILL_RUN " --resume" : KILL_RUN, cmd, sizeof cmd);
         pid_t pid = spawn(cmd, log, 0);
         if (kills < KILLS) {
-            sleep_ms(20 + rand() % span_ms);
+            df_sleep_seconds((20 + rand() % span_ms) / 1000.0);
             kill(pid, SIGKILL);
         }
         int status = wait_status(pid);
@@ -269,7 +266,7 @@ static void test_sigkill_and_resume_is_identical(void **state) {
 static void wait_for_steps(const Fixture *f, const char *run, int n) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s/metrics.jsonl", f->dir, run);
-    for (int i = 0; i < 2000 && count_lines(path) < n; i++) sleep_ms(10);
+    for (int i = 0; i < 2000 && count_lines(path) < n; i++) df_sleep_seconds(0.01);
     assert_true(count_lines(path) >= n);
 }
 
@@ -280,7 +277,7 @@ static void wait_for_text(const char *path, const char *needle) {
         int found = text && strstr(text, needle);
         free(text);
         if (found) return;
-        sleep_ms(10);
+        df_sleep_seconds(0.01);
     }
     fail_msg("%s never showed \"%s\"", path, needle);
 }
@@ -343,7 +340,7 @@ static void test_sigterm_during_prepare_leaves_no_store(void **state) {
     for (int i = 0; i < 40; i++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " --input '%s'", df_test_path("assets/data/code-train.jsonl"));
     pid_t pid = spawn(cmd, log, 0);
-    sleep_ms(700);
+    df_sleep_seconds(0.7);
     kill(pid, SIGTERM);
     int status = wait_status(pid);
     char *text = df_test_read_file(log, NULL);

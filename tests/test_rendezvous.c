@@ -39,16 +39,6 @@ typedef struct Spec {
     int silent; /* gives no result (stops itself): not waited for */
 } Spec;
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static DfDistOptions fast_options(double connect_timeout_s) {
     DfDistOptions o;
     df_dist_options_default(&o);
@@ -85,7 +75,7 @@ static void child_main(const Spec *s, int port, int out_fd) {
 /* Forks one child per spec, waits (killing them all after 30 s) and
  * collects their results. */
 static void run_children(const Spec *specs, int n, ChildResult *results) {
-    int port = free_port();
+    int port = df_test_free_port();
     pid_t pids[MAX_WORLD];
     int fds[MAX_WORLD];
     for (int i = 0; i < n; i++) {
@@ -178,8 +168,7 @@ static void collectives_scenario(DfDistGroup *g, ChildResult *res) {
     }
     /* barrier: the last rank comes 300 ms late; nobody may leave before it enters */
     if (rank == world - 1) {
-        struct timespec ts = {0, 300 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        df_sleep_seconds(0.3);
     }
     res->t[0] = df_now_seconds(); /* entered */
     CHECK(df_dist_barrier(g, &err) == 0, "barrier: %s", err.msg);
@@ -240,8 +229,7 @@ static void poll_until_failure(DfDistGroup *g, ChildResult *res) {
     DfError err = {{0}};
     double t0 = df_now_seconds();
     while (df_dist_poll_failure(g, &err) == 0 && df_now_seconds() - t0 < 20) {
-        struct timespec ts = {0, 20 * 1000 * 1000}; /* a trainer step */
-        nanosleep(&ts, NULL);
+        df_sleep_seconds(0.02); /* a trainer step */
     }
     res->t[0] = df_now_seconds() - t0;
     CHECK(df_dist_poll_failure(g, &err) == -1, "no failure seen in 20 s");
@@ -277,8 +265,7 @@ static void stop_self(DfDistGroup *g, ChildResult *res) { raise(SIGSTOP); } /* h
 
 static void abort_oom(DfDistGroup *g, ChildResult *res) {
     df_dist_abort(g, "out of memory");
-    struct timespec ts = {1, 0}; /* keep the connection up: the abort, not a closed socket, must tell */
-    nanosleep(&ts, NULL);
+    df_sleep_seconds(1.0); /* keep the connection up: the abort, not a closed socket, must tell */
 }
 
 static void test_rank_that_exits(void **state) {

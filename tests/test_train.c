@@ -27,25 +27,11 @@ typedef struct Fixture {
     char out[OUT_CAP];
 } Fixture;
 
-/* The first SLICE_RECORDS lines of code-dev.jsonl. */
-static void write_slice(const char *path) {
-    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r");
-    FILE *out = fopen(path, "w");
-    assert_non_null(in);
-    assert_non_null(out);
-    char *line = NULL;
-    size_t cap = 0;
-    for (int i = 0; i < SLICE_RECORDS && getline(&line, &cap, in) > 0; i++) fputs(line, out);
-    free(line);
-    fclose(in);
-    assert_int_equal(fclose(out), 0);
-}
-
 static int setup(void **state) {
     Fixture *f = calloc(1, sizeof *f);
     f->dir = df_test_tmpdir("train");
     snprintf(f->data, sizeof f->data, "%s/slice.jsonl", f->dir);
-    write_slice(f->data);
+    df_test_write_data_slice(f->data, SLICE_RECORDS);
     *state = f;
     return 0;
 }

@@ -51,38 +51,12 @@ typedef struct Fixture {
     char store[512];
 } Fixture;
 
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 /* The first SLICE_RECORDS lines of code-dev.jsonl, prepared into a store
  * that every run of the file trains on. */
 static int setup(void **state) {
     Fixture *f = calloc(1, sizeof *f);
     f->dir = df_test_tmpdir("train_dist");
-    char slice[512], cmd[4096], out[8192];
-    snprintf(slice, sizeof slice, "%s/slice.jsonl", f->dir);
-    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r"), *o = fopen(slice, "w");
-    assert_non_null(in);
-    assert_non_null(o);
-    char *line = NULL;
-    size_t cap = 0;
-    for (int i = 0; i < SLICE_RECORDS && getline(&line, &cap, in) > 0; i++) fputs(line, o);
-    free(line);
-    fclose(in);
-    assert_int_equal(fclose(o), 0);
-    snprintf(f->store, sizeof f->store, "%s/data.store", f->dir);
-    snprintf(cmd, sizeof cmd, "'%s' prepare --tokenizer '%s' --input '%s' --output '%s'", df_test_path("dflash"),
-             df_test_path("assets/coder-tiny"), slice, f->store);
-    int rc = df_test_run(cmd, out, sizeof out);
-    if (rc != 0) fprintf(stderr, "%s\n", out);
-    assert_int_equal(rc, 0);
+    df_test_prepare_data_slice(f->dir, SLICE_RECORDS, f->store, sizeof f->store);
     *state = f;
     return 0;
 }
@@ -125,11 +99,6 @@ static void print_log(const Fixture *f, const char *output, int rank) {
     free(text);
 }
 
-static void nap(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
 /* Exit status of pid, killing it after timeout_s (then -1). */
 static int wait_exit(pid_t pid, double timeout_s) {
     double until = df_now_seconds() + timeout_s;
@@ -142,14 +111,14 @@ static int wait_exit(pid_t pid, double timeout_s) {
             waitpid(pid, &status, 0);
             return -1;
         }
-        nap(0.02);
+        df_sleep_seconds(0.02);
     }
 }
 
 /* Runs a whole group (world ranks, or one process without the group
  * environment when world is 0) to its end; every rank must succeed. */
 static void run_group(const Fixture *f, const char *output, int world, const char *extra) {
-    int port = free_port(), n = world > 0 ? world : 1;
+    int port = df_test_free_port(), n = world > 0 ? world : 1;
     pid_t pids[4];
     for (int r = 0; r < n; r++) pids[r] = start_rank(f, output, world, r, port, extra);
     int failed = 0;
@@ -266,7 +235,7 @@ static void reduce_child(int rank, int port, int fd) {
 
 static void test_all_reduce_sums_in_rank_order(void **state) {
     (void)state;
-    int port = free_port(), fds[REDUCE_WORLD];
+    int port = df_test_free_port(), fds[REDUCE_WORLD];
     pid_t pids[REDUCE_WORLD];
     for (int r = 0; r < REDUCE_WORLD; r++) {
         int p[2];
@@ -362,11 +331,11 @@ static int metrics_lines(const Fixture *f, const char *output) {
 /* Two ranks; rank 1 is killed after step 2: rank 0 must fail within 10 s
  * with a message naming rank 1. */
 static void expect_lost_rank_stops_the_other(const Fixture *f, const char *output, const char *extra) {
-    int port = free_port();
+    int port = df_test_free_port();
     pid_t p0 = start_rank(f, output, 2, 0, port, extra);
     pid_t p1 = start_rank(f, output, 2, 1, port, extra);
     double until = df_now_seconds() + 120;
-    while (metrics_lines(f, output) < 2 && df_now_seconds() < until) nap(0.05);
+    while (metrics_lines(f, output) < 2 && df_now_seconds() < until) df_sleep_seconds(0.05);
     assert_true(metrics_lines(f, output) >= 2);
     assert_int_equal(kill(p1, SIGKILL), 0);
     double t0 = df_now_seconds();
@@ -466,11 +435,11 @@ static void test_split_lost_drafter_stops_the_target(void **state) {
 
 static void test_split_signal_on_target_stops_every_rank(void **state) {
     const Fixture *f = *state;
-    int port = free_port();
+    int port = df_test_free_port();
     pid_t pids[3];
     for (int r = 0; r < 3; r++) pids[r] = start_rank(f, "split_signal", 3, r, port, "--steps 500 --layout split");
     double until = df_now_seconds() + 120;
-    while (metrics_lines(f, "split_signal") < 2 && df_now_seconds() < until) nap(0.05);
+    while (metrics_lines(f, "split_signal") < 2 && df_now_seconds() < until) df_sleep_seconds(0.05);
     assert_true(metrics_lines(f, "split_signal") >= 2);
     assert_int_equal(kill(pids[0], SIGTERM), 0);
     int failed = 0;

@@ -36,29 +36,10 @@ typedef struct Fixture {
     char out[65536];
 } Fixture;
 
-static void nap(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
 static int setup(void **state) {
     Fixture *f = calloc(1, sizeof *f);
     f->dir = df_test_tmpdir("train_pipeline");
-    char slice[512], cmd[4096];
-    snprintf(slice, sizeof slice, "%s/slice.jsonl", f->dir);
-    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r"), *o = fopen(slice, "w");
-    assert_non_null(in);
-    assert_non_null(o);
-    char *line = NULL;
-    size_t cap = 0;
-    for (int i = 0; i < SLICE_RECORDS && getline(&line, &cap, in) > 0; i++) fputs(line, o);
-    free(line);
-    fclose(in);
-    assert_int_equal(fclose(o), 0);
-    snprintf(f->store, sizeof f->store, "%s/data.store", f->dir);
-    snprintf(cmd, sizeof cmd, "'%s' prepare --tokenizer '%s' --input '%s' --output '%s'", df_test_path("dflash"),
-             df_test_path("assets/coder-tiny"), slice, f->store);
-    assert_int_equal(df_test_run(cmd, f->out, sizeof f->out), 0);
+    df_test_prepare_data_slice(f->dir, SLICE_RECORDS, f->store, sizeof f->store);
     *state = f;
     return 0;
 }
@@ -152,17 +133,17 @@ static void test_loader_depth(void **state) {
         DfStepLoader l;
         DfError err = {{0}};
         assert_int_equal(df_step_loader_start(&l, &rig.cfg, &err), 0);
-        nap(0.2);
+        df_sleep_seconds(0.2);
         DfQueueStats q;
         df_step_loader_queue_stats(&l, &q);
         assert_int_equal(q.pushed, depth); /* as far ahead as it may go, and no further */
         DfStepBatch *b;
         assert_int_equal(df_step_loader_next(&l, &b, &err), DF_QUEUE_OK);
-        nap(0.2);
+        df_sleep_seconds(0.2);
         df_step_loader_queue_stats(&l, &q);
         assert_int_equal(q.pushed, depth); /* step 1 still holds its batch */
         df_step_loader_release(&l, b);
-        nap(0.2);
+        df_sleep_seconds(0.2);
         df_step_loader_queue_stats(&l, &q);
         assert_int_equal(q.pushed, depth + 1);
         double t0 = df_now_seconds();
@@ -309,12 +290,12 @@ static void test_sigterm_with_a_deep_queue(void **state) {
         for (char *p = m; p && *p; p++) lines += *p == '\n';
         free(m);
         if (lines >= 2) break;
-        nap(0.05);
+        df_sleep_seconds(0.05);
     }
     assert_int_equal(kill(pid, SIGTERM), 0);
     double t0 = df_now_seconds();
     int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0 && df_now_seconds() - t0 < 30) nap(0.02);
+    while (waitpid(pid, &status, WNOHANG) == 0 && df_now_seconds() - t0 < 30) df_sleep_seconds(0.02);
     double took = df_now_seconds() - t0;
     char *text = df_test_read_file(log, NULL);
     fprintf(stderr, "exit after SIGTERM in %.2f s\n", took);

@@ -9,10 +9,13 @@
 
 #include <cjson/cJSON.h>
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +60,41 @@ int df_test_run(const char *cmd, char *out, size_t cap) {
     if (out && cap) out[n] = '\0';
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+void df_test_write_data_slice(const char *path, int n) {
+    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r"), *out = fopen(path, "w");
+    assert_non_null(in);
+    assert_non_null(out);
+    char *line = NULL;
+    size_t cap = 0;
+    for (int i = 0; i < n && getline(&line, &cap, in) > 0; i++) fputs(line, out);
+    free(line);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+void df_test_prepare_data_slice(const char *dir, int n, char *store, size_t cap) {
+    char slice[512], cmd[4096], out[8192];
+    snprintf(slice, sizeof slice, "%s/slice.jsonl", dir);
+    df_test_write_data_slice(slice, n);
+    snprintf(store, cap, "%s/data.store", dir);
+    snprintf(cmd, sizeof cmd, "'%s' prepare --tokenizer '%s' --input '%s' --output '%s'", df_test_path("dflash"),
+             df_test_path("assets/coder-tiny"), slice, store);
+    int rc = df_test_run(cmd, out, sizeof out);
+    if (rc != 0) fprintf(stderr, "%s\n", out);
+    assert_int_equal(rc, 0);
+}
+
+int df_test_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
 }
 
 double df_rel_error(const float *a, const float *b, size_t n) {

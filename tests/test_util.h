@@ -26,6 +26,13 @@ void df_test_rmtree(const char *dir);
 /* Runs a shell command; returns its exit status and captures up to cap-1
  * bytes of combined stdout+stderr into out (may be NULL). */
 int df_test_run(const char *cmd, char *out, size_t cap);
+/* The first n records of assets/data/code-dev.jsonl written to path. */
+void df_test_write_data_slice(const char *path, int n);
+/* That slice (dir/slice.jsonl) prepared with coder-tiny's tokenizer into
+ * dir/data.store, whose path goes to store[cap]; fails the test on error. */
+void df_test_prepare_data_slice(const char *dir, int n, char *store, size_t cap);
+/* A TCP port on the loopback that was free a moment ago. */
+int df_test_free_port(void);
 
 /* max |a-b| / max |b| over n elements (the relative error used by parity tests). */
 double df_rel_error(const float *a, const float *b, size_t n);

@@ -72,8 +72,7 @@ static int transfer_failed(DfDistGroup *g, int r, DfTcpStatus st, const char *wh
          * let the monitor read it, so that the message names the cause. */
         for (double until = df_now_seconds() + 2.0; df_now_seconds() < until;) {
             if (atomic_load(&g->failed) || atomic_load(&g->hb[r].state) != DF_LINK_LIVE) break;
-            struct timespec ts = {0, 10 * 1000 * 1000};
-            nanosleep(&ts, NULL);
+            df_sleep_seconds(0.01);
         }
         if (atomic_load(&g->failed)) return df_dist_poll_failure(g, err);
         if (atomic_load(&g->hb[r].state) == DF_LINK_DEPARTED)

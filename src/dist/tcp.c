@@ -35,11 +35,6 @@ static int slice_ms(double deadline) {
     return left * 1000 < POLL_SLICE_MS ? (int)(left * 1000) + 1 : POLL_SLICE_MS;
 }
 
-static void sleep_seconds(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
 int df_tcp_listen(int port, DfError *err) {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
@@ -160,7 +155,7 @@ int df_tcp_connect(const char *host, int port, double deadline, DfTcpCancel canc
         }
         if (cancel && cancel(ctx)) return df_fail(err, "connecting to %s port %d: cancelled", host, port);
         if (df_now_seconds() + 0.1 >= deadline) break;
-        sleep_seconds(0.1); /* rank 0 may not be listening yet */
+        df_sleep_seconds(0.1); /* rank 0 may not be listening yet */
     }
     if (last_gai) return df_fail(err, "cannot resolve MASTER_ADDR '%s' before the deadline: %s", host, last_gai);
     return df_fail(err, "cannot connect to %s port %d before the deadline: %s", host, port, strerror(last_errno));
