@@ -55,37 +55,17 @@ static float *random_values(size_t n, uint64_t seed, float center, float half, i
     return x;
 }
 
-/* The same host values on both backends. */
-typedef struct Pair {
-    DfBuffer c, g;
-} Pair;
-
-static Pair pair_upload(const Fixture *f, const float *host, size_t n, DfBufKind kind) {
-    Pair p = {df_test_upload(f->cpu, host, n, kind), df_test_upload(f->gpu, host, n, kind)};
-    return p;
-}
+typedef DfTestPair Pair;
 
 static Pair pair_random(const Fixture *f, size_t n, uint64_t seed, float center, float half, DfBufKind kind) {
     float *x = random_values(n, seed, center, half, kind == DF_BUF_ACT);
-    Pair p = pair_upload(f, x, n, kind);
+    Pair p = df_test_pair_upload(f, x, n, kind);
     free(x);
     return p;
 }
 
-static Pair pair_poisoned(const Fixture *f, size_t n) {
-    float *nan = malloc(n * sizeof *nan);
-    for (size_t i = 0; i < n; i++) nan[i] = NAN;
-    Pair p = pair_upload(f, nan, n, DF_BUF_ACT);
-    free(nan);
-    return p;
-}
-
-static void pair_free(const Fixture *f, Pair *p) {
-    df_buffer_free(f->cpu, &p->c);
-    df_buffer_free(f->gpu, &p->g);
-}
-
-/* Downloads both sides and checks max|g-c| / max|c| <= tol, every value finite. */
+/* Downloads both sides and checks max|g-c| / max|c| <= tol, every value finite,
+ * printing the error (stricter than df_test_pair_compare). */
 static void pair_compare(const Fixture *f, const char *what, Pair p, double tol) {
     float *c = df_test_download(f->cpu, p.c), *g = df_test_download(f->gpu, p.g);
     for (size_t i = 0; i < p.c.count; i++)
@@ -134,13 +114,13 @@ static void test_causal_conv_silu(void **state) {
         size_t n = (size_t)b.n_tokens * ch;
         Pair x = pair_random(f, n, 10 + i, 0.0f, 2.0f, DF_BUF_ACT);
         Pair w = pair_random(f, (size_t)ch * kernel, 20 + i, 0.0f, 1.0f, DF_BUF_F32);
-        Pair out = pair_poisoned(f, n);
+        Pair out = df_test_pair_poisoned(f, n, DF_BUF_ACT);
         df_op_causal_conv_silu(f->cpu, out.c, x.c, w.c, &b.c, ch, kernel);
         df_op_causal_conv_silu(f->gpu, out.g, x.g, w.g, &b.g, ch, kernel);
         char what[96];
         snprintf(what, sizeof what, "causal_conv_silu %d channels, kernel %d", ch, kernel);
         pair_compare(f, what, out, OP_TOL);
-        pair_free(f, &x), pair_free(f, &w), pair_free(f, &out);
+        df_test_pair_free(f, &x), df_test_pair_free(f, &w), df_test_pair_free(f, &out);
     }
     pair_batch_free(f, &b);
 }
@@ -155,15 +135,15 @@ static void check_delta_rule(const Fixture *f, const int *lens, int n_seqs, DfDe
     float log16 = logf(16.0f);
     Pair a_log = pair_random(f, nv, seed + 3, log16 / 2, log16 / 2, DF_BUF_F32);
     Pair dt_bias = pair_random(f, nv, seed + 4, 1.0f, 0.5f, DF_BUF_F32);
-    Pair out = pair_poisoned(f, t * nv * s.value_dim);
+    Pair out = df_test_pair_poisoned(f, t * nv * s.value_dim, DF_BUF_ACT);
     df_op_gated_delta_rule(f->cpu, out.c, qkv.c, beta.c, a.c, a_log.c, dt_bias.c, &b.c, &s);
     df_op_gated_delta_rule(f->gpu, out.g, qkv.g, beta.g, a.g, a_log.g, dt_bias.g, &b.g, &s);
     char what[128];
     snprintf(what, sizeof what, "gated_delta_rule %d/%d heads, %d x %d, %d tokens", s.key_heads, s.value_heads,
              s.key_dim, s.value_dim, b.n_tokens);
     pair_compare(f, what, out, OP_TOL);
-    pair_free(f, &qkv), pair_free(f, &beta), pair_free(f, &a), pair_free(f, &a_log), pair_free(f, &dt_bias);
-    pair_free(f, &out);
+    df_test_pair_free(f, &qkv), df_test_pair_free(f, &beta), df_test_pair_free(f, &a), df_test_pair_free(f, &a_log), df_test_pair_free(f, &dt_bias);
+    df_test_pair_free(f, &out);
     pair_batch_free(f, &b);
 }
 
@@ -193,7 +173,7 @@ static void test_gated_rmsnorm(void **state) {
         char what[96];
         snprintf(what, sizeof what, "gated_rmsnorm %d x %d", rows, dim);
         pair_compare(f, what, x, OP_TOL);
-        pair_free(f, &x), pair_free(f, &z), pair_free(f, &w);
+        df_test_pair_free(f, &x), df_test_pair_free(f, &z), df_test_pair_free(f, &w);
     }
 }
 
@@ -206,10 +186,10 @@ static void test_rmsnorm_f32_weight(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
     int rows = 19, dim = 256;
     size_t n = (size_t)rows * dim;
-    Pair x = pair_random(f, n, 60, 0.0f, 2.0f, DF_BUF_ACT), out = pair_poisoned(f, n);
+    Pair x = pair_random(f, n, 60, 0.0f, 2.0f, DF_BUF_ACT), out = df_test_pair_poisoned(f, n, DF_BUF_ACT);
     float *w = malloc((size_t)dim * sizeof *w);
     for (int i = 0; i < dim; i++) w[i] = 1.0f + 0.0039f * (float)(i % 2);
-    Pair wp = pair_upload(f, w, (size_t)dim, DF_BUF_F32);
+    Pair wp = df_test_pair_upload(f, w, (size_t)dim, DF_BUF_F32);
     df_op_rmsnorm(f->cpu, out.c, x.c, wp.c, rows, dim, 1e-6f);
     df_op_rmsnorm(f->gpu, out.g, x.g, wp.g, rows, dim, 1e-6f);
     pair_compare(f, "rmsnorm with an F32 weight", out, OP_TOL);
@@ -221,7 +201,7 @@ static void test_rmsnorm_f32_weight(void **state) {
     printf("  rmsnorm F32 weight: mean relative deviation %.2g over %d values\n", sum / counted, counted);
     if (!(fabs(sum / counted) < 1e-3)) fail_msg("rmsnorm F32 weight: mean relative deviation %g", sum / counted);
     free(c), free(g), free(w);
-    pair_free(f, &x), pair_free(f, &out), pair_free(f, &wp);
+    df_test_pair_free(f, &x), df_test_pair_free(f, &out), df_test_pair_free(f, &wp);
 }
 
 static void test_sigmoid_gate(void **state) {
@@ -231,7 +211,7 @@ static void test_sigmoid_gate(void **state) {
     df_op_sigmoid_gate(f->cpu, x.c, gate.c);
     df_op_sigmoid_gate(f->gpu, x.g, gate.g);
     pair_compare(f, "sigmoid_gate", x, OP_TOL);
-    pair_free(f, &x), pair_free(f, &gate);
+    df_test_pair_free(f, &x), df_test_pair_free(f, &gate);
 }
 
 /* Partial rope: the rotated part matches the CPU, the rest of each head is
@@ -245,7 +225,7 @@ static void test_rope_partial(void **state) {
         int heads = shapes[i][0], hd = shapes[i][1], rd = shapes[i][2];
         size_t n = (size_t)b.n_tokens * heads * hd, nt = (size_t)max_pos * (rd / 2);
         float *host = random_values(n, 80 + i, 0.0f, 2.0f, 1);
-        Pair x = pair_upload(f, host, n, DF_BUF_ACT);
+        Pair x = df_test_pair_upload(f, host, n, DF_BUF_ACT);
         Pair cs = pair_random(f, nt, 90 + i, 0.0f, 1.0f, DF_BUF_F32), sn = pair_random(f, nt, 95 + i, 0.0f, 1.0f, DF_BUF_F32);
         df_op_rope_partial(f->cpu, x.c, b.c.positions, cs.c, sn.c, b.n_tokens, heads, hd, rd);
         df_op_rope_partial(f->gpu, x.g, b.g.positions, cs.g, sn.g, b.n_tokens, heads, hd, rd);
@@ -257,7 +237,7 @@ static void test_rope_partial(void **state) {
             for (int d = rd; d < hd; d++)
                 if (g[r * hd + d] != host[r * hd + d]) fail_msg("%s: value %d of head row %zu changed", what, d, r);
         free(g), free(host);
-        pair_free(f, &x), pair_free(f, &cs), pair_free(f, &sn);
+        df_test_pair_free(f, &x), df_test_pair_free(f, &cs), df_test_pair_free(f, &sn);
     }
     pair_batch_free(f, &b);
 }
@@ -276,10 +256,10 @@ static void test_attention_other_head_dims(void **state) {
         int hd = dims[i];
         size_t nq = (size_t)b.n_tokens * heads * hd, nkv = (size_t)b.n_tokens * kv_heads * hd;
         Pair q = pair_random(f, nq, 110 + i, 0.0f, 2.0f, DF_BUF_ACT), k = pair_random(f, nkv, 120 + i, 0.0f, 2.0f, DF_BUF_ACT);
-        Pair v = pair_random(f, nkv, 130 + i, 0.0f, 1.0f, DF_BUF_ACT), out = pair_poisoned(f, nq);
+        Pair v = pair_random(f, nkv, 130 + i, 0.0f, 1.0f, DF_BUF_ACT), out = df_test_pair_poisoned(f, nq, DF_BUF_ACT);
         float *nan = malloc((size_t)heads * b.n_tokens * sizeof *nan);
         for (int j = 0; j < heads * b.n_tokens; j++) nan[j] = NAN;
-        Pair lse = pair_upload(f, nan, (size_t)heads * b.n_tokens, DF_BUF_F32);
+        Pair lse = df_test_pair_upload(f, nan, (size_t)heads * b.n_tokens, DF_BUF_F32);
         float scale = 1.0f / sqrtf((float)hd);
         df_op_attention(f->cpu, out.c, lse.c, q.c, k.c, v.c, &b.c, heads, kv_heads, hd, scale);
         df_op_attention(f->gpu, out.g, lse.g, q.g, k.g, v.g, &b.g, heads, kv_heads, hd, scale);
@@ -289,7 +269,7 @@ static void test_attention_other_head_dims(void **state) {
         snprintf(what, sizeof what, "attention head_dim %d, log-sum-exp", hd);
         pair_compare(f, what, lse, 1e-4);
         free(nan);
-        pair_free(f, &q), pair_free(f, &k), pair_free(f, &v), pair_free(f, &out), pair_free(f, &lse);
+        df_test_pair_free(f, &q), df_test_pair_free(f, &k), df_test_pair_free(f, &v), df_test_pair_free(f, &out), df_test_pair_free(f, &lse);
     }
     pair_batch_free(f, &b);
 }

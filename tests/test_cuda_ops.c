@@ -35,35 +35,7 @@ static DfBackend *gpu_or_skip(void **state) {
     return f->gpu;
 }
 
-static void assert_close(const char *what, const float *got, const float *want, size_t n, double tol) {
-    double e = df_rel_error(got, want, n);
-    if (!(e <= tol)) fail_msg("%s: relative error %g over %zu values (tolerance %g)", what, e, n, tol);
-}
-
-/* Runs the same op on both backends (inputs uploaded to each) and compares the output. */
-typedef struct Pair {
-    DfBuffer c, g;
-} Pair;
-
-static Pair pair_upload(Fixture *f, const float *host, size_t n, DfBufKind kind) {
-    return (Pair){df_test_upload(f->cpu, host, n, kind), df_test_upload(f->gpu, host, n, kind)};
-}
-
-static Pair pair_out(Fixture *f, size_t n, DfBufKind kind) {
-    return (Pair){df_test_upload_poisoned(f->cpu, n, kind), df_test_upload_poisoned(f->gpu, n, kind)};
-}
-
-static void pair_compare(Fixture *f, const char *what, Pair p, double tol) {
-    float *a = df_test_download(f->gpu, p.g), *b = df_test_download(f->cpu, p.c);
-    assert_close(what, a, b, p.c.count, tol);
-    free(a);
-    free(b);
-}
-
-static void pair_free(Fixture *f, Pair *p) {
-    df_buffer_free(f->cpu, &p->c);
-    df_buffer_free(f->gpu, &p->g);
-}
+typedef DfTestPair Pair;
 
 /* --- backend selection (runs everywhere) --------------------------------- */
 
@@ -97,14 +69,14 @@ static void test_select_backends(void **state) {
 static void check_matmul(Fixture *f, int m, int n, int k, int ta, int tb, float beta, uint64_t seed) {
     float *a = df_test_random_bf16((size_t)m * k, seed, 1.0f), *b = df_test_random_bf16((size_t)k * n, seed + 1, 1.0f);
     float *c0 = df_test_random_bf16((size_t)m * n, seed + 2, 1.0f);
-    Pair pa = pair_upload(f, a, (size_t)m * k, DF_BUF_ACT), pb = pair_upload(f, b, (size_t)k * n, DF_BUF_ACT);
-    Pair pc = beta != 0 ? pair_upload(f, c0, (size_t)m * n, DF_BUF_ACT) : pair_out(f, (size_t)m * n, DF_BUF_ACT);
+    Pair pa = df_test_pair_upload(f, a, (size_t)m * k, DF_BUF_ACT), pb = df_test_pair_upload(f, b, (size_t)k * n, DF_BUF_ACT);
+    Pair pc = beta != 0 ? df_test_pair_upload(f, c0, (size_t)m * n, DF_BUF_ACT) : df_test_pair_poisoned(f, (size_t)m * n, DF_BUF_ACT);
     df_op_matmul(f->cpu, pc.c, pa.c, pb.c, m, n, k, ta, tb, beta);
     df_op_matmul(f->gpu, pc.g, pa.g, pb.g, m, n, k, ta, tb, beta);
     char what[128];
     snprintf(what, sizeof what, "matmul M=%d N=%d K=%d ta=%d tb=%d beta=%g", m, n, k, ta, tb, beta);
-    pair_compare(f, what, pc, OP_TOL);
-    pair_free(f, &pa), pair_free(f, &pb), pair_free(f, &pc);
+    df_test_pair_compare(f, what, pc, OP_TOL);
+    df_test_pair_free(f, &pa), df_test_pair_free(f, &pb), df_test_pair_free(f, &pc);
     free(a), free(b), free(c0);
 }
 
@@ -127,30 +99,30 @@ static void test_matmul_unaligned_views(void **state) {
     int m = 19, n = 23, k = 31;
     size_t na = (size_t)m * k + 1, nb = (size_t)n * k + 3, nc = (size_t)m * n + 5;
     float *a = df_test_random_bf16(na, 71, 1.0f), *b = df_test_random_bf16(nb, 72, 1.0f);
-    Pair pa = pair_upload(f, a, na, DF_BUF_ACT), pb = pair_upload(f, b, nb, DF_BUF_ACT), pc = pair_out(f, nc, DF_BUF_ACT);
+    Pair pa = df_test_pair_upload(f, a, na, DF_BUF_ACT), pb = df_test_pair_upload(f, b, nb, DF_BUF_ACT), pc = df_test_pair_poisoned(f, nc, DF_BUF_ACT);
     DfBuffer va[2] = {df_buffer_view(pa.c, 1, na - 1), df_buffer_view(pa.g, 1, na - 1)};
     DfBuffer vb[2] = {df_buffer_view(pb.c, 3, nb - 3), df_buffer_view(pb.g, 3, nb - 3)};
     DfBuffer vc[2] = {df_buffer_view(pc.c, 5, nc - 5), df_buffer_view(pc.g, 5, nc - 5)};
     df_op_linear(f->cpu, vc[0], va[0], vb[0], m, n, k, 0);
     df_op_linear(f->gpu, vc[1], va[1], vb[1], m, n, k, 0);
     Pair views = {vc[0], vc[1]};
-    pair_compare(f, "matmul on unaligned views", views, OP_TOL);
-    pair_free(f, &pa), pair_free(f, &pb), pair_free(f, &pc);
+    df_test_pair_compare(f, "matmul on unaligned views", views, OP_TOL);
+    df_test_pair_free(f, &pa), df_test_pair_free(f, &pb), df_test_pair_free(f, &pc);
     free(a), free(b);
 }
 
 static void check_rmsnorm(Fixture *f, int rows, int dim, int in_place, uint64_t seed) {
     size_t n = (size_t)rows * dim;
     float *x = df_test_random_bf16(n, seed, 3.0f), *w = df_test_random_bf16((size_t)dim, seed + 1, 1.0f);
-    Pair px = pair_upload(f, x, n, DF_BUF_ACT), pw = pair_upload(f, w, (size_t)dim, DF_BUF_ACT);
-    Pair po = in_place ? px : pair_out(f, n, DF_BUF_ACT);
+    Pair px = df_test_pair_upload(f, x, n, DF_BUF_ACT), pw = df_test_pair_upload(f, w, (size_t)dim, DF_BUF_ACT);
+    Pair po = in_place ? px : df_test_pair_poisoned(f, n, DF_BUF_ACT);
     df_op_rmsnorm(f->cpu, po.c, px.c, pw.c, rows, dim, 1e-6f);
     df_op_rmsnorm(f->gpu, po.g, px.g, pw.g, rows, dim, 1e-6f);
     char what[96];
     snprintf(what, sizeof what, "rmsnorm rows=%d dim=%d in_place=%d", rows, dim, in_place);
-    pair_compare(f, what, po, OP_TOL);
-    if (!in_place) pair_free(f, &po);
-    pair_free(f, &px), pair_free(f, &pw);
+    df_test_pair_compare(f, what, po, OP_TOL);
+    if (!in_place) df_test_pair_free(f, &po);
+    df_test_pair_free(f, &px), df_test_pair_free(f, &pw);
     free(x), free(w);
 }
 
@@ -172,14 +144,14 @@ static void check_rope(Fixture *f, int n_tokens, int heads, int head_dim, uint64
     for (int t = 0; t < n_tokens; t++) pos[t] = (t * 37 + 11) % n_pos;
     size_t n = (size_t)n_tokens * heads * head_dim;
     float *x = df_test_random_bf16(n, seed, 2.0f);
-    Pair px = pair_upload(f, x, n, DF_BUF_ACT);
-    Pair pc = pair_upload(f, cs, (size_t)n_pos * half, DF_BUF_F32), ps = pair_upload(f, sn, (size_t)n_pos * half, DF_BUF_F32);
+    Pair px = df_test_pair_upload(f, x, n, DF_BUF_ACT);
+    Pair pc = df_test_pair_upload(f, cs, (size_t)n_pos * half, DF_BUF_F32), ps = df_test_pair_upload(f, sn, (size_t)n_pos * half, DF_BUF_F32);
     DfBuffer posc = df_test_upload_i32(f->cpu, pos, (size_t)n_tokens), posg = df_test_upload_i32(f->gpu, pos, (size_t)n_tokens);
     df_op_rope(f->cpu, px.c, posc, pc.c, ps.c, n_tokens, heads, head_dim);
     df_op_rope(f->gpu, px.g, posg, pc.g, ps.g, n_tokens, heads, head_dim);
     char what[96];
     snprintf(what, sizeof what, "rope T=%d heads=%d head_dim=%d", n_tokens, heads, head_dim);
-    pair_compare(f, what, px, OP_TOL);
+    df_test_pair_compare(f, what, px, OP_TOL);
     /* a position past the table is reported by sync */
     pos[n_tokens - 1] = n_pos;
     DfError err;
@@ -188,7 +160,7 @@ static void check_rope(Fixture *f, int n_tokens, int heads, int head_dim, uint64
     assert_int_equal(f->gpu->ops->sync(f->gpu, &err), -1);
     assert_non_null(strstr(err.msg, "outside the table"));
     assert_int_equal(f->gpu->ops->sync(f->gpu, &err), 0); /* reported once */
-    pair_free(f, &px), pair_free(f, &pc), pair_free(f, &ps);
+    df_test_pair_free(f, &px), df_test_pair_free(f, &pc), df_test_pair_free(f, &ps);
     df_buffer_free(f->cpu, &posc), df_buffer_free(f->gpu, &posg);
     free(cs), free(sn), free(pos), free(x);
 }
@@ -205,11 +177,11 @@ static void check_embedding(Fixture *f, int vocab, int dim, int n_tokens, uint64
     float *table = df_test_random_bf16((size_t)vocab * dim, seed, 1.0f);
     int32_t *ids = malloc((size_t)n_tokens * sizeof *ids);
     for (int t = 0; t < n_tokens; t++) ids[t] = (t * 7919 + 3) % vocab;
-    Pair pt = pair_upload(f, table, (size_t)vocab * dim, DF_BUF_ACT), po = pair_out(f, (size_t)n_tokens * dim, DF_BUF_ACT);
+    Pair pt = df_test_pair_upload(f, table, (size_t)vocab * dim, DF_BUF_ACT), po = df_test_pair_poisoned(f, (size_t)n_tokens * dim, DF_BUF_ACT);
     DfBuffer ic = df_test_upload_i32(f->cpu, ids, (size_t)n_tokens), ig = df_test_upload_i32(f->gpu, ids, (size_t)n_tokens);
     df_op_embedding(f->cpu, po.c, pt.c, ic, n_tokens, dim);
     df_op_embedding(f->gpu, po.g, pt.g, ig, n_tokens, dim);
-    pair_compare(f, "embedding", po, 0.0); /* a gather is exact */
+    df_test_pair_compare(f, "embedding", po, 0.0); /* a gather is exact */
     ids[n_tokens / 2] = vocab; /* out of range: recorded, reported by sync */
     DfError err;
     if (f->gpu->ops->upload_i32(f->gpu, ig, ids, &err)) fail_msg("%s", err.msg);
@@ -217,7 +189,7 @@ static void check_embedding(Fixture *f, int vocab, int dim, int n_tokens, uint64
     assert_int_equal(f->gpu->ops->sync(f->gpu, &err), -1);
     assert_non_null(strstr(err.msg, "outside the vocabulary"));
     assert_int_equal(f->gpu->ops->sync(f->gpu, &err), 0);
-    pair_free(f, &pt), pair_free(f, &po);
+    df_test_pair_free(f, &pt), df_test_pair_free(f, &po);
     df_buffer_free(f->cpu, &ic), df_buffer_free(f->gpu, &ig);
     free(table), free(ids);
 }
@@ -230,14 +202,14 @@ static void test_embedding(void **state) {
 
 static void check_elementwise(Fixture *f, size_t n, uint64_t seed) {
     float *g = df_test_random_bf16(n, seed, 4.0f), *u = df_test_random_bf16(n, seed + 1, 2.0f);
-    Pair pg = pair_upload(f, g, n, DF_BUF_ACT), pu = pair_upload(f, u, n, DF_BUF_ACT), po = pair_out(f, n, DF_BUF_ACT);
+    Pair pg = df_test_pair_upload(f, g, n, DF_BUF_ACT), pu = df_test_pair_upload(f, u, n, DF_BUF_ACT), po = df_test_pair_poisoned(f, n, DF_BUF_ACT);
     df_op_swiglu(f->cpu, po.c, pg.c, pu.c);
     df_op_swiglu(f->gpu, po.g, pg.g, pu.g);
-    pair_compare(f, "swiglu", po, OP_TOL);
+    df_test_pair_compare(f, "swiglu", po, OP_TOL);
     df_op_add_inplace(f->cpu, pu.c, pg.c);
     df_op_add_inplace(f->gpu, pu.g, pg.g);
-    pair_compare(f, "add_inplace", pu, OP_TOL);
-    pair_free(f, &pg), pair_free(f, &pu), pair_free(f, &po);
+    df_test_pair_compare(f, "add_inplace", pu, OP_TOL);
+    df_test_pair_free(f, &pg), df_test_pair_free(f, &pu), df_test_pair_free(f, &po);
     free(g), free(u);
 }
 
@@ -251,13 +223,13 @@ static void test_swiglu_and_add(void **state) {
 static void check_copy2d(Fixture *f, DfBufKind kind, int rows, int cols, int ld_src, int ld_dst, int dst_off) {
     size_t ns = (size_t)rows * ld_src, nd = (size_t)rows * ld_dst + dst_off;
     float *s = df_test_random_bf16(ns, 50 + rows, 1.0f);
-    Pair ps = pair_upload(f, s, ns, kind);
+    Pair ps = df_test_pair_upload(f, s, ns, kind);
     float *d0 = df_test_random_bf16(nd, 60 + cols, 1.0f); /* untouched elements must stay */
-    Pair pd = pair_upload(f, d0, nd, kind);
+    Pair pd = df_test_pair_upload(f, d0, nd, kind);
     df_op_copy2d(f->cpu, df_buffer_view(pd.c, dst_off, nd - dst_off), ld_dst, ps.c, ld_src, rows, cols);
     df_op_copy2d(f->gpu, df_buffer_view(pd.g, dst_off, nd - dst_off), ld_dst, ps.g, ld_src, rows, cols);
-    pair_compare(f, "copy2d", pd, 0.0);
-    pair_free(f, &ps), pair_free(f, &pd);
+    df_test_pair_compare(f, "copy2d", pd, 0.0);
+    df_test_pair_free(f, &ps), df_test_pair_free(f, &pd);
     free(s), free(d0);
 }
 
@@ -280,17 +252,17 @@ static void check_attention(Fixture *f, const int *lens, int n_seqs, int heads, 
         fail_msg("%s", err.msg);
     size_t nq = (size_t)t * heads * hd, nk = (size_t)t * kv_heads * hd;
     float *q = df_test_random_bf16(nq, seed, 2.0f), *k = df_test_random_bf16(nk, seed + 1, 2.0f), *v = df_test_random_bf16(nk, seed + 2, 1.0f);
-    Pair pq = pair_upload(f, q, nq, DF_BUF_ACT), pk = pair_upload(f, k, nk, DF_BUF_ACT), pv = pair_upload(f, v, nk, DF_BUF_ACT);
-    Pair po = pair_out(f, nq, DF_BUF_ACT), pl = pair_out(f, (size_t)heads * t, DF_BUF_F32);
+    Pair pq = df_test_pair_upload(f, q, nq, DF_BUF_ACT), pk = df_test_pair_upload(f, k, nk, DF_BUF_ACT), pv = df_test_pair_upload(f, v, nk, DF_BUF_ACT);
+    Pair po = df_test_pair_poisoned(f, nq, DF_BUF_ACT), pl = df_test_pair_poisoned(f, (size_t)heads * t, DF_BUF_F32);
     float scale = 1.0f / sqrtf((float)hd);
     df_op_attention(f->cpu, po.c, pl.c, pq.c, pk.c, pv.c, &bc, heads, kv_heads, hd, scale);
     df_op_attention(f->gpu, po.g, pl.g, pq.g, pk.g, pv.g, &bg, heads, kv_heads, hd, scale);
     char what[128];
     snprintf(what, sizeof what, "attention T=%d seqs=%d heads=%d/%d head_dim=%d", t, n_seqs, heads, kv_heads, hd);
-    pair_compare(f, what, po, OP_TOL);
+    df_test_pair_compare(f, what, po, OP_TOL);
     strncat(what, " lse", sizeof what - strlen(what) - 1);
-    pair_compare(f, what, pl, 1e-3); /* fp32 statistics */
-    pair_free(f, &pq), pair_free(f, &pk), pair_free(f, &pv), pair_free(f, &po), pair_free(f, &pl);
+    df_test_pair_compare(f, what, pl, 1e-3); /* fp32 statistics */
+    df_test_pair_free(f, &pq), df_test_pair_free(f, &pk), df_test_pair_free(f, &pv), df_test_pair_free(f, &po), df_test_pair_free(f, &pl);
     df_packed_batch_free(&bc, f->cpu), df_packed_batch_free(&bg, f->gpu);
     free(q), free(k), free(v);
 }

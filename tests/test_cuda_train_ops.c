@@ -32,43 +32,7 @@ static void sync_or_fail(DfBackend *be) {
     if (be->ops->sync(be, &err)) fail_msg("sync: %s", err.msg);
 }
 
-static void assert_close(const char *what, const float *got, const float *want, size_t n, double tol) {
-    double e = df_rel_error(got, want, n);
-    if (!(e <= tol)) fail_msg("%s: relative error %g over %zu values (tolerance %g)", what, e, n, tol);
-}
-
-/* The same buffer on both backends. */
-typedef struct Pair {
-    DfBuffer c, g;
-} Pair;
-
-static Pair pair_upload(Fixture *f, const float *host, size_t n, DfBufKind kind) {
-    return (Pair){df_test_upload(f->cpu, host, n, kind), df_test_upload(f->gpu, host, n, kind)};
-}
-
-static Pair pair_upload_i32(Fixture *f, const int32_t *host, size_t n) {
-    return (Pair){df_test_upload_i32(f->cpu, host, n), df_test_upload_i32(f->gpu, host, n)};
-}
-
-static Pair pair_poisoned(Fixture *f, size_t n, DfBufKind kind) {
-    float *nan = malloc(n * sizeof *nan);
-    for (size_t i = 0; i < n; i++) nan[i] = NAN;
-    Pair p = pair_upload(f, nan, n, kind);
-    free(nan);
-    return p;
-}
-
-static void pair_compare(Fixture *f, const char *what, Pair p, double tol) {
-    float *a = df_test_download(f->gpu, p.g), *b = df_test_download(f->cpu, p.c);
-    assert_close(what, a, b, p.c.count, tol);
-    free(a);
-    free(b);
-}
-
-static void pair_free(Fixture *f, Pair *p) {
-    df_buffer_free(f->cpu, &p->c);
-    df_buffer_free(f->gpu, &p->g);
-}
+typedef DfTestPair Pair;
 
 /* --- memory helpers ------------------------------------------------------- */
 
@@ -123,14 +87,14 @@ static void test_fill_zero(void **state) {
 static void check_weight_grad(Fixture *f, int m, int n, int k, uint64_t seed) {
     float *dy = df_test_random_bf16((size_t)m * n, seed, 1.0f), *x = df_test_random_bf16((size_t)m * k, seed + 1, 1.0f);
     float *dw0 = df_test_random_array((size_t)n * k, seed + 2, 4.0f); /* F32: the += must keep it */
-    Pair pdy = pair_upload(f, dy, (size_t)m * n, DF_BUF_ACT), px = pair_upload(f, x, (size_t)m * k, DF_BUF_ACT);
-    Pair pdw = pair_upload(f, dw0, (size_t)n * k, DF_BUF_F32);
+    Pair pdy = df_test_pair_upload(f, dy, (size_t)m * n, DF_BUF_ACT), px = df_test_pair_upload(f, x, (size_t)m * k, DF_BUF_ACT);
+    Pair pdw = df_test_pair_upload(f, dw0, (size_t)n * k, DF_BUF_F32);
     df_op_linear_weight_grad(f->cpu, pdw.c, pdy.c, px.c, m, n, k);
     df_op_linear_weight_grad(f->gpu, pdw.g, pdy.g, px.g, m, n, k);
     char what[96];
     snprintf(what, sizeof what, "linear_weight_grad M=%d N=%d K=%d", m, n, k);
-    pair_compare(f, what, pdw, OP_TOL);
-    pair_free(f, &pdy), pair_free(f, &px), pair_free(f, &pdw);
+    df_test_pair_compare(f, what, pdw, OP_TOL);
+    df_test_pair_free(f, &pdy), df_test_pair_free(f, &px), df_test_pair_free(f, &pdw);
     free(dy), free(x), free(dw0);
 }
 
@@ -149,18 +113,18 @@ static void check_rmsnorm_backward(Fixture *f, int rows, int dim, int mode, uint
     float *x = df_test_random_bf16(n, seed, 3.0f), *dy = df_test_random_bf16(n, seed + 1, 1.0f);
     float *w = df_test_random_bf16((size_t)dim, seed + 2, 1.0f), *dx0 = df_test_random_bf16(n, seed + 3, 1.0f);
     float *dw0 = df_test_random_array((size_t)dim, seed + 4, 2.0f);
-    Pair px = pair_upload(f, x, n, DF_BUF_ACT), pdy = pair_upload(f, dy, n, DF_BUF_ACT);
-    Pair pw = pair_upload(f, w, (size_t)dim, DF_BUF_ACT), pdw = pair_upload(f, dw0, (size_t)dim, DF_BUF_F32);
-    Pair pdx = mode == 0 ? pair_poisoned(f, n, DF_BUF_ACT) : mode == 1 ? pair_upload(f, dx0, n, DF_BUF_ACT) : pdy;
+    Pair px = df_test_pair_upload(f, x, n, DF_BUF_ACT), pdy = df_test_pair_upload(f, dy, n, DF_BUF_ACT);
+    Pair pw = df_test_pair_upload(f, w, (size_t)dim, DF_BUF_ACT), pdw = df_test_pair_upload(f, dw0, (size_t)dim, DF_BUF_F32);
+    Pair pdx = mode == 0 ? df_test_pair_poisoned(f, n, DF_BUF_ACT) : mode == 1 ? df_test_pair_upload(f, dx0, n, DF_BUF_ACT) : pdy;
     df_op_rmsnorm_backward(f->cpu, pdx.c, pdw.c, pdy.c, px.c, pw.c, rows, dim, 1e-6f, mode == 1);
     df_op_rmsnorm_backward(f->gpu, pdx.g, pdw.g, pdy.g, px.g, pw.g, rows, dim, 1e-6f, mode == 1);
     char what[128];
     snprintf(what, sizeof what, "rmsnorm_backward rows=%d dim=%d mode=%d: dx", rows, dim, mode);
-    pair_compare(f, what, pdx, OP_TOL);
+    df_test_pair_compare(f, what, pdx, OP_TOL);
     snprintf(what, sizeof what, "rmsnorm_backward rows=%d dim=%d mode=%d: dw", rows, dim, mode);
-    pair_compare(f, what, pdw, OP_TOL);
-    if (mode != 2) pair_free(f, &pdx);
-    pair_free(f, &px), pair_free(f, &pdy), pair_free(f, &pw), pair_free(f, &pdw);
+    df_test_pair_compare(f, what, pdw, OP_TOL);
+    if (mode != 2) df_test_pair_free(f, &pdx);
+    df_test_pair_free(f, &px), df_test_pair_free(f, &pdy), df_test_pair_free(f, &pw), df_test_pair_free(f, &pdw);
     free(x), free(dy), free(w), free(dx0), free(dw0);
 }
 
@@ -185,18 +149,18 @@ static void check_rope_backward(Fixture *f, int n_tokens, int heads, int head_di
     for (int t = 0; t < n_tokens; t++) pos[t] = (t * 53 + 7) % n_pos;
     size_t n = (size_t)n_tokens * heads * head_dim;
     float *dx = df_test_random_bf16(n, seed, 2.0f);
-    Pair pdx = pair_upload(f, dx, n, DF_BUF_ACT), ppos = pair_upload_i32(f, pos, (size_t)n_tokens);
-    Pair pc = pair_upload(f, cs, (size_t)n_pos * half, DF_BUF_F32), ps = pair_upload(f, sn, (size_t)n_pos * half, DF_BUF_F32);
+    Pair pdx = df_test_pair_upload(f, dx, n, DF_BUF_ACT), ppos = df_test_pair_upload_i32(f, pos, (size_t)n_tokens);
+    Pair pc = df_test_pair_upload(f, cs, (size_t)n_pos * half, DF_BUF_F32), ps = df_test_pair_upload(f, sn, (size_t)n_pos * half, DF_BUF_F32);
     df_op_rope_backward(f->cpu, pdx.c, ppos.c, pc.c, ps.c, n_tokens, heads, head_dim);
     df_op_rope_backward(f->gpu, pdx.g, ppos.g, pc.g, ps.g, n_tokens, heads, head_dim);
     char what[96];
     snprintf(what, sizeof what, "rope_backward T=%d heads=%d head_dim=%d", n_tokens, heads, head_dim);
-    pair_compare(f, what, pdx, OP_TOL);
+    df_test_pair_compare(f, what, pdx, OP_TOL);
     /* and it undoes the forward rotation: rope then rope_backward is the identity */
     df_op_rope(f->gpu, pdx.g, ppos.g, pc.g, ps.g, n_tokens, heads, head_dim);
     df_op_rope_backward(f->gpu, pdx.g, ppos.g, pc.g, ps.g, n_tokens, heads, head_dim);
-    pair_compare(f, "rope_backward then rope then rope_backward", pdx, 2 * OP_TOL);
-    pair_free(f, &pdx), pair_free(f, &ppos), pair_free(f, &pc), pair_free(f, &ps);
+    df_test_pair_compare(f, "rope_backward then rope then rope_backward", pdx, 2 * OP_TOL);
+    df_test_pair_free(f, &pdx), df_test_pair_free(f, &ppos), df_test_pair_free(f, &pc), df_test_pair_free(f, &ps);
     free(cs), free(sn), free(pos), free(dx);
 }
 
@@ -211,17 +175,17 @@ static void test_rope_backward(void **state) {
 
 static void check_swiglu_backward(Fixture *f, size_t n, int in_place, uint64_t seed) {
     float *d = df_test_random_bf16(n, seed, 1.0f), *g = df_test_random_bf16(n, seed + 1, 4.0f), *u = df_test_random_bf16(n, seed + 2, 2.0f);
-    Pair pd = pair_upload(f, d, n, DF_BUF_ACT), pg = pair_upload(f, g, n, DF_BUF_ACT), pu = pair_upload(f, u, n, DF_BUF_ACT);
-    Pair pdg = in_place ? pg : pair_poisoned(f, n, DF_BUF_ACT), pdu = in_place ? pu : pair_poisoned(f, n, DF_BUF_ACT);
+    Pair pd = df_test_pair_upload(f, d, n, DF_BUF_ACT), pg = df_test_pair_upload(f, g, n, DF_BUF_ACT), pu = df_test_pair_upload(f, u, n, DF_BUF_ACT);
+    Pair pdg = in_place ? pg : df_test_pair_poisoned(f, n, DF_BUF_ACT), pdu = in_place ? pu : df_test_pair_poisoned(f, n, DF_BUF_ACT);
     df_op_swiglu_backward(f->cpu, pdg.c, pdu.c, pd.c, pg.c, pu.c);
     df_op_swiglu_backward(f->gpu, pdg.g, pdu.g, pd.g, pg.g, pu.g);
     char what[96];
     snprintf(what, sizeof what, "swiglu_backward n=%zu in_place=%d: d_gate", n, in_place);
-    pair_compare(f, what, pdg, OP_TOL);
+    df_test_pair_compare(f, what, pdg, OP_TOL);
     snprintf(what, sizeof what, "swiglu_backward n=%zu in_place=%d: d_up", n, in_place);
-    pair_compare(f, what, pdu, OP_TOL);
-    if (!in_place) pair_free(f, &pdg), pair_free(f, &pdu);
-    pair_free(f, &pd), pair_free(f, &pg), pair_free(f, &pu);
+    df_test_pair_compare(f, what, pdu, OP_TOL);
+    if (!in_place) df_test_pair_free(f, &pdg), df_test_pair_free(f, &pdu);
+    df_test_pair_free(f, &pd), df_test_pair_free(f, &pg), df_test_pair_free(f, &pu);
     free(d), free(g), free(u);
 }
 
@@ -283,13 +247,13 @@ static void check_lm_head_ce(Fixture *f, const LmCase *c, uint64_t seed) {
         w[r] = 1.0f + w[r];                                      /* weights in [0, 2] */
         labels[r] = r % 5 == 3 ? -1 : (int32_t)((r * 7919 + seed) % V); /* some rows without a label */
     }
-    Pair px = pair_upload(f, x, R * H, DF_BUF_ACT), phead = pair_upload(f, head, V * H, DF_BUF_ACT);
-    Pair pw = pair_upload(f, w, R, DF_BUF_F32), plab = pair_upload_i32(f, labels, R);
-    Pair pce = pair_poisoned(f, R, DF_BUF_F32);
+    Pair px = df_test_pair_upload(f, x, R * H, DF_BUF_ACT), phead = df_test_pair_upload(f, head, V * H, DF_BUF_ACT);
+    Pair pw = df_test_pair_upload(f, w, R, DF_BUF_F32), plab = df_test_pair_upload_i32(f, labels, R);
+    Pair pce = df_test_pair_poisoned(f, R, DF_BUF_F32);
     int32_t *poison = malloc(R * sizeof *poison);
     for (size_t r = 0; r < R; r++) poison[r] = -7;
-    Pair parg = pair_upload_i32(f, poison, R);
-    Pair pdx = c->with_dx ? pair_poisoned(f, R * H, DF_BUF_ACT) : (Pair){{0}, {0}};
+    Pair parg = df_test_pair_upload_i32(f, poison, R);
+    Pair pdx = c->with_dx ? df_test_pair_poisoned(f, R * H, DF_BUF_ACT) : (Pair){{0}, {0}};
     DfLmHeadCeArgs a = {.rows = c->rows, .hidden = c->hidden, .vocab = c->vocab, .grad_scale = 1.0f / (float)c->rows};
     a.x = px.c, a.head = phead.c, a.labels = plab.c, a.weights = pw.c, a.ce = pce.c, a.argmax = parg.c, a.d_x = pdx.c;
     df_op_lm_head_ce(f->cpu, &a);
@@ -300,7 +264,7 @@ static void check_lm_head_ce(Fixture *f, const LmCase *c, uint64_t seed) {
              c->hidden, c->vocab, c->chunk_rows, c->logits_bf16, c->with_dx);
     char tag[192];
     snprintf(tag, sizeof tag, "%s: ce", what);
-    pair_compare(f, tag, pce, OP_TOL);
+    df_test_pair_compare(f, tag, pce, OP_TOL);
     float *ce = df_test_download(f->gpu, pce.g);
     for (size_t r = 0; r < R; r++)
         if (labels[r] < 0 && ce[r] != 0.0f) fail_msg("%s: ce[%zu] = %g for a row without a label", what, r, ce[r]);
@@ -313,11 +277,11 @@ static void check_lm_head_ce(Fixture *f, const LmCase *c, uint64_t seed) {
     check_argmax(c, x, head, got, want);
     if (c->with_dx) {
         snprintf(tag, sizeof tag, "%s: d_x", what);
-        pair_compare(f, tag, pdx, OP_TOL);
-        pair_free(f, &pdx);
+        df_test_pair_compare(f, tag, pdx, OP_TOL);
+        df_test_pair_free(f, &pdx);
     }
-    pair_free(f, &px), pair_free(f, &phead), pair_free(f, &pw), pair_free(f, &plab), pair_free(f, &pce);
-    pair_free(f, &parg);
+    df_test_pair_free(f, &px), df_test_pair_free(f, &phead), df_test_pair_free(f, &pw), df_test_pair_free(f, &plab), df_test_pair_free(f, &pce);
+    df_test_pair_free(f, &parg);
     free(x), free(head), free(w), free(labels), free(got), free(want), free(poison);
 #ifdef DF_HAVE_CUDA
     df_cuda_set_lm_head_chunk_rows(f->gpu, 0);

@@ -248,6 +248,30 @@ DfTestBackendPair *df_test_gpu_or_skip(void **state) {
     return f;
 }
 
+DfTestPair df_test_pair_upload(const DfTestBackendPair *f, const float *host, size_t n, DfBufKind kind) {
+    return (DfTestPair){df_test_upload(f->cpu, host, n, kind), df_test_upload(f->gpu, host, n, kind)};
+}
+
+DfTestPair df_test_pair_upload_i32(const DfTestBackendPair *f, const int32_t *host, size_t n) {
+    return (DfTestPair){df_test_upload_i32(f->cpu, host, n), df_test_upload_i32(f->gpu, host, n)};
+}
+
+DfTestPair df_test_pair_poisoned(const DfTestBackendPair *f, size_t n, DfBufKind kind) {
+    return (DfTestPair){df_test_upload_poisoned(f->cpu, n, kind), df_test_upload_poisoned(f->gpu, n, kind)};
+}
+
+void df_test_pair_compare(const DfTestBackendPair *f, const char *what, DfTestPair p, double tol) {
+    float *g = df_test_download(f->gpu, p.g), *c = df_test_download(f->cpu, p.c);
+    double e = df_rel_error(g, c, p.c.count);
+    if (!(e <= tol)) fail_msg("%s: relative error %g over %zu values (tolerance %g)", what, e, p.c.count, tol);
+    free(g), free(c);
+}
+
+void df_test_pair_free(const DfTestBackendPair *f, DfTestPair *p) {
+    df_buffer_free(f->cpu, &p->c);
+    df_buffer_free(f->gpu, &p->g);
+}
+
 int df_test_backend_pair_teardown(void **state) {
     DfTestBackendPair *f = *state;
     df_backend_destroy(f->cpu);

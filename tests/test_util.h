@@ -99,6 +99,18 @@ int df_test_backend_pair_teardown(void **state);
 /* The pair of the group state; skips the test when there is no GPU. */
 DfTestBackendPair *df_test_gpu_or_skip(void **state);
 
+/* The same buffer on both backends of a pair: c on the CPU, g on the GPU. */
+typedef struct DfTestPair {
+    DfBuffer c, g;
+} DfTestPair;
+DfTestPair df_test_pair_upload(const DfTestBackendPair *f, const float *host, size_t n, DfBufKind kind);
+DfTestPair df_test_pair_upload_i32(const DfTestBackendPair *f, const int32_t *host, size_t n);
+/* n NaNs on each side: an op's output (df_test_upload_poisoned). */
+DfTestPair df_test_pair_poisoned(const DfTestBackendPair *f, size_t n, DfBufKind kind);
+/* Fails the test unless max|g - c| / max|c| <= tol (df_rel_error: NaN never passes). */
+void df_test_pair_compare(const DfTestBackendPair *f, const char *what, DfTestPair p, double tol);
+void df_test_pair_free(const DfTestBackendPair *f, DfTestPair *p);
+
 /* n values in [-scale, scale] (df_test_random_array) rounded to bf16, so
  * that a bf16 backend and the fp32 CPU see the same inputs; heap. */
 float *df_test_random_bf16(size_t n, uint64_t seed, float scale);
