@@ -14,8 +14,6 @@
  * column 0 is -inf too, and then column 0, the first, is chosen). */
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
 #define ARGMAX_THREADS 512
 
 struct ArgBest {

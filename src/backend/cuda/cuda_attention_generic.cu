@@ -11,8 +11,6 @@
 
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
 #define ATTN_WARPS_PER_BLOCK 8
 
 /* R: output dims per lane (head_dim <= 32 R). */

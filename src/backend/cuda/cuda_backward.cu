@@ -4,17 +4,6 @@
  * forward kernel with the opposite angle: cuda_elementwise.cu.) */
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
-union Pack8 {
-    uint4 u;
-    __nv_bfloat162 h2[4];
-};
-
-static int aligned16(const void *p) {
-    return ((uintptr_t)p & 15u) == 0;
-}
-
 /* --- RMSNorm backward -------------------------------------------------------
  *
  * Stage 1 (k_rmsnorm_bwd_rows): a block owns a contiguous range of rows and
@@ -138,7 +127,7 @@ void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer 
                               int dim, float eps, int accumulate) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
-    bool vec = dim % 8 == 0 && aligned16(dx.ptr) && aligned16(dy.ptr) && aligned16(x.ptr) && aligned16(w.ptr);
+    bool vec = dim % 8 == 0 && df_cuda_aligned16(dx.ptr) && df_cuda_aligned16(dy.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr);
     int units = vec ? dim / 8 : dim, tpr = 1;
     while (tpr < units && tpr < RMS_BWD_THREADS) tpr *= 2;
     int groups = RMS_BWD_THREADS / tpr;
@@ -212,8 +201,8 @@ void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBu
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
     size_t n = d_out.count;
-    if (n % 8 == 0 && aligned16(d_gate.ptr) && aligned16(d_up.ptr) && aligned16(d_out.ptr) && aligned16(gate.ptr) &&
-        aligned16(up.ptr))
+    if (n % 8 == 0 && df_cuda_aligned16(d_gate.ptr) && df_cuda_aligned16(d_up.ptr) && df_cuda_aligned16(d_out.ptr) && df_cuda_aligned16(gate.ptr) &&
+        df_cuda_aligned16(up.ptr))
         k_swiglu_bwd_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>(
             (uint4 *)d_gate.ptr, (uint4 *)d_up.ptr, (const uint4 *)d_out.ptr, (const uint4 *)gate.ptr,
             (const uint4 *)up.ptr, n / 8);

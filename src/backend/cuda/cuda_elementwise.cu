@@ -3,18 +3,6 @@
  * 16-byte accesses (8 bf16) where the sizes and pointers allow, fp32 math. */
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
-/* 8 bf16 in one 16-byte word */
-union Pack8 {
-    uint4 u;
-    __nv_bfloat162 h2[4];
-};
-
-static int aligned16(const void *p) {
-    return ((uintptr_t)p & 15u) == 0;
-}
-
 /* --- conversion ------------------------------------------------------------ */
 
 __global__ void k_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
@@ -84,7 +72,7 @@ void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int ro
     df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
     int rows_per_block = 8;
     unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
-    bool vec = dim % 8 == 0 && aligned16(out.ptr) && aligned16(x.ptr) && aligned16(w.ptr);
+    bool vec = dim % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr);
     if (vec)
         k_rmsnorm<true><<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
                                                                          (const bf16 *)w.ptr, rows, dim, eps);
@@ -168,7 +156,7 @@ void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer pos
     size_t total = (size_t)n_tokens * heads * half;
     int table_rows = (int)(cos_table.count / (size_t)half);
     /* 16-byte accesses need every head's first and second halves 16-byte aligned */
-    if (half % 8 == 0 && head_dim % 8 == 0 && aligned16(x.ptr) && aligned16(cos_table.ptr) && aligned16(sin_table.ptr))
+    if (half % 8 == 0 && head_dim % 8 == 0 && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr))
         k_rope_vec<<<df_cuda_blocks(total / 8, 256), 256, 0, st->stream>>>(
             (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
             sin_sign, n_tokens, heads, head_dim, half, table_rows, st->dev_error);
@@ -218,7 +206,7 @@ __global__ void k_embedding(bf16 *out, const bf16 *table, const int32_t *ids, in
 void df_cuda_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_EMBEDDING);
-    bool vec = dim % 8 == 0 && aligned16(out.ptr) && aligned16(table.ptr);
+    bool vec = dim % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(table.ptr);
     long vocab = (long)(table.count / (size_t)dim);
     k_embedding<<<(unsigned)n_tokens, 128, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)table.ptr,
                                                             (const int32_t *)ids.ptr, dim, vocab, vec, st->dev_error);
@@ -254,7 +242,7 @@ void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
     size_t n = out.count;
-    if (n % 8 == 0 && aligned16(out.ptr) && aligned16(gate.ptr) && aligned16(up.ptr))
+    if (n % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(gate.ptr) && df_cuda_aligned16(up.ptr))
         k_swiglu_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>((uint4 *)out.ptr, (const uint4 *)gate.ptr,
                                                                          (const uint4 *)up.ptr, n / 8);
     else
@@ -286,7 +274,7 @@ void df_cuda_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_ADD);
     size_t n = y.count;
-    if (n % 8 == 0 && aligned16(y.ptr) && aligned16(x.ptr))
+    if (n % 8 == 0 && df_cuda_aligned16(y.ptr) && df_cuda_aligned16(x.ptr))
         k_add_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>((uint4 *)y.ptr, (const uint4 *)x.ptr, n / 8);
     else
         k_add<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)y.ptr, (const bf16 *)x.ptr, n);

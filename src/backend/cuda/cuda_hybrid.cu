@@ -14,8 +14,6 @@
  * steps into length / 64, at the price of a much larger kernel. */
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
 __device__ __forceinline__ float sigmoid_f(float x) {
     return 1.0f / (1.0f + expf(-x));
 }

@@ -13,6 +13,19 @@ extern "C" {
 #include "backend/cuda/cuda_backend.h"
 }
 
+typedef __nv_bfloat16 bf16;
+
+/* 8 bf16 in one 16-byte word (the element-wise kernels' vector accesses). */
+union Pack8 {
+    uint4 u;
+    __nv_bfloat162 h2[4];
+};
+
+/* A pointer a 16-byte (uint4) access can use. */
+static inline int df_cuda_aligned16(const void *p) {
+    return ((uintptr_t)p & 15u) == 0;
+}
+
 /* Bad data found by a kernel, copied back at sync. code 0: none. */
 enum { DF_CUDA_BAD_NONE = 0, DF_CUDA_BAD_TOKEN_ID = 1, DF_CUDA_BAD_POSITION = 2, DF_CUDA_BAD_LABEL = 3 };
 typedef struct DfCudaDeviceError {

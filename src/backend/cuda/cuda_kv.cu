@@ -25,8 +25,6 @@
 
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
 #define KV_THREADS 128
 #define KV_ROWS 8  /* query rows per block */
 #define KV_TK 64   /* keys per tile */

@@ -17,8 +17,6 @@
  * barrier, then writes that tile's bf16 values. */
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
 #define LM_SCRATCH_BYTES ((size_t)1 << 30)
 #define LM_THREADS 512
 #define LM_CHUNK_ALIGN 64 /* automatic chunk sizes are multiples of this (GEMM tiles) */

@@ -6,8 +6,6 @@
  * the pointers allow. */
 #include "backend/cuda/cuda_internal.h"
 
-typedef __nv_bfloat16 bf16;
-
 /* The reduction grid is a constant, not a function of the device, so the
  * summation order (and the result) depends only on the element count. */
 #define SS_BLOCKS 1024
