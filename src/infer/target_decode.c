@@ -169,22 +169,30 @@ static void deltanet_layer(DfTargetDecoder *d, int layer, const DfTargetLayerAct
     df_hybrid_deltanet_out(m, &m->layers[layer], a);
 }
 
+/* The new rows' keys and values into the layer's cache, then the new
+ * queries attend to everything their slot holds (causal within the rows). */
+static void cached_attention(DfTargetDecoder *d, int layer, const DfTargetLayerActs *a, const DfKvBatch *kb) {
+    DfBackend *be = d->model->be;
+    const DfModelConfig *c = &d->model->cfg;
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    df_op_kv_cache_write(be, d->cache.k[layer], a->k, kb, nkv * hd);
+    df_op_kv_cache_write(be, d->cache.v[layer], a->v, kb, nkv * hd);
+    df_op_kv_attention(be, a->attn, a->q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd,
+                       1.0f / sqrtf((float)hd), 1);
+}
+
 /* A hybrid target's layer: DeltaNet with the recurrent state, or gated attention with the KV cache. */
 static void hybrid_decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
     DfTargetModel *m = d->model;
     const DfTargetLayer *l = &m->layers[layer];
     const DfModelConfig *c = &m->cfg;
-    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
     DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
     df_op_rmsnorm(m->be, a.h, a.x, l->input_norm, a.n_rows, c->hidden_size, (float)c->rms_norm_eps);
     if (c->layer_is_linear[layer]) {
         deltanet_layer(d, layer, &a, kb);
     } else {
         df_hybrid_attention_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
-        df_op_kv_cache_write(m->be, d->cache.k[layer], a.k, kb, nkv * hd);
-        df_op_kv_cache_write(m->be, d->cache.v[layer], a.v, kb, nkv * hd);
-        df_op_kv_attention(m->be, a.attn, a.q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd,
-                           1.0f / sqrtf((float)hd), 1);
+        cached_attention(d, layer, &a, kb);
         df_hybrid_attention_out(m, l, &a);
     }
     df_target_layer_mlp(m, l, &a);
@@ -198,13 +206,9 @@ static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
         hybrid_decoder_layer(d, layer, kb);
         return;
     }
-    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
     DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
     df_target_layer_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
-    df_op_kv_cache_write(m->be, d->cache.k[layer], a.k, kb, nkv * hd);
-    df_op_kv_cache_write(m->be, d->cache.v[layer], a.v, kb, nkv * hd);
-    df_op_kv_attention(m->be, a.attn, a.q, d->cache.k[layer], d->cache.v[layer], kb, nh, nkv, hd,
-                       1.0f / sqrtf((float)hd), 1);
+    cached_attention(d, layer, &a, kb);
     df_target_layer_finish(m, l, &a);
 }
 
