@@ -27,31 +27,12 @@
 typedef DfTestBackendPair Fixture;
 
 /* The state of one backend: n + 1 elements, used from `offset` on. */
-typedef struct State {
-    DfBuffer master, m, v, g, params; /* whole buffers */
-} State;
-
-static State state_new(DfBackend *be, const float *master, size_t n) {
-    State s;
-    float *zeros = calloc(n, sizeof *zeros);
-    s.master = df_test_upload(be, master, n, DF_BUF_F32);
-    s.params = df_test_upload(be, master, n, DF_BUF_ACT);
-    s.m = df_test_upload(be, zeros, n, DF_BUF_F32);
-    s.v = df_test_upload(be, zeros, n, DF_BUF_F32);
-    s.g = df_test_upload(be, zeros, n, DF_BUF_F32);
-    free(zeros);
-    return s;
-}
-
-static void state_free(DfBackend *be, State *s) {
-    df_buffer_free(be, &s->master), df_buffer_free(be, &s->m), df_buffer_free(be, &s->v);
-    df_buffer_free(be, &s->g), df_buffer_free(be, &s->params);
-}
+typedef DfTestAdamWState State;
 
 static DfAdamWArgs args_of(const State *s, size_t offset, float coef, DfAdamWScalars sc) {
     size_t n = s->master.count - offset;
     DfAdamWArgs a = {.master = df_buffer_view(s->master, offset, n), .exp_avg = df_buffer_view(s->m, offset, n),
-                     .exp_avg_sq = df_buffer_view(s->v, offset, n), .grads = df_buffer_view(s->g, offset, n),
+                     .exp_avg_sq = df_buffer_view(s->v, offset, n), .grads = df_buffer_view(s->grads, offset, n),
                      .params = df_buffer_view(s->params, offset, n), .clip_coef = coef, .s = sc};
     return a;
 }
@@ -82,7 +63,7 @@ static void assert_params_are_rounded_master(DfBackend *gpu, const State *s) {
 static void run_steps(Fixture *f, size_t n, size_t offset, double beta1, double wd) {
     DfError err = {{0}};
     float *init = df_test_random_array(n, 3, 0.5f), *g = malloc(n * sizeof *g);
-    State c = state_new(f->cpu, init, n), d = state_new(f->gpu, init, n);
+    State c = df_test_adamw_state_new(f->cpu, init, n), d = df_test_adamw_state_new(f->gpu, init, n);
     DfAdamWConfig cfg = {.beta1 = beta1, .beta2 = 0.999, .eps = 1e-8, .weight_decay = wd};
     const double lrs[3] = {6e-4, 3e-4, 1e-3};
     const float coefs[3] = {0.37f, 1.0f, 0.9f};
@@ -90,8 +71,8 @@ static void run_steps(Fixture *f, size_t n, size_t offset, double beta1, double 
         /* gradients of mixed magnitude, some tiny: exercises the division and sqrt rounding */
         df_test_fill_random(g, n, 50 + step, 1.0f);
         for (size_t i = 0; i < n; i += 7) g[i] *= 1e-6f;
-        assert_int_equal(f->cpu->ops->upload_f32(f->cpu, c.g, g, &err), 0);
-        assert_int_equal(f->gpu->ops->upload_f32(f->gpu, d.g, g, &err), 0);
+        assert_int_equal(f->cpu->ops->upload_f32(f->cpu, c.grads, g, &err), 0);
+        assert_int_equal(f->gpu->ops->upload_f32(f->gpu, d.grads, g, &err), 0);
         DfAdamWScalars sc = df_adamw_scalars(&cfg, step + 1, lrs[step]);
         DfAdamWArgs ac = args_of(&c, offset, coefs[step], sc), ad = args_of(&d, offset, coefs[step], sc);
         df_op_adamw_step(f->cpu, &ac);
@@ -102,8 +83,8 @@ static void run_steps(Fixture *f, size_t n, size_t offset, double beta1, double 
         assert_same_bits(f->gpu, d.v, f->cpu, c.v, "exp_avg_sq", step + 1);
         assert_params_are_rounded_master(f->gpu, &d);
     }
-    state_free(f->cpu, &c);
-    state_free(f->gpu, &d);
+    df_test_adamw_state_free(f->cpu, &c);
+    df_test_adamw_state_free(f->gpu, &d);
     free(init), free(g);
 }
 
@@ -163,10 +144,10 @@ static void test_adamw_bandwidth(void **state) {
     assert_int_equal(df_buffer_alloc(f->gpu, &d.master, DF_BUF_F32, n, &err), 0);
     assert_int_equal(df_buffer_alloc(f->gpu, &d.m, DF_BUF_F32, n, &err), 0);
     assert_int_equal(df_buffer_alloc(f->gpu, &d.v, DF_BUF_F32, n, &err), 0);
-    assert_int_equal(df_buffer_alloc(f->gpu, &d.g, DF_BUF_F32, n, &err), 0);
+    assert_int_equal(df_buffer_alloc(f->gpu, &d.grads, DF_BUF_F32, n, &err), 0);
     assert_int_equal(df_buffer_alloc(f->gpu, &d.params, DF_BUF_ACT, n, &err), 0);
     fill(f->gpu, d.master, chunk, chunk_n);
-    fill(f->gpu, d.g, chunk, chunk_n);
+    fill(f->gpu, d.grads, chunk, chunk_n);
     for (size_t i = 0; i < chunk_n; i++) chunk[i] = fabsf(chunk[i]) * 1e-3f;
     fill(f->gpu, d.m, chunk, chunk_n);
     fill(f->gpu, d.v, chunk, chunk_n);
@@ -180,7 +161,7 @@ static void test_adamw_bandwidth(void **state) {
     for (int i = 0; i < reps; i++) df_op_adamw_step(f->gpu, &a);
     double ms = df_cuda_timer_stop(t) / reps;
     df_cuda_timer_start(t);
-    assert_int_equal(df_op_sum_squares(f->gpu, d.g, &ss, &err), 0);
+    assert_int_equal(df_op_sum_squares(f->gpu, d.grads, &ss, &err), 0);
     double ss_ms = df_cuda_timer_stop(t);
     df_cuda_timer_destroy(t);
     assert_int_equal(f->gpu->ops->sync(f->gpu, &err), 0);
@@ -192,7 +173,7 @@ static void test_adamw_bandwidth(void **state) {
            bytes / ms / 1e6, 100 * bytes / ms / 1e6 / 4300);
     printf("sum_squares over the %zu gradients (one call, sync and copy-back included): %.3f ms, %.0f GB/s\n", n, ss_ms,
            (double)n * 4 / ss_ms / 1e6);
-    state_free(f->gpu, &d);
+    df_test_adamw_state_free(f->gpu, &d);
     free(chunk);
 }
 #else

@@ -15,27 +15,6 @@
 
 #define MAX_NORM 1.0f
 
-typedef struct OpState {
-    DfBuffer master, m, v, grads, params;
-} OpState;
-
-static OpState op_state_new(DfBackend *be, const float *init, size_t n) {
-    OpState s;
-    s.master = df_test_upload(be, init, n, DF_BUF_F32);
-    s.params = df_test_upload(be, init, n, DF_BUF_ACT);
-    float *zeros = calloc(n, sizeof *zeros);
-    s.m = df_test_upload(be, zeros, n, DF_BUF_F32);
-    s.v = df_test_upload(be, zeros, n, DF_BUF_F32);
-    s.grads = df_test_upload(be, zeros, n, DF_BUF_F32);
-    free(zeros);
-    return s;
-}
-
-static void op_state_free(DfBackend *be, OpState *s) {
-    df_buffer_free(be, &s->master), df_buffer_free(be, &s->m), df_buffer_free(be, &s->v);
-    df_buffer_free(be, &s->grads), df_buffer_free(be, &s->params);
-}
-
 static void assert_buffer_equals(DfBackend *be, DfBuffer b, const float *want, size_t n, const char *what) {
     float *got = df_test_download(be, b);
     if (memcmp(got, want, n * sizeof *got) != 0) {
@@ -61,7 +40,7 @@ static void check_against_host(const size_t *sizes, int n_tensors, double beta1,
     DfAdamW host;
     assert_int_equal(df_adamw_init(&host, &cfg, sizes, n_tensors, &err), 0);
     float *params = df_test_random_array(n, 11, 0.5f);
-    OpState s = op_state_new(be, params, n);
+    DfTestAdamWState s = df_test_adamw_state_new(be, params, n);
     float **p_ptr = malloc(sizeof *p_ptr * n_tensors), **g_ptr = malloc(sizeof *g_ptr * n_tensors);
     float *grads = malloc(n * sizeof *grads);
     for (int i = 0, off = 0; i < n_tensors; off += (int)sizes[i], i++) p_ptr[i] = params + off, g_ptr[i] = grads + off;
@@ -90,7 +69,7 @@ static void check_against_host(const size_t *sizes, int n_tensors, double beta1,
         assert_buffer_equals(be, s.m, host.exp_avg, n, "exp_avg");
         assert_buffer_equals(be, s.v, host.exp_avg_sq, n, "exp_avg_sq");
     }
-    op_state_free(be, &s);
+    df_test_adamw_state_free(be, &s);
     free(p_ptr), free(g_ptr), free(grads), free(params);
     df_adamw_free(&host);
     df_backend_destroy(be);

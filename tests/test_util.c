@@ -248,6 +248,24 @@ DfTestBackendPair *df_test_gpu_or_skip(void **state) {
     return f;
 }
 
+DfTestAdamWState df_test_adamw_state_new(DfBackend *be, const float *init, size_t n) {
+    DfTestAdamWState s;
+    float *zeros = calloc(n, sizeof *zeros);
+    assert_non_null(zeros);
+    s.master = df_test_upload(be, init, n, DF_BUF_F32);
+    s.params = df_test_upload(be, init, n, DF_BUF_ACT);
+    s.m = df_test_upload(be, zeros, n, DF_BUF_F32);
+    s.v = df_test_upload(be, zeros, n, DF_BUF_F32);
+    s.grads = df_test_upload(be, zeros, n, DF_BUF_F32);
+    free(zeros);
+    return s;
+}
+
+void df_test_adamw_state_free(DfBackend *be, DfTestAdamWState *s) {
+    df_buffer_free(be, &s->master), df_buffer_free(be, &s->m), df_buffer_free(be, &s->v);
+    df_buffer_free(be, &s->grads), df_buffer_free(be, &s->params);
+}
+
 DfTestPair df_test_pair_upload(const DfTestBackendPair *f, const float *host, size_t n, DfBufKind kind) {
     return (DfTestPair){df_test_upload(f->cpu, host, n, kind), df_test_upload(f->gpu, host, n, kind)};
 }

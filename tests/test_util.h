@@ -99,6 +99,15 @@ int df_test_backend_pair_teardown(void **state);
 /* The pair of the group state; skips the test when there is no GPU. */
 DfTestBackendPair *df_test_gpu_or_skip(void **state);
 
+/* AdamW's buffers on a backend (the trainer's layout): fp32 master weights
+ * and the ACT parameters both set from init, the moments and the gradient
+ * zero; n elements each. */
+typedef struct DfTestAdamWState {
+    DfBuffer master, m, v, grads, params;
+} DfTestAdamWState;
+DfTestAdamWState df_test_adamw_state_new(DfBackend *be, const float *init, size_t n);
+void df_test_adamw_state_free(DfBackend *be, DfTestAdamWState *s);
+
 /* The same buffer on both backends of a pair: c on the CPU, g on the GPU. */
 typedef struct DfTestPair {
     DfBuffer c, g;
