@@ -23,6 +23,8 @@ import transformers
 from safetensors.torch import load_file
 from transformers import Qwen3_5ForCausalLM
 
+from layer_outputs import layer_outputs
+
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 fixture_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "tests", "fixtures", "hybrid")
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -35,20 +37,9 @@ def rel_error(a, b):
 
 def forward(dtype):
     model = Qwen3_5ForCausalLM.from_pretrained(os.path.join(fixture_dir, "qwen35-random"), dtype=dtype,
-                                               attn_implementation="sdpa").to(device).eval()
-    captured = []
-    hooks = [l.register_forward_hook(lambda m, i, o: captured.append((o[0] if isinstance(o, tuple) else o).detach()))
-             for l in model.model.layers]
-    outs, logits = [], []
-    with torch.no_grad():
-        for a, b in zip(starts[:-1], starts[1:]):
-            captured.clear()
-            r = model(input_ids=ids[a:b].unsqueeze(0).to(device), use_cache=False)
-            outs.append(torch.stack([c[0] for c in captured]).float().cpu())
-            logits.append(r.logits[0].float().cpu())
-    for h in hooks:
-        h.remove()
-    return torch.cat(outs, dim=1), torch.cat(logits, dim=0)
+                                               attn_implementation="sdpa").to(device)
+    seqs = [ids[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])]
+    return layer_outputs(model, model.model.layers, seqs, device)
 
 
 ref = load_file(os.path.join(fixture_dir, "qwen35-random.safetensors"))

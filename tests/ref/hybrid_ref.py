@@ -35,6 +35,8 @@ import torch
 from safetensors.torch import save_file
 from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
+from layer_outputs import layer_outputs, packed
+
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "tests", "fixtures", "hybrid")
 os.makedirs(out, exist_ok=True)
@@ -67,29 +69,12 @@ def randomize(model):
 
 
 def run_reference(model, layers, seqs, out_path):
-    model.eval()
-    captured = []
-    hooks = [l.register_forward_hook(lambda m, i, o: captured.append((o[0] if isinstance(o, tuple) else o).detach()))
-             for l in layers]
-    outs, logits = [], []
-    with torch.no_grad():
-        for s in seqs:
-            captured.clear()
-            r = model(input_ids=torch.tensor([s]), use_cache=False)
-            outs.append(torch.stack([c[0] for c in captured]))  # [L, len, H]
-            logits.append(r.logits[0])
-    for h in hooks:
-        h.remove()
-    starts = [0]
-    for s in seqs:
-        starts.append(starts[-1] + len(s))
-    tensors = {"input_ids": torch.tensor(sum(seqs, []), dtype=torch.int32),
-               "seq_starts": torch.tensor(starts, dtype=torch.int32),
-               "layer_out": torch.cat(outs, dim=1).float().contiguous(),
-               "logits": torch.cat(logits, dim=0).float().contiguous()}
+    layer_out, logits = layer_outputs(model, layers, seqs)
+    ids, starts = packed(seqs)
+    tensors = {"input_ids": ids, "seq_starts": starts, "layer_out": layer_out, "logits": logits}
     if out_path:
         save_file(tensors, out_path)
-        print(f"{out_path}: T={starts[-1]} layers={len(layers)}", file=sys.stderr)
+        print(f"{out_path}: T={int(starts[-1])} layers={len(layers)}", file=sys.stderr)
     return tensors
 
 

@@ -19,6 +19,8 @@ import torch
 from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, AutoTokenizer
 
+from layer_outputs import layer_outputs, packed
+
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 fx = os.path.join(root, "tests", "fixtures", "target")
 os.makedirs(fx, exist_ok=True)
@@ -26,28 +28,10 @@ torch.manual_seed(0)
 
 
 def run_reference(model, seqs, out_path):
-    model.eval()
-    layers = model.model.layers
-    captured = []
-    hooks = [l.register_forward_hook(lambda m, i, o: captured.append((o[0] if isinstance(o, tuple) else o).detach()))
-             for l in layers]
-    outs, logits = [], []
-    with torch.no_grad():
-        for s in seqs:
-            captured.clear()
-            r = model(input_ids=torch.tensor([s]), use_cache=False)
-            outs.append(torch.stack([c[0] for c in captured]))  # [L, len, H]
-            logits.append(r.logits[0])
-    for h in hooks:
-        h.remove()
-    starts = [0]
-    for s in seqs:
-        starts.append(starts[-1] + len(s))
-    save_file({"input_ids": torch.tensor(sum(seqs, []), dtype=torch.int32),
-               "seq_starts": torch.tensor(starts, dtype=torch.int32),
-               "layer_out": torch.cat(outs, dim=1).float().contiguous(),
-               "logits": torch.cat(logits, dim=0).float().contiguous()}, out_path)
-    print(f"{out_path}: T={starts[-1]} layers={len(layers)}", file=sys.stderr)
+    layer_out, logits = layer_outputs(model, model.model.layers, seqs)
+    ids, starts = packed(seqs)
+    save_file({"input_ids": ids, "seq_starts": starts, "layer_out": layer_out, "logits": logits}, out_path)
+    print(f"{out_path}: T={int(starts[-1])} layers={layer_out.shape[0]}", file=sys.stderr)
 
 
 def coder_tiny():
