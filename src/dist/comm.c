@@ -7,28 +7,9 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 
-/* A collective blocked on a lost peer never returns by itself: when the
- * group learns of the loss (its monitor thread), the communicator is aborted,
- * which ends the blocked NCCL kernels so that the step fails with the
- * group's message instead of hanging (NCCL allows ncclCommAbort from
- * another thread). */
-static void abort_nccl_once(void *ctx) {
-    DfComm *c = ctx;
-    if (!atomic_exchange(&c->nccl_aborted, 1)) df_nccl_comm_abort(&c->nccl_comm);
-}
-
 static int init_nccl(DfComm *c, DfError *err) {
 #ifdef DF_HAVE_CUDA
-    if (df_nccl_load(&c->nccl, err)) return df_context(err, "data parallel on CUDA needs NCCL");
-    DfNcclUniqueId id;
-    memset(&id, 0, sizeof id);
-    int rank = df_dist_rank(c->group), world = df_dist_world_size(c->group);
-    if (rank == 0 && df_nccl_get_unique_id(&c->nccl, &id, err)) return -1;
-    if (df_dist_broadcast(c->group, &id, sizeof id, err)) return df_context(err, "sharing the NCCL id");
-    if (df_nccl_comm_init(&c->nccl_comm, &c->nccl, world, rank, &id, err)) return -1;
-    c->have_nccl = 1;
-    df_dist_set_failure_hook(c->group, abort_nccl_once, c);
-    return 0;
+    return df_group_nccl_open(&c->nccl, c->group, "data parallel on CUDA", err);
 #else
     return df_fail(err, "data parallel on the %s backend: this build has no CUDA, so no NCCL", c->be->ops->name);
 #endif
@@ -58,7 +39,7 @@ const char *df_comm_transport_name(const DfComm *c) {
 
 static int all_reduce_nccl(DfComm *c, DfBuffer grads, DfError *err) {
 #ifdef DF_HAVE_CUDA
-    if (df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl_comm, err)) return -1;
+    if (df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl.comm, err)) return -1;
     void *stream = df_cuda_stream(c->be);
     float *base = grads.ptr;
     for (int i = 0; i < c->buckets.n; i++) {
@@ -66,7 +47,7 @@ static int all_reduce_nccl(DfComm *c, DfBuffer grads, DfError *err) {
         if (b->offset + b->count > grads.count)
             return df_fail(err, "gradient bucket %d [%zu, +%zu) is outside the %zu gradients", i, b->offset,
                            b->count, grads.count);
-        if (df_nccl_all_reduce_sum(&c->nccl_comm, base + b->offset, base + b->offset, b->count, DF_NCCL_F32, stream,
+        if (df_nccl_all_reduce_sum(&c->nccl.comm, base + b->offset, base + b->offset, b->count, DF_NCCL_F32, stream,
                                    err))
             return df_context(err, "gradient bucket %d of %d", i + 1, c->buckets.n);
     }
@@ -100,20 +81,10 @@ int df_comm_all_reduce_host(DfComm *c, double *values, size_t n, DfError *err) {
     return df_dist_all_reduce_sum(c->group, values, n, DF_DIST_F64, err);
 }
 
-void df_comm_abort(DfComm *c) {
-    if (c->have_nccl) {
-        df_dist_set_failure_hook(c->group, NULL, NULL);
-        abort_nccl_once(c);
-        c->have_nccl = 0;
-    }
-}
+void df_comm_abort(DfComm *c) { df_group_nccl_abort(&c->nccl); }
 
 void df_comm_free(DfComm *c) {
-    if (c->have_nccl) {
-        df_dist_set_failure_hook(c->group, NULL, NULL);
-        DfError ignored = {{0}};
-        if (!atomic_load(&c->nccl_aborted)) df_nccl_comm_destroy(&c->nccl_comm, &ignored);
-    }
+    df_group_nccl_close(&c->nccl);
     df_comm_overlap_free(c); /* after the communicator: nothing left running on its stream */
     if (c->have_buckets) df_grad_buckets_free(&c->buckets);
     free(c->host);

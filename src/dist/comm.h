@@ -2,7 +2,7 @@
  * of two transports picked by the training backend:
  *
  *   nccl (CUDA): the drafter's flat fp32 gradient is all-reduced (summed)
- *     in place on the GPU by NCCL (dist/nccl.h, bootstrapped by broadcasting
+ *     in place on the GPU by NCCL (dist/group_nccl.h: bootstrapped by broadcasting
  *     its unique id over the TCP group), in buckets of bucket_mib MiB from
  *     the buffer's end toward its start (dist/grad_buckets.h). Two ways:
  *     - overlapped (df_comm_enable_overlap; the trainer's default): the
@@ -27,12 +27,12 @@
 #ifndef DF_DIST_COMM_H
 #define DF_DIST_COMM_H
 
-#include <stdatomic.h>
 #include <stddef.h>
 
 #include "backend/backend.h"
 #include "base/error.h"
 #include "dist/grad_buckets.h"
+#include "dist/group_nccl.h"
 #include "dist/nccl.h"
 #include "dist/rendezvous.h"
 #include "model/drafter_layout.h"
@@ -60,10 +60,7 @@ typedef struct DfComm {
     size_t host_count;
     DfGradBuckets buckets;
     int have_buckets;
-    DfNcclLib nccl;
-    DfNcclComm nccl_comm;
-    int have_nccl;
-    atomic_int nccl_aborted; /* by df_comm_abort or the group's failure hook, whichever comes first */
+    DfGroupNccl nccl;   /* the NCCL transport's communicator */
     DfCommOverlap overlap;
 } DfComm;
 

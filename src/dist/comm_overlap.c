@@ -44,7 +44,7 @@ static int queue_buckets(DfComm *c, int upto, DfError *err) {
     for (; o->queued < upto; o->queued++) {
         const DfGradBucket *b = &c->buckets.buckets[o->queued];
         if (b->count == 0) continue;
-        if (df_nccl_all_reduce_sum(&c->nccl_comm, base + b->offset, base + b->offset, b->count, DF_NCCL_F32,
+        if (df_nccl_all_reduce_sum(&c->nccl.comm, base + b->offset, base + b->offset, b->count, DF_NCCL_F32,
                                    o->stream, err))
             return df_context(err, "gradient bucket %d of %d (overlapped)", o->queued + 1, c->buckets.n);
     }
@@ -73,7 +73,7 @@ int df_comm_grads_begin(DfComm *c, DfBuffer grads, DfError *err) {
     if (grads.kind != DF_BUF_F32 || grads.count != c->buckets.total)
         return df_fail(err, "internal: %zu gradients, the buckets were planned for %zu", grads.count,
                        c->buckets.total);
-    if (df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl_comm, err)) return -1;
+    if (df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl.comm, err)) return -1;
     df_grad_readiness_reset(&o->readiness);
     o->grads = grads;
     o->queued = 0;
@@ -111,7 +111,7 @@ int df_comm_overlap_finish(DfComm *c, DfBuffer grads, DfError *err) {
     if (queue_buckets(c, c->buckets.n, err)) return -1;
     if (df_cuda_stream_wait_stream(c->be, NULL, o->stream, o->comm_mark, err))
         return df_context(err, "ordering the optimizer after the gradient all-reduce");
-    return df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl_comm, err) ? -1 : 0;
+    return df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl.comm, err) ? -1 : 0;
 #else
     return df_fail(err, "internal: overlapped reduction without CUDA");
 #endif

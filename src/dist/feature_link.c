@@ -84,23 +84,10 @@ static int recv_header(DfFeatureLinks *l, int peer, LinkHeader *h, DfError *err)
 
 /* ---- opening --------------------------------------------------------------- */
 
-static void abort_nccl_once(void *ctx) {
-    DfFeatureLinks *l = ctx;
-    if (!atomic_exchange(&l->nccl_aborted, 1)) df_nccl_comm_abort(&l->nccl_comm);
-}
-
 /* A communicator over the whole group for the sends and receives. */
 static int open_nccl(DfFeatureLinks *l, DfError *err) {
 #ifdef DF_HAVE_CUDA
-    if (df_nccl_load(&l->nccl, err)) return df_context(err, "the split layout on CUDA needs NCCL");
-    DfNcclUniqueId id;
-    memset(&id, 0, sizeof id);
-    if (l->rank == 0 && df_nccl_get_unique_id(&l->nccl, &id, err)) return -1;
-    if (df_dist_broadcast(l->group, &id, sizeof id, err)) return df_context(err, "sharing the feature links' NCCL id");
-    if (df_nccl_comm_init(&l->nccl_comm, &l->nccl, l->world, l->rank, &id, err)) return -1;
-    l->have_nccl = 1;
-    df_dist_set_failure_hook(l->group, abort_nccl_once, l);
-    return 0;
+    return df_group_nccl_open(&l->nccl, l->group, "the split layout's feature links on CUDA", err);
 #else
     return df_fail(err, "the split layout on the %s backend: this build has no CUDA, so no NCCL", l->be->ops->name);
 #endif
@@ -201,13 +188,13 @@ int df_feature_link_stop(DfFeatureLinks *l, int64_t last_step, DfError *err) {
 
 static int transfer_nccl(DfFeatureLinks *l, int send, int peer, DfBuffer features, size_t count, DfError *err) {
 #ifdef DF_HAVE_CUDA
-    if (df_nccl_check_async(&l->nccl_comm, err)) return -1;
+    if (df_nccl_check_async(&l->nccl.comm, err)) return -1;
     if (features.elem_size != 2 && features.elem_size != 4)
         return df_fail(err, "internal: features of %d-byte elements", features.elem_size);
     DfNcclType type = features.elem_size == 2 ? DF_NCCL_BF16 : DF_NCCL_F32;
     void *stream = df_cuda_stream(l->be);
-    return send ? df_nccl_send(&l->nccl_comm, features.ptr, count, type, peer, stream, err)
-                : df_nccl_recv(&l->nccl_comm, features.ptr, count, type, peer, stream, err);
+    return send ? df_nccl_send(&l->nccl.comm, features.ptr, count, type, peer, stream, err)
+                : df_nccl_recv(&l->nccl.comm, features.ptr, count, type, peer, stream, err);
 #else
     (void)send, (void)peer, (void)features, (void)count;
     return df_fail(err, "internal: NCCL feature link without CUDA");
@@ -290,20 +277,10 @@ int df_feature_link_send(DfFeatureLinks *l, int peer, int64_t step, DfBuffer fea
 
 /* ---- closing --------------------------------------------------------------- */
 
-void df_feature_links_abort(DfFeatureLinks *l) {
-    if (l->have_nccl) {
-        df_dist_set_failure_hook(l->group, NULL, NULL);
-        abort_nccl_once(l);
-        l->have_nccl = 0;
-    }
-}
+void df_feature_links_abort(DfFeatureLinks *l) { df_group_nccl_abort(&l->nccl); }
 
 void df_feature_links_close(DfFeatureLinks *l) {
-    if (l->have_nccl) {
-        df_dist_set_failure_hook(l->group, NULL, NULL);
-        DfError ignored = {{0}};
-        if (!atomic_load(&l->nccl_aborted)) df_nccl_comm_destroy(&l->nccl_comm, &ignored);
-    }
+    df_group_nccl_close(&l->nccl);
     for (int r = 0; l->fd && r < l->world; r++)
         if (l->fd[r] >= 0) close(l->fd[r]);
     free(l->fd);

@@ -28,12 +28,11 @@
 #ifndef DF_DIST_FEATURE_LINK_H
 #define DF_DIST_FEATURE_LINK_H
 
-#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backend/backend.h"
 #include "base/error.h"
-#include "dist/nccl.h"
+#include "dist/group_nccl.h"
 #include "dist/rendezvous.h"
 
 typedef struct DfFeatureLinks {
@@ -44,10 +43,7 @@ typedef struct DfFeatureLinks {
     float *host;        /* host transport: staging for one transfer */
     size_t host_cap;
     int use_nccl;
-    DfNcclLib nccl;
-    DfNcclComm nccl_comm;
-    int have_nccl;
-    atomic_int nccl_aborted;
+    DfGroupNccl nccl;   /* use_nccl: a communicator over the whole group */
     int64_t stopped_after; /* target rank: the last step its drafter ranks trained, from their STOP */
 } DfFeatureLinks;
 
