@@ -86,17 +86,6 @@ static void test_config_conditional_generation(void **state) {
     assert_int_equal(c.eos_token_ids[0], 3);
 }
 
-static int load_text(DfModelConfig *c, const char *json, DfError *err) {
-    char *tmp = df_test_tmpdir("hybrid-cfg");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", tmp);
-    df_test_write_file(path, json);
-    int rc = df_model_config_load(c, tmp, err);
-    df_test_rmtree(tmp);
-    free(tmp);
-    return rc;
-}
-
 #define TEXT_SIZES                                                                                                  \
     "\"hidden_size\": 64, \"intermediate_size\": 64, \"num_hidden_layers\": 8, \"num_attention_heads\": 4, "       \
     "\"num_key_value_heads\": 2, \"vocab_size\": 100, \"max_position_embeddings\": 128, \"rms_norm_eps\": 1e-6"
@@ -106,7 +95,7 @@ static void test_config_defaults(void **state) {
     (void)state;
     DfModelConfig c;
     DfError err = {0};
-    if (load_text(&c, "{\"model_type\": \"qwen3_5_text\", " TEXT_SIZES "}", &err)) fail_msg("%s", err.msg);
+    if (df_test_load_config_text(&c, "{\"model_type\": \"qwen3_5_text\", " TEXT_SIZES "}", &err)) fail_msg("%s", err.msg);
     assert_string_equal(c.architecture_name, "Qwen3_5ForCausalLM");
     assert_int_equal(c.head_dim, 256);
     assert_int_equal(c.rotary_dim, 64);
@@ -118,12 +107,12 @@ static void test_config_defaults(void **state) {
     assert_int_equal(c.linear.value_head_dim, 128);
     assert_int_equal(c.linear.conv_kernel, 4);
     /* older spelling: partial_rotary_factor at the top level */
-    if (load_text(&c, "{\"model_type\": \"qwen3_5_text\", \"head_dim\": 32, \"partial_rotary_factor\": 0.5, " TEXT_SIZES "}",
+    if (df_test_load_config_text(&c, "{\"model_type\": \"qwen3_5_text\", \"head_dim\": 32, \"partial_rotary_factor\": 0.5, " TEXT_SIZES "}",
                   &err))
         fail_msg("%s", err.msg);
     assert_int_equal(c.rotary_dim, 16);
     /* the other families keep a full rotation and no hybrid fields */
-    if (load_text(&c, "{\"model_type\": \"qwen3\", " TEXT_SIZES "}", &err)) fail_msg("%s", err.msg);
+    if (df_test_load_config_text(&c, "{\"model_type\": \"qwen3\", " TEXT_SIZES "}", &err)) fail_msg("%s", err.msg);
     assert_false(c.is_hybrid);
     assert_int_equal(c.rotary_dim, c.head_dim);
     assert_string_equal(c.weight_prefix, "model.");
@@ -160,7 +149,7 @@ static void test_config_refusals(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         DfModelConfig c;
         DfError err = {0};
-        if (load_text(&c, cases[i].json, &err) != -1) fail_msg("case %zu accepted", i);
+        if (df_test_load_config_text(&c, cases[i].json, &err) != -1) fail_msg("case %zu accepted", i);
         if (!strstr(err.msg, "config.json") || !strstr(err.msg, cases[i].fault))
             fail_msg("case %zu: unexpected message: %s", i, err.msg);
     }

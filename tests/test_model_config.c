@@ -74,17 +74,6 @@ static void test_llama3_random(void **state) {
     assert_string_equal(c.torch_dtype, "float16");
 }
 
-static int load_text(DfModelConfig *c, const char *json, DfError *err) {
-    char *tmp = df_test_tmpdir("cfg");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", tmp);
-    df_test_write_file(path, json);
-    int rc = df_model_config_load(c, tmp, err);
-    df_test_rmtree(tmp);
-    free(tmp);
-    return rc;
-}
-
 #define SIZES                                                                                                       \
     "\"hidden_size\": 96, \"intermediate_size\": 200, \"num_hidden_layers\": 2, \"num_attention_heads\": 6, "     \
     "\"vocab_size\": 50, \"max_position_embeddings\": 128, \"rms_norm_eps\": 1e-5"
@@ -94,7 +83,7 @@ static void test_defaults(void **state) {
     (void)state;
     DfModelConfig c;
     DfError err = {0};
-    if (load_text(&c, "{\"model_type\": \"qwen3\", " SIZES ", \"bos_token_id\": null}", &err) != 0)
+    if (df_test_load_config_text(&c, "{\"model_type\": \"qwen3\", " SIZES ", \"bos_token_id\": null}", &err) != 0)
         fail_msg("%s", err.msg);
     assert_int_equal(c.arch, DF_ARCH_QWEN3);
     assert_string_equal(c.architecture_name, "Qwen3ForCausalLM");
@@ -108,7 +97,7 @@ static void test_defaults(void **state) {
     assert_int_equal(c.rope.type, DF_ROPE_DEFAULT);
     assert_string_equal(c.torch_dtype, "");
 
-    assert_int_equal(load_text(&c, "{\"model_type\": \"llama\", " SIZES ", \"torch_dtype\": \"float32\"}", &err), 0);
+    assert_int_equal(df_test_load_config_text(&c, "{\"model_type\": \"llama\", " SIZES ", \"torch_dtype\": \"float32\"}", &err), 0);
     assert_int_equal(c.arch, DF_ARCH_LLAMA);
     assert_int_equal(c.has_qk_norm, 0);
     assert_string_equal(c.torch_dtype, "float32");
@@ -123,19 +112,19 @@ static void test_rope_spellings(void **state) {
                        ", \"rope_scaling\": null, \"rope_parameters\": {\"rope_theta\": 250000.0, \"type\": \"llama3\","
                        " \"factor\": 32, \"low_freq_factor\": 1, \"high_freq_factor\": 4,"
                        " \"original_max_position_embeddings\": 8192}}";
-    if (load_text(&c, json, &err) != 0) fail_msg("%s", err.msg);
+    if (df_test_load_config_text(&c, json, &err) != 0) fail_msg("%s", err.msg);
     assert_true(c.rope.theta == 250000.0);
     assert_int_equal(c.rope.type, DF_ROPE_LLAMA3);
     assert_true(c.rope.factor == 32.0);
     assert_int_equal(c.rope.original_max_position_embeddings, 8192);
 
     json = "{\"architectures\": [\"LlamaForCausalLM\"], " SIZES ", \"rope_theta\": 5e5, \"rope_scaling\": null}";
-    assert_int_equal(load_text(&c, json, &err), 0);
+    assert_int_equal(df_test_load_config_text(&c, json, &err), 0);
     assert_true(c.rope.theta == 500000.0);
     assert_int_equal(c.rope.type, DF_ROPE_DEFAULT);
 
     json = "{\"architectures\": [\"LlamaForCausalLM\"], " SIZES ", \"eos_token_id\": [1,2,3,4,5,6,7,8,9]}";
-    assert_int_equal(load_text(&c, json, &err), -1);
+    assert_int_equal(df_test_load_config_text(&c, json, &err), -1);
     assert_non_null(strstr(err.msg, "config.json: field 'eos_token_id' lists more than 8 ids"));
 }
 

@@ -62,6 +62,17 @@ int df_test_run(const char *cmd, char *out, size_t cap) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+int df_test_load_config_text(DfModelConfig *c, const char *json, DfError *err) {
+    char *tmp = df_test_tmpdir("config");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    df_test_write_file(path, json);
+    int rc = df_model_config_load(c, tmp, err);
+    df_test_rmtree(tmp);
+    free(tmp);
+    return rc;
+}
+
 void df_test_write_data_slice(const char *path, int n) {
     FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r"), *out = fopen(path, "w");
     assert_non_null(in);

@@ -26,6 +26,9 @@ void df_test_rmtree(const char *dir);
 /* Runs a shell command; returns its exit status and captures up to cap-1
  * bytes of combined stdout+stderr into out (may be NULL). */
 int df_test_run(const char *cmd, char *out, size_t cap);
+/* Loads a config.json whose text is json (written to a fresh directory,
+ * removed after); df_model_config_load's result. */
+int df_test_load_config_text(DfModelConfig *c, const char *json, DfError *err);
 /* The first n records of assets/data/code-dev.jsonl written to path. */
 void df_test_write_data_slice(const char *path, int n);
 /* That slice (dir/slice.jsonl) prepared with coder-tiny's tokenizer into
