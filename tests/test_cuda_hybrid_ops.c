@@ -370,16 +370,6 @@ static void assert_same_weight(Fixture *f, const char *name, DfBuffer gpu, DfBuf
     free(g), free(c);
 }
 
-static int32_t *fixture_i32(const DfSafetensors *st, const char *name, int *count) {
-    const DfTensorInfo *t = df_safetensors_find(st, name);
-    assert_non_null(t);
-    assert_int_equal(t->dtype, DF_DTYPE_I32);
-    *count = (int)t->shape[0];
-    int32_t *out = malloc(t->nbytes);
-    memcpy(out, t->data, t->nbytes);
-    return out;
-}
-
 /* The fixture model (4 layers: 3 Gated DeltaNet, 1 gated attention) loaded on
  * the GPU: every layer and the logits against the CPU forward and
  * transformers' fp32 outputs, within transformers' own bf16 deviation
@@ -387,29 +377,22 @@ static int32_t *fixture_i32(const DfSafetensors *st, const char *name, int *coun
 static void test_fixture_forward(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
     DfError err;
-    DfSafetensors st;
-    if (df_safetensors_open(&st, df_test_path(FIXTURE), &err)) fail_msg("%s", err.msg);
-    int t, n_starts;
-    int32_t *ids = fixture_i32(&st, "input_ids", &t), *starts = fixture_i32(&st, "seq_starts", &n_starts);
     DfModelConfig cfg;
     if (df_model_config_load(&cfg, df_test_path(MODEL_DIR), &err)) fail_msg("%s", err.msg);
-    int64_t lo[3] = {cfg.num_layers, t, cfg.hidden_size}, lg[2] = {t, cfg.vocab_size};
-    float *ref_layers = df_safetensors_load_f32(&st, "layer_out", 3, lo, &err);
-    float *ref_logits = df_safetensors_load_f32(&st, "logits", 2, lg, &err);
-    if (!ref_layers || !ref_logits) fail_msg("%s", err.msg);
-    df_safetensors_close(&st);
+    DfTargetReference ref;
+    df_test_target_reference_load(&ref, FIXTURE, &cfg);
     DfTargetModel mg, mc;
     if (df_target_load(&mg, f->gpu, df_test_path(MODEL_DIR), cfg.num_layers, 1, &err) ||
         df_target_load(&mc, f->cpu, df_test_path(MODEL_DIR), cfg.num_layers, 1, &err))
         fail_msg("%s", err.msg);
     assert_int_equal(mg.layers[0].input_norm.kind, DF_BUF_F32); /* the (1 + w) norms stay fp32 */
-    ForwardOut g = run_forward(&mg, ids, starts, n_starts - 1, cfg.num_layers);
-    ForwardOut c = run_forward(&mc, ids, starts, n_starts - 1, cfg.num_layers);
+    ForwardOut g = run_forward(&mg, ref.ids, ref.starts, ref.n_seqs, cfg.num_layers);
+    ForwardOut c = run_forward(&mc, ref.ids, ref.starts, ref.n_seqs, cfg.num_layers);
     Bf16Yardstick bound = load_yardstick(cfg.num_layers);
-    compare_forwards("fixture", &cfg, &g, &c, t, ref_layers, ref_logits, &bound);
+    compare_forwards("fixture", &cfg, &g, &c, ref.n_tokens, ref.layer_out, ref.logits, &bound);
     free(g.features), free(g.logits), free(c.features), free(c.logits);
     df_target_free(&mg), df_target_free(&mc);
-    free(ids), free(starts), free(ref_layers), free(ref_logits);
+    df_test_target_reference_free(&ref);
 }
 
 /* The fixture's shape with random weights: the small parameters are F32 and
