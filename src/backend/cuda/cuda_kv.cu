@@ -3,32 +3,36 @@
  * GQA attention of the new query rows against their slot.
  *
  * kv_attention is memory-bound at decode (one or a block of new rows per
- * sequence, long caches), so it is organised around reading each cached
- * key/value row once per (sequence, kv head):
- *   - a block owns one (sequence, kv head) and up to ROWS query rows of that
- *     group: row r is new row j = r / group of head g*group + r % group, so
- *     every query head of the group shares the K/V tiles it loads;
+ * sequence, long caches): the kernel is organised so that each cached
+ * key/value row is read once per (sequence, kv head) and the reads are
+ * always in flight:
+ *   - a block owns one (sequence, kv head) and up to 16 query rows of that
+ *     group (one m16 tile): row r is new row j = r / group of head
+ *     g * group + r % group, so every query head of the group shares the K/V
+ *     tiles the block loads; rows past the sequence's are zero and unused;
  *   - the key range is cut into `splits` chunks (split-K, "flash-decoding")
- *     when sequences x kv heads alone would leave SMs idle; each chunk keeps
- *     an online softmax (running max and sum, fp32, base-2 exponentials) and
- *     writes its unnormalised output with (max, sum) to a workspace that a
- *     second kernel merges; with one chunk the block writes the output;
- *   - K/V tiles of TK rows are read with 16-byte loads, all issued before
- *     the first use, into shared memory rows padded by 16 bytes (conflict-free
- *     per-thread row reads); keys past the visible length are zero-filled,
- *     never read (a cache row past a slot's length may hold anything);
- *   - scores: thread -> (key, ROWS/2 query rows), q in shared memory as fp32
- *     (pre-scaled by scale * log2 e), read as broadcasts;
- *   - output: thread -> (query row, HD/16 columns) accumulators.
- * Grid: x = split, y = tile of ROWS query rows, z = sequence * kv_heads + g. */
+ *     when sequences x kv heads alone would leave SMs idle; a chunk's partial
+ *     result (unnormalised output, base-2 max and sum) goes to a workspace
+ *     that a second kernel merges; with one chunk the block writes the output;
+ *   - tiles of 64 keys are double-buffered in shared memory with cp.async
+ *     (the next tile loads while this one is used; keys at or past the
+ *     visible end are zero-filled, never read: a cache row past a slot's
+ *     length may hold anything), rows padded by 16 bytes for ldmatrix;
+ *   - each of the 4 warps takes 16 keys of a tile on tensor cores (mma.sync
+ *     m16n8k16, cuda_mma.h): S = Q K^T, an online softmax of its own (fp32,
+ *     base-2), O += P V with P's accumulators as the A fragment; the warps'
+ *     (max, sum, output) are merged through shared memory at the end.
+ * Grid: x = split, y = tile of 16 query rows, z = sequence * kv_heads + g. */
 #include <math.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_mma.h"
 
-#define KV_THREADS 128
-#define KV_ROWS 8  /* query rows per block */
-#define KV_TK 64   /* keys per tile */
-#define KV_MIN_CHUNK 256 /* keys per split at least */
+#define KV_WARPS 4
+#define KV_THREADS (KV_WARPS * 32)
+#define KV_MROWS 16       /* query rows per block: one m16 tile */
+#define KV_BN 64          /* keys per tile: 16 per warp */
+#define KV_MIN_CHUNK 64   /* keys per split at least: one tile */
 #define KV_MAX_SPLITS 64
 
 /* --- kv_cache_write ------------------------------------------------------- */
@@ -91,186 +95,237 @@ typedef struct KvAttnParams {
     float qscale; /* scale * log2(e) */
 } KvAttnParams;
 
-__device__ __forceinline__ void bf16x8_to_f32(uint4 u, float f[8]) {
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 t = __bfloat1622float2(h[i]);
-        f[2 * i] = t.x;
-        f[2 * i + 1] = t.y;
+template <int HD>
+constexpr size_t kv_attention_smem() {
+    return (size_t)(KV_MROWS + 4 * KV_BN) * (HD + 8) * sizeof(bf16); /* Q + 2 K + 2 V tiles */
+}
+
+/* Keys key0 .. key0 + KV_BN - 1 of a slot's head slice into shared
+ * [KV_BN][HD + 8]; keys at or past `end` zero-filled without a read. */
+template <int HD>
+__device__ __forceinline__ void load_kv_rows(bf16 *dst, const bf16 *base, int ld, int key0, int end) {
+    constexpr int SD = HD + 8, CH = HD / 8;
+    for (int c = threadIdx.x; c < KV_BN * CH; c += KV_THREADS) {
+        int r = c / CH, col = (c % CH) * 8, key = key0 + r;
+        bool ok = key < end;
+        cp_async16(dst + r * SD + col, ok ? base + (size_t)key * ld + col : base, ok ? 16 : 0);
     }
 }
 
+/* The block's query rows into shared [KV_MROWS][HD + 8], zeros past n_qrows. */
 template <int HD>
-struct __align__(16) KvSmem {
-    static constexpr int SD = HD + 8; /* padded row, bf16 */
-    bf16 k[KV_TK][SD];
-    bf16 v[KV_TK][SD];
-    float q[KV_ROWS][HD];
-    float p[KV_ROWS][KV_TK];
-    float row_scale[KV_ROWS];
+__device__ __forceinline__ void load_query_rows(bf16 *sq, const KvAttnParams &p, int r0, int g, int tile_row0,
+                                                int n_qrows) {
+    constexpr int SD = HD + 8, CH = HD / 8;
+    for (int c = threadIdx.x; c < KV_MROWS * CH; c += KV_THREADS) {
+        int r = c / CH, col = (c % CH) * 8, qr = tile_row0 + r;
+        bool ok = qr < n_qrows;
+        const bf16 *src = p.q;
+        if (ok) src = p.q + (size_t)(r0 + qr / p.group) * p.heads * HD + (size_t)(g * p.group + qr % p.group) * HD + col;
+        cp_async16(sq + r * SD + col, src, ok ? 16 : 0);
+    }
+}
+
+/* A warp's running softmax state for its rows gq and gq + 8 (lane / 4). */
+template <int HD>
+struct KvWarpState {
+    float o[HD / 8][4];
+    float m[2], l[2];
 };
 
-/* Keys [k0, k0 + KV_TK) of the slot's head slice into shared memory, keys at
- * or past `end` zero-filled. All loads are issued before the stores. */
+/* One warp's 16 keys kw0 .. kw0 + 15 of the tile (K rows at skb, V rows at
+ * svb): scores, online softmax, O += P V. Keys at or past limit[r] are
+ * masked for row r. */
 template <int HD>
-__device__ __forceinline__ void load_kv_tile(KvSmem<HD> &s, const bf16 *kbase, const bf16 *vbase, int ld, int k0,
-                                             int end) {
-    constexpr int CH = HD / 8, PER = KV_TK * CH / KV_THREADS;
-    uint4 kr[PER], vr[PER];
+__device__ __forceinline__ void kv_warp_keys(KvWarpState<HD> &w, const uint32_t (*qf)[4], const bf16 *skb,
+                                             const bf16 *svb, int kw0, const int limit[2], float qscale) {
+    constexpr int SD = HD + 8, KSTEPS = HD / 16;
+    const int lane = threadIdx.x % 32, tq = lane % 4;
+    float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-    for (int i = 0; i < PER; i++) {
-        int c = threadIdx.x + i * KV_THREADS, key = c / CH, col = (c % CH) * 8;
-        if (k0 + key < end) {
-            kr[i] = *(const uint4 *)(kbase + (size_t)(k0 + key) * ld + col);
-            vr[i] = *(const uint4 *)(vbase + (size_t)(k0 + key) * ld + col);
-        } else {
-            kr[i] = vr[i] = make_uint4(0, 0, 0, 0);
+    for (int kk = 0; kk < KSTEPS; kk++) {
+        uint32_t b[4];
+        ldmatrix_x4(b, skb + ((lane & 7) + ((lane >> 4) & 1) * 8) * SD + kk * 16 + ((lane >> 3) & 1) * 8);
+        mma_bf16(sc[0], qf[kk], b[0], b[1]);
+        mma_bf16(sc[1], qf[kk], b[2], b[3]);
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            int key = kw0 + n * 8 + 2 * tq + (e & 1);
+            float x = key < limit[e >> 1] ? sc[n][e] * qscale : -INFINITY;
+            sc[n][e] = x;
+            mx[e >> 1] = fmaxf(mx[e >> 1], x);
         }
+    float ref[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        float m_new = fmaxf(w.m[r], mx[r]);
+        /* a row with no visible key yet keeps m = -inf: exponentials against 0 give 0, never NaN */
+        ref[r] = m_new == -INFINITY ? 0.f : m_new;
+        alpha[r] = fast_exp2(w.m[r] - ref[r]);
+        w.m[r] = m_new;
+        w.l[r] *= alpha[r];
     }
 #pragma unroll
-    for (int i = 0; i < PER; i++) {
-        int c = threadIdx.x + i * KV_THREADS, key = c / CH, col = (c % CH) * 8;
-        *(uint4 *)&s.k[key][col] = kr[i];
-        *(uint4 *)&s.v[key][col] = vr[i];
+    for (int n = 0; n < 2; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float pr = fast_exp2(sc[n][e] - ref[e >> 1]);
+            sc[n][e] = pr;
+            w.l[e >> 1] += pr;
+        }
+#pragma unroll
+    for (int d = 0; d < HD / 8; d++) {
+        w.o[d][0] *= alpha[0];
+        w.o[d][1] *= alpha[0];
+        w.o[d][2] *= alpha[1];
+        w.o[d][3] *= alpha[1];
+    }
+    uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]), pack_bf16(sc[1][0], sc[1][1]),
+                      pack_bf16(sc[1][2], sc[1][3])};
+#pragma unroll
+    for (int dp = 0; dp < HD / 16; dp++) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, svb + ((lane & 7) + ((lane >> 3) & 1) * 8) * SD + dp * 16 + ((lane >> 4) & 1) * 8);
+        mma_bf16(w.o[2 * dp], pa, b[0], b[1]);
+        mma_bf16(w.o[2 * dp + 1], pa, b[2], b[3]);
+    }
+}
+
+/* The warps' states merged through shared memory (the tile buffers, free
+ * by now) and written: the output, or this split's partial result. */
+template <int HD>
+__device__ __forceinline__ void kv_merge_and_store(KvWarpState<HD> &w, float *scratch, const KvAttnParams &p, int seq,
+                                                   int g, int r0, int tile_row0, int n_qrows) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+    float *s_m = scratch, *s_l = s_m + KV_WARPS * KV_MROWS; /* [warp][row] */
+    float *s_mb = s_l + KV_WARPS * KV_MROWS, *s_lb = s_mb + KV_MROWS; /* block max and sum per row */
+    float *s_o = s_lb + KV_MROWS;                                      /* [warp][row][HD] */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        w.l[r] += __shfl_xor_sync(0xffffffffu, w.l[r], 1);
+        w.l[r] += __shfl_xor_sync(0xffffffffu, w.l[r], 2);
+        if (tq == 0) {
+            s_m[warp * KV_MROWS + gq + 8 * r] = w.m[r];
+            s_l[warp * KV_MROWS + gq + 8 * r] = w.l[r];
+        }
+    }
+    __syncthreads();
+    if (tid < KV_MROWS) {
+        float mb = -INFINITY, lb = 0.f;
+        for (int i = 0; i < KV_WARPS; i++) mb = fmaxf(mb, s_m[i * KV_MROWS + tid]);
+        for (int i = 0; i < KV_WARPS; i++) {
+            float mi = s_m[i * KV_MROWS + tid];
+            if (mi != -INFINITY) lb += s_l[i * KV_MROWS + tid] * fast_exp2(mi - mb);
+        }
+        s_mb[tid] = mb;
+        s_lb[tid] = lb;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int row = gq + 8 * r;
+        float mb = -INFINITY;
+        for (int i = 0; i < KV_WARPS; i++) mb = fmaxf(mb, s_m[i * KV_MROWS + row]);
+        float f = w.m[r] == -INFINITY ? 0.f : fast_exp2(w.m[r] - mb);
+        float *dst = s_o + (warp * KV_MROWS + row) * HD + 2 * tq;
+#pragma unroll
+        for (int d = 0; d < HD / 8; d++) {
+            dst[d * 8] = w.o[d][2 * r] * f;
+            dst[d * 8 + 1] = w.o[d][2 * r + 1] * f;
+        }
+    }
+    __syncthreads();
+    for (int c = tid; c < KV_MROWS * HD; c += KV_THREADS) {
+        int row = c / HD, col = c % HD, qr = tile_row0 + row;
+        if (qr >= n_qrows) continue;
+        float acc = 0.f;
+#pragma unroll
+        for (int i = 0; i < KV_WARPS; i++) acc += s_o[(i * KV_MROWS + row) * HD + col];
+        size_t gr = (size_t)(r0 + qr / p.group) * p.heads + g * p.group + qr % p.group; /* (row, head) */
+        if (p.splits == 1) {
+            p.out[gr * HD + col] = __float2bfloat16(acc / s_lb[row]); /* every row sees its own key */
+        } else {
+            size_t part = (size_t)blockIdx.x * p.n_rows * p.heads + gr;
+            p.part_o[part * HD + col] = acc;
+            if (col == 0) p.part_ml[part] = make_float2(s_mb[row], s_lb[row]);
+        }
     }
 }
 
 template <int HD>
 __global__ void __launch_bounds__(KV_THREADS) kv_attention_kernel(KvAttnParams p) {
-    constexpr int VEC = HD / 16; /* output columns per thread */
-    constexpr int RH = KV_ROWS / 2; /* score rows per thread */
-    __shared__ KvSmem<HD> s;
+    constexpr int SD = HD + 8, KSTEPS = HD / 16;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *sq = (bf16 *)smem_raw;       /* [KV_MROWS][SD] */
+    bf16 *sk = sq + KV_MROWS * SD;     /* [2][KV_BN][SD] */
+    bf16 *sv = sk + 2 * KV_BN * SD;    /* [2][KV_BN][SD] */
     const int g = blockIdx.z % p.kv_heads, seq = blockIdx.z / p.kv_heads, split = blockIdx.x;
     const int r0 = p.row_starts[seq], n_new = p.row_starts[seq + 1] - r0, len = p.cache_lens[seq];
-    const int tile_row0 = blockIdx.y * KV_ROWS, n_qrows = n_new * p.group;
+    const int tile_row0 = blockIdx.y * KV_MROWS, n_qrows = n_new * p.group;
     if (tile_row0 >= n_qrows) return;
-    const int kv_len = len + n_new;
-    const int key_begin = split * p.chunk;
+    const int kv_len = len + n_new, key_begin = split * p.chunk;
     if (key_begin >= kv_len) return; /* this sequence needs fewer splits */
     /* keys this block can see at all: causal stops at its last row's */
-    int last_j = min(n_new - 1, (tile_row0 + KV_ROWS - 1) / p.group);
+    int last_j = min(n_new - 1, (tile_row0 + KV_MROWS - 1) / p.group);
     int key_end = min(kv_len, key_begin + p.chunk);
     if (p.causal) key_end = min(key_end, len + last_j + 1);
+    /* a causal block whose rows all precede this chunk still writes its (empty) partial result */
+    const int n_tiles = key_end > key_begin ? (key_end - key_begin + KV_BN - 1) / KV_BN : 0;
 
-    const int tid = threadIdx.x, ldq = p.heads * HD, ldk = p.kv_heads * HD;
-    /* q rows, pre-scaled, zeros for rows past the sequence's */
-    for (int c = tid; c < KV_ROWS * (HD / 8); c += KV_THREADS) {
-        int r = c / (HD / 8), col = (c % (HD / 8)) * 8, qr = tile_row0 + r;
-        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (qr < n_qrows) {
-            int j = qr / p.group, h = g * p.group + qr % p.group;
-            bf16x8_to_f32(*(const uint4 *)(p.q + (size_t)(r0 + j) * ldq + (size_t)h * HD + col), f);
-        }
-#pragma unroll
-        for (int e = 0; e < 8; e++) s.q[r][col + e] = f[e] * p.qscale;
-    }
-    /* visible keys of each score row of this thread (causal: len + j + 1) */
-    const int skey = tid % KV_TK, srow0 = (tid / KV_TK) * RH;
-    int limit[RH];
-#pragma unroll
-    for (int i = 0; i < RH; i++) {
-        int qr = tile_row0 + srow0 + i;
-        limit[i] = qr >= n_qrows ? 0 : p.causal ? len + qr / p.group + 1 : kv_len;
-    }
-    const int orow = tid / 16, ocol = (tid % 16) * VEC;
-    float acc[VEC];
-#pragma unroll
-    for (int e = 0; e < VEC; e++) acc[e] = 0.f;
-    float m_run = -INFINITY, l_run = 0.f; /* held by the warp that owns the row's softmax */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4;
+    const int ldk = p.kv_heads * HD;
     const size_t slot_row = (size_t)p.slots[seq] * p.capacity;
     const bf16 *kbase = p.k + slot_row * ldk + (size_t)g * HD, *vbase = p.v + slot_row * ldk + (size_t)g * HD;
-    const int warp = tid / 32, lane = tid % 32;
+    load_query_rows<HD>(sq, p, r0, g, tile_row0, n_qrows);
+    if (n_tiles) {
+        load_kv_rows<HD>(sk, kbase, ldk, key_begin, key_end);
+        load_kv_rows<HD>(sv, vbase, ldk, key_begin, key_end);
+    }
+    cp_async_commit();
 
-    for (int k0 = key_begin; k0 < key_end; k0 += KV_TK) {
-        __syncthreads(); /* the previous tile is no longer read; q is written */
-        load_kv_tile<HD>(s, kbase, vbase, ldk, k0, key_end);
-        __syncthreads();
-        /* scores of key skey against rows srow0 .. srow0 + RH - 1 */
-        float dot[RH];
+    int limit[2]; /* keys visible to this thread's rows gq and gq + 8 */
 #pragma unroll
-        for (int i = 0; i < RH; i++) dot[i] = 0.f;
-#pragma unroll
-        for (int c = 0; c < HD; c += 8) {
-            float kf[8];
-            bf16x8_to_f32(*(const uint4 *)&s.k[skey][c], kf);
-#pragma unroll
-            for (int i = 0; i < RH; i++)
-#pragma unroll
-                for (int e = 0; e < 8; e++) dot[i] = fmaf(s.q[srow0 + i][c + e], kf[e], dot[i]);
-        }
-        int key = k0 + skey;
-#pragma unroll
-        for (int i = 0; i < RH; i++) s.p[srow0 + i][skey] = key < limit[i] && key < key_end ? dot[i] : -INFINITY;
-        __syncthreads();
-        /* online softmax: warp w owns rows 2w, 2w+1; each lane 2 keys */
-#pragma unroll
-        for (int rr = 0; rr < 2; rr++) {
-            int r = warp * 2 + rr;
-            float a = s.p[r][lane], b = s.p[r][lane + 32];
-            float mx = fmaxf(a, b);
-#pragma unroll
-            for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-            float m_prev = __shfl_sync(0xffffffffu, m_run, rr); /* lane rr keeps row rr's state */
-            float l_prev = __shfl_sync(0xffffffffu, l_run, rr);
-            float m_new = fmaxf(m_prev, mx);
-            float pa = m_new == -INFINITY ? 0.f : exp2f(a - m_new), pb = m_new == -INFINITY ? 0.f : exp2f(b - m_new);
-            float sum = pa + pb;
-#pragma unroll
-            for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            float corr = m_prev == -INFINITY ? 0.f : exp2f(m_prev - m_new);
-            s.p[r][lane] = pa;
-            s.p[r][lane + 32] = pb;
-            if (lane == rr) {
-                m_run = m_new;
-                l_run = l_prev * corr + sum;
-            }
-            if (lane == 0) s.row_scale[r] = corr;
-        }
-        __syncthreads();
-        /* acc = acc * corr + P V over the tile's keys */
-        float corr = s.row_scale[orow];
-#pragma unroll
-        for (int e = 0; e < VEC; e++) acc[e] *= corr;
-#pragma unroll 4
-        for (int kk = 0; kk < KV_TK; kk++) {
-            float pw = s.p[orow][kk];
-            float vf[8];
-            if constexpr (VEC == 8) {
-                bf16x8_to_f32(*(const uint4 *)&s.v[kk][ocol], vf);
-            } else {
-                uint2 u = *(const uint2 *)&s.v[kk][ocol];
-                uint4 w = make_uint4(u.x, u.y, 0, 0);
-                bf16x8_to_f32(w, vf);
-            }
-#pragma unroll
-            for (int e = 0; e < VEC; e++) acc[e] = fmaf(pw, vf[e], acc[e]);
-        }
+    for (int r = 0; r < 2; r++) {
+        int qr = tile_row0 + gq + 8 * r;
+        limit[r] = qr >= n_qrows ? 0 : min(key_end, p.causal ? len + qr / p.group + 1 : kv_len);
     }
-    /* row state to shared memory for the output threads */
+    KvWarpState<HD> w;
+#pragma unroll
+    for (int d = 0; d < HD / 8; d++) w.o[d][0] = w.o[d][1] = w.o[d][2] = w.o[d][3] = 0.f;
+    w.m[0] = w.m[1] = -INFINITY;
+    w.l[0] = w.l[1] = 0.f;
+    uint32_t qf[KSTEPS][4];
+    for (int t = 0; t < n_tiles; t++) {
+        int buf = t & 1, k0 = key_begin + t * KV_BN;
+        if (t + 1 < n_tiles) {
+            load_kv_rows<HD>(sk + (buf ^ 1) * KV_BN * SD, kbase, ldk, k0 + KV_BN, key_end);
+            load_kv_rows<HD>(sv + (buf ^ 1) * KV_BN * SD, vbase, ldk, k0 + KV_BN, key_end);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (t == 0) {
+#pragma unroll
+            for (int kk = 0; kk < KSTEPS; kk++)
+                ldmatrix_x4(qf[kk], sq + (lane & 15) * SD + kk * 16 + (lane >> 4) * 8);
+        }
+        int kw0 = k0 + warp * 16;
+        if (kw0 < key_end) /* warp-uniform: a warp past the visible keys skips the tile */
+            kv_warp_keys<HD>(w, qf, sk + (buf * KV_BN + warp * 16) * SD, sv + (buf * KV_BN + warp * 16) * SD, kw0,
+                             limit, p.qscale);
+        __syncthreads(); /* this buffer is refilled in the next iteration */
+    }
+    cp_async_wait<0>();
     __syncthreads();
-    if (lane < 2) {
-        s.p[warp * 2 + lane][0] = m_run;
-        s.p[warp * 2 + lane][1] = l_run;
-    }
-    __syncthreads();
-    int qr = tile_row0 + orow;
-    if (qr >= n_qrows) return;
-    int j = qr / p.group, h = g * p.group + qr % p.group;
-    size_t gr = (size_t)(r0 + j) * p.heads + h; /* (row, head) index */
-    float m = s.p[orow][0], l = s.p[orow][1];
-    if (p.splits == 1) {
-        float inv = 1.f / l; /* every row sees at least its own key */
-        bf16 *o = p.out + gr * HD + ocol;
-#pragma unroll
-        for (int e = 0; e < VEC; e++) o[e] = __float2bfloat16(acc[e] * inv);
-        return;
-    }
-    size_t part = (size_t)split * p.n_rows * p.heads + gr;
-    float *po = p.part_o + part * HD + ocol;
-#pragma unroll
-    for (int e = 0; e < VEC; e++) po[e] = acc[e];
-    if (ocol == 0) p.part_ml[part] = make_float2(m, l);
+    kv_merge_and_store<HD>(w, (float *)sk, p, seq, g, r0, tile_row0, n_qrows);
+    (void)split;
 }
 
 /* Merges the splits of each (row, head): one warp each, lanes over columns. */
@@ -346,15 +401,22 @@ static int kv_chunk(DfCudaState *st, const DfKvBatch *b, int kv_heads, int row_t
     if (splits > KV_MAX_SPLITS) splits = KV_MAX_SPLITS;
     long chunk = (b->max_visible + splits - 1) / splits;
     if (chunk < KV_MIN_CHUNK) chunk = KV_MIN_CHUNK;
-    chunk = (chunk + KV_TK - 1) / KV_TK * KV_TK;
+    chunk = (chunk + KV_BN - 1) / KV_BN * KV_BN;
     return (int)chunk;
 }
 
 template <int HD>
 static void launch_kv_attention(DfBackend *be, KvAttnParams p, const DfKvBatch *b, int row_tiles) {
     DfCudaState *st = df_cuda_state(be);
+    constexpr size_t smem = kv_attention_smem<HD>();
+    cudaError_t e = cudaFuncSetAttribute(kv_attention_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) {
+        df_cuda_record_failure(be, __FILE__, __LINE__, "kv_attention: %zu bytes of shared memory: %s", smem,
+                               cudaGetErrorString(e));
+        return;
+    }
     dim3 grid(p.splits, row_tiles, b->n_seqs * p.kv_heads);
-    kv_attention_kernel<HD><<<grid, KV_THREADS, 0, st->stream>>>(p);
+    kv_attention_kernel<HD><<<grid, KV_THREADS, smem, st->stream>>>(p);
     DF_CUDA_CHECK_LAUNCH(be, "kv_attention");
     if (p.splits > 1) {
         size_t warps = (size_t)p.n_rows * p.heads;
@@ -379,7 +441,7 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
         }
     df_cuda_prof_begin(be, DF_CUDA_OP_ATTENTION);
     int group = heads / kv_heads;
-    int row_tiles = (batch->max_new * group + KV_ROWS - 1) / KV_ROWS;
+    int row_tiles = (batch->max_new * group + KV_MROWS - 1) / KV_MROWS;
     int chunk = kv_chunk(st, batch, kv_heads, row_tiles);
     int splits = (batch->max_visible + chunk - 1) / chunk;
     KvAttnParams p;
