@@ -71,6 +71,7 @@ typedef struct DfBuffer {
 DfBuffer df_buffer_view(DfBuffer b, size_t offset, size_t count);
 
 typedef struct DfBackend DfBackend;
+typedef struct DfGraph DfGraph; /* a recorded sequence of ops (record_begin) */
 
 typedef struct DfPackedBatch {
     int n_tokens;
@@ -292,6 +293,20 @@ typedef struct DfBackendOps {
      * small w bf16 would round away (1 + w has 8 bits). df_op_rmsnorm
      * dispatches here when w is F32. */
     void (*rmsnorm_f32_weight)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+    /* --- recorded steps (optional: NULL where a backend has none) -------- */
+    /* The compute ops queued between record_begin and record_end are
+     * recorded into a graph instead of run (no upload, download or sync in
+     * between); graph_replay queues them again, with the buffers and launch
+     * shapes they were recorded with (a CUDA graph: one launch instead of
+     * hundreds). record_begin and graph_replay return 1, doing nothing, when
+     * a recording cannot serve now (profiling is on; the backend's own
+     * scratch memory moved since the recording): the caller then queues the
+     * ops itself. record_end returns 1 with *graph NULL when the recording
+     * is unusable (an op failed, or scratch memory moved while recording). */
+    int (*record_begin)(DfBackend *be, DfError *err);
+    int (*record_end)(DfBackend *be, DfGraph **graph, DfError *err);
+    int (*graph_replay)(DfBackend *be, DfGraph *graph, DfError *err);
+    void (*graph_free)(DfBackend *be, DfGraph *graph);
 } DfBackendOps;
 
 struct DfBackend {
@@ -387,6 +402,15 @@ void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer 
  * storage grows when a step needs more, otherwise one upload of the packed
  * layout and no allocation), and freed once. On failure kb keeps its
  * storage and can be set again or freed. */
+/* The KV ops' launch shapes depend on a step's host values only through
+ * n_seqs, n_rows, max_new and this bound (max_visible rounded up to
+ * DF_KV_VISIBLE_BUCKET keys), so that a recorded step replays for every later
+ * step with the same values: blocks past a sequence's own length do nothing. */
+#define DF_KV_VISIBLE_BUCKET 256
+static inline int df_kv_visible_bound(const DfKvBatch *kb) {
+    return (kb->max_visible + DF_KV_VISIBLE_BUCKET - 1) / DF_KV_VISIBLE_BUCKET * DF_KV_VISIBLE_BUCKET;
+}
+
 int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
                     const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err);
 /* A fresh kb (zeroed, then set); freed again on failure. */

@@ -48,7 +48,7 @@ static int decode_step(DfTargetDecoder *d, int batch, const int32_t *slots, cons
     return df_target_decode(d, &step, err);
 }
 
-int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs,
+int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs, int graphs,
                     DfDecodeBenchResult *r, DfError *err) {
     memset(r, 0, sizeof *r);
     if (batch < 1 || batch > 4096 || prompt_len < 1 || new_tokens < WARMUP_STEPS + PROFILED_STEPS + 1)
@@ -57,6 +57,8 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     const DfModelConfig *c = &m->cfg;
     DfTargetDecoder d;
     if (df_target_decoder_init(&d, m, batch, prompt_len + new_tokens, NULL, 0, err)) return -1;
+    df_target_decoder_set_graphs(&d, graphs);
+    r->graphs = d.graphs.enabled;
     size_t t = (size_t)batch * prompt_len;
     int32_t *ids = df_xmalloc(t * sizeof *ids, "decode bench prompts");
     int32_t *slots = df_xmalloc((size_t)batch * sizeof *slots, "decode bench slots");

@@ -10,6 +10,7 @@
 
 typedef struct DfDecodeBenchResult {
     int batch, prompt_len, new_tokens, timed_steps;
+    int graphs;                /* steps recorded and replayed (infer/decode_graphs.h): asked, and the backend records */
     double step_ms;            /* wall clock per decode step (median) */
     double tokens_per_s;       /* batch / step time */
     double weight_bytes;       /* read per step */
@@ -26,8 +27,10 @@ double df_decode_weight_bytes(const DfTargetModel *m);
 /* Prefills `batch` prompts of prompt_len tokens (fixed pseudo-random ids),
  * then runs new_tokens decode steps; times all but the first two (and, on
  * CUDA, profiles the last 8 for the kernel time). bandwidth_gbs: the
- * device's measured bandwidth (bytes read + written per second / 1e9). */
-int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs,
+ * device's measured bandwidth (bytes read + written per second / 1e9).
+ * graphs: replay recorded steps where the backend records (else every op of
+ * every step is queued one by one). */
+int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs, int graphs,
                     DfDecodeBenchResult *r, DfError *err);
 
 /* Host memory bandwidth (bytes read + written / s / 1e9) of a parallel

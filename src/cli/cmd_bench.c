@@ -169,10 +169,13 @@ static DfModelConfig qwen3_8b_shape(void) {
 
 /* --- decode figures (--decode) --------------------------------------------- */
 
-static void report_decode(const char *name, const char *key, const DfDecodeBenchResult *r, cJSON *json) {
-    printf("%-26s batch %3d %9.1f tokens/s %8.3f ms/step | limit %9.1f tokens/s: %5.1f%% | read/step %.3f GB "
+static void report_decode(const char *name, const char *key, const DfDecodeBenchResult *r, int both_modes,
+                          cJSON *json) {
+    char label[160];
+    snprintf(label, sizeof label, "%s%s", name, !both_modes ? "" : r->graphs ? ", graphs" : ", op by op");
+    printf("%-36s batch %3d %9.1f tokens/s %8.3f ms/step | limit %9.1f tokens/s: %5.1f%% | read/step %.3f GB "
            "weights + %.3f GB kv",
-           name, r->batch, r->tokens_per_s, r->step_ms, r->limit_tokens_per_s, 100 * r->tokens_per_s / r->limit_tokens_per_s,
+           label, r->batch, r->tokens_per_s, r->step_ms, r->limit_tokens_per_s, 100 * r->tokens_per_s / r->limit_tokens_per_s,
            r->weight_bytes / 1e9, r->kv_bytes / 1e9);
     if (r->device_ms > 0) printf(" | kernels %.3f ms/step (kv attention %.3f)", r->device_ms, r->attention_ms);
     printf("\n");
@@ -185,7 +188,8 @@ static void report_decode(const char *name, const char *key, const DfDecodeBench
                {"kv_gb", r->kv_bytes / 1e9}, {"kernel_ms_per_step", r->device_ms},
                {"kv_attention_ms_per_step", r->attention_ms}};
     for (size_t i = 0; i < sizeof fig / sizeof fig[0]; i++) {
-        snprintf(name_buf, sizeof name_buf, "decode_%s_b%d_%s", key, r->batch, fig[i].suffix);
+        snprintf(name_buf, sizeof name_buf, "decode_%s_b%d_%s%s", key, r->batch, fig[i].suffix,
+                 both_modes && !r->graphs ? "_op_by_op" : "");
         add_number(json, name_buf, fig[i].v);
     }
 }
@@ -193,12 +197,15 @@ static void report_decode(const char *name, const char *key, const DfDecodeBench
 static int decode_batches(DfTargetModel *m, const char *name, const char *key, const BenchOptions *o, double bw,
                           cJSON *json, DfError *err) {
     static const int batches[] = {1, 64};
-    for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
-        DfDecodeBenchResult r;
-        if (df_bench_decode(m, batches[i], o->prompt_len, o->new_tokens, bw, &r, err)) return -1;
-        report_decode(name, key, &r, json);
-        fflush(stdout);
-    }
+    /* where steps can be recorded, also without, for the difference it makes */
+    int both_modes = m->be->ops->record_begin != NULL;
+    for (int graphs = 1; graphs >= (both_modes ? 0 : 1); graphs--)
+        for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
+            DfDecodeBenchResult r;
+            if (df_bench_decode(m, batches[i], o->prompt_len, o->new_tokens, bw, graphs, &r, err)) return -1;
+            report_decode(name, key, &r, both_modes, json);
+            fflush(stdout);
+        }
     return 0;
 }
 
@@ -217,12 +224,12 @@ static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
         printf("dflash bench --decode on %s: %s\n", o->device, desc);
         cJSON_AddStringToObject(json, "gpu", desc);
         if (df_cuda_copy_bandwidth(be, (size_t)2 << 30, 20, &bw, err)) goto done;
-        printf("%-26s %9.1f GB/s (device-to-device copy of 2 GiB, read + write, median of 20)\n", "bandwidth", bw);
+        printf("%-36s %9.1f GB/s (device-to-device copy of 2 GiB, read + write, median of 20)\n", "bandwidth", bw);
 #endif
     } else {
         printf("dflash bench --decode on the CPU, %d threads\n", omp_get_max_threads());
         bw = df_host_copy_bandwidth((size_t)1 << 30, 3);
-        printf("%-26s %9.1f GB/s (parallel memcpy of 1 GiB, read + write, best of 3)\n", "bandwidth", bw);
+        printf("%-36s %9.1f GB/s (parallel memcpy of 1 GiB, read + write, best of 3)\n", "bandwidth", bw);
     }
     add_number(json, "decode_bandwidth_gbs", bw);
     printf("prompts of %d tokens, %d new tokens each (greedy); tokens/s = batch / median step; limit = batch / "

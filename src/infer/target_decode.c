@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash64.h"
 #include "model/rope.h"
 
 static void free_workspace(DfTargetDecoder *d) {
@@ -99,6 +100,8 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
             return df_fail(err, "target decoder: tap layer %d outside 0..%d", taps[i], c->num_layers - 1);
     d->model = m;
     d->n_taps = n_taps;
+    /* a hybrid's DeltaNet layers run their recurrence on the host, between ops */
+    df_decode_graphs_init(&d->graphs, m->be, !c->is_hybrid);
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
     d->step_lens = df_xmalloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *d->step_lens, "cache lengths");
     if (df_kv_cache_init(&d->cache, m->be, c->num_layers, n_slots, slot_capacity, c->num_kv_heads * c->head_dim, err) ||
@@ -111,6 +114,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
 
 void df_target_decoder_free(DfTargetDecoder *d) {
     if (!d->model) return;
+    df_decode_graphs_free(&d->graphs); /* before the buffers its recordings use */
     free_workspace(d);
     df_buffer_free(d->model->be, &d->logits);
     df_buffer_free(d->model->be, &d->argmax);
@@ -121,6 +125,12 @@ void df_target_decoder_free(DfTargetDecoder *d) {
     df_buffer_free(d->model->be, &d->rope_sin);
     df_hybrid_state_free(&d->hybrid);
     memset(d, 0, sizeof *d);
+}
+
+void df_target_decoder_set_graphs(DfTargetDecoder *d, int on) {
+    DfBackend *be = d->model->be;
+    df_decode_graphs_free(&d->graphs);
+    df_decode_graphs_init(&d->graphs, be, on && !d->model->cfg.is_hybrid);
 }
 
 int32_t df_argmax_f32(const float *x, int n) {
@@ -255,13 +265,66 @@ static int fetch_outputs(DfTargetDecoder *d, const DfDecodeStep *step, int n_row
     return 0;
 }
 
+/* One step's ops, from the embedding to the greedy choices, queued on the
+ * backend (or recorded: infer/decode_graphs.h): no host work in between. */
+typedef struct StepRun {
+    DfTargetDecoder *d;
+    const DfDecodeStep *step;
+    int t, logit_rows;
+} StepRun;
+
+static int wants_features(const DfDecodeStep *step) {
+    return step->features || step->keep_features;
+}
+
+static void enqueue_step(void *ctx) {
+    const StepRun *r = ctx;
+    DfTargetDecoder *d = r->d;
+    DfTargetModel *m = d->model;
+    DfBackend *be = m->be;
+    const DfModelConfig *c = &m->cfg;
+    int t = r->t, hid = c->hidden_size;
+    DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
+    df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
+    for (int l = 0; l < c->num_layers; l++) {
+        decoder_layer(d, l, &d->kb);
+        for (int j = 0; j < d->n_taps && wants_features(r->step); j++)
+            if (d->taps[j] == l)
+                df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
+                             d->n_taps * hid, x, hid, t, hid);
+    }
+    if (!r->logit_rows) return;
+    run_head(d, &d->kb, r->step->logits_rows);
+    if (argmax_on_backend(r->step))
+        df_op_argmax_rows(be, df_buffer_view(d->argmax, 0, (size_t)r->logit_rows), (DfBuffer){0},
+                          df_buffer_view(d->logits, 0, (size_t)r->logit_rows * c->vocab_size), r->logit_rows,
+                          c->vocab_size);
+}
+
+/* What a recording of the step depends on besides the weights and caches,
+ * which stay put for the decoder's life. */
+static void step_key(const StepRun *r, DfDecodeGraphKey *key) {
+    const DfTargetDecoder *d = r->d;
+    const DfKvBatch *kb = &d->kb;
+    df_decode_graph_key_clear(key);
+    key->n_seqs = kb->n_seqs;
+    key->n_rows = kb->n_rows;
+    key->visible_bound = df_kv_visible_bound(kb);
+    key->logits_rows = r->logit_rows ? (int)r->step->logits_rows + 1 : 0;
+    key->argmax_on_backend = argmax_on_backend(r->step);
+    key->features = wants_features(r->step);
+    key->row_starts_hash = df_hash64(kb->host_row_starts, (size_t)(kb->n_seqs + 1) * sizeof *kb->host_row_starts);
+    const void *bufs[] = {d->ids.ptr, d->x.ptr, d->logits.ptr, d->argmax.ptr, d->features.ptr, kb->pack.ptr};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) key->bufs[i] = bufs[i];
+}
+
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err) {
     DfTargetModel *m = d->model;
     DfBackend *be = m->be;
     const DfModelConfig *c = &m->cfg;
     int n_seqs = step->n_seqs;
     if (n_seqs <= 0) return df_fail(err, "target decode: no sequences");
-    int t = step->row_starts[n_seqs], hid = c->hidden_size;
+    int t = step->row_starts[n_seqs];
     for (int i = 0; i < t; i++)
         if (step->ids[i] < 0 || step->ids[i] >= c->vocab_size)
             return df_fail(err, "target decode: token id %d (new token %d) is outside the vocabulary [0, %d)",
@@ -285,23 +348,12 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
         for (int i = 0; i < n_seqs; i++)
             df_hybrid_state_begin_step(&d->hybrid, step->slots[i], kb->host_cache_lens[i],
                                        step->row_starts[i + 1] - step->row_starts[i]);
-    DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
-    df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
-    for (int l = 0; l < c->num_layers; l++) {
-        decoder_layer(d, l, kb);
-        for (int j = 0; j < d->n_taps && (step->features || step->keep_features); j++)
-            if (d->taps[j] == l)
-                df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
-                             d->n_taps * hid, x, hid, t, hid);
-    }
-    if (logit_rows) {
-        run_head(d, kb, step->logits_rows);
-        if (argmax_on_backend(step))
-            df_op_argmax_rows(be, df_buffer_view(d->argmax, 0, (size_t)logit_rows), (DfBuffer){0},
-                              df_buffer_view(d->logits, 0, (size_t)logit_rows * c->vocab_size), logit_rows,
-                              c->vocab_size);
-    }
-    if (be->ops->sync(be, err) || fetch_outputs(d, step, t, logit_rows, err)) return -1;
+    StepRun run = {d, step, t, logit_rows};
+    DfDecodeGraphKey key;
+    step_key(&run, &key);
+    if (df_decode_graphs_run(&d->graphs, &key, enqueue_step, &run, err) || be->ops->sync(be, err) ||
+        fetch_outputs(d, step, t, logit_rows, err))
+        return -1;
     for (int i = 0; i < n_seqs; i++) d->cache.lens[step->slots[i]] += step->row_starts[i + 1] - step->row_starts[i];
     return 0;
 }

@@ -19,6 +19,7 @@
 
 #include <stdint.h>
 
+#include "infer/decode_graphs.h"
 #include "infer/hybrid_state.h"
 #include "infer/kv_cache.h"
 #include "model/drafter_config.h"
@@ -42,6 +43,7 @@ typedef struct DfTargetDecoder {
     DfKvBatch kb;                /* the step layout, its storage reused by every step */
     int32_t *step_lens;          /* [cache.n_slots]: cache lengths of a step's sequences */
     DfHybridState hybrid;        /* hybrid targets only */
+    DfDecodeGraphs graphs;       /* recorded steps, where the backend records (on by default) */
 } DfTargetDecoder;
 
 /* n_slots sequences of up to slot_capacity tokens each (prompt + generated
@@ -63,6 +65,11 @@ typedef struct DfDecodeStep {
     int keep_features; /* nonzero: the tap features stay on the backend for df_target_features
                           (with or without the host copy) */
 } DfDecodeStep;
+
+/* Recorded steps on or off (infer/decode_graphs.h; on after init where the
+ * backend records and the target is not hybrid). The results are the same
+ * bits either way: a replay runs the same kernels on the same buffers. */
+void df_target_decoder_set_graphs(DfTargetDecoder *d, int on);
 
 /* Runs one step; the cache length of each slot grows by its new tokens. */
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err);

@@ -172,6 +172,7 @@ void *df_cuda_scratch(DfBackend *be, size_t bytes) {
         return NULL;
     }
     st->scratch_bytes = bytes;
+    st->mem_epoch++;
     st->bytes_in_use += bytes;
     if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
     return st->scratch;
@@ -280,6 +281,10 @@ static const DfBackendOps CUDA_OPS = {
     .sigmoid_gate = df_cuda_sigmoid_gate,
     .rope_partial = df_cuda_rope_partial,
     .rmsnorm_f32_weight = df_cuda_rmsnorm_f32_weight,
+    .record_begin = df_cuda_record_begin,
+    .record_end = df_cuda_record_end,
+    .graph_replay = df_cuda_graph_replay,
+    .graph_free = df_cuda_graph_free,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {

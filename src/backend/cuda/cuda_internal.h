@@ -79,6 +79,13 @@ typedef struct DfCudaState {
     size_t kv_ws_bytes;
     int sm_count; /* 0 until first asked for */
 
+    /* Incremented whenever the state's own device memory (scratch, kv_ws,
+     * skinny_arrivals) is reallocated: a recorded graph holds the old
+     * addresses and is not replayed after that (cuda_graph.cu). */
+    unsigned long mem_epoch;
+    int recording;                /* between record_begin and record_end */
+    unsigned long record_epoch;   /* mem_epoch when the recording began */
+
     int profiling;
     cudaEvent_t *prof_events; /* pairs: start, end */
     int *prof_kinds;
@@ -187,6 +194,11 @@ void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int l
 void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
 void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                           const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+/* Recorded steps (cuda_graph.cu; backend.h record_begin). */
+int df_cuda_record_begin(DfBackend *be, DfError *err);
+int df_cuda_record_end(DfBackend *be, DfGraph **graph, DfError *err);
+int df_cuda_graph_replay(DfBackend *be, DfGraph *graph, DfError *err);
+void df_cuda_graph_free(DfBackend *be, DfGraph *graph);
 void df_cuda_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
 
 /* training ops: cuda_matmul.cu, cuda_elementwise.cu (rope_backward),

@@ -384,6 +384,7 @@ static int ensure_kv_workspace(DfBackend *be, size_t bytes) {
         return -1;
     }
     st->kv_ws_bytes = bytes;
+    st->mem_epoch++;
     st->bytes_in_use += bytes;
     if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
     return 0;
@@ -391,15 +392,18 @@ static int ensure_kv_workspace(DfBackend *be, size_t bytes) {
 
 /* Keys per split: one split when sequences x kv heads x row tiles already
  * give every SM two blocks; else enough splits for that, none shorter than
- * KV_MIN_CHUNK keys. */
+ * KV_MIN_CHUNK keys. Sized by the bucketed bound (df_kv_visible_bound), not
+ * the exact longest sequence, so that a recorded step's launch shape holds
+ * for the following steps. */
 static int kv_chunk(DfCudaState *st, const DfKvBatch *b, int kv_heads, int row_tiles) {
     if (!st->sm_count && cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
         st->sm_count = 132;
+    long visible = df_kv_visible_bound(b);
     long blocks = (long)b->n_seqs * kv_heads * row_tiles, want = 2L * st->sm_count;
-    if (blocks >= want || b->max_visible <= KV_MIN_CHUNK) return b->max_visible;
+    if (blocks >= want || visible <= KV_MIN_CHUNK) return (int)visible;
     long splits = (want + blocks - 1) / blocks;
     if (splits > KV_MAX_SPLITS) splits = KV_MAX_SPLITS;
-    long chunk = (b->max_visible + splits - 1) / splits;
+    long chunk = (visible + splits - 1) / splits;
     if (chunk < KV_MIN_CHUNK) chunk = KV_MIN_CHUNK;
     chunk = (chunk + KV_BN - 1) / KV_BN * KV_BN;
     return (int)chunk;
@@ -443,7 +447,7 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
     int group = heads / kv_heads;
     int row_tiles = (batch->max_new * group + KV_MROWS - 1) / KV_MROWS;
     int chunk = kv_chunk(st, batch, kv_heads, row_tiles);
-    int splits = (batch->max_visible + chunk - 1) / chunk;
+    int splits = (df_kv_visible_bound(batch) + chunk - 1) / chunk;
     KvAttnParams p;
     p.out = (bf16 *)out.ptr;
     p.q = (const bf16 *)q.ptr;

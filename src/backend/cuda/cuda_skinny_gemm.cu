@@ -302,6 +302,7 @@ static int *arrival_counters(DfBackend *be, int count) {
         return NULL;
     }
     st->skinny_arrivals_count = count;
+    st->mem_epoch++;
     st->bytes_in_use += (size_t)count * sizeof(int);
     if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
     return st->skinny_arrivals;

@@ -1,0 +1,56 @@
+/* Recorded decode steps (backend.h, record_begin): a target decoder's step
+ * replayed as one graph instead of hundreds of op launches (on CUDA, the
+ * launches and the gaps between the small kernels of a decode step cost
+ * about as much as the kernels themselves at batch 1).
+ *
+ * A recording holds buffer addresses and launch shapes, so it serves only
+ * the steps with the same key: the step's shape (sequences, new rows and
+ * where they start, the KV ops' visible-key bound, the outputs asked for)
+ * and the addresses of the step's buffers. A key's first step runs op by
+ * op (its buffers and the backend's scratch reach their sizes then), its
+ * second is recorded and replayed, later ones are replayed. A few keys are
+ * kept, the least recently used one giving way. */
+#ifndef DF_INFER_DECODE_GRAPHS_H
+#define DF_INFER_DECODE_GRAPHS_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+#define DF_DECODE_GRAPH_BUFS 8
+#define DF_DECODE_GRAPH_SLOTS 8
+
+typedef struct DfDecodeGraphKey {
+    int n_seqs, n_rows, visible_bound;
+    int logits_rows, argmax_on_backend, features;
+    uint64_t row_starts_hash;
+    const void *bufs[DF_DECODE_GRAPH_BUFS]; /* the step's buffer addresses, unused ones NULL */
+} DfDecodeGraphKey;
+
+typedef struct DfDecodeGraphEntry {
+    DfDecodeGraphKey key;
+    DfGraph *graph;          /* NULL: seen once, not recorded yet */
+    unsigned long last_used; /* 0: empty */
+} DfDecodeGraphEntry;
+
+typedef struct DfDecodeGraphs {
+    DfBackend *be;
+    int enabled; /* the backend records, and the caller wants it */
+    unsigned long clock;
+    DfDecodeGraphEntry entries[DF_DECODE_GRAPH_SLOTS];
+    unsigned long replays, recordings; /* steps served by a replay; recordings made */
+} DfDecodeGraphs;
+
+/* enabled is ignored (off) where the backend cannot record. */
+void df_decode_graphs_init(DfDecodeGraphs *g, DfBackend *be, int enabled);
+void df_decode_graphs_free(DfDecodeGraphs *g);
+
+/* A key zeroed (padding included: keys are compared bytewise), then filled by the caller. */
+void df_decode_graph_key_clear(DfDecodeGraphKey *key);
+
+/* Queues one step: enqueue(ctx) op by op, or the replay of the step's
+ * recording (made now when the key has been seen before). */
+int df_decode_graphs_run(DfDecodeGraphs *g, const DfDecodeGraphKey *key, void (*enqueue)(void *ctx), void *ctx,
+                         DfError *err);
+
+#endif
