@@ -83,6 +83,12 @@ void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode);
  * the shapes meant for it take it). */
 size_t df_cuda_skinny_gemm_count(DfBackend *be);
 
+/* The blocks per SM that kv_attention's split-K aims for: the key range of
+ * each (sequence, kv head) is split until sequences x kv heads x splits
+ * reach this many blocks per SM (chunks of at least 64 keys); 0 restores
+ * the default. A tuning knob for benchmarks; results agree within rounding. */
+void df_cuda_set_kv_attention_blocks_per_sm(DfBackend *be, int blocks);
+
 /* --- timing -------------------------------------------------------------- */
 
 /* Milliseconds of the stream's work between two marks (CUDA events). */

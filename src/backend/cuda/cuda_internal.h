@@ -78,6 +78,7 @@ typedef struct DfCudaState {
     void *kv_ws; /* kv_attention's split-K partial results (cuda_kv.cu) */
     size_t kv_ws_bytes;
     int sm_count; /* 0 until first asked for */
+    int kv_blocks_per_sm; /* kv_attention's split-K target (df_cuda_set_kv_attention_blocks_per_sm); 0: default */
 
     /* Incremented whenever the state's own device memory (scratch, kv_ws,
      * skinny_arrivals) is reallocated: a recorded graph holds the old

@@ -34,6 +34,7 @@
 #define KV_BN 64          /* keys per tile: 16 per warp */
 #define KV_MIN_CHUNK 64   /* keys per split at least: one tile */
 #define KV_MAX_SPLITS 64
+#define KV_BLOCKS_PER_SM 2 /* split-K target (df_cuda_set_kv_attention_blocks_per_sm) */
 
 /* --- kv_cache_write ------------------------------------------------------- */
 
@@ -390,8 +391,12 @@ static int ensure_kv_workspace(DfBackend *be, size_t bytes) {
     return 0;
 }
 
+extern "C" void df_cuda_set_kv_attention_blocks_per_sm(DfBackend *be, int blocks) {
+    df_cuda_state(be)->kv_blocks_per_sm = blocks > 0 ? blocks : 0;
+}
+
 /* Keys per split: one split when sequences x kv heads x row tiles already
- * give every SM two blocks; else enough splits for that, none shorter than
+ * give every SM KV_BLOCKS_PER_SM blocks; else enough splits for that, none shorter than
  * KV_MIN_CHUNK keys. Sized by the bucketed bound (df_kv_visible_bound), not
  * the exact longest sequence, so that a recorded step's launch shape holds
  * for the following steps. */
@@ -399,7 +404,8 @@ static int kv_chunk(DfCudaState *st, const DfKvBatch *b, int kv_heads, int row_t
     if (!st->sm_count && cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
         st->sm_count = 132;
     long visible = df_kv_visible_bound(b);
-    long blocks = (long)b->n_seqs * kv_heads * row_tiles, want = 2L * st->sm_count;
+    long per_sm = st->kv_blocks_per_sm > 0 ? st->kv_blocks_per_sm : KV_BLOCKS_PER_SM;
+    long blocks = (long)b->n_seqs * kv_heads * row_tiles, want = per_sm * st->sm_count;
     if (blocks >= want || visible <= KV_MIN_CHUNK) return (int)visible;
     long splits = (want + blocks - 1) / blocks;
     if (splits > KV_MAX_SPLITS) splits = KV_MAX_SPLITS;
