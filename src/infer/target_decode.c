@@ -3,6 +3,8 @@
  * queries attend to everything their slot holds. */
 #include "infer/target_decode.h"
 
+#include "infer/target_decode_layer.h"
+
 #include "model/hybrid_layer.h"
 #include "model/target_layer.h"
 
@@ -14,8 +16,8 @@
 
 static void free_workspace(DfTargetDecoder *d) {
     DfBackend *be = d->model->be;
-    DfBuffer *bufs[] = {&d->ids, &d->x, &d->h, &d->q, &d->k, &d->v, &d->attn, &d->gate, &d->up, &d->last,
-                        &d->features};
+    DfBuffer *bufs[] = {&d->ids, &d->x, &d->h,    &d->q,        &d->k,   &d->v,      &d->attn,
+                        &d->gate, &d->up, &d->last, &d->features, &d->qkv, &d->gate_up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
     d->ws_rows = 0;
 }
@@ -29,19 +31,29 @@ static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
     const DfModelConfig *c = &d->model->cfg;
     size_t t = (size_t)want, hid = c->hidden_size, q = (size_t)c->num_heads * c->head_dim;
     size_t kv = (size_t)c->num_kv_heads * c->head_dim, inter = c->intermediate_size;
+    /* the fused layer needs qkv and gate_up in place of k, v, up (and only those of the one kind) */
+    size_t split = d->fused ? 0 : 1, fused = d->fused ? 1 : 0;
     struct {
         DfBuffer *b;
         DfBufKind kind;
         size_t n;
     } bufs[] = {
-        {&d->ids, DF_BUF_I32, t},          {&d->x, DF_BUF_ACT, t * hid},      {&d->h, DF_BUF_ACT, t * hid},
-        {&d->q, DF_BUF_ACT, t * q},        {&d->k, DF_BUF_ACT, t * kv},       {&d->v, DF_BUF_ACT, t * kv},
-        {&d->attn, DF_BUF_ACT, t * q},     {&d->gate, DF_BUF_ACT, t * inter}, {&d->up, DF_BUF_ACT, t * inter},
+        {&d->ids, DF_BUF_I32, t},
+        {&d->x, DF_BUF_ACT, t * hid},
+        {&d->h, DF_BUF_ACT, t * hid},
+        {&d->q, DF_BUF_ACT, t * q},
+        {&d->k, DF_BUF_ACT, split * t * kv},
+        {&d->v, DF_BUF_ACT, split * t * kv},
+        {&d->attn, DF_BUF_ACT, t * q},
+        {&d->gate, DF_BUF_ACT, t * inter},
+        {&d->up, DF_BUF_ACT, split * t * inter},
         {&d->last, DF_BUF_ACT, t * hid},
         {&d->features, DF_BUF_ACT, t * (size_t)(d->n_taps ? d->n_taps : 1) * hid},
+        {&d->qkv, DF_BUF_ACT, fused * t * (q + 2 * kv)},
+        {&d->gate_up, DF_BUF_ACT, fused * t * 2 * inter},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (df_buffer_alloc(d->model->be, bufs[i].b, bufs[i].kind, bufs[i].n, err)) {
+        if (bufs[i].n && df_buffer_alloc(d->model->be, bufs[i].b, bufs[i].kind, bufs[i].n, err)) {
             free_workspace(d);
             return df_context(err, "target decoder workspace for %d tokens", want);
         }
@@ -98,6 +110,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
         if (taps[i] < 0 || taps[i] >= c->num_layers)
             return df_fail(err, "target decoder: tap layer %d outside 0..%d", taps[i], c->num_layers - 1);
     d->model = m;
+    d->fused = df_target_decode_can_fuse(m);
     d->n_taps = n_taps;
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
     d->step_lens = df_xmalloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *d->step_lens, "cache lengths");
@@ -204,6 +217,10 @@ static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
     const DfModelConfig *c = &m->cfg;
     if (c->is_hybrid) {
         hybrid_decoder_layer(d, layer, kb);
+        return;
+    }
+    if (d->fused) {
+        df_target_decode_fused_layer(d, layer, kb);
         return;
     }
     DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);

@@ -280,6 +280,8 @@ static const DfBackendOps CUDA_OPS = {
     .sigmoid_gate = df_cuda_sigmoid_gate,
     .rope_partial = df_cuda_rope_partial,
     .rmsnorm_f32_weight = df_cuda_rmsnorm_f32_weight,
+    .qkv_rope_cache = df_cuda_qkv_rope_cache,
+    .swiglu_packed = df_cuda_swiglu_packed,
 };
 
 static int init_state(DfCudaState *st, DfError *err) {
