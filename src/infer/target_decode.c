@@ -1,6 +1,7 @@
 /* The target decoder layer of target_forward.c, rewritten over the KV-cache
  * ops: the new rows' keys/values go into the cache first, then the new
- * queries attend to everything their slot holds. */
+ * queries attend to everything their slot holds. A dense model loaded with
+ * fused weights decodes through infer/target_decode_layer.c instead. */
 #include "infer/target_decode.h"
 
 #include "infer/target_decode_layer.h"
