@@ -3,6 +3,8 @@
 
 #include "base/numeric.h"
 #include "formats/safetensors.h"
+#include "infer/target_decode.h"
+#include "model/rope.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -363,4 +365,190 @@ void df_test_load_cpu_target(DfTargetModel *m, DfBackend **be, const char *dir, 
     *be = df_backend_cpu_create(&err);
     assert_non_null(*be);
     if (df_target_load(m, *be, df_test_path(dir), n_layers, with_head, &err)) fail_msg("%s", err.msg);
+}
+
+/* --- a dense layer's fused ops (qkv_rope_cache, swiglu_packed) ----------- */
+
+static int qkv_case_rows(const DfTestQkvCase *c, int32_t *starts) {
+    starts[0] = 0;
+    for (int i = 0; i < c->n_seqs; i++) starts[i + 1] = starts[i] + c->n_new[i];
+    return starts[c->n_seqs];
+}
+
+/* The separate ops on a copy of qkv: copy2d out q, k, v, then norm, rope, cache writes. */
+static void qkv_unfused(DfBackend *be, const DfQkvRopeCacheArgs *a) {
+    int rows = a->batch->n_rows, nh = a->heads, nkv = a->kv_heads, hd = a->head_dim, width = (nh + 2 * nkv) * hd;
+    DfBuffer k, v;
+    DfError err;
+    if (df_buffer_alloc(be, &k, DF_BUF_ACT, (size_t)rows * nkv * hd, &err) ||
+        df_buffer_alloc(be, &v, DF_BUF_ACT, (size_t)rows * nkv * hd, &err))
+        fail_msg("%s", err.msg);
+    df_op_copy2d(be, a->q_out, nh * hd, a->qkv, width, rows, nh * hd);
+    df_op_copy2d(be, k, nkv * hd, df_buffer_view(a->qkv, (size_t)nh * hd, a->qkv.count - (size_t)nh * hd), width,
+                 rows, nkv * hd);
+    df_op_copy2d(be, v, nkv * hd,
+                 df_buffer_view(a->qkv, (size_t)(nh + nkv) * hd, a->qkv.count - (size_t)(nh + nkv) * hd), width, rows,
+                 nkv * hd);
+    if (a->q_norm.ptr) {
+        df_op_rmsnorm(be, a->q_out, a->q_out, a->q_norm, rows * nh, hd, a->eps);
+        df_op_rmsnorm(be, k, k, a->k_norm, rows * nkv, hd, a->eps);
+    }
+    df_op_rope(be, a->q_out, a->batch->positions, a->cos_table, a->sin_table, rows, nh, hd);
+    df_op_rope(be, k, a->batch->positions, a->cos_table, a->sin_table, rows, nkv, hd);
+    df_op_kv_cache_write(be, a->k_cache, k, a->batch, nkv * hd);
+    df_op_kv_cache_write(be, a->v_cache, v, a->batch, nkv * hd);
+    if (be->ops->sync(be, &err)) fail_msg("%s", err.msg);
+    df_buffer_free(be, &k);
+    df_buffer_free(be, &v);
+}
+
+/* Rope tables of a Qwen3-like theta over the case's capacity. */
+static void qkv_rope_tables(DfBackend *be, const DfTestQkvCase *c, DfBuffer *cs, DfBuffer *sn) {
+    size_t n = (size_t)c->capacity * (c->head_dim / 2);
+    float *hc = malloc(n * sizeof *hc), *hs = malloc(n * sizeof *hs);
+    DfRopeConfig rope = {.theta = 1000000.0, .type = DF_ROPE_DEFAULT};
+    df_rope_tables(&rope, c->head_dim, c->capacity, hc, hs);
+    *cs = df_test_upload(be, hc, n, DF_BUF_F32);
+    *sn = df_test_upload(be, hs, n, DF_BUF_F32);
+    free(hc), free(hs);
+}
+
+DfTestQkvRun df_test_qkv_run(DfBackend *be, const DfTestQkvCase *c, uint64_t seed, int fused) {
+    int32_t starts[257];
+    assert_true(c->n_seqs <= 256);
+    int rows = qkv_case_rows(c, starts), hd = c->head_dim, kvd = c->kv_heads * hd;
+    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * hd, cache_n = (size_t)c->n_slots * c->capacity * kvd;
+    DfKvBatch kb;
+    DfError err;
+    if (df_kv_batch_init(&kb, be, c->n_seqs, c->slots, c->cache_lens, starts, c->n_slots, c->capacity, &err))
+        fail_msg("%s", err.msg);
+    float *qkv = df_test_random_bf16((size_t)rows * width, seed, 2.0f);
+    float *qn = df_test_random_bf16((size_t)hd, seed + 1, 0.5f), *kn = df_test_random_bf16((size_t)hd, seed + 2, 0.5f);
+    for (int i = 0; i < hd; i++) qn[i] = df_bf16_to_f32(df_f32_to_bf16(1.0f + qn[i])), kn[i] = df_bf16_to_f32(df_f32_to_bf16(1.0f + kn[i]));
+    DfQkvRopeCacheArgs a = {
+        .batch = &kb,
+        .qkv = df_test_upload(be, qkv, (size_t)rows * width, DF_BUF_ACT),
+        .q_norm = c->qk_norm ? df_test_upload(be, qn, (size_t)hd, DF_BUF_ACT) : (DfBuffer){0},
+        .k_norm = c->qk_norm ? df_test_upload(be, kn, (size_t)hd, DF_BUF_ACT) : (DfBuffer){0},
+        .eps = 1e-6f,
+        .q_out = df_test_upload_poisoned(be, (size_t)rows * c->heads * hd, DF_BUF_ACT),
+        .k_cache = df_test_upload_poisoned(be, cache_n, DF_BUF_ACT),
+        .v_cache = df_test_upload_poisoned(be, cache_n, DF_BUF_ACT),
+        .heads = c->heads,
+        .kv_heads = c->kv_heads,
+        .head_dim = hd,
+    };
+    qkv_rope_tables(be, c, &a.cos_table, &a.sin_table);
+    if (fused) df_op_qkv_rope_cache(be, &a);
+    else qkv_unfused(be, &a);
+    DfTestQkvRun r = {df_test_download(be, a.q_out), df_test_download(be, a.k_cache), df_test_download(be, a.v_cache),
+                      a.q_out.count, cache_n};
+    DfBuffer *bufs[] = {&a.qkv, &a.q_norm, &a.k_norm, &a.q_out, &a.k_cache, &a.v_cache, &a.cos_table, &a.sin_table};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
+    df_kv_batch_free(&kb, be);
+    free(qkv), free(qn), free(kn);
+    return r;
+}
+
+void df_test_qkv_run_free(DfTestQkvRun *r) {
+    free(r->q), free(r->k_cache), free(r->v_cache);
+    memset(r, 0, sizeof *r);
+}
+
+/* Whether cache row `row` (of n_slots * capacity) is one the case writes. */
+static int qkv_row_written(const DfTestQkvCase *c, size_t row) {
+    for (int i = 0; i < c->n_seqs; i++) {
+        size_t first = (size_t)c->slots[i] * c->capacity + (size_t)c->cache_lens[i];
+        if (row >= first && row < first + (size_t)c->n_new[i]) return 1;
+    }
+    return 0;
+}
+
+/* The written rows of a cache packed (asserting they are written and the
+ * others untouched); heap, their count in *n. */
+static float *qkv_written_rows(const DfTestQkvCase *c, const float *cache, const char *what, size_t *n) {
+    size_t kvd = (size_t)c->kv_heads * c->head_dim, rows = (size_t)c->n_slots * c->capacity;
+    float *out = malloc(rows * kvd * sizeof *out);
+    *n = 0;
+    for (size_t r = 0; r < rows; r++) {
+        int written = qkv_row_written(c, r);
+        for (size_t j = 0; j < kvd; j++) {
+            float x = cache[r * kvd + j];
+            if (written ? isnan(x) : !isnan(x))
+                fail_msg("%s: %s row %zu value %zu is %g (%s)", c->name, what, r, j, x,
+                         written ? "never written" : "written outside the new rows");
+            if (written) out[(*n)++] = x;
+        }
+    }
+    return out;
+}
+
+static void qkv_check(const DfTestQkvCase *c, const char *what, const float *a, const float *b, size_t n, double tol) {
+    double e = df_rel_error(a, b, n);
+    if (!(e <= tol)) fail_msg("%s: %s relative error %g over %zu values (tolerance %g)", c->name, what, e, n, tol);
+}
+
+void df_test_qkv_compare(const DfTestQkvCase *c, const DfTestQkvRun *a, const DfTestQkvRun *b, double tol,
+                         double v_tol) {
+    for (size_t i = 0; i < a->q_count; i++)
+        if (isnan(a->q[i]) || isnan(b->q[i])) fail_msg("%s: q value %zu never written", c->name, i);
+    qkv_check(c, "q", a->q, b->q, a->q_count, tol);
+    const char *names[2] = {"k cache", "v cache"};
+    const float *ca[2] = {a->k_cache, a->v_cache}, *cb[2] = {b->k_cache, b->v_cache};
+    for (int j = 0; j < 2; j++) {
+        size_t na, nb;
+        float *wa = qkv_written_rows(c, ca[j], names[j], &na), *wb = qkv_written_rows(c, cb[j], names[j], &nb);
+        assert_int_equal(na, nb);
+        qkv_check(c, names[j], wa, wb, na, j ? v_tol : tol);
+        free(wa), free(wb);
+    }
+}
+
+float *df_test_swiglu_run(DfBackend *be, int rows, int inter, uint64_t seed, int fused) {
+    size_t n = (size_t)rows * inter;
+    float *host = df_test_random_bf16(2 * n, seed, 4.0f);
+    DfBuffer gate_up = df_test_upload(be, host, 2 * n, DF_BUF_ACT), out = df_test_upload_poisoned(be, n, DF_BUF_ACT);
+    if (fused) {
+        df_op_swiglu_packed(be, out, gate_up, rows, inter);
+    } else {
+        DfBuffer up = df_test_upload_poisoned(be, n, DF_BUF_ACT);
+        df_op_copy2d(be, out, inter, gate_up, 2 * inter, rows, inter);
+        df_op_copy2d(be, up, inter, df_buffer_view(gate_up, (size_t)inter, 2 * n - (size_t)inter), 2 * inter, rows,
+                     inter);
+        df_op_swiglu(be, out, out, up);
+        float *sync_up = df_test_download(be, up); /* syncs before up goes */
+        free(sync_up);
+        df_buffer_free(be, &up);
+    }
+    float *r = df_test_download(be, out);
+    df_buffer_free(be, &gate_up);
+    df_buffer_free(be, &out);
+    free(host);
+    return r;
+}
+
+float *df_test_decode_logits(DfTargetModel *m, int fused, size_t *n) {
+    DfTargetDecoder d;
+    DfError err;
+    if (df_target_decoder_init(&d, m, 3, 32, NULL, 0, &err)) fail_msg("%s", err.msg);
+    assert_true(d.fused); /* a dense model loads with fused weights */
+    d.fused = fused;      /* before the first step: the workspace follows it */
+    int vocab = m->cfg.vocab_size;
+    const int32_t ids[3][10] = {{11, 523, 97, 4001, 12, 8, 77, 5, 9, 2}, {300, 41, 1999, 6, 15}, {0}};
+    const int32_t counts[3] = {7, 1, 1}, counts_b[3] = {3, 1, 1}, slots[2] = {2, 0};
+    size_t total = (size_t)(7 + 3 + 2 + 2) * vocab, at = 0;
+    float *logits = malloc(total * sizeof *logits);
+    for (int s = 0, off_a = 0, off_b = 0; s < 3; off_a += counts[s], off_b += counts_b[s], s++) {
+        int32_t step_ids[16], starts[3] = {0, counts[s], counts[s] + counts_b[s]};
+        memcpy(step_ids, ids[0] + off_a, (size_t)counts[s] * sizeof *step_ids);
+        memcpy(step_ids + counts[s], ids[1] + off_b, (size_t)counts_b[s] * sizeof *step_ids);
+        DfDecodeStep step = {.n_seqs = 2, .slots = slots, .ids = step_ids, .row_starts = starts,
+                             .logits_rows = DF_LOGITS_ALL, .logits = logits + at};
+        if (df_target_decode(&d, &step, &err)) fail_msg("%s", err.msg);
+        at += (size_t)starts[2] * vocab;
+    }
+    assert_true(at == total);
+    df_target_decoder_free(&d);
+    *n = total;
+    return logits;
 }

@@ -134,6 +134,43 @@ DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n);
 /* n NaNs: an op's output, so that a value the op fails to write shows. */
 DfBuffer df_test_upload_poisoned(DfBackend *be, size_t n, DfBufKind kind);
 float *df_test_download(DfBackend *be, DfBuffer b); /* after a sync; heap, b.count values */
+
+/* A dense layer's q/k/v step (backend.h, DfQkvRopeCacheArgs) on one
+ * backend: sequence i lives in slot slots[i], has cache_lens[i] cached rows
+ * and brings n_new[i] new rows. Inputs come from `seed`: the fused product
+ * qkv, the q/k norm weights (when qk_norm) and rope tables, all rounded to
+ * bf16 where they are ACT, so that a bf16 backend and the CPU see the same
+ * values. The caches start NaN-poisoned; the op writes only the new rows. */
+typedef struct DfTestQkvCase {
+    const char *name;
+    int heads, kv_heads, head_dim, qk_norm;
+    int n_seqs, n_slots, capacity;
+    const int32_t *slots, *cache_lens, *n_new;
+} DfTestQkvCase;
+typedef struct DfTestQkvRun {
+    float *q, *k_cache, *v_cache; /* host copies: [rows, heads*hd], [n_slots*capacity, kv_heads*hd] twice */
+    size_t q_count, cache_count;
+} DfTestQkvRun;
+/* fused: one qkv_rope_cache; otherwise the ops it replaces, as the decoder
+ * ran them: q, k, v copied out of qkv, rmsnorm per head, rope, kv_cache_write. */
+DfTestQkvRun df_test_qkv_run(DfBackend *be, const DfTestQkvCase *c, uint64_t seed, int fused);
+void df_test_qkv_run_free(DfTestQkvRun *r);
+/* Fails unless every new row of the case is written (not NaN) in both runs,
+ * everything else in the caches is still NaN in both, and the written values
+ * differ by at most tol (max|a-b| / max|b|) for q and k, v_tol for v. */
+void df_test_qkv_compare(const DfTestQkvCase *c, const DfTestQkvRun *a, const DfTestQkvRun *b, double tol,
+                         double v_tol);
+
+/* swiglu_packed on be over gate_up [rows, 2*inter] from seed (bf16-rounded),
+ * fused, or as swiglu on copies of the gate and up halves; host [rows, inter]. */
+float *df_test_swiglu_run(DfBackend *be, int rows, int inter, uint64_t seed, int fused);
+
+/* The target decoder on m (all layers and the head loaded) with its fused
+ * dense layers (fused 1, as it decodes by default) or the separate ops it
+ * had before (fused 0): a prompt step of two sequences (one with 7 tokens,
+ * one with 3) then two one-token steps; every step's logits for all new
+ * rows, concatenated (heap; their count in *n). */
+float *df_test_decode_logits(DfTargetModel *m, int fused, size_t *n);
 int df_test_file_exists(const char *path);
 
 #endif

@@ -355,6 +355,40 @@ void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cach
     be->ops->kv_attention(be, out, q, k_cache, v_cache, batch, heads, kv_heads, head_dim, scale, causal);
 }
 
+static void check_rope_tables(DfBuffer cos_table, DfBuffer sin_table, int head_dim, const char *op) {
+    require(cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
+                cos_table.count > 0 && cos_table.count % (size_t)(head_dim / 2) == 0,
+            op, "rope tables are not F32 [n_pos, head_dim/2]");
+}
+
+void df_op_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a) {
+    const char *op = "qkv_rope_cache";
+    int nh = a->heads, nkv = a->kv_heads, hd = a->head_dim;
+    require(nh > 0 && nkv > 0 && nh % nkv == 0, op, "heads not a multiple of kv_heads");
+    require(hd > 0 && hd % 2 == 0, op, "head_dim must be even");
+    const DfKvBatch *kb = a->batch;
+    check_kv_batch(kb, a->k_cache, nkv * hd, op);
+    check_kv_batch(kb, a->v_cache, nkv * hd, op);
+    size_t rows = (size_t)kb->n_rows;
+    require(fits(a->qkv, rows * (size_t)(nh + 2 * nkv) * hd, DF_BUF_ACT), op,
+            "qkv smaller than [n_rows, (heads + 2*kv_heads) * head_dim]");
+    require(fits(a->q_out, rows * (size_t)nh * hd, DF_BUF_ACT), op, "q_out smaller than [n_rows, heads * head_dim]");
+    int with_norm = a->q_norm.ptr != NULL;
+    require(with_norm == (a->k_norm.ptr != NULL), op, "q_norm and k_norm must be both set or both empty");
+    require(!with_norm || (fits(a->q_norm, (size_t)hd, DF_BUF_ACT) && fits(a->k_norm, (size_t)hd, DF_BUF_ACT)), op,
+            "q_norm / k_norm not ACT [head_dim]");
+    require(fits(kb->positions, rows, DF_BUF_I32), op, "positions smaller than [n_rows]");
+    check_rope_tables(a->cos_table, a->sin_table, hd, op);
+    be->ops->qkv_rope_cache(be, a);
+}
+
+void df_op_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter) {
+    require(rows > 0 && inter > 0, "swiglu_packed", "empty dimension");
+    require(fits(out, (size_t)rows * inter, DF_BUF_ACT) && fits(gate_up, (size_t)rows * 2 * inter, DF_BUF_ACT),
+            "swiglu_packed", "out smaller than [rows, inter] or gate_up than [rows, 2*inter]");
+    be->ops->swiglu_packed(be, out, gate_up, rows, inter);
+}
+
 void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols) {
     require(rows > 0 && cols > 0, "argmax_rows", "empty dimension");
     require(fits(x, (size_t)rows * cols, DF_BUF_ACT) && fits(index, (size_t)rows, DF_BUF_I32) &&

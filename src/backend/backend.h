@@ -154,6 +154,25 @@ typedef struct DfKvBatch {
     DfBuffer pack;
 } DfKvBatch;
 
+/* The q/k/v step of a dense decoder layer against KV caches (see DfKvBatch),
+ * from the one fused q/k/v product of its new rows: per head, q and k are
+ * rmsnorm'ed with q_norm / k_norm (the normed values rounded to ACT), then
+ * rotated by rope at batch->positions; q goes to q_out, k and v into the
+ * caches where kv_cache_write puts new row j of sequence i (slot
+ * slots[i], row cache_lens[i] + j). Value for value the same as rmsnorm
+ * (rows = n_rows * heads, dim = head_dim), rope and kv_cache_write on the
+ * separate q, k, v. */
+typedef struct DfQkvRopeCacheArgs {
+    const DfKvBatch *batch;
+    DfBuffer qkv;              /* ACT [n_rows, (heads + 2*kv_heads) * head_dim]: q heads, k heads, v heads */
+    DfBuffer q_norm, k_norm;   /* ACT [head_dim], or both empty: no q/k norm (Llama) */
+    float eps;
+    DfBuffer cos_table, sin_table; /* F32 [n_pos, head_dim/2], as rope takes */
+    DfBuffer q_out;            /* ACT [n_rows, heads * head_dim] */
+    DfBuffer k_cache, v_cache; /* ACT [n_slots * slot_capacity, kv_heads * head_dim] */
+    int heads, kv_heads, head_dim;
+} DfQkvRopeCacheArgs;
+
 /* One AdamW step over the whole training state, flat (model/drafter_layout.h):
  * master, exp_avg, exp_avg_sq and grads are F32 [n], params ACT [n]. Per
  * element: g = grads[i] * clip_coef (torch's clip_grad_norm_ multiplies the
@@ -293,6 +312,13 @@ typedef struct DfBackendOps {
      * small w bf16 would round away (1 + w has 8 bits). df_op_rmsnorm
      * dispatches here when w is F32. */
     void (*rmsnorm_f32_weight)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+    /* --- a dense decoder layer's fused steps (one launch where there were several) --- */
+    /* See DfQkvRopeCacheArgs. */
+    void (*qkv_rope_cache)(DfBackend *be, const DfQkvRopeCacheArgs *a);
+    /* out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] for r < rows,
+     * i < inter: swiglu on the fused gate/up product (gate_up [rows, 2*inter],
+     * out [rows, inter]), rounded as swiglu rounds. */
+    void (*swiglu_packed)(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter);
     /* --- recorded steps (optional: NULL where a backend has none) -------- */
     /* The compute ops queued between record_begin and record_end are
      * recorded into a graph instead of run (no upload, download or sync in
@@ -383,6 +409,8 @@ void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x
 void df_op_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
 void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                         const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
+void df_op_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a);
+void df_op_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter);
 
 /* --- hybrid targets' ops (see the table) -------------------------------- */
 

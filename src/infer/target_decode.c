@@ -1,7 +1,10 @@
 /* The target decoder layer of target_forward.c, rewritten over the KV-cache
  * ops: the new rows' keys/values go into the cache first, then the new
- * queries attend to everything their slot holds. */
+ * queries attend to everything their slot holds. A dense model loaded with
+ * fused weights decodes through infer/target_decode_layer.c instead. */
 #include "infer/target_decode.h"
+
+#include "infer/target_decode_layer.h"
 
 #include "model/hybrid_layer.h"
 #include "model/target_layer.h"
@@ -15,8 +18,8 @@
 
 static void free_workspace(DfTargetDecoder *d) {
     DfBackend *be = d->model->be;
-    DfBuffer *bufs[] = {&d->ids, &d->x, &d->h, &d->q, &d->k, &d->v, &d->attn, &d->gate, &d->up, &d->last,
-                        &d->features};
+    DfBuffer *bufs[] = {&d->ids, &d->x, &d->h,    &d->q,        &d->k,   &d->v,      &d->attn,
+                        &d->gate, &d->up, &d->last, &d->features, &d->qkv, &d->gate_up};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
     d->ws_rows = 0;
 }
@@ -30,19 +33,29 @@ static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
     const DfModelConfig *c = &d->model->cfg;
     size_t t = (size_t)want, hid = c->hidden_size, q = (size_t)c->num_heads * c->head_dim;
     size_t kv = (size_t)c->num_kv_heads * c->head_dim, inter = c->intermediate_size;
+    /* the fused layer needs qkv and gate_up in place of k, v, up (and only those of the one kind) */
+    size_t split = d->fused ? 0 : 1, fused = d->fused ? 1 : 0;
     struct {
         DfBuffer *b;
         DfBufKind kind;
         size_t n;
     } bufs[] = {
-        {&d->ids, DF_BUF_I32, t},          {&d->x, DF_BUF_ACT, t * hid},      {&d->h, DF_BUF_ACT, t * hid},
-        {&d->q, DF_BUF_ACT, t * q},        {&d->k, DF_BUF_ACT, t * kv},       {&d->v, DF_BUF_ACT, t * kv},
-        {&d->attn, DF_BUF_ACT, t * q},     {&d->gate, DF_BUF_ACT, t * inter}, {&d->up, DF_BUF_ACT, t * inter},
+        {&d->ids, DF_BUF_I32, t},
+        {&d->x, DF_BUF_ACT, t * hid},
+        {&d->h, DF_BUF_ACT, t * hid},
+        {&d->q, DF_BUF_ACT, t * q},
+        {&d->k, DF_BUF_ACT, split * t * kv},
+        {&d->v, DF_BUF_ACT, split * t * kv},
+        {&d->attn, DF_BUF_ACT, t * q},
+        {&d->gate, DF_BUF_ACT, t * inter},
+        {&d->up, DF_BUF_ACT, split * t * inter},
         {&d->last, DF_BUF_ACT, t * hid},
         {&d->features, DF_BUF_ACT, t * (size_t)(d->n_taps ? d->n_taps : 1) * hid},
+        {&d->qkv, DF_BUF_ACT, fused * t * (q + 2 * kv)},
+        {&d->gate_up, DF_BUF_ACT, fused * t * 2 * inter},
     };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (df_buffer_alloc(d->model->be, bufs[i].b, bufs[i].kind, bufs[i].n, err)) {
+        if (bufs[i].n && df_buffer_alloc(d->model->be, bufs[i].b, bufs[i].kind, bufs[i].n, err)) {
             free_workspace(d);
             return df_context(err, "target decoder workspace for %d tokens", want);
         }
@@ -99,6 +112,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
         if (taps[i] < 0 || taps[i] >= c->num_layers)
             return df_fail(err, "target decoder: tap layer %d outside 0..%d", taps[i], c->num_layers - 1);
     d->model = m;
+    d->fused = df_target_decode_can_fuse(m);
     d->n_taps = n_taps;
     /* a hybrid's DeltaNet layers run their recurrence on the host, between ops */
     df_decode_graphs_init(&d->graphs, m->be, !c->is_hybrid);
@@ -214,6 +228,10 @@ static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
     const DfModelConfig *c = &m->cfg;
     if (c->is_hybrid) {
         hybrid_decoder_layer(d, layer, kb);
+        return;
+    }
+    if (d->fused) {
+        df_target_decode_fused_layer(d, layer, kb);
         return;
     }
     DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);

@@ -38,6 +38,11 @@ typedef struct DfTargetDecoder {
     int taps[DF_MAX_TAPS];
     int ws_rows; /* rows the workspace holds */
     DfBuffer ids, x, h, q, k, v, attn, gate, up, last, logits, features;
+    /* fused: every layer dense with fused weights (infer/target_decode_layer.h); then the
+     * workspace has qkv [rows, (heads + 2*kv_heads) * head_dim] and gate_up [rows, 2*inter]
+     * (gate holds swiglu's output) and no k, v, up. */
+    int fused;
+    DfBuffer qkv, gate_up;
     DfBuffer rope_cos, rope_sin; /* F32 [cache.capacity, head_dim/2] */
     DfBuffer argmax;             /* I32 [logits rows]: greedy choices made on the backend */
     DfKvBatch kb;                /* the step layout, its storage reused by every step */

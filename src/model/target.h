@@ -14,6 +14,12 @@ typedef struct DfTargetLayer {
     /* Attention layers; a hybrid target's gated q_proj is [2 * heads * head_dim, H]. Norm weights of a
      * (1 + w) family are stored as 1 + w, so that the plain rmsnorm op applies them. */
     DfBuffer input_norm, q_proj, k_proj, v_proj, o_proj, q_norm, k_norm, post_norm, gate_proj, up_proj, down_proj;
+    /* A dense layer's fused projections, which OWN the memory of the views above: qkv_proj
+     * [(heads + 2 * kv_heads) * head_dim, H] holds q_proj, k_proj, v_proj as consecutive row ranges;
+     * gate_up_proj [2 * intermediate, H] holds gate_proj then up_proj. One product each serves the
+     * decoder (infer/target_decode_layer.c). Empty in a hybrid layer, whose q/k/v/gate/up own
+     * themselves; df_target_free frees an owner, never its views. */
+    DfBuffer qkv_proj, gate_up_proj;
     /* A hybrid target's linear_attention (Gated DeltaNet) layers instead of q/k/v/o and q/k norms:
      * in_proj_qkv [2*key_dim + value_dim, H], in_proj_z [value_dim, H], in_proj_b / in_proj_a
      * [value_heads, H], out_proj [H, value_dim]; F32: conv1d [conv_dim, kernel], dt_bias, a_log

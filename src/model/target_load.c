@@ -18,19 +18,37 @@ int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, 
     return max_tap + 1;
 }
 
-int df_target_load_weight(DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim, const int64_t *shape,
-                          DfBufKind kind, float add, DfBuffer *out, DfError *err) {
-    float *host = df_safetensors_load_f32(st, name, ndim, shape, err);
-    if (!host) return -1;
+static size_t shape_count(int ndim, const int64_t *shape) {
     size_t count = 1;
     for (int d = 0; d < ndim; d++) count *= (size_t)shape[d];
+    return count;
+}
+
+/* Reads `name` as fp32 (shape checked), adds `add`, uploads into dst. */
+static int upload_weight(const DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim,
+                         const int64_t *shape, float add, DfBuffer dst, DfError *err) {
+    size_t count = shape_count(ndim, shape);
+    if (dst.count != count)
+        return df_fail(err, "%s: %zu values do not fill a buffer of %zu", name, count, dst.count);
+    float *host = df_safetensors_load_f32(st, name, ndim, shape, err);
+    if (!host) return -1;
     if (add != 0.0f)
         for (size_t i = 0; i < count; i++) host[i] += add;
-    int rc = df_buffer_alloc(m->be, out, kind, count, err);
-    if (rc == 0) rc = m->be->ops->upload_f32(m->be, *out, host, err);
+    int rc = m->be->ops->upload_f32(m->be, dst, host, err);
     free(host);
     if (rc) df_context(err, "uploading %s", name);
     return rc;
+}
+
+int df_target_load_weight(DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim, const int64_t *shape,
+                          DfBufKind kind, float add, DfBuffer *out, DfError *err) {
+    if (df_buffer_alloc(m->be, out, kind, shape_count(ndim, shape), err)) return df_context(err, "uploading %s", name);
+    return upload_weight(m, st, name, ndim, shape, add, *out, err);
+}
+
+int df_target_load_weight_into(const DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim,
+                               const int64_t *shape, DfBuffer dst, DfError *err) {
+    return upload_weight(m, st, name, ndim, shape, 0.0f, dst, err);
 }
 
 /* Reads one tensor of the expected shape as fp32 and uploads it. */
@@ -68,10 +86,15 @@ static int load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError 
         {"self_attn.k_norm.weight", &l->k_norm, 1, c->head_dim, 0},
     };
     int n = c->has_qk_norm ? 11 : 9;
+    /* q/k/v and gate/up become views into the fused owners: they are loaded in place */
+    if (df_target_layer_alloc_fused(m, l, err)) return df_context(err, "layer %d", i);
     for (int j = 0; j < n; j++) {
         char name[256];
         snprintf(name, sizeof name, "%slayers.%d.%s", df_target_weight_prefix(c), i, w[j].suffix);
-        if (load_weight(m, st, name, w[j].ndim, w[j].d0, w[j].d1, w[j].dst, err)) return -1;
+        int64_t shape[2] = {w[j].d0, w[j].d1};
+        int rc = w[j].dst->ptr ? df_target_load_weight_into(m, st, name, w[j].ndim, shape, *w[j].dst, err)
+                               : load_weight(m, st, name, w[j].ndim, w[j].d0, w[j].d1, w[j].dst, err);
+        if (rc) return -1;
     }
     return 0;
 }
@@ -127,14 +150,7 @@ int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layer
 void df_target_free(DfTargetModel *m) {
     if (!m->be) return;
     DfBackend *be = m->be;
-    for (int i = 0; m->layers && i < m->n_layers_loaded; i++) {
-        DfTargetLayer *l = &m->layers[i];
-        DfBuffer *w[] = {&l->input_norm,  &l->q_proj,    &l->k_proj,    &l->v_proj,    &l->o_proj,
-                         &l->q_norm,      &l->k_norm,    &l->post_norm, &l->gate_proj, &l->up_proj,
-                         &l->down_proj,   &l->in_proj_qkv, &l->in_proj_z, &l->in_proj_b, &l->in_proj_a,
-                         &l->out_proj,    &l->conv1d,    &l->dt_bias,   &l->a_log,     &l->linear_norm};
-        for (size_t j = 0; j < sizeof w / sizeof w[0]; j++) df_buffer_free(be, w[j]);
-    }
+    for (int i = 0; m->layers && i < m->n_layers_loaded; i++) df_target_layer_free(be, &m->layers[i]);
     free(m->layers);
     if (!m->lm_head_tied) df_buffer_free(be, &m->lm_head);
     df_buffer_free(be, &m->embed);

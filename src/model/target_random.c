@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/rng.h"
+#include "model/target_internal.h"
 
 #define HOST_BLOCK ((size_t)1 << 24) /* values generated and uploaded at a time */
 #define GEN_CHUNK ((size_t)1 << 16)  /* values per generator */
@@ -18,10 +19,10 @@ typedef struct RandomFill {
     float *host;     /* HOST_BLOCK values */
 } RandomFill;
 
-/* Allocates count values of `kind` and fills them with center + uniform[-half, half]. */
-static int fill_kind(DfBackend *be, RandomFill *f, DfBuffer *out, DfBufKind kind, size_t count, float center,
-                     float half, DfError *err) {
-    if (df_buffer_alloc(be, out, kind, count, err)) return -1;
+/* Fills an existing buffer (or view) with center + uniform[-half, half]
+ * from the next tensor's rng stream. */
+static int fill_values(DfBackend *be, RandomFill *f, DfBuffer out, float center, float half, DfError *err) {
+    size_t count = out.count;
     uint32_t stream = df_rng_stream(DF_RNG_DOMAIN_INIT, f->tensor++);
     for (size_t off = 0; off < count; off += HOST_BLOCK) {
         size_t n = count - off < HOST_BLOCK ? count - off : HOST_BLOCK;
@@ -32,9 +33,16 @@ static int fill_kind(DfBackend *be, RandomFill *f, DfBuffer *out, DfBufKind kind
             DfRng r = df_rng_key(f->seed, stream, (off + lo) / GEN_CHUNK);
             for (size_t i = lo; i < hi; i++) f->host[i] = center + half * (2.0f * df_rng_float(&r) - 1.0f);
         }
-        if (be->ops->upload_f32(be, df_buffer_view(*out, off, n), f->host, err)) return -1;
+        if (be->ops->upload_f32(be, df_buffer_view(out, off, n), f->host, err)) return -1;
     }
     return 0;
+}
+
+/* Allocates count values of `kind` and fills them (fill_values). */
+static int fill_kind(DfBackend *be, RandomFill *f, DfBuffer *out, DfBufKind kind, size_t count, float center,
+                     float half, DfError *err) {
+    if (df_buffer_alloc(be, out, kind, count, err)) return -1;
+    return fill_values(be, f, *out, center, half, err);
 }
 
 static int fill_tensor(DfBackend *be, RandomFill *f, DfBuffer *out, size_t count, float center, float half,
@@ -43,8 +51,17 @@ static int fill_tensor(DfBackend *be, RandomFill *f, DfBuffer *out, size_t count
 }
 
 /* uniform with variance 1/fan_in: half-width sqrt(3/fan_in) */
+static float matrix_half_width(int fan_in) {
+    return sqrtf(3.0f / (float)fan_in);
+}
+
 static int fill_matrix(DfBackend *be, RandomFill *f, DfBuffer *out, int rows, int fan_in, DfError *err) {
-    return fill_tensor(be, f, out, (size_t)rows * fan_in, 0.0f, sqrtf(3.0f / (float)fan_in), err);
+    return fill_tensor(be, f, out, (size_t)rows * fan_in, 0.0f, matrix_half_width(fan_in), err);
+}
+
+/* A view into a fused owner (model/target.h), filled as fill_matrix would a buffer of its own. */
+static int fill_matrix_view(DfBackend *be, RandomFill *f, DfBuffer view, int fan_in, DfError *err) {
+    return fill_values(be, f, view, 0.0f, matrix_half_width(fan_in), err);
 }
 
 static int fill_norm(DfBackend *be, RandomFill *f, DfBuffer *out, int dim, DfError *err) {
@@ -99,15 +116,17 @@ static int fill_hybrid_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, 
                : 0;
 }
 
+/* A dense layer: q/k/v and gate/up are views into the fused owners, filled
+ * in the same order (the same rng streams) as separate tensors were. */
 static int fill_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, DfError *err) {
     const DfModelConfig *c = &m->cfg;
     DfBackend *be = m->be;
-    int h = c->hidden_size, q = c->num_heads * c->head_dim, kv = c->num_kv_heads * c->head_dim;
-    int inter = c->intermediate_size;
-    if (fill_norm(be, f, &l->input_norm, h, err) || fill_matrix(be, f, &l->q_proj, q, h, err) ||
-        fill_matrix(be, f, &l->k_proj, kv, h, err) || fill_matrix(be, f, &l->v_proj, kv, h, err) ||
+    int h = c->hidden_size, q = c->num_heads * c->head_dim, inter = c->intermediate_size;
+    if (df_target_layer_alloc_fused(m, l, err)) return -1;
+    if (fill_norm(be, f, &l->input_norm, h, err) || fill_matrix_view(be, f, l->q_proj, h, err) ||
+        fill_matrix_view(be, f, l->k_proj, h, err) || fill_matrix_view(be, f, l->v_proj, h, err) ||
         fill_matrix(be, f, &l->o_proj, h, q, err) || fill_norm(be, f, &l->post_norm, h, err) ||
-        fill_matrix(be, f, &l->gate_proj, inter, h, err) || fill_matrix(be, f, &l->up_proj, inter, h, err) ||
+        fill_matrix_view(be, f, l->gate_proj, h, err) || fill_matrix_view(be, f, l->up_proj, h, err) ||
         fill_matrix(be, f, &l->down_proj, h, inter, err))
         return -1;
     if (c->has_qk_norm &&

@@ -117,6 +117,8 @@ static const DfBackendOps CPU_OPS = {
     .sigmoid_gate = df_cpu_sigmoid_gate,
     .rope_partial = df_cpu_rope_partial,
     .rmsnorm_f32_weight = df_cpu_rmsnorm, /* F32 and ACT are the same floats here */
+    .qkv_rope_cache = df_cpu_qkv_rope_cache,
+    .swiglu_packed = df_cpu_swiglu_packed,
 };
 
 DfBackend *df_backend_cpu_create(DfError *err) {

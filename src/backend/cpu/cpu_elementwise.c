@@ -23,6 +23,18 @@ void df_cpu_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up) {
     for (long i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void df_cpu_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter) {
+    (void)be;
+    float *o = out.ptr;
+    const float *gu = gate_up.ptr;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *g = gu + (size_t)r * 2 * inter, *u = g + inter;
+        float *orow = o + (size_t)r * inter;
+        for (int i = 0; i < inter; i++) orow[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+}
+
 void df_cpu_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim) {
     const int32_t *id = ids.ptr;
     const float *tab = table.ptr;

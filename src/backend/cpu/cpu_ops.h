@@ -49,6 +49,10 @@ void df_cpu_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const D
 void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
 
+/* a dense decoder layer's fused steps (cpu_qkv_rope_cache.c, cpu_elementwise.c) */
+void df_cpu_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a);
+void df_cpu_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter);
+
 /* greedy choice (cpu_argmax.c) */
 void df_cpu_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
 

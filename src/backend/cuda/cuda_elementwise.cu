@@ -1,6 +1,7 @@
 /* Element-wise and data-movement kernels: dtype conversion, RMSNorm, RoPE,
  * embedding gather, SwiGLU, residual add, strided 2-D copy. All memory-bound:
  * 16-byte accesses (8 bf16) where the sizes and pointers allow, fp32 math. */
+#include "backend/cuda/cuda_head_math.h"
 #include "backend/cuda/cuda_internal.h"
 
 /* --- conversion ------------------------------------------------------------ */
@@ -36,10 +37,7 @@ __global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int rows, int
         for (int i = lane * 8; i < dim; i += 32 * 8) {
             Pack8 p;
             p.u = *(const uint4 *)(xr + i);
-            for (int j = 0; j < 4; j++) {
-                float2 f = __bfloat1622float2(p.h2[j]);
-                ss += f.x * f.x + f.y * f.y;
-            }
+            ss = df_pack8_add_squares(ss, p);
         }
     } else {
         for (int i = lane; i < dim; i += 32) {
@@ -47,19 +45,15 @@ __global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int rows, int
             ss += f * f;
         }
     }
-    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    float inv = rsqrtf(ss / (float)dim + eps);
+    ss = df_warp_sum(ss);
+    float inv = df_rms_inverse(ss, dim, eps);
     /* each lane rewrites only the elements it read: in place (out == x) is safe */
     if (VEC) {
         for (int i = lane * 8; i < dim; i += 32 * 8) {
-            Pack8 p, wp, o;
+            Pack8 p, wp;
             p.u = *(const uint4 *)(xr + i);
             wp.u = *(const uint4 *)(w + i);
-            for (int j = 0; j < 4; j++) {
-                float2 f = __bfloat1622float2(p.h2[j]), g = __bfloat1622float2(wp.h2[j]);
-                o.h2[j] = __floats2bfloat162_rn(f.x * inv * g.x, f.y * inv * g.y);
-            }
-            *(uint4 *)(orow + i) = o.u;
+            *(uint4 *)(orow + i) = df_pack8_rmsnorm(p, wp, inv);
         }
     } else {
         for (int i = lane; i < dim; i += 32)
@@ -133,16 +127,10 @@ __global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, cons
         const float4 *c4 = (const float4 *)(cos_t + (size_t)p * half + j0);
         const float4 *s4 = (const float4 *)(sin_t + (size_t)p * half + j0);
         float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
-        const float *c = (const float *)cv, *sn = (const float *)sv;
         Pack8 a, b, oa, ob;
         a.u = *(const uint4 *)x1;
         b.u = *(const uint4 *)x2;
-        for (int k = 0; k < 4; k++) {
-            float2 af = __bfloat1622float2(a.h2[k]), bf = __bfloat1622float2(b.h2[k]);
-            float c0 = c[2 * k], c1 = c[2 * k + 1], s0 = sin_sign * sn[2 * k], s1 = sin_sign * sn[2 * k + 1];
-            oa.h2[k] = __floats2bfloat162_rn(af.x * c0 - bf.x * s0, af.y * c1 - bf.y * s1);
-            ob.h2[k] = __floats2bfloat162_rn(bf.x * c0 + af.x * s0, bf.y * c1 + af.y * s1);
-        }
+        df_pack8_rope(a, b, (const float *)cv, (const float *)sv, sin_sign, oa, ob);
         *(uint4 *)x1 = oa.u;
         *(uint4 *)x2 = ob.u;
     }
@@ -249,6 +237,46 @@ void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up) {
         k_swiglu<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)gate.ptr,
                                                                  (const bf16 *)up.ptr, n);
     DF_CUDA_CHECK_LAUNCH(be, "swiglu");
+    df_cuda_prof_end(be);
+}
+
+/* swiglu on the fused gate/up product: row r's gate is gate_up[r, 0..inter),
+ * its up gate_up[r, inter..2*inter); in units of 8 values (inter8 = inter/8). */
+__global__ void k_swiglu_packed_vec(uint4 *out, const uint4 *gate_up, size_t rows, size_t inter8) {
+    size_t total = rows * inter8;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / inter8, c = i % inter8;
+        Pack8 g, u, o;
+        g.u = gate_up[r * 2 * inter8 + c];
+        u.u = gate_up[r * 2 * inter8 + inter8 + c];
+        for (int j = 0; j < 4; j++) {
+            float2 gf = __bfloat1622float2(g.h2[j]), uf = __bfloat1622float2(u.h2[j]);
+            o.h2[j] = __floats2bfloat162_rn(silu_mul(gf.x, uf.x), silu_mul(gf.y, uf.y));
+        }
+        out[i] = o.u;
+    }
+}
+
+__global__ void k_swiglu_packed(bf16 *out, const bf16 *gate_up, size_t rows, size_t inter) {
+    size_t total = rows * inter;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / inter, c = i % inter;
+        const bf16 *g = gate_up + r * 2 * inter;
+        out[i] = __float2bfloat16_rn(silu_mul(__bfloat162float(g[c]), __bfloat162float(g[inter + c])));
+    }
+}
+
+void df_cuda_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter) {
+    DfCudaState *st = df_cuda_state(be);
+    df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
+    size_t n = (size_t)rows * inter;
+    if (inter % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(gate_up.ptr))
+        k_swiglu_packed_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>(
+            (uint4 *)out.ptr, (const uint4 *)gate_up.ptr, (size_t)rows, (size_t)inter / 8);
+    else
+        k_swiglu_packed<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)gate_up.ptr,
+                                                                        (size_t)rows, (size_t)inter);
+    DF_CUDA_CHECK_LAUNCH(be, "swiglu_packed");
     df_cuda_prof_end(be);
 }
 

@@ -202,6 +202,10 @@ int df_cuda_graph_replay(DfBackend *be, DfGraph *graph, DfError *err);
 void df_cuda_graph_free(DfBackend *be, DfGraph *graph);
 void df_cuda_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
 
+/* a dense decoder layer's fused steps (cuda_qkv_rope_cache.cu, cuda_elementwise.cu) */
+void df_cuda_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a);
+void df_cuda_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter);
+
 /* training ops: cuda_matmul.cu, cuda_elementwise.cu (rope_backward),
  * cuda_backward.cu, cuda_lm_head_ce.cu */
 void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
