@@ -20,9 +20,11 @@
 #include "model/target.h"
 
 #define OP_TOL 1e-2
-/* bf16 products of another shape (one fused product for q/k/v) may round
- * differently in the last bit; through coder-tiny's 8 layers that stays small */
-#define DECODE_TOL 5e-2
+/* One fused product for q/k/v (another N) may take another cuBLASLt
+ * algorithm and round differently in the last bit: bounded as the other
+ * GPU-against-GPU comparisons are. Measured on the H200 (2026-11-30): 0, the
+ * same bits. */
+#define DECODE_TOL 1e-2
 
 typedef DfTestBackendPair Fixture;
 

@@ -619,5 +619,8 @@ int main(void) {
         cmocka_unit_test(test_greedy_generate_matches_transformers),
         cmocka_unit_test(test_generate_and_eval_commands_on_cuda),
     };
+    /* DFLASH_TEST_FILTER=test_kv_*: only those (the sanitizers' runs, which the end-to-end tests make slow) */
+    const char *filter = getenv("DFLASH_TEST_FILTER");
+    if (filter) cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }
