@@ -194,17 +194,25 @@ static void test_kv_ops_batch_and_long(void **state) {
  * (32/8 heads of 128, caches of 576 keys, batch 64 and 1), CUDA events,
  * median of 11 after a warm-up, rotating over 4 layers' caches so that they
  * come from HBM, for several split-K targets; GB/s of K and V read next to
- * the device-to-device copy's bandwidth. Skipped otherwise. */
+ * the device-to-device copy's bandwidth. Also the same bytes as 512
+ * sequences of one kv head (4 query heads): each block's keys then lie
+ * contiguous in the cache, as a head-major cache layout would give them.
+ * Skipped otherwise. */
 #ifdef DF_HAVE_CUDA
+typedef struct KvSpeedShape {
+    int n_seqs, heads, kv_heads;
+} KvSpeedShape;
+
 static double time_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, const DfBuffer *kc, const DfBuffer *vc,
-                                 int layers, const DfKvBatch *kb) {
+                                 int layers, const DfKvBatch *kb, const KvSpeedShape *s) {
     enum { WARMUP = 3, REPS = 11 };
     double ms[REPS];
     DfCudaTimer *t = df_cuda_timer_create(be);
     assert_non_null(t);
     for (int rep = -WARMUP; rep < REPS; rep++) {
         df_cuda_timer_start(t);
-        for (int l = 0; l < layers; l++) df_op_kv_attention(be, out, q, kc[l], vc[l], kb, 32, 8, 128, 0.088f, 1);
+        for (int l = 0; l < layers; l++)
+            df_op_kv_attention(be, out, q, kc[l], vc[l], kb, s->heads, s->kv_heads, 128, 0.088f, 1);
         double v = df_cuda_timer_stop(t);
         if (rep >= 0) ms[rep] = v / layers;
     }
@@ -218,33 +226,36 @@ static void test_kv_attention_speed(void **state) {
     const char *env = getenv("DFLASH_BENCH_KV");
     if (!env || strcmp(env, "1") != 0) skip();
 #ifdef DF_HAVE_CUDA
-    enum { LAYERS = 4, LEN = 576, CAP = 640, MAX_B = 64, KVD = 8 * 128 };
+    enum { LAYERS = 4, LEN = 576, CAP = 640, MAX_SEQS = 512, CACHE_ROWS_X_KVD = 64 * CAP * 8 * 128 };
     DfBackend *be = f->gpu;
     DfError err;
     double copy_gbs = 0;
     if (df_cuda_copy_bandwidth(be, (size_t)2 << 30, 10, &copy_gbs, &err)) fail_msg("%s", err.msg);
-    size_t cache_n = (size_t)MAX_B * CAP * KVD;
+    size_t cache_n = CACHE_ROWS_X_KVD;
     float *host = df_test_random_bf16(cache_n, 77, 1.f);
     DfBuffer kc[LAYERS], vc[LAYERS];
     for (int l = 0; l < LAYERS; l++) kc[l] = df_test_upload(be, host, cache_n, DF_BUF_ACT), vc[l] = df_test_upload(be, host, cache_n, DF_BUF_ACT);
-    DfBuffer q = df_test_upload(be, host, (size_t)MAX_B * 32 * 128, DF_BUF_ACT);
-    DfBuffer out = df_test_upload_poisoned(be, (size_t)MAX_B * 32 * 128, DF_BUF_ACT);
-    int32_t slots[MAX_B], lens[MAX_B], starts[MAX_B + 1];
-    for (int i = 0; i < MAX_B; i++) slots[i] = i, lens[i] = LEN, starts[i] = i;
-    starts[MAX_B] = MAX_B;
-    printf("kv_attention, 32/8 heads of 128, %d cached keys + 1 new, copy bandwidth %.0f GB/s\n", LEN, copy_gbs);
-    static const int batches[] = {64, 1}, per_sm[] = {2, 3, 4, 6, 8, 12};
-    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
-        int n = batches[b];
-        starts[n] = n;
+    DfBuffer q = df_test_upload(be, host, (size_t)64 * 32 * 128, DF_BUF_ACT);
+    DfBuffer out = df_test_upload_poisoned(be, (size_t)64 * 32 * 128, DF_BUF_ACT);
+    static int32_t slots[MAX_SEQS], lens[MAX_SEQS], starts[MAX_SEQS + 1];
+    for (int i = 0; i < MAX_SEQS; i++) slots[i] = i, lens[i] = LEN;
+    printf("kv_attention, heads of 128, %d cached keys + 1 new, copy bandwidth %.0f GB/s\n", LEN, copy_gbs);
+    static const KvSpeedShape shapes[] = {{64, 32, 8}, {512, 4, 1}, {1, 32, 8}};
+    static const int per_sm[] = {2, 4, 8};
+    for (size_t b = 0; b < sizeof shapes / sizeof shapes[0]; b++) {
+        const KvSpeedShape *s = &shapes[b];
+        for (int i = 0; i <= s->n_seqs; i++) starts[i] = i;
+        int kvd = s->kv_heads * 128, capacity = (int)(cache_n / ((size_t)s->n_seqs * kvd));
+        if (capacity > CAP) capacity = CAP;
         DfKvBatch kb;
-        if (df_kv_batch_init(&kb, be, n, slots, lens, starts, MAX_B, CAP, &err)) fail_msg("%s", err.msg);
-        double bytes = 2.0 * n * (LEN + 1) * KVD * 2;
+        if (df_kv_batch_init(&kb, be, s->n_seqs, slots, lens, starts, s->n_seqs, capacity, &err)) fail_msg("%s", err.msg);
+        double bytes = 2.0 * s->n_seqs * (LEN + 1) * kvd * 2;
         for (size_t i = 0; i < sizeof per_sm / sizeof per_sm[0]; i++) {
             df_cuda_set_kv_attention_blocks_per_sm(be, per_sm[i]);
-            double ms = time_kv_attention(be, out, q, kc, vc, LAYERS, &kb);
-            printf("  batch %2d, split-K target %2d blocks/SM: %7.1f us, %6.0f GB/s, %.2f of the copy\n", n, per_sm[i],
-                   ms * 1e3, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / copy_gbs);
+            double ms = time_kv_attention(be, out, q, kc, vc, LAYERS, &kb, s);
+            printf("  %3d sequences, %d/%d heads, split-K target %2d blocks/SM: %7.1f us, %6.0f GB/s, %.2f of the copy\n",
+                   s->n_seqs, s->heads, s->kv_heads, per_sm[i], ms * 1e3, bytes / (ms * 1e-3) / 1e9,
+                   bytes / (ms * 1e-3) / 1e9 / copy_gbs);
         }
         df_kv_batch_free(&kb, be);
     }

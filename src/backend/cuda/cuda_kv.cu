@@ -14,14 +14,21 @@
  *     when sequences x kv heads alone would leave SMs idle; a chunk's partial
  *     result (unnormalised output, base-2 max and sum) goes to a workspace
  *     that a second kernel merges; with one chunk the block writes the output;
- *   - tiles of 64 keys are double-buffered in shared memory with cp.async
- *     (the next tile loads while this one is used; keys at or past the
- *     visible end are zero-filled, never read: a cache row past a slot's
- *     length may hold anything), rows padded by 16 bytes for ldmatrix;
- *   - each of the 4 warps takes 16 keys of a tile on tensor cores (mma.sync
- *     m16n8k16, cuda_mma.h): S = Q K^T, an online softmax of its own (fp32,
- *     base-2), O += P V with P's accumulators as the A fragment; the warps'
- *     (max, sum, output) are merged through shared memory at the end.
+ *   - tiles of 32 keys go through 3 shared-memory stages with cp.async
+ *     (two load while one is used; keys at or past the visible end are
+ *     zero-filled, never read: a cache row past a slot's length may hold
+ *     anything), rows padded by 16 bytes for ldmatrix;
+ *   - the 4 warps work on tensor cores (mma.sync m16n8k16, cuda_mma.h):
+ *     warps 2g and 2g + 1 take keys 16g .. 16g + 15 of each tile, compute the
+ *     same S = Q K^T and online softmax (fp32, base-2), and each O += P V
+ *     over its half of the head's columns (P's accumulators as the A
+ *     fragment); the two key groups' (max, sum, output) are merged through
+ *     shared memory at the end;
+ *   - 120 registers and 55 KiB of shared memory a block (head_dim 128): four
+ *     blocks per SM, so that a decode batch of 64 x 8 kv heads runs in one
+ *     wave on an H200 (the first version, 64-key double-buffered tiles and a
+ *     16-key group per warp, took 160 registers and 74 KiB: three blocks per
+ *     SM, 1.3 waves, and the SMs idle for a third of its time).
  * Grid: x = split, y = tile of 16 query rows, z = sequence * kv_heads + g. */
 #include <math.h>
 
@@ -30,9 +37,12 @@
 
 #define KV_WARPS 4
 #define KV_THREADS (KV_WARPS * 32)
-#define KV_MROWS 16       /* query rows per block: one m16 tile */
-#define KV_BN 64          /* keys per tile: 16 per warp */
-#define KV_MIN_CHUNK 64   /* keys per split at least: one tile */
+#define KV_MROWS 16      /* query rows per block: one m16 tile */
+#define KV_KEY_GROUPS 2  /* warps 2g, 2g + 1 take keys 16g .. 16g + 15 of a tile ... */
+#define KV_DIM_PARTS 2   /* ... warp 2g + h the output columns of part h of the head */
+#define KV_BN (16 * KV_KEY_GROUPS) /* keys per tile */
+#define KV_STAGES 3      /* tiles in shared memory: two load while one is used */
+#define KV_MIN_CHUNK 64   /* keys per split at least: two tiles */
 #define KV_MAX_SPLITS 64
 #define KV_BLOCKS_PER_SM 2 /* split-K target (df_cuda_set_kv_attention_blocks_per_sm) */
 
@@ -98,7 +108,7 @@ typedef struct KvAttnParams {
 
 template <int HD>
 constexpr size_t kv_attention_smem() {
-    return (size_t)(KV_MROWS + 4 * KV_BN) * (HD + 8) * sizeof(bf16); /* Q + 2 K + 2 V tiles */
+    return (size_t)(KV_MROWS + 2 * KV_STAGES * KV_BN) * (HD + 8) * sizeof(bf16); /* Q + the K and V stages */
 }
 
 /* Keys key0 .. key0 + KV_BN - 1 of a slot's head slice into shared
@@ -127,19 +137,22 @@ __device__ __forceinline__ void load_query_rows(bf16 *sq, const KvAttnParams &p,
     }
 }
 
-/* A warp's running softmax state for its rows gq and gq + 8 (lane / 4). */
+/* A warp's running softmax state for its rows gq and gq + 8 (lane / 4):
+ * max and sum over its key group's keys, and its part of the output
+ * columns (HD / KV_DIM_PARTS of them, as m16n8 accumulator tiles). */
 template <int HD>
 struct KvWarpState {
-    float o[HD / 8][4];
+    float o[HD / 8 / KV_DIM_PARTS][4];
     float m[2], l[2];
 };
 
 /* One warp's 16 keys kw0 .. kw0 + 15 of the tile (K rows at skb, V rows at
- * svb): scores, online softmax, O += P V. Keys at or past limit[r] are
- * masked for row r. */
+ * svb): scores, online softmax, O += P V over its part `part` of the output
+ * columns (the two warps of a key group compute the same scores). Keys at
+ * or past limit[r] are masked for row r. */
 template <int HD>
 __device__ __forceinline__ void kv_warp_keys(KvWarpState<HD> &w, const uint32_t (*qf)[4], const bf16 *skb,
-                                             const bf16 *svb, int kw0, const int limit[2], float qscale) {
+                                             const bf16 *svb, int kw0, int part, const int limit[2], float qscale) {
     constexpr int SD = HD + 8, KSTEPS = HD / 16;
     const int lane = threadIdx.x % 32, tq = lane % 4;
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -181,7 +194,7 @@ __device__ __forceinline__ void kv_warp_keys(KvWarpState<HD> &w, const uint32_t 
             w.l[e >> 1] += pr;
         }
 #pragma unroll
-    for (int d = 0; d < HD / 8; d++) {
+    for (int d = 0; d < HD / 8 / KV_DIM_PARTS; d++) {
         w.o[d][0] *= alpha[0];
         w.o[d][1] *= alpha[0];
         w.o[d][2] *= alpha[1];
@@ -189,38 +202,41 @@ __device__ __forceinline__ void kv_warp_keys(KvWarpState<HD> &w, const uint32_t 
     }
     uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]), pack_bf16(sc[1][0], sc[1][1]),
                       pack_bf16(sc[1][2], sc[1][3])};
+    constexpr int PART_DP = HD / 16 / KV_DIM_PARTS; /* 16-column steps of a part */
 #pragma unroll
-    for (int dp = 0; dp < HD / 16; dp++) {
+    for (int dp = 0; dp < PART_DP; dp++) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, svb + ((lane & 7) + ((lane >> 3) & 1) * 8) * SD + dp * 16 + ((lane >> 4) & 1) * 8);
+        int col = (part * PART_DP + dp) * 16;
+        ldmatrix_x4_trans(b, svb + ((lane & 7) + ((lane >> 3) & 1) * 8) * SD + col + ((lane >> 4) & 1) * 8);
         mma_bf16(w.o[2 * dp], pa, b[0], b[1]);
         mma_bf16(w.o[2 * dp + 1], pa, b[2], b[3]);
     }
 }
 
-/* The warps' states merged through shared memory (the tile buffers, free
- * by now) and written: the output, or this split's partial result. */
+/* The key groups' states merged through shared memory (the tile buffers,
+ * free by now) and written: the output, or this split's partial result. */
 template <int HD>
-__device__ __forceinline__ void kv_merge_and_store(KvWarpState<HD> &w, float *scratch, const KvAttnParams &p, int seq,
-                                                   int g, int r0, int tile_row0, int n_qrows) {
+__device__ __forceinline__ void kv_merge_and_store(KvWarpState<HD> &w, float *scratch, const KvAttnParams &p, int g,
+                                                   int r0, int tile_row0, int n_qrows) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
-    float *s_m = scratch, *s_l = s_m + KV_WARPS * KV_MROWS; /* [warp][row] */
-    float *s_mb = s_l + KV_WARPS * KV_MROWS, *s_lb = s_mb + KV_MROWS; /* block max and sum per row */
-    float *s_o = s_lb + KV_MROWS;                                      /* [warp][row][HD] */
+    const int group = warp / KV_DIM_PARTS, part = warp % KV_DIM_PARTS;
+    float *s_m = scratch, *s_l = s_m + KV_KEY_GROUPS * KV_MROWS; /* [key group][row] */
+    float *s_mb = s_l + KV_KEY_GROUPS * KV_MROWS, *s_lb = s_mb + KV_MROWS; /* block max and sum per row */
+    float *s_o = s_lb + KV_MROWS;                                            /* [key group][row][HD] */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         w.l[r] += __shfl_xor_sync(0xffffffffu, w.l[r], 1);
         w.l[r] += __shfl_xor_sync(0xffffffffu, w.l[r], 2);
-        if (tq == 0) {
-            s_m[warp * KV_MROWS + gq + 8 * r] = w.m[r];
-            s_l[warp * KV_MROWS + gq + 8 * r] = w.l[r];
+        if (tq == 0 && part == 0) { /* both parts hold the same max and sum */
+            s_m[group * KV_MROWS + gq + 8 * r] = w.m[r];
+            s_l[group * KV_MROWS + gq + 8 * r] = w.l[r];
         }
     }
     __syncthreads();
     if (tid < KV_MROWS) {
         float mb = -INFINITY, lb = 0.f;
-        for (int i = 0; i < KV_WARPS; i++) mb = fmaxf(mb, s_m[i * KV_MROWS + tid]);
-        for (int i = 0; i < KV_WARPS; i++) {
+        for (int i = 0; i < KV_KEY_GROUPS; i++) mb = fmaxf(mb, s_m[i * KV_MROWS + tid]);
+        for (int i = 0; i < KV_KEY_GROUPS; i++) {
             float mi = s_m[i * KV_MROWS + tid];
             if (mi != -INFINITY) lb += s_l[i * KV_MROWS + tid] * fast_exp2(mi - mb);
         }
@@ -231,11 +247,11 @@ __device__ __forceinline__ void kv_merge_and_store(KvWarpState<HD> &w, float *sc
     for (int r = 0; r < 2; r++) {
         int row = gq + 8 * r;
         float mb = -INFINITY;
-        for (int i = 0; i < KV_WARPS; i++) mb = fmaxf(mb, s_m[i * KV_MROWS + row]);
+        for (int i = 0; i < KV_KEY_GROUPS; i++) mb = fmaxf(mb, s_m[i * KV_MROWS + row]);
         float f = w.m[r] == -INFINITY ? 0.f : fast_exp2(w.m[r] - mb);
-        float *dst = s_o + (warp * KV_MROWS + row) * HD + 2 * tq;
+        float *dst = s_o + (group * KV_MROWS + row) * HD + part * (HD / KV_DIM_PARTS) + 2 * tq;
 #pragma unroll
-        for (int d = 0; d < HD / 8; d++) {
+        for (int d = 0; d < HD / 8 / KV_DIM_PARTS; d++) {
             dst[d * 8] = w.o[d][2 * r] * f;
             dst[d * 8 + 1] = w.o[d][2 * r + 1] * f;
         }
@@ -246,25 +262,39 @@ __device__ __forceinline__ void kv_merge_and_store(KvWarpState<HD> &w, float *sc
         if (qr >= n_qrows) continue;
         float acc = 0.f;
 #pragma unroll
-        for (int i = 0; i < KV_WARPS; i++) acc += s_o[(i * KV_MROWS + row) * HD + col];
+        for (int i = 0; i < KV_KEY_GROUPS; i++) acc += s_o[(i * KV_MROWS + row) * HD + col];
         size_t gr = (size_t)(r0 + qr / p.group) * p.heads + g * p.group + qr % p.group; /* (row, head) */
         if (p.splits == 1) {
             p.out[gr * HD + col] = __float2bfloat16(acc / s_lb[row]); /* every row sees its own key */
         } else {
-            size_t part = (size_t)blockIdx.x * p.n_rows * p.heads + gr;
-            p.part_o[part * HD + col] = acc;
-            if (col == 0) p.part_ml[part] = make_float2(s_mb[row], s_lb[row]);
+            size_t part_ix = (size_t)blockIdx.x * p.n_rows * p.heads + gr;
+            p.part_o[part_ix * HD + col] = acc;
+            if (col == 0) p.part_ml[part_ix] = make_float2(s_mb[row], s_lb[row]);
         }
     }
 }
 
+/* Tile t of the chunk into stage t % KV_STAGES (nothing past the last
+ * tile), then a commit either way: cp.async groups stay one per tile. */
 template <int HD>
-__global__ void __launch_bounds__(KV_THREADS) kv_attention_kernel(KvAttnParams p) {
+__device__ __forceinline__ void load_stage(bf16 *sk, bf16 *sv, const bf16 *kbase, const bf16 *vbase, int ldk,
+                                           int key_begin, int key_end, int t, int n_tiles) {
+    constexpr int SD = HD + 8;
+    if (t < n_tiles) {
+        int stage = t % KV_STAGES, k0 = key_begin + t * KV_BN;
+        load_kv_rows<HD>(sk + stage * KV_BN * SD, kbase, ldk, k0, key_end);
+        load_kv_rows<HD>(sv + stage * KV_BN * SD, vbase, ldk, k0, key_end);
+    }
+    cp_async_commit();
+}
+
+template <int HD>
+__global__ void __launch_bounds__(KV_THREADS, 4) kv_attention_kernel(KvAttnParams p) {
     constexpr int SD = HD + 8, KSTEPS = HD / 16;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sq = (bf16 *)smem_raw;       /* [KV_MROWS][SD] */
-    bf16 *sk = sq + KV_MROWS * SD;     /* [2][KV_BN][SD] */
-    bf16 *sv = sk + 2 * KV_BN * SD;    /* [2][KV_BN][SD] */
+    bf16 *sq = (bf16 *)smem_raw;              /* [KV_MROWS][SD] */
+    bf16 *sk = sq + KV_MROWS * SD;            /* [KV_STAGES][KV_BN][SD] */
+    bf16 *sv = sk + KV_STAGES * KV_BN * SD;   /* [KV_STAGES][KV_BN][SD] */
     const int g = blockIdx.z % p.kv_heads, seq = blockIdx.z / p.kv_heads, split = blockIdx.x;
     const int r0 = p.row_starts[seq], n_new = p.row_starts[seq + 1] - r0, len = p.cache_lens[seq];
     const int tile_row0 = blockIdx.y * KV_MROWS, n_qrows = n_new * p.group;
@@ -279,15 +309,12 @@ __global__ void __launch_bounds__(KV_THREADS) kv_attention_kernel(KvAttnParams p
     const int n_tiles = key_end > key_begin ? (key_end - key_begin + KV_BN - 1) / KV_BN : 0;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4;
+    const int group = warp / KV_DIM_PARTS, part = warp % KV_DIM_PARTS;
     const int ldk = p.kv_heads * HD;
     const size_t slot_row = (size_t)p.slots[seq] * p.capacity;
     const bf16 *kbase = p.k + slot_row * ldk + (size_t)g * HD, *vbase = p.v + slot_row * ldk + (size_t)g * HD;
-    load_query_rows<HD>(sq, p, r0, g, tile_row0, n_qrows);
-    if (n_tiles) {
-        load_kv_rows<HD>(sk, kbase, ldk, key_begin, key_end);
-        load_kv_rows<HD>(sv, vbase, ldk, key_begin, key_end);
-    }
-    cp_async_commit();
+    load_query_rows<HD>(sq, p, r0, g, tile_row0, n_qrows); /* in tile 0's group */
+    for (int t = 0; t < KV_STAGES - 1; t++) load_stage<HD>(sk, sv, kbase, vbase, ldk, key_begin, key_end, t, n_tiles);
 
     int limit[2]; /* keys visible to this thread's rows gq and gq + 8 */
 #pragma unroll
@@ -297,35 +324,27 @@ __global__ void __launch_bounds__(KV_THREADS) kv_attention_kernel(KvAttnParams p
     }
     KvWarpState<HD> w;
 #pragma unroll
-    for (int d = 0; d < HD / 8; d++) w.o[d][0] = w.o[d][1] = w.o[d][2] = w.o[d][3] = 0.f;
+    for (int d = 0; d < HD / 8 / KV_DIM_PARTS; d++) w.o[d][0] = w.o[d][1] = w.o[d][2] = w.o[d][3] = 0.f;
     w.m[0] = w.m[1] = -INFINITY;
     w.l[0] = w.l[1] = 0.f;
     uint32_t qf[KSTEPS][4];
     for (int t = 0; t < n_tiles; t++) {
-        int buf = t & 1, k0 = key_begin + t * KV_BN;
-        if (t + 1 < n_tiles) {
-            load_kv_rows<HD>(sk + (buf ^ 1) * KV_BN * SD, kbase, ldk, k0 + KV_BN, key_end);
-            load_kv_rows<HD>(sv + (buf ^ 1) * KV_BN * SD, vbase, ldk, k0 + KV_BN, key_end);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
+        cp_async_wait<KV_STAGES - 2>(); /* tile t has landed (for this thread) ... */
+        __syncthreads();                /* ... for every thread; and tile t - 1's stage is no longer read */
+        load_stage<HD>(sk, sv, kbase, vbase, ldk, key_begin, key_end, t + KV_STAGES - 1, n_tiles);
         if (t == 0) {
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; kk++)
                 ldmatrix_x4(qf[kk], sq + (lane & 15) * SD + kk * 16 + (lane >> 4) * 8);
         }
-        int kw0 = k0 + warp * 16;
+        int stage = t % KV_STAGES, kw0 = key_begin + t * KV_BN + group * 16;
         if (kw0 < key_end) /* warp-uniform: a warp past the visible keys skips the tile */
-            kv_warp_keys<HD>(w, qf, sk + (buf * KV_BN + warp * 16) * SD, sv + (buf * KV_BN + warp * 16) * SD, kw0,
-                             limit, p.qscale);
-        __syncthreads(); /* this buffer is refilled in the next iteration */
+            kv_warp_keys<HD>(w, qf, sk + (stage * KV_BN + group * 16) * SD, sv + (stage * KV_BN + group * 16) * SD,
+                             kw0, part, limit, p.qscale);
     }
     cp_async_wait<0>();
-    __syncthreads();
-    kv_merge_and_store<HD>(w, (float *)sk, p, seq, g, r0, tile_row0, n_qrows);
+    __syncthreads(); /* every stage read: their memory becomes the merge's scratch */
+    kv_merge_and_store<HD>(w, (float *)sk, p, g, r0, tile_row0, n_qrows);
     (void)split;
 }
 
