@@ -22,7 +22,6 @@
 
 #include "backend/backend.h"
 #include "base/numeric.h"
-#include "base/sort.h"
 #include "infer/generate.h"
 #include "model/drafter_io.h"
 #include "model/target.h"
@@ -198,28 +197,23 @@ static void test_kv_ops_batch_and_long(void **state) {
  * sequences of one kv head (4 query heads): each block's keys then lie
  * contiguous in the cache, as a head-major cache layout would give them.
  * Skipped otherwise. */
-#ifdef DF_HAVE_CUDA
 typedef struct KvSpeedShape {
     int n_seqs, heads, kv_heads;
 } KvSpeedShape;
 
-static double time_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, const DfBuffer *kc, const DfBuffer *vc,
-                                 int layers, const DfKvBatch *kb, const KvSpeedShape *s) {
-    enum { WARMUP = 3, REPS = 11 };
-    double ms[REPS];
-    DfCudaTimer *t = df_cuda_timer_create(be);
-    assert_non_null(t);
-    for (int rep = -WARMUP; rep < REPS; rep++) {
-        df_cuda_timer_start(t);
-        for (int l = 0; l < layers; l++)
-            df_op_kv_attention(be, out, q, kc[l], vc[l], kb, s->heads, s->kv_heads, 128, 0.088f, 1);
-        double v = df_cuda_timer_stop(t);
-        if (rep >= 0) ms[rep] = v / layers;
-    }
-    df_cuda_timer_destroy(t);
-    return df_median_sorting(ms, REPS);
+typedef struct KvSpeedRun {
+    DfBackend *be;
+    DfBuffer out, q;
+    const DfBuffer *kc, *vc; /* [layers] */
+    int layers, heads, kv_heads;
+    const DfKvBatch *kb;
+} KvSpeedRun;
+
+static void kv_attention_layers(void *ctx) {
+    const KvSpeedRun *r = ctx;
+    for (int l = 0; l < r->layers; l++)
+        df_op_kv_attention(r->be, r->out, r->q, r->kc[l], r->vc[l], r->kb, r->heads, r->kv_heads, 128, 0.088f, 1);
 }
-#endif
 
 static void test_kv_attention_speed(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
@@ -252,7 +246,8 @@ static void test_kv_attention_speed(void **state) {
         double bytes = 2.0 * s->n_seqs * (LEN + 1) * kvd * 2;
         for (size_t i = 0; i < sizeof per_sm / sizeof per_sm[0]; i++) {
             df_cuda_set_kv_attention_blocks_per_sm(be, per_sm[i]);
-            double ms = time_kv_attention(be, out, q, kc, vc, LAYERS, &kb, s);
+            KvSpeedRun run = {be, out, q, kc, vc, LAYERS, s->heads, s->kv_heads, &kb};
+            double ms = df_test_gpu_median_ms(be, kv_attention_layers, &run, 3, 11, LAYERS);
             printf("  %3d sequences, %d/%d heads, split-K target %2d blocks/SM: %7.1f us, %6.0f GB/s, %.2f of the copy\n",
                    s->n_seqs, s->heads, s->kv_heads, per_sm[i], ms * 1e3, bytes / (ms * 1e-3) / 1e9,
                    bytes / (ms * 1e-3) / 1e9 / copy_gbs);

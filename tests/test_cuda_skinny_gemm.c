@@ -25,7 +25,6 @@
 #include "test_util.h"
 
 #include "backend/backend.h"
-#include "base/sort.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -218,20 +217,21 @@ static void test_skinny_fallbacks(void **state) {
 
 #ifdef DF_HAVE_CUDA
 /* Median ms of one product, the weights rotating over `copies` buffers. */
+typedef struct ProductRun {
+    DfBackend *be;
+    DfBuffer c, a;
+    const DfBuffer *w; /* [copies] */
+    int copies, m, n, k;
+} ProductRun;
+
+static void products(void *ctx) {
+    const ProductRun *r = ctx;
+    for (int i = 0; i < r->copies; i++) df_op_matmul(r->be, r->c, r->a, r->w[i], r->m, r->n, r->k, 0, 1, 1.0f);
+}
+
 static double time_product(DfBackend *be, DfBuffer c, DfBuffer a, const DfBuffer *w, int copies, int m, int n, int k) {
-    enum { WARMUP = 3, REPS = 11 };
-    double ms[REPS];
-    DfCudaTimer *t = df_cuda_timer_create(be);
-    assert_non_null(t);
-    for (int rep = -WARMUP; rep < REPS; rep++) {
-        df_cuda_timer_start(t);
-        for (int i = 0; i < copies; i++) df_op_matmul(be, c, a, w[i], m, n, k, 0, 1, 1.0f);
-        double v = df_cuda_timer_stop(t);
-        if (rep >= 0) ms[rep] = v / copies;
-    }
-    sync_or_fail(be);
-    df_cuda_timer_destroy(t);
-    return df_median_sorting(ms, REPS);
+    ProductRun run = {be, c, a, w, copies, m, n, k};
+    return df_test_gpu_median_ms(be, products, &run, 3, 11, copies);
 }
 #endif
 

@@ -329,29 +329,25 @@ static void test_lm_head_ce_bad_label(void **state) {
 /* --- timing at the Qwen3-8B drafter shape (DFLASH_BENCH_LM_HEAD=1) --------------- */
 
 #ifdef DF_HAVE_CUDA
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+typedef struct LmHeadRun {
+    DfBackend *be;
+    const DfLmHeadCeArgs *a;
+    DfBuffer logits;
+    int gemm_only;
+} LmHeadRun;
+
+static void lm_head_once(void *ctx) {
+    const LmHeadRun *r = ctx;
+    if (r->gemm_only)
+        df_op_linear(r->be, r->logits, r->a->x, r->a->head, r->a->rows, r->a->vocab, r->a->hidden, 0);
+    else
+        df_op_lm_head_ce(r->be, r->a);
 }
 
-/* Median ms of `reps` runs of lm_head_ce (gemm_only: the plain logits GEMM). */
+/* Median ms of `reps` runs of lm_head_ce (gemm_only: the plain logits GEMM), after two warm-up runs. */
 static double time_median(DfBackend *be, const DfLmHeadCeArgs *a, DfBuffer logits, int gemm_only, int reps) {
-    DfCudaTimer *t = df_cuda_timer_create(be);
-    assert_non_null(t);
-    double ms[16];
-    for (int i = -2; i < reps; i++) { /* two warm-up runs */
-        df_cuda_timer_start(t);
-        if (gemm_only)
-            df_op_linear(be, logits, a->x, a->head, a->rows, a->vocab, a->hidden, 0);
-        else
-            df_op_lm_head_ce(be, a);
-        double v = df_cuda_timer_stop(t);
-        if (i >= 0) ms[i] = v;
-    }
-    sync_or_fail(be);
-    df_cuda_timer_destroy(t);
-    qsort(ms, (size_t)reps, sizeof ms[0], cmp_double);
-    return ms[reps / 2];
+    LmHeadRun run = {be, a, logits, gemm_only};
+    return df_test_gpu_median_ms(be, lm_head_once, &run, 2, reps, 1);
 }
 #endif
 

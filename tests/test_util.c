@@ -2,6 +2,7 @@
 #include "test_util.h"
 
 #include "base/numeric.h"
+#include "base/sort.h"
 #include "formats/safetensors.h"
 #include "infer/target_decode.h"
 #include "model/rope.h"
@@ -259,6 +260,30 @@ DfTestBackendPair *df_test_gpu_or_skip(void **state) {
     DfTestBackendPair *f = *state;
     if (!f->gpu) skip();
     return f;
+}
+
+double df_test_gpu_median_ms(DfBackend *be, void (*work)(void *ctx), void *ctx, int warmup, int reps, int per_run) {
+#ifdef DF_HAVE_CUDA
+    double ms[64];
+    assert_true(reps >= 1 && reps <= 64 && per_run >= 1);
+    DfCudaTimer *t = df_cuda_timer_create(be);
+    assert_non_null(t);
+    for (int rep = -warmup; rep < reps; rep++) {
+        df_cuda_timer_start(t);
+        work(ctx);
+        double v = df_cuda_timer_stop(t);
+        if (v < 0) fail_msg("a CUDA timer failed");
+        if (rep >= 0) ms[rep] = v / per_run;
+    }
+    df_cuda_timer_destroy(t);
+    DfError err;
+    if (be->ops->sync(be, &err)) fail_msg("%s", err.msg);
+    return df_median_sorting(ms, (size_t)reps);
+#else
+    (void)be, (void)work, (void)ctx, (void)warmup, (void)reps, (void)per_run;
+    fail_msg("df_test_gpu_median_ms without CUDA");
+    return 0;
+#endif
 }
 
 DfTestAdamWState df_test_adamw_state_new(DfBackend *be, const float *init, size_t n) {

@@ -102,6 +102,12 @@ int df_test_backend_pair_teardown(void **state);
 /* The pair of the group state; skips the test when there is no GPU. */
 DfTestBackendPair *df_test_gpu_or_skip(void **state);
 
+/* The timings of the GPU tests' benchmark modes (DFLASH_BENCH_*): median
+ * milliseconds of `reps` (at most 64) runs of work(ctx) on be's stream, each
+ * between two CUDA events, after `warmup` untimed runs, divided by per_run
+ * (the units one run holds: layers, weight copies). CUDA backends only. */
+double df_test_gpu_median_ms(DfBackend *be, void (*work)(void *ctx), void *ctx, int warmup, int reps, int per_run);
+
 /* AdamW's buffers on a backend (the trainer's layout): fp32 master weights
  * and the ACT parameters both set from init, the moments and the gradient
  * zero; n elements each. */
