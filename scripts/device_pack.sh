@@ -4,8 +4,10 @@
 # nvcc, gcc and OpenBLAS but not cJSON, utf8proc or cmocka), plus those shared libraries.
 # On the GPU machine: export LD_LIBRARY_PATH=$PWD/.devpack/lib; .devpack/dflash ...
 # or the whole check: bash scripts/gpu_check.sh (see there).
-# Usage: [DEVPACK_DEST=DIR] bash scripts/device_pack.sh [SOURCE_TREE]
-#   SOURCE_TREE defaults to this checkout, DIR to .devpack/ in it.
+# Usage: [DEVPACK_DEST=DIR] [DEVPACK_TOKENIZERS=1] bash scripts/device_pack.sh [SOURCE_TREE]
+#   SOURCE_TREE defaults to this checkout, DIR to .devpack/ in it. The programs are stripped of their
+#   debug information and the real tokenizers (7 MB, for gpu_check.sh's fixtures part) come only with
+#   DEVPACK_TOKENIZERS=1: the device tool carries at most 64 MiB, the tracked tree included.
 set -euo pipefail
 src=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 dest=${DEVPACK_DEST:-"$(cd "$(dirname "$0")/.." && pwd)/.devpack"}
@@ -16,11 +18,12 @@ cp "$src/dflash" "$dest/"
 # drafter's parity test, which also runs on the CUDA backend where there is one
 cp "$src"/build/tests/test_cuda_* "$src"/build/tests/test_drafter "$dest/tests/"
 rm -f "$dest"/tests/*.o "$dest"/tests/*.d
+strip --strip-debug "$dest/dflash" "$dest"/tests/*
 for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$dest/lib/"
 done
 # the real tokenizers of the chat-template references (tests/ref/chat_ref.py), when fetched
-if [ -d "$src/tests/.cache/tokenizers" ]; then
+if [ "${DEVPACK_TOKENIZERS:-0}" = 1 ] && [ -d "$src/tests/.cache/tokenizers" ]; then
     tar czf "$dest/tokenizers.tgz" -C "$src/tests/.cache" tokenizers
 fi
 du -sh "$dest"

@@ -77,6 +77,7 @@ fi
 if want fixtures; then
     {
         mkdir -p /tmp/fx/chat
+        [ -f .devpack/tokenizers.tgz ] || echo "fixtures: .devpack/tokenizers.tgz missing (DEVPACK_TOKENIZERS=1 bash scripts/device_pack.sh)"
         tar xzf .devpack/tokenizers.tgz -C /tmp/fx
         section "chat_ref"
         timeout 120 python3 tests/ref/chat_ref.py /tmp/fx/tokenizers tests/fixtures/chat/conversations.json /tmp/fx/chat
