@@ -6,7 +6,8 @@
  * A recording holds buffer addresses and launch shapes, so it serves only
  * the steps with the same key: the step's shape (sequences, new rows and
  * where they start, the KV ops' visible-key bound, the outputs asked for)
- * and the addresses of the step's buffers. A key's first step runs op by
+ * and the addresses of the step's buffers (or, for buffers reallocated
+ * together, a generation count). A key's first step runs op by
  * op (its buffers and the backend's scratch reach their sizes then), its
  * second is recorded and replayed, later ones are replayed. A few keys are
  * kept, the least recently used one giving way. */
@@ -24,7 +25,8 @@ typedef struct DfDecodeGraphKey {
     int n_seqs, n_rows, visible_bound;
     int logits_rows, argmax_on_backend, features;
     uint64_t row_starts_hash;
-    const void *bufs[DF_DECODE_GRAPH_BUFS]; /* the step's buffer addresses, unused ones NULL */
+    unsigned long generation;               /* of buffers the caller reallocates together */
+    const void *bufs[DF_DECODE_GRAPH_BUFS]; /* the step's other buffer addresses, unused ones NULL */
 } DfDecodeGraphKey;
 
 typedef struct DfDecodeGraphEntry {

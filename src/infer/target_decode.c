@@ -60,6 +60,7 @@ static int ensure_workspace(DfTargetDecoder *d, int rows, DfError *err) {
             return df_context(err, "target decoder workspace for %d tokens", want);
         }
     d->ws_rows = want;
+    d->ws_generation++; /* recorded steps hold the old addresses (step_key) */
     return 0;
 }
 
@@ -332,7 +333,10 @@ static void step_key(const StepRun *r, DfDecodeGraphKey *key) {
     key->argmax_on_backend = argmax_on_backend(r->step);
     key->features = wants_features(r->step);
     key->row_starts_hash = df_hash64(kb->host_row_starts, (size_t)(kb->n_seqs + 1) * sizeof *kb->host_row_starts);
-    const void *bufs[] = {d->ids.ptr, d->x.ptr, d->logits.ptr, d->argmax.ptr, d->features.ptr, kb->pack.ptr};
+    /* the workspace's buffers are reallocated together: a new generation, even where
+     * one of them comes back at its old address; the others are single buffers */
+    key->generation = d->ws_generation;
+    const void *bufs[] = {d->logits.ptr, d->argmax.ptr, kb->pack.ptr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) key->bufs[i] = bufs[i];
 }
 
