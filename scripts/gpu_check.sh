@@ -123,6 +123,9 @@ if want decode; then
     {
         section "bench --decode"
         timeout 300 ./dflash bench --decode --device cuda
+        section "kv_attention timings"
+        DFLASH_BENCH_KV=1 DFLASH_TEST_FILTER=test_kv_attention_speed timeout 120 "$T"/test_cuda_infer_ops 2>&1 |
+            grep -v '^\['
         section "transformers decode"
         PYTHONUNBUFFERED=1 timeout 300 python3 bench/decode_transformers.py
     } 2>&1 | tee "$OUT/decode.txt"

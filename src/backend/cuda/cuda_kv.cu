@@ -345,7 +345,6 @@ __global__ void __launch_bounds__(KV_THREADS, 4) kv_attention_kernel(KvAttnParam
     cp_async_wait<0>();
     __syncthreads(); /* every stage read: their memory becomes the merge's scratch */
     kv_merge_and_store<HD>(w, (float *)sk, p, g, r0, tile_row0, n_qrows);
-    (void)split;
 }
 
 /* Merges the splits of each (row, head): one warp each, lanes over columns. */
