@@ -423,13 +423,6 @@ void df_op_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
 void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
                         int n_tokens, int heads, int head_dim, int rotary_dim);
 
-/* Checks (every sequence has new rows, distinct slots in 0..n_slots-1,
- * cache_lens[i] + new rows <= slot_capacity), copies and uploads a step's
- * layout with the positions of its new rows, into kb's own storage: kb is
- * zeroed ({0}) before its first set, then set again for every step (its
- * storage grows when a step needs more, otherwise one upload of the packed
- * layout and no allocation), and freed once. On failure kb keeps its
- * storage and can be set again or freed. */
 /* The KV ops' launch shapes depend on a step's host values only through
  * n_seqs, n_rows, max_new and this bound (max_visible rounded up to
  * DF_KV_VISIBLE_BUCKET keys), so that a recorded step replays for every later
@@ -439,6 +432,13 @@ static inline int df_kv_visible_bound(const DfKvBatch *kb) {
     return (kb->max_visible + DF_KV_VISIBLE_BUCKET - 1) / DF_KV_VISIBLE_BUCKET * DF_KV_VISIBLE_BUCKET;
 }
 
+/* Checks (every sequence has new rows, distinct slots in 0..n_slots-1,
+ * cache_lens[i] + new rows <= slot_capacity), copies and uploads a step's
+ * layout with the positions of its new rows, into kb's own storage: kb is
+ * zeroed ({0}) before its first set, then set again for every step (its
+ * storage grows when a step needs more, otherwise one upload of the packed
+ * layout and no allocation), and freed once. On failure kb keeps its
+ * storage and can be set again or freed. */
 int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
                     const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err);
 /* A fresh kb (zeroed, then set); freed again on failure. */
