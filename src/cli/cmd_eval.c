@@ -21,6 +21,7 @@
 typedef struct EvalArgs {
     const char *target, *draft, *input, *output, *device;
     int max_new_tokens, block_size;
+    int no_graphs; /* --no-graphs: every op of every target step queued, none replayed */
 } EvalArgs;
 
 typedef struct EvalTotals {
@@ -73,6 +74,7 @@ static int load_models(EvalRun *e, DfError *err) {
         df_target_decoder_init(&e->dec, &e->model, 1, cap, dcfg.target_layer_ids, dcfg.n_taps, err) ||
         df_drafter_runner_init(&e->drafter, e->be, &dcfg, params, e->model.embed, e->model.lm_head, 1, cap, err))
         goto done;
+    if (a->no_graphs) df_target_decoder_set_graphs(&e->dec, 0);
     fprintf(stderr, "eval: drafter %s: %d layers, block size %d (running %d), taps", a->draft, dcfg.num_layers,
             dcfg.block_size, e->spec.block_size);
     for (int i = 0; i < dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", dcfg.target_layer_ids[i]);
@@ -212,7 +214,7 @@ out:
 }
 
 int df_cmd_eval(int argc, char **argv) {
-    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", 256, 0};
+    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", 256, 0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
         {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7)", 1},
@@ -221,6 +223,9 @@ int df_cmd_eval(int argc, char **argv) {
         {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0},
         {"output", DF_OPT_STRING, &a.output, "FILE", "per-prompt JSONL: id, response, tau, accepted, ...", 0},
         {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
+        {"no-graphs", DF_OPT_FLAG, &a.no_graphs, NULL,
+         "GPU: queue every op of every target step instead of replaying each step shape's recording (CUDA "
+         "graph); the same results, slower", 0},
     };
     const DfCommandSpec spec = {
         "eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", NULL,

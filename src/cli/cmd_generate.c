@@ -25,6 +25,7 @@ typedef struct GenerateArgs {
     int max_new_tokens, batch;
     double temperature, top_p;
     int seed;
+    int no_graphs; /* --no-graphs: every op of every step queued, none replayed */
 } GenerateArgs;
 
 typedef struct GenerateRun {
@@ -243,6 +244,7 @@ static int stream_records(Writer *w, int capacity, DfError *err) {
     GenerateRun *g = w->g;
     for (;;) {
         if (df_target_decoder_init(&g->dec, &g->model, g->args->batch, capacity, NULL, 0, err)) return -1;
+        if (g->args->no_graphs) df_target_decoder_set_graphs(&g->dec, 0);
         w->base = w->next;
         w->need_capacity = 0;
         g->opt.record_offset = (uint64_t)(w->first + w->base);
@@ -337,7 +339,7 @@ out:
 }
 
 int df_cmd_generate(int argc, char **argv) {
-    GenerateArgs a = {NULL, NULL, NULL, "cpu", NULL, 256, 8, 0.0, 1.0, 0};
+    GenerateArgs a = {NULL, NULL, NULL, "cpu", NULL, 256, 8, 0.0, 1.0, 0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face model directory (config, weights, tokenizer.json)", 1},
         {"input", DF_OPT_STRING, &a.input, "FILE",
@@ -355,6 +357,9 @@ int df_cmd_generate(int argc, char **argv) {
          "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
          "template's, today's where it asks for the current date, as transformers renders it)", 0},
         {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
+        {"no-graphs", DF_OPT_FLAG, &a.no_graphs, NULL,
+         "GPU: queue every op of every decode step instead of replaying each step shape's recording (CUDA "
+         "graph); the same output, slower", 0},
     };
     const DfCommandSpec spec = {
         "generate", "the target's responses to prompts and conversations (regenerated training data)", NULL,
