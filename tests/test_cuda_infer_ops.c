@@ -9,8 +9,8 @@
  * NaNs, aligned and scalar paths). End to end: bf16 greedy generation on
  * coder-tiny against transformers' fp32 greedy fixture and `dflash generate
  * --device cuda` against the CPU, both equal up to near ties (see
- * check_near_ties), and `dflash eval --device cuda` lossless against the
- * GPU's own greedy decoding.
+ * check_near_ties), and with --no-graphs equal to its recorded steps;
+ * `dflash eval --device cuda` lossless against the GPU's own greedy decoding.
  * Everything GPU skips when no GPU is present (or CUDA was not built in). */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -504,16 +504,21 @@ static const char *const CMD_PROMPT_TEXT[CMD_PROMPTS] = {
  * command, decoded), every one a near tie in fp32; a response differs from
  * the CPU's only for a prompt where the GPU made a near-tie flip. */
 static void check_generate_command(Fixture *f, const char *dir, const char *input) {
-    char cmd[4096], out[2][600];
-    const char *dev[2] = {"cpu", "cuda"};
-    char *resp[2][CMD_PROMPTS];
-    for (int i = 0; i < 2; i++) {
-        snprintf(out[i], sizeof out[i], "%s/gen-%s.jsonl", dir, dev[i]);
+    char cmd[4096], out[3][600];
+    /* the third run queues every op of every step: the same kernels, so the same text as the second */
+    const char *dev[3] = {"cpu", "cuda", "cuda --no-graphs"};
+    char *resp[3][CMD_PROMPTS];
+    for (int i = 0; i < 3; i++) {
+        snprintf(out[i], sizeof out[i], "%s/gen-%d.jsonl", dir, i);
         snprintf(cmd, sizeof cmd, "%s generate --target %s --input %s --output %s --max-new-tokens %d --batch %d --device %s",
                  df_test_path("dflash"), df_test_path("assets/coder-tiny"), input, out[i], CMD_NEW, CMD_BATCH, dev[i]);
         run_ok(cmd, dev[i]);
         if (read_responses(out[i], resp[i], CMD_PROMPTS) != CMD_PROMPTS) fail_msg("%s: not %d records", out[i], CMD_PROMPTS);
     }
+    for (int i = 0; i < CMD_PROMPTS; i++)
+        if (strcmp(resp[2][i], resp[1][i]) != 0)
+            fail_msg("prompt %d: generate --device cuda wrote %s with recorded steps, %s with --no-graphs", i,
+                     resp[1][i], resp[2][i]);
     DfError err;
     const char *target = df_test_path("assets/coder-tiny");
     DfTokenizer *tok = df_tokenizer_load(target, &err);
@@ -557,7 +562,7 @@ static void check_generate_command(Fixture *f, const char *dir, const char *inpu
     check_flip_rate("generate --device cuda", &ts);
     for (int i = 0; i < CMD_PROMPTS; i++) {
         df_i32vec_free(&ids[i]), df_i32vec_free(&gen[i]);
-        free(resp[0][i]), free(resp[1][i]);
+        free(resp[0][i]), free(resp[1][i]), free(resp[2][i]);
     }
     df_target_decoder_free(&d);
     df_target_free(&m);
