@@ -217,8 +217,7 @@ static void kv_attention_layers(void *ctx) {
 
 static void test_kv_attention_speed(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
-    const char *env = getenv("DFLASH_BENCH_KV");
-    if (!env || strcmp(env, "1") != 0) skip();
+    df_test_skip_unless_env("DFLASH_BENCH_KV");
 #ifdef DF_HAVE_CUDA
     enum { LAYERS = 4, LEN = 576, CAP = 640, MAX_SEQS = 512, CACHE_ROWS_X_KVD = 64 * CAP * 8 * 128 };
     DfBackend *be = f->gpu;

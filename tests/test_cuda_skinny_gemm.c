@@ -237,8 +237,7 @@ static double time_product(DfBackend *be, DfBuffer c, DfBuffer a, const DfBuffer
 
 static void test_skinny_speed(void **state) {
     Fixture *f = gpu_or_skip(state);
-    const char *env = getenv("DFLASH_BENCH_SKINNY");
-    if (!env || strcmp(env, "1") != 0) skip();
+    df_test_skip_unless_env("DFLASH_BENCH_SKINNY");
 #ifdef DF_HAVE_CUDA
     DfBackend *be = f->gpu;
     const int shapes[][2] = {{4096, 4096}, {1024, 4096}, {12288, 4096}, {4096, 12288}, {151936, 4096}};

@@ -353,8 +353,7 @@ static double time_median(DfBackend *be, const DfLmHeadCeArgs *a, DfBuffer logit
 
 static void test_lm_head_ce_speed(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
-    const char *env = getenv("DFLASH_BENCH_LM_HEAD");
-    if (!env || strcmp(env, "1") != 0) skip();
+    df_test_skip_unless_env("DFLASH_BENCH_LM_HEAD");
 #ifdef DF_HAVE_CUDA
     DfBackend *be = f->gpu;
     const int rows = 8192, hidden = 4096, vocab = 151936, reps = 9;

@@ -262,6 +262,11 @@ DfTestBackendPair *df_test_gpu_or_skip(void **state) {
     return f;
 }
 
+void df_test_skip_unless_env(const char *name) {
+    const char *v = getenv(name);
+    if (!v || strcmp(v, "1") != 0) skip();
+}
+
 double df_test_gpu_median_ms(DfBackend *be, void (*work)(void *ctx), void *ctx, int warmup, int reps, int per_run) {
 #ifdef DF_HAVE_CUDA
     double ms[64];

@@ -102,6 +102,10 @@ int df_test_backend_pair_teardown(void **state);
 /* The pair of the group state; skips the test when there is no GPU. */
 DfTestBackendPair *df_test_gpu_or_skip(void **state);
 
+/* Skips the calling test unless the environment variable `name` is "1"
+ * (the GPU tests' benchmark modes: DFLASH_BENCH_KV=1 and the like). */
+void df_test_skip_unless_env(const char *name);
+
 /* The timings of the GPU tests' benchmark modes (DFLASH_BENCH_*): median
  * milliseconds of `reps` (at most 64) runs of work(ctx) on be's stream, each
  * between two CUDA events, after `warmup` untimed runs, divided by per_run
