@@ -32,6 +32,7 @@
 #include "cli/args.h"
 #include "cli/bench_data.h"
 #include "cli/bench_decode.h"
+#include "infer/decode_graphs.h"
 #include "cli/bench_drafter.h"
 #include "cli/bench_train_step.h"
 #include "cli/commands.h"
@@ -198,7 +199,7 @@ static int decode_batches(DfTargetModel *m, const char *name, const char *key, c
                           cJSON *json, DfError *err) {
     static const int batches[] = {1, 64};
     /* where steps can be recorded, also without, for the difference it makes */
-    int both_modes = m->be->ops->record_begin != NULL;
+    int both_modes = df_decode_graphs_available(m->be);
     for (int graphs = 1; graphs >= (both_modes ? 0 : 1); graphs--)
         for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
             DfDecodeBenchResult r;

@@ -2,11 +2,15 @@
 
 #include <string.h>
 
+int df_decode_graphs_available(const DfBackend *be) {
+    const DfBackendOps *o = be->ops;
+    return o->record_begin && o->record_end && o->graph_replay && o->graph_free;
+}
+
 void df_decode_graphs_init(DfDecodeGraphs *g, DfBackend *be, int enabled) {
     memset(g, 0, sizeof *g);
     g->be = be;
-    g->enabled = enabled && be->ops->record_begin && be->ops->record_end && be->ops->graph_replay &&
-                 be->ops->graph_free;
+    g->enabled = enabled && df_decode_graphs_available(be);
 }
 
 static void drop_graph(DfDecodeGraphs *g, DfDecodeGraphEntry *e) {

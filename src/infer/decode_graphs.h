@@ -43,6 +43,9 @@ typedef struct DfDecodeGraphs {
     unsigned long replays, recordings; /* steps served by a replay; recordings made */
 } DfDecodeGraphs;
 
+/* Whether the backend records steps (all four of its recording ops). */
+int df_decode_graphs_available(const DfBackend *be);
+
 /* enabled is ignored (off) where the backend cannot record. */
 void df_decode_graphs_init(DfDecodeGraphs *g, DfBackend *be, int enabled);
 void df_decode_graphs_free(DfDecodeGraphs *g);

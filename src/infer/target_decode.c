@@ -115,8 +115,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
     d->model = m;
     d->fused = df_target_decode_can_fuse(m);
     d->n_taps = n_taps;
-    /* a hybrid's DeltaNet layers run their recurrence on the host, between ops */
-    df_decode_graphs_init(&d->graphs, m->be, !c->is_hybrid);
+    df_target_decoder_set_graphs(d, 1);
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
     d->step_lens = df_xmalloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *d->step_lens, "cache lengths");
     if (df_kv_cache_init(&d->cache, m->be, c->num_layers, n_slots, slot_capacity, c->num_kv_heads * c->head_dim, err) ||
@@ -143,9 +142,9 @@ void df_target_decoder_free(DfTargetDecoder *d) {
 }
 
 void df_target_decoder_set_graphs(DfTargetDecoder *d, int on) {
-    DfBackend *be = d->model->be;
     df_decode_graphs_free(&d->graphs);
-    df_decode_graphs_init(&d->graphs, be, on && !d->model->cfg.is_hybrid);
+    /* a hybrid's DeltaNet layers run their recurrence on the host, between ops */
+    df_decode_graphs_init(&d->graphs, d->model->be, on && !d->model->cfg.is_hybrid);
 }
 
 int32_t df_argmax_f32(const float *x, int n) {
