@@ -6,7 +6,10 @@
  *   (bf16 weights and activations: looser bounds, stated at the checks);
  * - central finite differences of the loss on a tiny random configuration
  *   against the analytic gradient of every parameter tensor;
- * - gradients accumulate over calls. */
+ * - gradients accumulate over calls;
+ * - micro-batches (df_drafter_set_max_block_rows) give the whole batch's
+ *   loss, metrics, argmax and gradients, also when a sequence's blocks are
+ *   spread over several of them (model/drafter_split.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "backend/select.h"
 #include "formats/safetensors.h"
 #include "model/drafter.h"
+#include "model/drafter_split.h"
 #include "model/target.h"
 #include "train/anchors.h"
 
@@ -252,6 +256,69 @@ static void test_gradients_accumulate(void **state) {
     free(once), free(twice);
 }
 
+/* One zeroed step at grad_scale 1 / weight sum: the gradient and the metrics. */
+static void whole_step(Parity *p, float *grads, DfMetrics *m) {
+    DfDrafter *d = &p->drafter;
+    DfError err;
+    assert_int_equal(df_metrics_init(m, d->cfg.block_size, &err), 0);
+    df_drafter_zero_grads(d);
+    double wsum = df_drafter_batch_weight_sum(&d->cfg, &p->batch);
+    if (df_drafter_forward_backward(d, &p->batch, 1.0 / wsum, m, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(df_drafter_get_grads(d, grads, &err), 0);
+}
+
+/* Whether some sequence has blocks in two parts of the split. */
+static int splits_a_sequence(const DfDrafterSplit *s, const DfDrafterBatch *b) {
+    for (int p = 1; p < s->n_parts; p++)
+        for (int q = 0; q < b->n_seqs; q++)
+            if (b->anchor_starts[q] < s->block_starts[p] && s->block_starts[p] < b->anchor_starts[q + 1]) return 1;
+    return 0;
+}
+
+static void test_micro_batches(void **state) {
+    Parity *p = *state;
+    if (!p) skip();
+    DfDrafter *d = &p->drafter;
+    int B = d->cfg.block_size;
+    size_t n = d->layout.total;
+    float *whole = malloc(n * sizeof *whole), *split = malloc(n * sizeof *split);
+    DfMetrics mw, ms;
+    whole_step(p, whole, &mw);
+    int rows_whole;
+    const int32_t *arg = df_drafter_last_argmax(d, &rows_whole);
+    int32_t *arg_whole = malloc((size_t)rows_whole * sizeof *arg_whole);
+    memcpy(arg_whole, arg, (size_t)rows_whole * sizeof *arg_whole);
+    /* fp32 (CPU): only the summation order differs; bf16 (CUDA): the same
+     * kernels on fewer rows, so rounding may differ a little more */
+    double tol = p->bf16 ? 1e-3 : 1e-6;
+    for (int blocks = 1; blocks <= 4; blocks++) {
+        DfDrafterSplit plan = {0};
+        df_drafter_split_plan(&plan, &p->batch, blocks);
+        assert_true(plan.n_parts > 1);
+        if (blocks > 1) assert_true(splits_a_sequence(&plan, &p->batch));
+        df_drafter_split_free(&plan);
+        df_drafter_set_max_block_rows(d, blocks * B + B / 2); /* rounded down to whole blocks */
+        assert_int_equal(d->max_block_rows, blocks * B);
+        whole_step(p, split, &ms);
+        double e = df_rel_error(split, whole, n);
+        if (!(e <= tol)) fail_msg("%d blocks per micro-batch: gradient relative error %g", blocks, e);
+        print_message("%d blocks per micro-batch (%d of them): gradient relative error %.2e\n", blocks,
+                      (int)((p->n_anchors + blocks - 1) / blocks), e);
+        double lw = df_metrics_loss(&mw), ls = df_metrics_loss(&ms);
+        if (!(fabs(ls - lw) <= tol * fabs(lw))) fail_msg("%d blocks: loss %.9g, whole batch %.9g", blocks, ls, lw);
+        assert_true(ms.values[DF_METRICS_WEIGHT_SUM] == mw.values[DF_METRICS_WEIGHT_SUM]);
+        int rows;
+        arg = df_drafter_last_argmax(d, &rows);
+        assert_int_equal(rows, rows_whole);
+        if (!p->bf16) {
+            assert_memory_equal(arg, arg_whole, (size_t)rows * sizeof *arg);
+            assert_true(fabs(df_metrics_train_tau(&ms) - df_metrics_train_tau(&mw)) < 1e-12);
+        }
+    }
+    df_drafter_set_max_block_rows(d, 0);
+    free(whole), free(split), free(arg_whole);
+}
+
 static void test_bad_batch(void **state) {
     Parity *p = *state;
     if (!p) skip();
@@ -395,6 +462,7 @@ int main(void) {
         cmocka_unit_test(test_fixture_blocks),
         cmocka_unit_test(test_fixture_step),
         cmocka_unit_test(test_gradients_accumulate),
+        cmocka_unit_test(test_micro_batches),
         cmocka_unit_test(test_bad_batch),
     };
     const struct CMUnitTest fd[] = {

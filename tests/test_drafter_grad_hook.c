@@ -195,9 +195,30 @@ static void test_hook_ranges_and_values(void **state) {
     free(f);
 }
 
+static void test_hook_with_micro_batches(void **state) {
+    (void)state;
+    Tiny *f = malloc(sizeof *f);
+    tiny_init(f);
+    size_t total = f->d.layout.total;
+    float *plain = malloc(total * sizeof *plain), *hooked = malloc(total * sizeof *hooked);
+    df_drafter_set_max_block_rows(&f->d, 2 * B); /* 5 blocks: parts of 2, 2 and 1 (rounded even: 1, 2, 2) */
+    step(f, 0.5, plain);
+    Recorder r = {.d = &f->d, .snapshot = malloc(total * sizeof(float))};
+    for (size_t i = 0; i < total; i++) r.snapshot[i] = NAN;
+    df_drafter_set_grad_ready(&f->d, record_range, &r);
+    step(f, 0.5, hooked);
+    check_ranges(&r, &f->d.layout);
+    check_snapshots(&r, hooked, "micro-batches");
+    check_snapshots(&r, plain, "micro-batches without hook");
+    free(r.snapshot), free(plain), free(hooked);
+    tiny_free(f);
+    free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hook_ranges_and_values),
+        cmocka_unit_test(test_hook_with_micro_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

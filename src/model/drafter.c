@@ -99,6 +99,11 @@ void df_drafter_set_grad_ready(DfDrafter *d, DfDrafterGradReady fn, void *ctx) {
     d->grad_ready_ctx = fn ? ctx : NULL;
 }
 
+void df_drafter_set_max_block_rows(DfDrafter *d, int rows) {
+    int B = d->cfg.block_size;
+    d->max_block_rows = rows <= 0 ? 0 : rows < B ? B : rows / B * B;
+}
+
 void df_drafter_zero_grads(DfDrafter *d) {
     df_op_fill_zero(d->be, d->grads);
 }

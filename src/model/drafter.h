@@ -47,6 +47,7 @@ typedef struct DfDrafter {
     DfBuffer embed;   /* frozen [V, H], shared with the target (not owned) */
     DfBuffer lm_head; /* frozen [V, H], shared with the target (not owned) */
     DfDrafterWork *work;
+    int max_block_rows; /* block rows (anchors x block size) per micro-batch; 0: the whole batch at once */
     DfDrafterGradReady grad_ready; /* optional (NULL): see above */
     void *grad_ready_ctx;
     int owns_state;   /* params and grads were allocated here (df_drafter_create) */
@@ -70,6 +71,21 @@ void df_drafter_zero_grads(DfDrafter *d);
  * become final. */
 void df_drafter_set_grad_ready(DfDrafter *d, DfDrafterGradReady fn, void *ctx);
 
+/* Bounds the block rows (query positions: anchors x block size) one pass
+ * of forward_backward holds: a batch with more runs as micro-batches of at
+ * most that many rows (rounded down to whole blocks, at least one block;
+ * model/drafter_split.h), adding into the same gradients and metrics, so
+ * that the step equals the unsplit one up to summation order. 0: no bound. */
+void df_drafter_set_max_block_rows(DfDrafter *d, int rows);
+
+/* Sizes the work buffers once for micro-batches of up to n_ctx context rows
+ * and n_q block rows (no headroom: a later, larger batch still regrows). */
+int df_drafter_reserve(DfDrafter *d, int n_ctx, int n_q, DfError *err);
+
+/* Elements of the work buffers' three arenas (ACT, F32, I32) for n_ctx
+ * context rows and n_q block rows: what df_drafter_reserve allocates. */
+void df_drafter_work_elements(const DfDrafterConfig *cfg, int n_ctx, int n_q, size_t *act, size_t *f32, size_t *i32);
+
 /* Sum of the loss weights w over every block of the batch (host only, from
  * ids, mask and anchors): the denominator of the loss, summed over the global
  * batch before the backward (spec section 4 step 5). */
@@ -83,7 +99,8 @@ int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, doubl
                                 DfError *err);
 
 /* Argmax of every block row (Q = blocks * block_size, blocks in batch order)
- * of the last forward_backward; NULL before the first. */
+ * of the last forward_backward, over all its micro-batches; NULL before the
+ * first. */
 const int32_t *df_drafter_last_argmax(const DfDrafter *d, int *n_rows);
 
 /* Spec section 8: forward FLOPs of the drafter for one sequence of S context

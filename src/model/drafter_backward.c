@@ -12,7 +12,9 @@
  * attention_backward, hidden_norm's and fc's at the end. So the flat
  * gradient becomes final from its end toward its start: after the last
  * layer (with the final norm behind it), after each layer below, and last fc
- * and hidden_norm; the grad_ready hook (model/drafter.h) is told so. */
+ * and hidden_norm; the grad_ready hook (model/drafter.h) is told so, in
+ * the backward of the step's last micro-batch (the earlier ones add to the
+ * same ranges). */
 #include <math.h>
 
 #include "model/drafter_internal.h"
@@ -107,7 +109,7 @@ static size_t layer_start(const DfDrafterLayout *layout, int l) {
 
 /* Tells the hook that [start, *end) is final; *end becomes start. */
 static void report_final(DfDrafter *d, size_t start, size_t *end) {
-    if (d->grad_ready && start < *end) d->grad_ready(d->grad_ready_ctx, start, *end - start);
+    if (d->grad_ready && d->work->grads_final && start < *end) d->grad_ready(d->grad_ready_ctx, start, *end - start);
     *end = start;
 }
 

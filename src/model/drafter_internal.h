@@ -6,6 +6,7 @@
 #define DF_MODEL_DRAFTER_INTERNAL_H
 
 #include "model/drafter.h"
+#include "model/drafter_split.h"
 
 /* What one decoder layer's forward keeps (Q = block rows, T = context rows). */
 typedef struct DfDrafterLayerActs {
@@ -52,6 +53,13 @@ struct DfDrafterWork {
     int rope_positions;
     DfBlockAttnLayout attn_layout;
     DfDrafterHostBatch host;
+    /* the step's micro-batches and the argmax of all their rows */
+    DfDrafterSplit split;
+    int32_t *batch_argmax;
+    size_t batch_argmax_cap;
+    int batch_rows;
+    int grads_final; /* this pass is the step's last: its backward reports gradient ranges final */
+    int reserved;    /* the arenas were sized by df_drafter_reserve: grow them only when a batch needs more */
 };
 
 /* Lays the work buffers out for T context rows and Q block rows, growing the

@@ -1,11 +1,13 @@
 /* One drafter training step over a packed batch: checks the batch, builds
  * the blocks on the host (ids, positions, labels, weights: train/anchors.h),
  * runs the forward, the fused lm-head cross-entropy, the metrics, and (when
- * asked) the backward. */
+ * asked) the backward; in micro-batches (model/drafter_split.h) when the
+ * batch has more block rows than the drafter's bound. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/drafter_internal.h"
+#include "model/drafter_split.h"
 #include "train/anchors.h"
 
 static int check_batch(const DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
@@ -100,14 +102,12 @@ static int collect_metrics(DfDrafter *d, DfMetrics *metrics, DfError *err) {
     return 0;
 }
 
-int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
-                                DfError *err) {
+/* One forward (and backward) over a batch whose block rows fit the work
+ * buffers; the whole batch's argmax rows from first_row on get its argmax. */
+static int run_pass(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
+                    size_t first_row, DfError *err) {
     const DfDrafterConfig *c = &d->cfg;
     DfBackend *be = d->be;
-    if (metrics && metrics->block_size != c->block_size)
-        return df_fail(err, "drafter: metrics for block size %d, drafter has %d", metrics->block_size, c->block_size);
-    if (check_batch(d, batch, err)) return -1;
-    if (batch->anchor_starts[batch->n_seqs] == 0) return 0; /* no blocks: nothing to learn from */
     int max_pos = build_host_batch(d, batch);
     DfDrafterWork *w = d->work;
     if (df_drafter_work_prepare(d, w->host.n_ctx, w->host.n_q, err) || df_drafter_work_rope(d, max_pos, err) ||
@@ -120,15 +120,46 @@ int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, doubl
     if (grad_scale != 0) ce.d_x = w->g.dx;
     df_op_lm_head_ce(be, &ce);
     if (be->ops->sync(be, err) || collect_metrics(d, metrics, err)) return -1;
+    memcpy(w->batch_argmax + first_row, w->host.argmax, (size_t)w->host.n_q * sizeof *w->batch_argmax);
     if (grad_scale != 0) df_drafter_run_backward(d, batch);
     return be->ops->sync(be, err);
 }
 
+int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
+                                DfError *err) {
+    const DfDrafterConfig *c = &d->cfg;
+    if (metrics && metrics->block_size != c->block_size)
+        return df_fail(err, "drafter: metrics for block size %d, drafter has %d", metrics->block_size, c->block_size);
+    if (check_batch(d, batch, err)) return -1;
+    DfDrafterWork *w = d->work;
+    w->batch_rows = 0;
+    if (batch->anchor_starts[batch->n_seqs] == 0) return 0; /* no blocks: nothing to learn from */
+    int B = c->block_size;
+    DfDrafterSplit *split = &w->split;
+    df_drafter_split_plan(split, batch, d->max_block_rows / B);
+    size_t rows = (size_t)split->blocks * B;
+    if (rows > w->batch_argmax_cap) {
+        w->batch_argmax = df_xrealloc(w->batch_argmax, rows * sizeof *w->batch_argmax, "drafter argmax");
+        w->batch_argmax_cap = rows;
+    }
+    size_t width = (size_t)c->n_taps * c->hidden_size;
+    for (int p = 0; p < split->n_parts; p++) {
+        DfDrafterBatch part = *batch;
+        if (split->n_parts > 1) df_drafter_split_part(split, batch, p, width, &part);
+        /* a gradient range is final only in the last micro-batch's backward */
+        w->grads_final = p == split->n_parts - 1;
+        if (run_pass(d, &part, grad_scale, metrics, (size_t)split->block_starts[p] * B, err))
+            return split->n_parts > 1 ? df_context(err, "drafter micro-batch %d of %d", p + 1, split->n_parts) : -1;
+    }
+    w->batch_rows = (int)rows;
+    return 0;
+}
+
 const int32_t *df_drafter_last_argmax(const DfDrafter *d, int *n_rows) {
-    if (!d->work || !d->work->host.argmax) {
+    if (!d->work || !d->work->batch_rows) {
         *n_rows = 0;
         return NULL;
     }
-    *n_rows = d->work->host.n_q;
-    return d->work->host.argmax;
+    *n_rows = d->work->batch_rows;
+    return d->work->batch_argmax;
 }

@@ -50,21 +50,32 @@ static void lay_out(DfDrafter *d, Carver *act, Carver *f32, Carver *i32, size_t 
     w->weights = carve(f32, q), w->ce = carve(f32, q);
 }
 
-static int grow(DfBackend *be, DfBuffer *arena, DfBufKind kind, size_t need, DfError *err) {
+/* headroom: a batcher's batches vary in size, and regrowing every few steps
+ * would free and allocate gigabytes each time; none once reserved. */
+static int grow(DfBackend *be, DfBuffer *arena, DfBufKind kind, size_t need, int headroom, DfError *err) {
     if (arena->ptr && arena->count >= need) return 0;
     df_buffer_free(be, arena);
-    if (df_buffer_alloc(be, arena, kind, need + need / 4, err)) /* headroom against regrowing every step */
+    if (df_buffer_alloc(be, arena, kind, need + (headroom ? need / 4 : 0), err))
         return df_context(err, "drafter work buffers (%zu elements)", need);
     return 0;
 }
 
+/* Elements of each arena for T context rows and Q block rows. */
+static void count_arenas(DfDrafter *d, size_t n_ctx, size_t n_q, Carver *act, Carver *f32, Carver *i32) {
+    *act = (Carver){.arena = {.kind = DF_BUF_ACT}, .counting = 1};
+    *f32 = (Carver){.arena = {.kind = DF_BUF_F32}, .counting = 1};
+    *i32 = (Carver){.arena = {.kind = DF_BUF_I32}, .counting = 1};
+    lay_out(d, act, f32, i32, n_ctx, n_q);
+}
+
 int df_drafter_work_prepare(DfDrafter *d, int n_ctx, int n_q, DfError *err) {
     DfDrafterWork *w = d->work;
-    Carver act = {.arena = {.kind = DF_BUF_ACT}, .counting = 1}, f32 = {.arena = {.kind = DF_BUF_F32}, .counting = 1},
-           i32 = {.arena = {.kind = DF_BUF_I32}, .counting = 1};
-    lay_out(d, &act, &f32, &i32, (size_t)n_ctx, (size_t)n_q);
-    if (grow(d->be, &w->arena_act, DF_BUF_ACT, act.used, err) || grow(d->be, &w->arena_f32, DF_BUF_F32, f32.used, err) ||
-        grow(d->be, &w->arena_i32, DF_BUF_I32, i32.used, err))
+    Carver act, f32, i32;
+    count_arenas(d, (size_t)n_ctx, (size_t)n_q, &act, &f32, &i32);
+    int headroom = !w->reserved;
+    if (grow(d->be, &w->arena_act, DF_BUF_ACT, act.used, headroom, err) ||
+        grow(d->be, &w->arena_f32, DF_BUF_F32, f32.used, headroom, err) ||
+        grow(d->be, &w->arena_i32, DF_BUF_I32, i32.used, headroom, err))
         return -1;
     act = (Carver){.arena = w->arena_act}, f32 = (Carver){.arena = w->arena_f32}, i32 = (Carver){.arena = w->arena_i32};
     lay_out(d, &act, &f32, &i32, (size_t)n_ctx, (size_t)n_q);
@@ -129,10 +140,28 @@ void df_drafter_work_free(DfDrafter *d) {
     df_buffer_free(d->be, &w->rope_cos);
     df_buffer_free(d->be, &w->rope_sin);
     df_block_attn_layout_free(&w->attn_layout, d->be);
+    df_drafter_split_free(&w->split);
+    free(w->batch_argmax);
     DfDrafterHostBatch *h = &w->host;
     free(h->block_ids), free(h->kpos), free(h->labels), free(h->argmax), free(h->anchors), free(h->block_starts);
     free(h->weights), free(h->ce), free(h->valid);
     free(w->layers);
     free(w);
     d->work = NULL;
+}
+
+int df_drafter_reserve(DfDrafter *d, int n_ctx, int n_q, DfError *err) {
+    d->work->reserved = 1;
+    return df_drafter_work_prepare(d, n_ctx, n_q, err);
+}
+
+void df_drafter_work_elements(const DfDrafterConfig *cfg, int n_ctx, int n_q, size_t *act, size_t *f32, size_t *i32) {
+    DfDrafter d = {.cfg = *cfg};
+    DfDrafterWork w = {0};
+    w.layers = df_xcalloc((size_t)cfg->num_layers, sizeof *w.layers, "drafter work layers");
+    d.work = &w;
+    Carver a, f, i;
+    count_arenas(&d, (size_t)n_ctx, (size_t)n_q, &a, &f, &i);
+    free(w.layers);
+    *act = a.used, *f32 = f.used, *i32 = i.used;
 }
