@@ -4,11 +4,14 @@
  * (one of a single row, one without blocks), anchors at 0 (no context) and at
  * the last row, more blocks in a sequence than a key-major work item takes,
  * block sizes 16 and odd ones, GQA groups of 1, 2, 4 and 8 heads (8 x 16
- * rows: two row chunks), head_dim 64 and 128. Outputs are NaN-poisoned
+ * rows: two row chunks), head_dim 64, 128 and 256. Outputs are NaN-poisoned
  * before each run; dk/dv start from random values (they are added to), and
  * both their totals and their increments are compared. Sliding windows (a
  * block sees the last W context rows below its anchor) of 1, 50, 64, 100 rows. Tolerance: max|a-b|
  * / max|b| <= 1e-2; NaN never passes. Skips when no GPU is present.
+ *
+ * Without a GPU too: the CPU op at head_dim 256 (the reference of the GPU
+ * cases there) against the definition computed in double, within 1e-4.
  *
  * With DFLASH_BLOCK_ATTN_TIMING=1 it also times both ops at the production
  * shape (1 and 2 sequences of 2048 context rows, 512 sorted random anchors
@@ -27,6 +30,7 @@
 #endif
 
 #define OP_TOL 1e-2
+#define CPU_REF_TOL 1e-4 /* the fp32 CPU op against the double reference */
 
 /* the CPU and CUDA backends (test_util.h); gpu NULL without a GPU */
 typedef DfTestBackendPair Fixture;
@@ -226,6 +230,153 @@ static void test_block_attention_window(void **state) {
     check_window_case(f, many_lens, many_blocks, 2, 7, 4, 1, 64, 0, 951, 100);
 }
 
+/* head_dim 256: the forward and dQ kernels with Q re-read from shared memory,
+ * the key-major kernel as a dV pass and a dK pass. The odd layout (5
+ * sequences, 21 blocks) at GQA 8/2 (B 16: one 64-row chunk; B 7), 4/4 at B 5,
+ * 16/2 at B 16 (two chunks); a window; more blocks than a key-major item takes. */
+static void test_block_attention_head_dim_256(void **state) {
+    Fixture *f = *state;
+    if (!f->gpu) skip();
+    const int lens[] = {37, 1, 150, 64, 129}, blocks[] = {5, 1, 9, 0, 6};
+    check_case(f, lens, blocks, 5, 16, 8, 2, 256, 1, 1200);
+    check_case(f, lens, blocks, 5, 7, 8, 2, 256, 0, 1201);
+    check_case(f, lens, blocks, 5, 5, 4, 4, 256, 1, 1202);
+    check_case(f, lens, blocks, 5, 16, 16, 2, 256, 0, 1203);
+    check_window_case(f, lens, blocks, 5, 16, 8, 2, 256, 1, 1204, 50);
+    const int many_lens[] = {300, 71}, many_blocks[] = {290, 40};
+    check_case(f, many_lens, many_blocks, 2, 7, 8, 2, 256, 1, 1205);
+}
+
+/* The op from its definition, in double: out, lse, and the gradients of
+ * sum(d_out * out); dk/dv start from the problem's initial values. */
+typedef struct Reference {
+    double *out, *lse, *dq, *dk_ctx, *dv_ctx, *dk_blk, *dv_blk;
+} Reference;
+
+/* The offset of key i's kv head g in the context (*is_ctx) or block K/V. */
+static size_t key_off(const Problem *p, int c0, int n_ctx, int j, int g, int i, int *is_ctx) {
+    *is_ctx = i < n_ctx;
+    size_t row = i < n_ctx ? (size_t)(c0 + i) : (size_t)j * p->B + (size_t)(i - n_ctx);
+    return (row * p->kv_heads + (size_t)g) * p->hd;
+}
+
+/* One (block j, head h, row r): key i of its visible list is context row
+ * c0 + i below n_ctx, then block row j*B + i - n_ctx. pr, dpr: scratch. */
+static void reference_row(const Problem *p, Reference *o, double *pr, double *dpr, int j, int c0, int n_ctx, int h,
+                          int r) {
+    int hd = p->hd, g = h / (p->heads / p->kv_heads), n = n_ctx + p->B, ctx;
+    size_t qi = (size_t)j * p->B + r, qo = (qi * p->heads + h) * hd;
+    double scale = 1.0 / sqrt(hd), mx = -INFINITY, sum = 0, dsum = 0;
+    for (int i = 0; i < n; i++) { /* scores */
+        size_t ko = key_off(p, c0, n_ctx, j, g, i, &ctx);
+        const float *k = (ctx ? p->kc : p->kb) + ko;
+        double d = 0;
+        for (int e = 0; e < hd; e++) d += (double)p->q[qo + e] * k[e];
+        pr[i] = d * scale;
+        mx = pr[i] > mx ? pr[i] : mx;
+    }
+    for (int i = 0; i < n; i++) sum += pr[i] = exp(pr[i] - mx);
+    o->lse[(size_t)h * p->n_blocks * p->B + qi] = mx + log(sum);
+    for (int i = 0; i < n; i++) { /* P, out, dP = dO V^T, rowsum(P dP) */
+        size_t ko = key_off(p, c0, n_ctx, j, g, i, &ctx);
+        const float *v = (ctx ? p->vc : p->vb) + ko;
+        double d = 0;
+        pr[i] /= sum;
+        for (int e = 0; e < hd; e++) o->out[qo + e] += pr[i] * v[e], d += (double)p->d_out[qo + e] * v[e];
+        dpr[i] = d;
+        dsum += pr[i] * d;
+    }
+    for (int i = 0; i < n; i++) { /* dS; dq += dS K, dk += dS^T q, dv += P^T dO */
+        size_t ko = key_off(p, c0, n_ctx, j, g, i, &ctx);
+        const float *k = (ctx ? p->kc : p->kb) + ko;
+        double *dk = (ctx ? o->dk_ctx : o->dk_blk) + ko, *dv = (ctx ? o->dv_ctx : o->dv_blk) + ko;
+        double ds = pr[i] * (dpr[i] - dsum) * scale;
+        for (int e = 0; e < hd; e++) {
+            o->dq[qo + e] += ds * k[e];
+            dk[e] += ds * p->q[qo + e];
+            dv[e] += pr[i] * p->d_out[qo + e];
+        }
+    }
+}
+
+static double *doubles_from(const float *x, size_t n) {
+    double *d = malloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++) d[i] = x ? x[i] : 0.0;
+    return d;
+}
+
+static Reference reference(const Problem *p) {
+    size_t n_q = (size_t)p->n_blocks * p->B;
+    Reference o = {doubles_from(NULL, p->n_qd),  doubles_from(NULL, n_q * p->heads), doubles_from(NULL, p->n_qd),
+                   doubles_from(p->dk_ctx0, p->n_ckv), doubles_from(p->dv_ctx0, p->n_ckv),
+                   doubles_from(p->dk_blk0, p->n_bkv), doubles_from(p->dv_blk0, p->n_bkv)};
+    int max_n = p->B;
+    for (int j = 0; j < p->n_blocks; j++) max_n = p->anchors[j] + p->B > max_n ? p->anchors[j] + p->B : max_n;
+    double *pr = malloc((size_t)max_n * sizeof *pr), *dpr = malloc((size_t)max_n * sizeof *dpr);
+    for (int s = 0; s < p->n_seqs; s++)
+        for (int j = p->block_starts[s]; j < p->block_starts[s + 1]; j++) {
+            int a = p->anchors[j], lo = p->window > 0 && a > p->window ? a - p->window : 0;
+            for (int h = 0; h < p->heads; h++)
+                for (int r = 0; r < p->B; r++) reference_row(p, &o, pr, dpr, j, p->ctx_starts[s] + lo, a - lo, h, r);
+        }
+    free(pr), free(dpr);
+    return o;
+}
+
+static void free_reference(Reference *o) {
+    free(o->out), free(o->lse), free(o->dq), free(o->dk_ctx), free(o->dv_ctx), free(o->dk_blk), free(o->dv_blk);
+}
+
+/* A CPU buffer against the reference; for an added-to buffer also the increments. */
+static void compare_reference(Fixture *f, const char *case_name, const char *what, DfBuffer c, const double *want,
+                              const float *init) {
+    float *a = df_test_download(f->cpu, c), *b = malloc(c.count * sizeof *b);
+    for (size_t i = 0; i < c.count; i++) b[i] = (float)want[i];
+    double e = df_rel_error(a, b, c.count);
+    if (!(e <= CPU_REF_TOL)) fail_msg("%s: %s: relative error %g over %zu values", case_name, what, e, c.count);
+    if (init) {
+        for (size_t i = 0; i < c.count; i++) a[i] -= init[i], b[i] = (float)(want[i] - init[i]);
+        e = df_rel_error(a, b, c.count);
+        if (!(e <= CPU_REF_TOL))
+            fail_msg("%s: %s increment: relative error %g over %zu values", case_name, what, e, c.count);
+    }
+    free(a);
+    free(b);
+}
+
+static void check_cpu_reference(Fixture *f, int B, int heads, int kv_heads, int hd, uint64_t seed, int window) {
+    const int lens[] = {37, 1, 150}, blocks[] = {5, 1, 9};
+    Problem p = make_problem(lens, blocks, 3, B, heads, kv_heads, hd, 1, seed);
+    p.window = window;
+    char name[160];
+    snprintf(name, sizeof name, "CPU block attention B=%d heads=%d/%d head_dim=%d window=%d", B, heads, kv_heads, hd,
+             window);
+    Reference want = reference(&p);
+    Run rc;
+    run_init(&rc, f->cpu, &p);
+    df_op_block_attention(f->cpu, &rc.args);
+    df_op_block_attention_backward(f->cpu, &rc.args, &rc.grads);
+    compare_reference(f, name, "out", rc.args.out, want.out, NULL);
+    compare_reference(f, name, "lse", rc.args.lse, want.lse, NULL);
+    compare_reference(f, name, "dq", rc.grads.dq, want.dq, NULL);
+    compare_reference(f, name, "dk_ctx", rc.grads.dk_ctx, want.dk_ctx, p.dk_ctx0);
+    compare_reference(f, name, "dv_ctx", rc.grads.dv_ctx, want.dv_ctx, p.dv_ctx0);
+    compare_reference(f, name, "dk_blk", rc.grads.dk_blk, want.dk_blk, p.dk_blk0);
+    compare_reference(f, name, "dv_blk", rc.grads.dv_blk, want.dv_blk, p.dv_blk0);
+    run_free(&rc, f->cpu);
+    free_reference(&want);
+    free_problem(&p);
+}
+
+/* The CPU op at head_dim 256 (3 sequences, 15 blocks, GQA 8/2 and 4/4), and
+ * at 64 once, so that a failure at 256 alone points at the head dim. */
+static void test_cpu_block_attention_head_dim_256(void **state) {
+    Fixture *f = *state;
+    check_cpu_reference(f, 5, 8, 2, 256, 1300, 0);
+    check_cpu_reference(f, 16, 4, 4, 256, 1301, 50);
+    check_cpu_reference(f, 5, 8, 2, 64, 1302, 0);
+}
+
 #ifdef DF_HAVE_CUDA
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -279,6 +430,8 @@ int main(void) {
         cmocka_unit_test(test_block_attention),
         cmocka_unit_test(test_block_attention_many_blocks),
         cmocka_unit_test(test_block_attention_window),
+        cmocka_unit_test(test_block_attention_head_dim_256),
+        cmocka_unit_test(test_cpu_block_attention_head_dim_256),
         cmocka_unit_test(test_block_attention_timing),
     };
     return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);

@@ -31,7 +31,14 @@
  *     sums with fp32 atomics into a zeroed fp32 scratch;
  *  4. dk_ctx/dv_ctx += the scratch, rounded to bf16 once.
  * Scratch (dsum and the two fp32 context sums) is stream-ordered memory
- * (cudaMallocAsync) counted in the backend's bytes in use while it lives. */
+ * (cudaMallocAsync) counted in the backend's bytes in use while it lives.
+ *
+ * head_dim 64, 128 and 256, with the same tiles (64 rows, 64 keys). At 256
+ * the accumulators of a 16 x 256 tile take 128 registers a thread, so the
+ * query-major kernels re-read Q from shared memory at each k-step
+ * (q_in_regs) and step 3 runs as a dV pass then a dK pass (DkvPart); shared
+ * memory is 165 KiB (forward), 198 KiB (dQ) and 199 KiB (dK/dV) a CTA, one
+ * CTA per SM. */
 #include <math.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -44,6 +51,21 @@ constexpr int ROWS = 16 * WARPS; /* query rows per chunk; also keys per dK/dV ti
 constexpr int BN = 64;           /* keys per tile of the query-major kernels */
 constexpr int CTX_CHUNK = 128;   /* blocks per key-major item of a context tile */
 constexpr float LOG2E = 1.4426950408889634f;
+
+/* The query-major kernels hold a warp's Q fragments in registers across the
+ * key tiles up to head_dim 128. At 256 the O (or dQ) accumulators alone take
+ * 128 registers a thread, so Q is re-read from shared memory at each k-step
+ * instead (as in cuda_attention.cu), which keeps them clear of spills. */
+template <int D>
+constexpr bool q_in_regs = D <= 128;
+
+/* What one key-major (dK/dV) launch accumulates. Up to head_dim 128 both in
+ * one pass. At 256 the two [16 x 256] accumulators of a warp would take 256
+ * registers a thread, so a dV pass (P only) and a dK pass (P and dP) run one
+ * after the other, both recomputing P: 5 products per tile instead of 4. */
+enum DkvPart { DKV_BOTH, DKV_V, DKV_K };
+template <int D>
+constexpr bool split_dkv = D > 128;
 
 /* The layout and sizes every kernel needs, passed by value. */
 struct Shape {
@@ -190,6 +212,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
                                                                     const bf16 *vc, const bf16 *kb, const bf16 *vb,
                                                                     Shape s) {
     constexpr int SD = D + 8, KSTEPS = D / 16, DTILES = D / 8;
+    constexpr bool Q_IN_REGS = q_in_regs<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sq = (bf16 *)smem_raw;
     bf16 *sk = sq + ROWS * SD;   /* [2][BN][SD] */
@@ -207,7 +230,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
     load_visible_tile<D>(sv, vc, vb, s, c0, anchor, j, g, 0);
     cp_async_commit();
 
-    uint32_t qf[KSTEPS][4];
+    uint32_t qf[Q_IN_REGS ? KSTEPS : 1][4];
     float o[DTILES][4];
     zero_acc(o);
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows gr and gr + 8 */
@@ -224,13 +247,15 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
         }
         __syncthreads();
         if (active) {
-            if (kt == 0)
+            if constexpr (Q_IN_REGS)
+                if (kt == 0)
 #pragma unroll
-                for (int kk = 0; kk < KSTEPS; kk++)
-                    ldmatrix_x4(qf[kk], sq + (warp * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+                    for (int kk = 0; kk < KSTEPS; kk++)
+                        ldmatrix_x4(qf[kk], sq + (warp * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
             float sc[8][4];
             zero_acc(sc);
-            rows_times_tile_t<D>(sc, qf, sk + buf * BN * SD, lane);
+            if constexpr (Q_IN_REGS) rows_times_tile_t<D>(sc, qf, sk + buf * BN * SD, lane);
+            else smem_rows_times_tile_t<D>(sc, sq + warp * 16 * SD, sk + buf * BN * SD, lane);
 
             bool need_mask = (kt + 1) * BN > n_vis;
             float mx[2] = {-INFINITY, -INFINITY};
@@ -316,6 +341,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
                                                                const bf16 *vc, const bf16 *kb, const bf16 *vb,
                                                                Shape s) {
     constexpr int SD = D + 8, KSTEPS = D / 16, DTILES = D / 8;
+    constexpr bool Q_IN_REGS = q_in_regs<D>;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sq = (bf16 *)smem_raw;
     bf16 *sdo = sq + ROWS * SD;
@@ -344,7 +370,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
         lse2[r] = qr.valid ? lse[qr.lse_idx] * LOG2E : INFINITY;
         dsr[r] = qr.valid ? dsum[qr.lse_idx] : 0.0f;
     }
-    uint32_t qf[KSTEPS][4];
+    uint32_t qf[Q_IN_REGS ? KSTEPS : 1][4];
     float acc[DTILES][4];
     zero_acc(acc);
 
@@ -360,15 +386,17 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
         }
         __syncthreads();
         if (active) {
-            if (kt == 0)
+            if constexpr (Q_IN_REGS)
+                if (kt == 0)
 #pragma unroll
-                for (int kk = 0; kk < KSTEPS; kk++)
-                    ldmatrix_x4(qf[kk], sq + (warp * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
+                    for (int kk = 0; kk < KSTEPS; kk++)
+                        ldmatrix_x4(qf[kk], sq + (warp * 16 + (lane & 15)) * SD + kk * 16 + (lane >> 4) * 8);
             const bf16 *skb = sk + buf * BN * SD, *svb = sv + buf * BN * SD;
             float p[8][4], dp[8][4];
             zero_acc(p);
             zero_acc(dp);
-            rows_times_tile_t<D>(p, qf, skb, lane);
+            if constexpr (Q_IN_REGS) rows_times_tile_t<D>(p, qf, skb, lane);
+            else smem_rows_times_tile_t<D>(p, sq + warp * 16 * SD, skb, lane);
             smem_rows_times_tile_t<D>(dp, sdo + warp * 16 * SD, svb, lane);
             bool need_mask = (kt + 1) * BN > n_vis;
 #pragma unroll
@@ -466,14 +494,15 @@ __device__ void load_visit(bf16 *sq, bf16 *sdo, float *slse, float *sds, const b
 /* dK, dV, key-major. Grid: x = item (context items, then blocks), y = kv head.
  * Context sums go with atomics to ctx_dk/ctx_dv (fp32 [n_ctx_rows, kv_heads*D]);
  * block sums are added to dk_blk/dv_blk. */
-template <int D>
+template <int D, int PART>
 __global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_dkv(float *ctx_dk, float *ctx_dv, bf16 *dk_blk, bf16 *dv_blk, const float *lse, const float *dsum,
                      const bf16 *q, const bf16 *d_out, const bf16 *kc, const bf16 *vc, const bf16 *kb, const bf16 *vb,
                      Shape s, int n_ctx_items) {
     constexpr int SD = D + 8, DTILES = D / 8;
+    constexpr bool DO_K = PART != DKV_V, DO_V = PART != DKV_K;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sk = (bf16 *)smem_raw;
+    bf16 *sk = (bf16 *)smem_raw; /* the dV pass leaves sv and sds unused */
     bf16 *sv = sk + ROWS * SD;
     bf16 *sq = sv + ROWS * SD;    /* [2][ROWS][SD] */
     bf16 *sdo = sq + 2 * ROWS * SD; /* [2][ROWS][SD] */
@@ -488,10 +517,10 @@ __global__ void __launch_bounds__(WARPS * 32)
     int kw0 = warp * 16; /* this warp's keys in the tile */
 
     load_key_tile<D>(sk, kc, kb, s, k, g);
-    load_key_tile<D>(sv, vc, vb, s, k, g);
+    if constexpr (DO_K) load_key_tile<D>(sv, vc, vb, s, k, g); /* V only feeds dP */
     load_visit<D>(sq, sdo, slse, sds, q, d_out, lse, dsum, s, vj, g, vchunk);
 
-    float dk[DTILES][4], dv[DTILES][4];
+    float dk[DO_K ? DTILES : 1][4], dv[DO_V ? DTILES : 1][4];
     zero_acc(dk);
     zero_acc(dv);
     for (int buf = 0;; buf ^= 1) {
@@ -524,15 +553,18 @@ __global__ void __launch_bounds__(WARPS * 32)
                     int key = kw0 + gr + 8 * (e >> 1), col = n * 8 + 2 * tq + (e & 1);
                     p[n][e] = key < limit && key >= first ? fast_exp2(p[n][e] * s.scale_log2 - lb[col]) : 0.0f;
                 }
-            probs_times_tile<D>(dv, p, sdob, lane);
-            /* dP^T = V dO^T -> dS^T */
-            zero_acc(dp);
-            smem_rows_times_tile_t<D>(dp, sv + kw0 * SD, sdob, lane);
+            if constexpr (DO_V) probs_times_tile<D>(dv, p, sdob, lane);
+            if constexpr (DO_K) {
+                /* dP^T = V dO^T -> dS^T */
+                zero_acc(dp);
+                smem_rows_times_tile_t<D>(dp, sv + kw0 * SD, sdob, lane);
 #pragma unroll
-            for (int n = 0; n < 8; n++)
+                for (int n = 0; n < 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - db[n * 8 + 2 * tq + (e & 1)]) * s.scale;
-            probs_times_tile<D>(dk, dp, sqb, lane);
+                    for (int e = 0; e < 4; e++)
+                        dp[n][e] = p[n][e] * (dp[n][e] - db[n * 8 + 2 * tq + (e & 1)]) * s.scale;
+                probs_times_tile<D>(dk, dp, sqb, lane);
+            }
         }
         __syncthreads(); /* buffers of this visit are refilled next */
         if (!more) break;
@@ -548,17 +580,21 @@ __global__ void __launch_bounds__(WARPS * 32)
             size_t off = (size_t)(k.c0 + k.t0 + key) * ldk + (size_t)g * D + 2 * tq;
 #pragma unroll
             for (int d = 0; d < DTILES; d++) {
-                atomicAdd((float2 *)(ctx_dk + off + d * 8), make_float2(dk[d][2 * r], dk[d][2 * r + 1]));
-                atomicAdd((float2 *)(ctx_dv + off + d * 8), make_float2(dv[d][2 * r], dv[d][2 * r + 1]));
+                if constexpr (DO_K)
+                    atomicAdd((float2 *)(ctx_dk + off + d * 8), make_float2(dk[d][2 * r], dk[d][2 * r + 1]));
+                if constexpr (DO_V)
+                    atomicAdd((float2 *)(ctx_dv + off + d * 8), make_float2(dv[d][2 * r], dv[d][2 * r + 1]));
             }
         } else {
             size_t off = (size_t)(k.jb * s.B + key) * ldk + (size_t)g * D + 2 * tq;
 #pragma unroll
             for (int d = 0; d < DTILES; d++) {
                 __nv_bfloat162 *pk = (__nv_bfloat162 *)(dk_blk + off + d * 8), *pv = (__nv_bfloat162 *)(dv_blk + off + d * 8);
-                float2 ok = __bfloat1622float2(*pk), ov = __bfloat1622float2(*pv);
-                *pk = __floats2bfloat162_rn(ok.x + dk[d][2 * r], ok.y + dk[d][2 * r + 1]);
-                *pv = __floats2bfloat162_rn(ov.x + dv[d][2 * r], ov.y + dv[d][2 * r + 1]);
+                float2 ok, ov; /* both loads, then both stores: the one-pass order */
+                if constexpr (DO_K) ok = __bfloat1622float2(*pk);
+                if constexpr (DO_V) ov = __bfloat1622float2(*pv);
+                if constexpr (DO_K) *pk = __floats2bfloat162_rn(ok.x + dk[d][2 * r], ok.y + dk[d][2 * r + 1]);
+                if constexpr (DO_V) *pv = __floats2bfloat162_rn(ov.x + dv[d][2 * r], ov.y + dv[d][2 * r + 1]);
             }
         }
     }
@@ -600,8 +636,9 @@ bool misaligned(const DfBuffer *bufs, int n) {
 bool supported(DfBackend *be, const DfBlockAttnArgs *a, const char *op) {
     const DfBlockAttnLayout *l = a->layout;
     int chunks = (a->heads / a->kv_heads * l->block_size + ROWS - 1) / ROWS;
-    if (a->head_dim != 64 && a->head_dim != 128)
-        df_cuda_record_failure(be, __FILE__, __LINE__, "%s: head_dim %d is not supported (64 or 128)", op, a->head_dim);
+    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
+        df_cuda_record_failure(be, __FILE__, __LINE__, "%s: head_dim %d is not supported (64, 128 or 256)", op,
+                               a->head_dim);
     else if (l->block_size > ROWS)
         df_cuda_record_failure(be, __FILE__, __LINE__, "%s: block size %d is over %d", op, l->block_size, ROWS);
     else if ((long)a->kv_heads * chunks > 65535)
@@ -655,9 +692,12 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
     }
     size_t smem_dq = (size_t)(2 * ROWS + 4 * BN) * (D + 8) * sizeof(bf16);
     size_t smem_dkv = (size_t)(6 * ROWS) * (D + 8) * sizeof(bf16) + 4 * ROWS * sizeof(float);
-    if (!set_smem(be, k_block_attn_dq<D>, smem_dq, "block_attention_backward") ||
-        !set_smem(be, k_block_attn_dkv<D>, smem_dkv, "block_attention_backward"))
-        return;
+    constexpr bool SPLIT = split_dkv<D>;
+    constexpr int PART0 = SPLIT ? DKV_V : DKV_BOTH; /* the first (or only) key-major pass */
+    bool ok = set_smem(be, k_block_attn_dq<D>, smem_dq, "block_attention_backward") &&
+              set_smem(be, k_block_attn_dkv<D, PART0>, smem_dkv, "block_attention_backward");
+    if constexpr (SPLIT) ok = ok && set_smem(be, k_block_attn_dkv<D, DKV_K>, smem_dkv, "block_attention_backward");
+    if (!ok) return;
 
     size_t n_dsum = (size_t)a->heads * s.n_q, n_ctx = (size_t)l->n_ctx_rows * a->kv_heads * D;
     size_t bytes = (n_dsum + 2 * n_ctx) * sizeof(float);
@@ -681,10 +721,16 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
                                                                     kb, vb, s);
     DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq)");
     dim3 grid_kv((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
-    k_block_attn_dkv<D><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr,
-                                                                       (bf16 *)gr->dv_blk.ptr, lse, dsum, q, dout,
-                                                                       kc, vc, kb, vb, s, n_ctx_items);
-    DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dk, dv)");
+    k_block_attn_dkv<D, PART0><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(
+        ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, lse, dsum, q, dout, kc, vc, kb, vb, s,
+        n_ctx_items);
+    DF_CUDA_CHECK_LAUNCH(be, SPLIT ? "block_attention_backward (dv)" : "block_attention_backward (dk, dv)");
+    if constexpr (SPLIT) { /* the dK pass: it writes neither output of the dV pass */
+        k_block_attn_dkv<D, DKV_K><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(
+            ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, lse, dsum, q, dout, kc, vc, kb, vb, s,
+            n_ctx_items);
+        DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dk)");
+    }
     unsigned blocks = df_cuda_blocks(n_ctx / 2, 256);
     k_add_f32_to_bf16<<<blocks, 256, 0, st->stream>>>((bf16 *)gr->dk_ctx.ptr, ctx_dk, n_ctx);
     k_add_f32_to_bf16<<<blocks, 256, 0, st->stream>>>((bf16 *)gr->dv_ctx.ptr, ctx_dv, n_ctx);
@@ -705,8 +751,10 @@ void df_cuda_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
         df_cuda_record_failure(be, __FILE__, __LINE__, "block_attention: q, k, v and out must be 16-byte aligned");
     } else if (a->head_dim == 64) {
         launch_forward<64>(be, a);
-    } else {
+    } else if (a->head_dim == 128) {
         launch_forward<128>(be, a);
+    } else {
+        launch_forward<256>(be, a);
     }
     df_cuda_prof_end(be);
 }
@@ -721,8 +769,10 @@ void df_cuda_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, c
                                "block_attention_backward: q, k, v, out and the gradients must be 16-byte aligned");
     } else if (a->head_dim == 64) {
         launch_backward<64>(be, a, g);
-    } else {
+    } else if (a->head_dim == 128) {
         launch_backward<128>(be, a, g);
+    } else {
+        launch_backward<256>(be, a, g);
     }
     df_cuda_prof_end(be);
 }
