@@ -8,16 +8,8 @@ static size_t round_up(size_t bytes) {
     return (bytes + DF_ARENA_ALIGN - 1) / DF_ARENA_ALIGN * DF_ARENA_ALIGN;
 }
 
-/* The backend's element size for a kind: an empty alloc sets it and takes nothing. */
-static int elem_size(DfBackend *be, DfBufKind kind) {
-    DfBuffer probe;
-    DfError ignored = {{0}};
-    if (be->ops->alloc(be, &probe, kind, 0, &ignored) || probe.elem_size <= 0) return 4;
-    return probe.elem_size;
-}
-
 size_t df_arena_bytes_for(DfBackend *be, DfBufKind kind, size_t count) {
-    return round_up(count * (size_t)elem_size(be, kind));
+    return round_up(count * (size_t)df_backend_elem_size(be, kind));
 }
 
 int df_arena_init(DfArena *a, DfBackend *be, const char *role, size_t capacity, DfError *err) {
@@ -34,7 +26,7 @@ int df_arena_init(DfArena *a, DfBackend *be, const char *role, size_t capacity, 
 
 int df_arena_alloc(DfArena *a, DfBuffer *out, DfBufKind kind, size_t count, DfError *err) {
     memset(out, 0, sizeof *out);
-    int es = elem_size(a->be, kind);
+    int es = df_backend_elem_size(a->be, kind);
     size_t free_bytes = a->capacity - a->used;
     if (count > free_bytes / (size_t)es || round_up(count * (size_t)es) > free_bytes)
         return df_fail(err, "arena '%s' is full: a buffer of %zu elements (%zu bytes each) does not fit in the %zu bytes "

@@ -53,6 +53,14 @@ int df_buffer_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, 
     return be->ops->alloc(be, out, kind, count, err);
 }
 
+/* An empty alloc sets the element size and takes nothing. */
+int df_backend_elem_size(DfBackend *be, DfBufKind kind) {
+    DfBuffer probe;
+    DfError ignored = {{0}};
+    if (be->ops->alloc(be, &probe, kind, 0, &ignored) || probe.elem_size <= 0) return 4;
+    return probe.elem_size;
+}
+
 void df_buffer_free(DfBackend *be, DfBuffer *buf) {
     if (buf && buf->ptr) be->ops->free(be, buf);
     if (buf) memset(buf, 0, sizeof *buf);

@@ -192,6 +192,18 @@ typedef struct DfDeltaRuleShape {
     int key_heads, value_heads, key_dim, value_dim;
 } DfDeltaRuleShape;
 
+/* What a backend's device holds, in bytes (memory_info). */
+typedef struct DfMemoryInfo {
+    size_t available;  /* what this process may still allocate there now (GPU: its free memory; CPU: the
+                          host's MemAvailable, within the process's address-space and data limits) */
+    size_t total;      /* the device's size (CPU: the host's memory) */
+    size_t in_use;     /* taken through this backend now (CPU: the process's resident set) */
+    size_t peak;       /* the most in_use since creation (CPU: the process's peak resident set) */
+    size_t op_scratch; /* the most the backend's ops take for scratch of their own, on top of the
+                          buffers they are given (GPU: the lm-head cross-entropy's logits) */
+    int host;          /* the device's memory is the host's (the CPU backend) */
+} DfMemoryInfo;
+
 typedef struct DfBackendOps {
     const char *name;
 
@@ -205,6 +217,8 @@ typedef struct DfBackendOps {
     /* Waits for queued work; returns -1 with the first failure since the last sync. */
     int (*sync)(DfBackend *be, DfError *err);
     void (*destroy)(DfBackend *be);
+    /* The device's memory (optional: NULL where a backend cannot tell). */
+    void (*memory_info)(DfBackend *be, DfMemoryInfo *info);
 
     /* --- compute (all buffers ACT unless stated) ------------------------- */
     /* C[M,N] = op(A) op(B) + beta * C, op(A) [M,K], op(B) [K,N]; A is stored
@@ -354,6 +368,8 @@ void df_backend_destroy(DfBackend *be);
 /* --- convenience wrappers: check shapes, then dispatch ------------------- */
 
 int df_buffer_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err);
+/* Bytes of one element of a kind on the backend (ACT: 2 for bf16, 4 for fp32). */
+int df_backend_elem_size(DfBackend *be, DfBufKind kind);
 void df_buffer_free(DfBackend *be, DfBuffer *buf);
 
 /* y[M,N] = x[M,K] W[N,K]^T (+ y when accumulate) */

@@ -18,6 +18,12 @@ int64_t df_anchor_candidates(const uint8_t *loss_mask, int64_t len, int64_t *out
     return n;
 }
 
+int64_t df_anchor_candidate_count(const uint8_t *loss_mask, int64_t len) {
+    int64_t n = 0;
+    for (int64_t p = 1; p <= len - 2; p++) n += loss_mask[p + 1] != 0;
+    return n;
+}
+
 static int compare_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);

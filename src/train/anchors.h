@@ -30,6 +30,8 @@ bool df_sequence_trainable(const uint8_t *loss_mask, int64_t len, int block_size
 /* Writes the candidate positions C (ascending) to out (room for len entries)
  * and returns |C|. */
 int64_t df_anchor_candidates(const uint8_t *loss_mask, int64_t len, int64_t *out);
+/* |C| alone. */
+int64_t df_anchor_candidate_count(const uint8_t *loss_mask, int64_t len);
 
 /* Selects the anchors of sample `sample_index` in `epoch` (see above) into
  * anchors[0..N-1], ascending, and returns N. scratch must hold len entries

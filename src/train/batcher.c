@@ -139,3 +139,43 @@ int64_t df_batcher_total_batches(const DfBatcher *b, int64_t epochs) {
     }
     return total;
 }
+
+/* Anchors of each usable sample (0 for the others). */
+static int64_t *anchors_per_sample(const DfBatcher *b, int64_t num_anchors) {
+    int64_t *n = df_xcalloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), sizeof *n, "anchors per sample");
+    for (int64_t s = 0; s < b->n_samples; s++) {
+        if (!b->usable[s]) continue;
+        const int32_t *ids;
+        const uint8_t *mask;
+        int64_t len;
+        if (df_token_store_sample(b->store, s, &ids, &mask, &len, NULL)) continue;
+        int64_t c = df_anchor_candidate_count(mask, len);
+        n[s] = c < num_anchors ? c : num_anchors;
+    }
+    return n;
+}
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+void df_batcher_step_peaks(const DfBatcher *b, int64_t steps, int64_t num_anchors, int block_size, DfStepPeaks *out) {
+    *out = (DfStepPeaks){0};
+    int64_t *anchors = anchors_per_sample(b, num_anchors);
+    for (int64_t e = 0; steps > 0 && b->n_usable > 0; e++) {
+        DfEpochPlan plan;
+        df_batcher_plan_epoch(b, e, &plan);
+        for (int64_t k = 0; k < plan.n_batches && steps > 0; k++, steps--) {
+            int64_t tokens = 0, blocks = 0;
+            for (int64_t i = plan.starts[k]; i < plan.starts[k + 1]; i++) {
+                int64_t s = plan.samples[i], len = df_token_store_sample_length(b->store, s);
+                tokens += len;
+                blocks += anchors[s];
+                out->max_len = max64(out->max_len, len);
+            }
+            out->tokens = max64(out->tokens, tokens);
+            out->seqs = max64(out->seqs, plan.starts[k + 1] - plan.starts[k]);
+            out->block_rows = max64(out->block_rows, blocks * block_size);
+        }
+        df_epoch_plan_free(&plan);
+    }
+    free(anchors);
+}

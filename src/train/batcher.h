@@ -70,6 +70,16 @@ void df_epoch_plan_free(DfEpochPlan *plan);
  * order changes how buckets fill): the step count of an --epochs run. */
 int64_t df_batcher_total_batches(const DfBatcher *b, int64_t epochs);
 
+/* The largest step of a run of `steps` steps from its start (epochs
+ * 0, 1, ... in turn): the most context tokens, sequences and drafter block
+ * rows (spec section 4: min(num_anchors, |C|) anchors a sequence, block_size
+ * rows each) of any one step, and the longest sequence. For sizing memory
+ * before the run (train/memory_plan.h). */
+typedef struct DfStepPeaks {
+    int64_t tokens, seqs, block_rows, max_len;
+} DfStepPeaks;
+void df_batcher_step_peaks(const DfBatcher *b, int64_t steps, int64_t num_anchors, int block_size, DfStepPeaks *out);
+
 /* The bucket of a sample of len tokens (len >= 1): floor(log2(len)). */
 int df_batcher_bucket(int64_t len);
 

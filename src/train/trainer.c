@@ -54,6 +54,7 @@ void df_train_options_default(DfTrainOptions *o) {
     o->lr = 6e-4;
     o->warmup = 0.04;
     o->token_budget = 8192;
+    o->max_drafter_tokens = 0;
     o->seed = 0;
     o->max_length = 3072;
     o->mask_token_id = -1;
@@ -214,56 +215,28 @@ static int make_drafter_config(Trainer *t, DfError *err) {
     return 0;
 }
 
-/* Bytes of memory this process may still use: MemAvailable, and the
- * address-space and data limits (1e300 when nothing is known). */
-static double memory_available(void) {
-    double avail = 1e300;
-    FILE *fp = fopen("/proc/meminfo", "r");
-    if (fp) {
-        char line[256];
-        unsigned long long kb;
-        while (fgets(line, sizeof line, fp))
-            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) avail = (double)kb * 1024.0;
-        fclose(fp);
-    }
-    int limits[2] = {RLIMIT_AS, RLIMIT_DATA};
-    for (int i = 0; i < 2; i++) {
-        struct rlimit rl;
-        if (getrlimit(limits[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (double)rl.rlim_cur < avail)
-            avail = (double)rl.rlim_cur;
-    }
-    return avail;
+/* The layers the target forward runs: up to the deepest tap. */
+static int target_layers_run(const Trainer *t) {
+    return df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
 }
 
-/* A lower bound of the memory the run needs (see trainer.h), against what is
- * available: a run that cannot fit fails here with the sizes, instead of
- * being killed (or failing an allocation) hours later. */
-static int check_memory(Trainer *t, DfError *err) {
-    const DfDrafterConfig *c = &t->dcfg;
-    DfDrafterLayout layout;
-    df_drafter_layout_build(&layout, c);
-    double params = (double)layout.total;
-    df_drafter_layout_free(&layout);
-    double H = c->hidden_size, kvd = (double)c->num_kv_heads * c->head_dim;
-    /* host copies of the weights and the two AdamW moments (checkpoints), and
-     * on the CPU backend the state itself: weights, fp32 master, gradients
-     * and moments (a GPU's memory is checked by its arenas' allocations) */
-    int on_gpu = df_device_is_cuda(t->opt->device);
-    double state = (on_gpu ? 3.0 : 8.0) * 4.0 * params;
-    /* a batch: ids/mask/anchors, the tap features, the target's hidden state
-     * and MLP rows, the drafter's context rows and keys/values */
-    double per_token = 13.0 + 4.0 * ((double)c->n_taps * H + 4.0 * H + 3.0 * t->tcfg.intermediate_size + 2.0 * H +
-                                     3.0 * kvd * c->num_layers);
-    double batch = (on_gpu ? 13.0 : per_token) * (double)t->opt->token_budget;
-    double need = state + batch, avail = memory_available();
-    if (need > avail) {
-        const double gib = 1024.0 * 1024.0 * 1024.0;
-        return df_fail(err,
-                       "not enough memory: this run needs at least %.2f GiB (drafter of %.0f parameters: %.2f GiB for "
-                       "weights, gradients and AdamW state; a batch of --token-budget %lld tokens: %.2f GiB) but only "
-                       "%.2f GiB is available; lower --token-budget, --intermediate-size or --draft-layers",
-                       need / gib, params, state / gib, (long long)t->opt->token_budget, batch / gib, avail / gib);
-    }
+/* The memory plan (train/memory_plan.h) for this rank's role, before
+ * anything is loaded: it sizes the drafter's micro-batches, or fails with
+ * the sizes when the run cannot fit. */
+static int plan_memory(Trainer *t, DfError *err) {
+    df_batcher_step_peaks(&t->batcher, t->total_steps, t->opt->num_anchors, t->dcfg.block_size, &t->peaks);
+    DfMemoryInfo mem = {.available = SIZE_MAX};
+    if (t->be->ops->memory_info) t->be->ops->memory_info(t->be, &mem);
+    int tied = t->tcfg.tie_word_embeddings;
+    DfMemoryPlanInput in = {.target = &t->tcfg, .drafter = &t->dcfg, .device = t->device,
+                            .act_elem = (size_t)df_backend_elem_size(t->be, DF_BUF_ACT),
+                            .target_layers = t->role == ROLE_DRAFTER ? 0 : target_layers_run(t),
+                            .with_head = t->role != ROLE_TARGET && !tied, .runs_drafter = t->role != ROLE_TARGET,
+                            .host_state = mem.host, .step_tokens = t->peaks.tokens, .step_seqs = t->peaks.seqs,
+                            .max_seq_len = t->peaks.max_len, .step_block_rows = t->peaks.block_rows,
+                            .max_drafter_tokens = t->opt->max_drafter_tokens, .memory = mem};
+    if (df_memory_plan_make(&in, &t->plan, err)) return -1;
+    if (t->rank == t->writer || t->rank == 0) df_memory_plan_print(&t->plan, t->device, stderr);
     return 0;
 }
 
@@ -293,16 +266,14 @@ int df_train_check_device(const char *device, DfError *err) {
     return be ? 0 : -1;
 }
 
-/* Tokens of the largest batch: the budget, or one sample alone over it. */
-static size_t max_batch_tokens(const DfTrainOptions *o) {
-    return (size_t)(o->token_budget > o->max_length ? o->token_budget : o->max_length);
-}
+/* Tokens of the run's largest batch (the memory plan's scan). */
+static size_t max_batch_tokens(const Trainer *t) { return (size_t)t->peaks.tokens; }
 
 /* Sizes the arenas up front and cuts the training state and the step's
  * input buffers from them. */
 static int alloc_training_state(Trainer *t, size_t n, DfBuffer *params, DfBuffer *grads, DfError *err) {
     DfBackend *be = t->be;
-    size_t tokens = max_batch_tokens(t->opt), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    size_t tokens = max_batch_tokens(t), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
     size_t act = df_arena_bytes_for(be, DF_BUF_ACT, n), f32 = df_arena_bytes_for(be, DF_BUF_F32, n);
     size_t sizes[N_ARENAS] = {act, f32, 3 * f32,
                               df_arena_bytes_for(be, DF_BUF_I32, tokens) +
@@ -338,7 +309,7 @@ static int load_models(Trainer *t, DfError *err) {
     /* Training loads and runs layers 0..max tap only; an untied lm head is
      * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
-    int n_layers = df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
+    int n_layers = target_layers_run(t);
     t->target_layers = n_layers;
 #ifdef DF_HAVE_CUDA
     int cuda = strcmp(t->be->ops->name, "cuda") == 0;
@@ -358,13 +329,18 @@ static int load_models(Trainer *t, DfError *err) {
     if (alloc_training_state(t, n, &params, &grads, err)) return -1;
     if (df_drafter_create_in(&t->drafter, t->be, &t->dcfg, t->target.embed, lm_head, params, grads, err)) return -1;
     t->have_drafter = 1;
+    /* the micro-batches the plan sized, their work buffers taken once, before the first step */
+    df_drafter_set_max_block_rows(&t->drafter, (int)t->plan.block_rows);
+    if (df_drafter_reserve(&t->drafter, (int)t->peaks.tokens, (int)t->plan.block_rows, err))
+        return df_context(err, "the drafter's work buffers (the memory plan's micro-batch of %lld block rows)",
+                          (long long)t->plan.block_rows);
     return 0;
 }
 
 /* Split layout, a target rank: the target's layers up to the last tap (no
  * head, no drafter) and the step's input buffers. */
 static int load_target_role(Trainer *t, DfError *err) {
-    t->target_layers = df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
+    t->target_layers = target_layers_run(t);
 #ifdef DF_HAVE_CUDA
     int cuda = strcmp(t->be->ops->name, "cuda") == 0;
     size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
@@ -373,7 +349,7 @@ static int load_target_role(Trainer *t, DfError *err) {
 #ifdef DF_HAVE_CUDA
     if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
 #endif
-    size_t tokens = max_batch_tokens(t->opt), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    size_t tokens = max_batch_tokens(t), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
     DfArena *acts = &t->arenas[ARENA_ACTIVATIONS];
     size_t bytes =
         df_arena_bytes_for(t->be, DF_BUF_I32, tokens) + df_arena_bytes_for(t->be, DF_BUF_ACT, tokens * width);
@@ -1095,7 +1071,7 @@ static int setup(Trainer *t, DfError *err) {
         remove_stale_temporaries(t->ckpt_dir);
         remove_stale_temporaries(t->final_dir);
     }
-    if (make_drafter_config(t, err) || (t->role != ROLE_TARGET && check_memory(t, err))) return -1;
+    if (make_drafter_config(t, err) || plan_memory(t, err)) return -1;
     read_poison_steps(t);
     if (t->role == ROLE_TARGET) return setup_target_role(t, err);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
@@ -1150,10 +1126,12 @@ static void report_memory(const Trainer *t, DfTrainSummary *s) {
     }
     s->n_memory = N_ARENAS;
     snprintf(s->device, sizeof s->device, "%s", t->be ? t->be->ops->name : "");
-#ifdef DF_HAVE_CUDA
-    if (t->be && strcmp(t->be->ops->name, "cuda") == 0) s->device_peak_bytes = df_cuda_peak_bytes(t->be);
+    DfMemoryInfo mem = {0};
+    if (t->be && t->be->ops->memory_info) t->be->ops->memory_info(t->be, &mem);
+    s->device_peak_bytes = mem.peak;
     s->target_bytes = t->target_bytes;
-#endif
+    s->planned_bytes = t->plan.total;
+    s->drafter_block_rows = t->plan.block_rows;
 }
 
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {

@@ -105,6 +105,7 @@ typedef struct DfTrainOptions {
     double lr;
     double warmup;           /* fraction of the steps */
     int64_t token_budget;
+    int64_t max_drafter_tokens; /* block rows per drafter micro-batch (0: sized to the device by the memory plan) */
     uint64_t seed;
     int64_t save_every;      /* 0: only at the end */
     int64_t stop_at;         /* 0: run to the end; else stop after this step */
@@ -157,6 +158,8 @@ typedef struct DfTrainSummary {
     int n_memory;
     size_t device_peak_bytes; /* the backend's peak allocation, all of it (0: not tracked, e.g. the CPU) */
     size_t target_bytes;      /* of which the target's weights (0: not tracked) */
+    size_t planned_bytes;     /* the memory plan's peak (train/memory_plan.h) */
+    int64_t drafter_block_rows; /* block rows per drafter micro-batch */
     int rank, world;          /* data parallel (0, 1: one process) */
     int writer_rank;          /* the rank that writes OUTPUT (0; split layout: the first drafter rank) */
     double busy;              /* device stages over the loop's wall time (step_timing.h) */
@@ -198,11 +201,14 @@ int df_train_check_device(const char *device, DfError *err);
  * Crashes: at start, temporaries left in OUTPUT, checkpoints/ and final/ by
  * killed runs (NAME.tmp.PID of a process that no longer exists) are removed.
  *
- * Memory: before anything large is allocated, a lower bound of what the run
- * needs (the drafter's weights, gradients and AdamW moments, and the
- * activations of a batch of token_budget tokens) is compared with the
- * memory available (MemAvailable, RLIMIT_AS, RLIMIT_DATA); a run that cannot
- * fit fails with a message naming the sizes, before training.
+ * Memory: before anything is loaded, the memory plan (train/memory_plan.h)
+ * adds up what the run takes on the training device (the target's weights,
+ * the drafter's state, the largest step's features and forward, one drafter
+ * micro-batch's work buffers) against what the device has (a GPU's free
+ * memory; on the CPU MemAvailable, RLIMIT_AS and RLIMIT_DATA) and sizes the
+ * drafter's micro-batches (max_drafter_tokens block rows) to fit; a run
+ * that cannot fit fails with the sizes, before loading. The drafter's work
+ * buffers are reserved once, for the largest micro-batch.
  *
  * Test hook: the environment variable DFLASH_TEST_POISON_STEPS ("N" or
  * "A-B", read once at start) fills the target features of those steps with

@@ -17,6 +17,7 @@
 #include "pipeline/stage_stats.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
+#include "train/memory_plan.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
@@ -64,6 +65,8 @@ typedef struct Trainer {
     FILE *metrics_fp;
     DfMetrics metrics;
     StepBuffers buf;
+    DfStepPeaks peaks;   /* the largest step of the run (sizes the step's buffers) */
+    DfMemoryPlan plan;
     double elapsed_offset; /* elapsed_s of the run before this call (resume) */
     double start_s;
     int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */

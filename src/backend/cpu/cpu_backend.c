@@ -89,6 +89,7 @@ static const DfBackendOps CPU_OPS = {
     .upload_i32 = cpu_upload_i32,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
+    .memory_info = df_cpu_memory_info,
     .matmul = df_cpu_matmul,
     .rmsnorm = df_cpu_rmsnorm,
     .add_inplace = df_cpu_add_inplace,

@@ -34,6 +34,7 @@ void df_cpu_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld
  * cpu_elementwise_backward.c, cpu_block_attention.c, cpu_lm_head_ce.c) */
 int df_cpu_download_i32(DfBackend *be, int32_t *dst, DfBuffer src, DfError *err);
 void df_cpu_fill_zero(DfBackend *be, DfBuffer buf);
+void df_cpu_memory_info(DfBackend *be, DfMemoryInfo *info);
 void df_cpu_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
 void df_cpu_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
                              int dim, float eps, int accumulate);

@@ -242,6 +242,15 @@ static void cuda_destroy(DfBackend *be) {
     free(be);
 }
 
+static void cuda_memory_info(DfBackend *be, DfMemoryInfo *info) {
+    DfCudaState *st = df_cuda_state(be);
+    size_t free_bytes = 0, total = 0;
+    if (cudaSetDevice(st->device) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
+        free_bytes = total = 0;
+    *info = (DfMemoryInfo){.available = free_bytes, .total = total, .in_use = st->bytes_in_use,
+                           .peak = st->peak_bytes, .op_scratch = df_cuda_lm_head_scratch_bytes()};
+}
+
 /* Designated initializers: an entry not implemented on CUDA yet stays NULL,
  * which df_backend_missing_training_op reports. */
 static const DfBackendOps CUDA_OPS = {
@@ -253,6 +262,7 @@ static const DfBackendOps CUDA_OPS = {
     .upload_i32 = cuda_upload_i32,
     .sync = cuda_sync,
     .destroy = cuda_destroy,
+    .memory_info = cuda_memory_info,
     .matmul = df_cuda_matmul,
     .rmsnorm = df_cuda_rmsnorm,
     .add_inplace = df_cuda_add_inplace,

@@ -216,6 +216,8 @@ void df_cuda_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuf
 void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate,
                              DfBuffer up);
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
+/* The most scratch lm_head_ce takes (its chunk's logits), for memory_info. */
+size_t df_cuda_lm_head_scratch_bytes(void);
 
 /* attention for head dims other than 64 and 128, up to 256 (cuda_attention_generic.cu) */
 void df_cuda_attention_generic(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,

@@ -196,6 +196,8 @@ static int chunk_rows(const DfCudaState *st, int rows, int vocab, size_t elem) {
     return chunk < (size_t)rows ? (int)chunk : rows;
 }
 
+size_t df_cuda_lm_head_scratch_bytes(void) { return LM_SCRATCH_BYTES; }
+
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
     DfCudaState *st = df_cuda_state(be);
     df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);

@@ -1,0 +1,135 @@
+#include "train/memory_plan.h"
+
+#include "model/drafter.h"
+#include "model/drafter_layout.h"
+#include "model/target_memory.h"
+
+static const double GIB = 1024.0 * 1024.0 * 1024.0;
+
+/* What the plan keeps free on a GPU for memory the backend does not count
+ * (the allocator's pools, cuBLASLt's and NCCL's own buffers): 3% of the
+ * card, at least 2 GiB; on the host 10% (other processes, the page cache). */
+static size_t reserve_for(const DfMemoryPlanInput *in) {
+    size_t total = in->memory.total;
+    if (in->act_elem == 4) return total / 10;
+    size_t r = total / 100 * 3, floor = (size_t)2 << 30;
+    return r > floor ? r : floor;
+}
+
+size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int64_t n_q, size_t act_elem) {
+    size_t act, f32, i32;
+    df_drafter_work_elements(c, (int)n_ctx, (int)n_q, &act, &f32, &i32);
+    size_t kvd = (size_t)c->num_kv_heads * c->head_dim;
+    size_t attn_scratch = ((size_t)c->num_heads * (size_t)n_q + 2 * (size_t)n_ctx * kvd) * sizeof(float);
+    return act * act_elem + (f32 + i32) * sizeof(float) + attn_scratch;
+}
+
+/* Weights (ACT), gradients (F32), master weights and both moments (F32); on
+ * the host also the copies a checkpoint is made from (weights, moments). */
+static size_t drafter_state_bytes(const DfMemoryPlanInput *in) {
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, in->drafter);
+    size_t n = layout.total;
+    df_drafter_layout_free(&layout);
+    size_t bytes = n * in->act_elem + 4 * n * sizeof(float);
+    if (in->host_state) bytes += 3 * n * sizeof(float);
+    return bytes;
+}
+
+static void plan_fixed(const DfMemoryPlanInput *in, DfMemoryPlan *p) {
+    const DfDrafterConfig *c = in->drafter;
+    size_t T = (size_t)in->step_tokens;
+    p->backend = in->memory.in_use;
+    p->target_weights = df_target_weight_bytes(in->target, in->target_layers, in->with_head, in->act_elem);
+    if (in->target_layers > 0)
+        p->target_workspace = df_target_forward_workspace_bytes(in->target, (int)in->step_tokens, (int)in->step_seqs,
+                                                                (int)in->max_seq_len, in->act_elem);
+    p->step_inputs = T * sizeof(int32_t) + T * (size_t)c->n_taps * c->hidden_size * in->act_elem;
+    if (in->runs_drafter) {
+        p->drafter_state = drafter_state_bytes(in);
+        p->op_scratch = in->memory.op_scratch;
+    }
+    p->reserve = reserve_for(in);
+    size_t have = in->memory.in_use + in->memory.available;
+    p->capacity = have > p->reserve ? have - p->reserve : 0;
+}
+
+static size_t fixed_total(const DfMemoryPlan *p) {
+    return p->backend + p->target_weights + p->target_workspace + p->drafter_state + p->step_inputs + p->op_scratch;
+}
+
+static size_t work_for(const DfMemoryPlanInput *in, int64_t rows) {
+    return df_memory_plan_drafter_work(in->drafter, in->step_tokens, rows, in->act_elem);
+}
+
+/* The most block rows (whole blocks, at most the step's) whose work fits
+ * room; 0 when not even one block does. */
+static int64_t rows_that_fit(const DfMemoryPlanInput *in, size_t room) {
+    int64_t B = in->drafter->block_size, lo = 0, hi = (in->step_block_rows + B - 1) / B;
+    while (lo < hi) { /* the work grows with the rows: the last block count that fits */
+        int64_t mid = (lo + hi + 1) / 2;
+        if (work_for(in, mid * B) <= room) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo * B;
+}
+
+static int fail_too_small(const DfMemoryPlanInput *in, const DfMemoryPlan *p, DfError *err) {
+    size_t fixed = fixed_total(p), one = work_for(in, in->drafter->block_size);
+    return df_fail(err,
+                   "memory plan for %s: the run cannot fit: %.2f GiB for the target's weights, %.2f for its "
+                   "forward over the largest step (%lld tokens), %.2f for the drafter's state, %.2f for the step's "
+                   "features, %.2f for the backend, and %.2f for a micro-batch of one block, against %.2f GiB usable "
+                   "(%.2f kept free); lower --token-budget or --max-length (the step), --draft-layers or "
+                   "--intermediate-size (the drafter), or train with the split layout (the target on other GPUs)",
+                   in->device, p->target_weights / GIB, p->target_workspace / GIB, (long long)in->step_tokens,
+                   p->drafter_state / GIB, p->step_inputs / GIB, (p->backend + p->op_scratch) / GIB, one / GIB,
+                   p->capacity / GIB, p->reserve / GIB);
+}
+
+int df_memory_plan_make(const DfMemoryPlanInput *in, DfMemoryPlan *p, DfError *err) {
+    *p = (DfMemoryPlan){0};
+    plan_fixed(in, p);
+    size_t fixed = fixed_total(p);
+    if (in->runs_drafter) {
+        int64_t B = in->drafter->block_size;
+        size_t room = p->capacity > fixed ? p->capacity - fixed : 0;
+        int64_t fit = rows_that_fit(in, room);
+        if (in->max_drafter_tokens > 0) {
+            p->block_rows = in->max_drafter_tokens < B ? B : in->max_drafter_tokens / B * B;
+            if (p->block_rows > in->step_block_rows && in->step_block_rows > 0) p->block_rows = in->step_block_rows;
+            if (work_for(in, p->block_rows) > room) {
+                if (fit == 0) return fail_too_small(in, p, err);
+                return df_fail(err,
+                               "memory plan for %s: --max-drafter-tokens %lld needs %.2f GiB of drafter work "
+                               "buffers, %.2f GiB is left beside the rest (%.2f GiB); at most %lld fit (or leave "
+                               "the option out: it is sized to fit)",
+                               in->device, (long long)in->max_drafter_tokens, work_for(in, p->block_rows) / GIB,
+                               room / GIB, fixed / GIB, (long long)fit);
+            }
+        } else {
+            if (fit == 0) return fail_too_small(in, p, err);
+            p->block_rows = fit;
+            p->sized = 1;
+        }
+        p->drafter_work = work_for(in, p->block_rows);
+        p->micro_batches = p->block_rows > 0 ? (in->step_block_rows + p->block_rows - 1) / p->block_rows : 0;
+    } else if (fixed > p->capacity) {
+        return fail_too_small(in, p, err);
+    }
+    p->total = fixed + p->drafter_work;
+    return 0;
+}
+
+void df_memory_plan_print(const DfMemoryPlan *p, const char *device, FILE *fp) {
+    fprintf(fp,
+            "train: memory plan on %s: %.2f GiB of %.2f usable (%.2f kept free): target weights %.2f, target "
+            "forward %.2f, drafter state %.2f, step features %.2f, backend %.2f, drafter micro-batch %.2f\n",
+            device, p->total / GIB, p->capacity / GIB, p->reserve / GIB, p->target_weights / GIB,
+            p->target_workspace / GIB, p->drafter_state / GIB, p->step_inputs / GIB, (p->backend + p->op_scratch) / GIB,
+            p->drafter_work / GIB);
+    if (p->block_rows > 0)
+        fprintf(fp, "train: drafter micro-batches of up to %lld block rows (--max-drafter-tokens%s); the largest step "
+                    "takes %lld\n",
+                (long long)p->block_rows, p->sized ? ": sized to fit" : "", (long long)p->micro_batches);
+}

@@ -1,0 +1,70 @@
+/* The memory plan of a training run, made before anything is loaded: for
+ * the device that runs the step (GPU memory with CUDA, host memory on the
+ * CPU), the target's weights up to the deepest tap, the drafter's state
+ * (weights, gradients, fp32 master weights and AdamW moments), the step's
+ * inputs (ids and tap features of the largest step), the target forward's
+ * workspace, and the drafter's work buffers for one micro-batch, which grow
+ * with its block rows (anchors x block size). The block rows of one
+ * micro-batch (--max-drafter-tokens) are what the plan sizes: the most that
+ * fit beside the rest, unless the user gave a bound. A run that cannot fit
+ * even one block per micro-batch fails here, naming the sizes and what to
+ * lower. */
+#ifndef DF_TRAIN_MEMORY_PLAN_H
+#define DF_TRAIN_MEMORY_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "base/error.h"
+#include "formats/model_config.h"
+#include "model/drafter_config.h"
+
+typedef struct DfMemoryPlanInput {
+    const DfModelConfig *target;
+    const DfDrafterConfig *drafter;
+    const char *device;       /* for the messages: "cuda:0", "cpu" */
+    size_t act_elem;          /* bytes of an ACT element on the device (2: bf16 on CUDA; 4: fp32 on the CPU) */
+    int target_layers;        /* target layers loaded and run (0: none, a split layout's drafter rank) */
+    int with_head;            /* the untied lm head and the final norm are loaded */
+    int runs_drafter;         /* 0: a split layout's target rank (no drafter on this device) */
+    int host_state;           /* the host copies of the state (checkpoints) live in this memory too (CPU) */
+    int64_t step_tokens;      /* context tokens of the largest step (the batch's or one long sample's) */
+    int64_t step_seqs;        /* sequences of the largest step, at most */
+    int64_t max_seq_len;      /* the longest sequence */
+    int64_t step_block_rows;  /* block rows of the step with the most (anchors x block size) */
+    int64_t max_drafter_tokens; /* the user's bound on block rows per micro-batch (0: sized here) */
+    DfMemoryInfo memory;      /* the device now (before loading) */
+} DfMemoryPlanInput;
+
+typedef struct DfMemoryPlan {
+    size_t backend;           /* what the backend holds already (its own workspaces) */
+    size_t target_weights;
+    size_t target_workspace;  /* the forward's activations for the largest step */
+    size_t drafter_state;     /* weights, gradients, master weights, moments (and host copies where they share it) */
+    size_t step_inputs;       /* ids and tap features of the largest step */
+    size_t op_scratch;        /* what the backend's ops take for scratch (memory_info) */
+    size_t drafter_work;      /* work buffers of one micro-batch of block_rows rows */
+    size_t capacity;          /* what the device has for the run: in use + available - reserve */
+    size_t reserve;           /* kept free for what the backend does not count (allocator, libraries) */
+    size_t total;             /* the planned peak: the sum of the above but capacity and reserve */
+    int64_t block_rows;       /* block rows per micro-batch */
+    int64_t micro_batches;    /* of the step with the most block rows */
+    int sized;                /* block_rows was sized by the plan (1) or given (0) */
+} DfMemoryPlan;
+
+/* Bytes of the drafter's work for a micro-batch of n_ctx context rows and
+ * n_q block rows: its three arenas and the block attention backward's
+ * scratch (per step: the dsum rows and fp32 context dK/dV). */
+size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int64_t n_q, size_t act_elem);
+
+/* Makes the plan; fails (with the sizes, naming what to lower) when the
+ * fixed part and one block per micro-batch do not fit, or when a given
+ * bound does not. */
+int df_memory_plan_make(const DfMemoryPlanInput *in, DfMemoryPlan *plan, DfError *err);
+
+/* The plan, a few lines, for the start of a run. */
+void df_memory_plan_print(const DfMemoryPlan *plan, const char *device, FILE *fp);
+
+#endif
