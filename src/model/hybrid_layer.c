@@ -5,10 +5,20 @@
 #include <stdlib.h>
 
 #include "model/target_layer.h"
+#include "model/target_memory.h"
+
+/* The workspace's buffers in the order of its fields: the order of
+ * df_hybrid_workspace_specs (model/target_memory.h). */
+static void workspace_buffers(DfHybridWorkspace *ws, DfBuffer *out[DF_HYBRID_WS_BUFFERS]) {
+    DfBuffer *bufs[DF_HYBRID_WS_BUFFERS] = {&ws->qg, &ws->attn_gate, &ws->mixed, &ws->conv,
+                                           &ws->z,  &ws->beta,      &ws->decay, &ws->core};
+    for (int i = 0; i < DF_HYBRID_WS_BUFFERS; i++) out[i] = bufs[i];
+}
 
 void df_hybrid_workspace_free(DfBackend *be, DfHybridWorkspace *ws) {
-    DfBuffer *bufs[] = {&ws->qg, &ws->attn_gate, &ws->mixed, &ws->conv, &ws->z, &ws->beta, &ws->decay, &ws->core};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
+    DfBuffer *bufs[DF_HYBRID_WS_BUFFERS];
+    workspace_buffers(ws, bufs);
+    for (int i = 0; i < DF_HYBRID_WS_BUFFERS; i++) df_buffer_free(be, bufs[i]);
     ws->capacity = 0;
 }
 
@@ -16,22 +26,12 @@ int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err) {
     DfHybridWorkspace *ws = &m->hws;
     if (ws->capacity >= n_tokens) return 0;
     df_hybrid_workspace_free(m->be, ws);
-    const DfModelConfig *c = &m->cfg;
-    const DfLinearAttnConfig *la = &c->linear;
-    size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim;
-    size_t value_dim = (size_t)la->num_value_heads * la->value_head_dim;
-    size_t conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + value_dim;
-    struct {
-        DfBuffer *b;
-        size_t n;
-    } want[] = {
-        {&ws->qg, t * 2 * q},          {&ws->attn_gate, t * q},
-        {&ws->mixed, t * conv_dim},    {&ws->conv, t * conv_dim},
-        {&ws->z, t * value_dim},       {&ws->beta, t * la->num_value_heads},
-        {&ws->decay, t * la->num_value_heads}, {&ws->core, t * value_dim},
-    };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (df_buffer_alloc(m->be, want[i].b, DF_BUF_ACT, want[i].n, err)) {
+    DfBuffer *bufs[DF_HYBRID_WS_BUFFERS];
+    DfBufSpec want[DF_HYBRID_WS_BUFFERS];
+    workspace_buffers(ws, bufs);
+    df_hybrid_workspace_specs(&m->cfg, n_tokens, want);
+    for (int i = 0; i < DF_HYBRID_WS_BUFFERS; i++)
+        if (df_buffer_alloc(m->be, bufs[i], want[i].kind, want[i].count, err)) {
             df_hybrid_workspace_free(m->be, ws);
             return df_context(err, "hybrid target workspace for %d tokens", n_tokens);
         }

@@ -14,10 +14,20 @@
 #include "model/rope.h"
 #include "model/target.h"
 #include "model/target_layer.h"
+#include "model/target_memory.h"
+
+/* The workspace's buffers in the order of its fields: the order of
+ * df_target_workspace_specs (model/target_memory.h). */
+static void workspace_buffers(DfTargetWorkspace *ws, DfBuffer *out[DF_TARGET_WS_BUFFERS]) {
+    DfBuffer *bufs[DF_TARGET_WS_BUFFERS] = {&ws->ids, &ws->x,    &ws->h,    &ws->q, &ws->k,
+                                           &ws->v,   &ws->attn, &ws->gate, &ws->up};
+    for (int i = 0; i < DF_TARGET_WS_BUFFERS; i++) out[i] = bufs[i];
+}
 
 void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws) {
-    DfBuffer *bufs[] = {&ws->ids, &ws->x, &ws->h, &ws->q, &ws->k, &ws->v, &ws->attn, &ws->gate, &ws->up};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(be, bufs[i]);
+    DfBuffer *bufs[DF_TARGET_WS_BUFFERS];
+    workspace_buffers(ws, bufs);
+    for (int i = 0; i < DF_TARGET_WS_BUFFERS; i++) df_buffer_free(be, bufs[i]);
     ws->capacity = 0;
 }
 
@@ -25,21 +35,12 @@ static int ensure_workspace(DfTargetModel *m, int n_tokens, DfError *err) {
     DfTargetWorkspace *ws = &m->ws;
     if (ws->capacity >= n_tokens) return m->cfg.is_hybrid ? df_hybrid_workspace_ensure(m, n_tokens, err) : 0;
     df_target_workspace_free(m->be, ws);
-    const DfModelConfig *c = &m->cfg;
-    size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim, kv = (size_t)c->num_kv_heads * c->head_dim;
-    struct {
-        DfBuffer *b;
-        DfBufKind kind;
-        size_t n;
-    } want[] = {
-        {&ws->ids, DF_BUF_I32, t},        {&ws->x, DF_BUF_ACT, t * c->hidden_size},
-        {&ws->h, DF_BUF_ACT, t * c->hidden_size}, {&ws->q, DF_BUF_ACT, t * q},
-        {&ws->k, DF_BUF_ACT, t * kv},     {&ws->v, DF_BUF_ACT, t * kv},
-        {&ws->attn, DF_BUF_ACT, t * q},   {&ws->gate, DF_BUF_ACT, t * c->intermediate_size},
-        {&ws->up, DF_BUF_ACT, t * c->intermediate_size},
-    };
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (df_buffer_alloc(m->be, want[i].b, want[i].kind, want[i].n, err)) {
+    DfBuffer *bufs[DF_TARGET_WS_BUFFERS];
+    DfBufSpec want[DF_TARGET_WS_BUFFERS];
+    workspace_buffers(ws, bufs);
+    df_target_workspace_specs(&m->cfg, n_tokens, want);
+    for (int i = 0; i < DF_TARGET_WS_BUFFERS; i++)
+        if (df_buffer_alloc(m->be, bufs[i], want[i].kind, want[i].count, err)) {
             df_target_workspace_free(m->be, ws);
             return df_context(err, "target workspace for %d tokens", n_tokens);
         }
@@ -47,18 +48,14 @@ static int ensure_workspace(DfTargetModel *m, int n_tokens, DfError *err) {
     return m->cfg.is_hybrid ? df_hybrid_workspace_ensure(m, n_tokens, err) : 0;
 }
 
-/* Values of a head that RoPE turns: a hybrid target's partial rotary_dim. */
-static int rope_dim(const DfModelConfig *c) { return c->is_hybrid ? c->rotary_dim : c->head_dim; }
-
-/* cos/sin tables covering positions 0..max_len-1, rebuilt (doubling) when a
- * longer sequence comes. */
+/* cos/sin tables covering positions 0..max_len-1, rebuilt (doubling: see
+ * df_target_rope_positions) when a longer sequence comes. */
 static int ensure_rope_tables(DfTargetModel *m, int max_len, DfError *err) {
     if (m->rope_positions >= max_len) return 0;
-    int n_pos = m->rope_positions ? m->rope_positions : 256;
-    while (n_pos < max_len) n_pos *= 2;
-    size_t half = (size_t)rope_dim(&m->cfg) / 2;
+    int n_pos = df_target_rope_positions(m->rope_positions, max_len), dim = df_target_rope_dim(&m->cfg);
+    size_t half = (size_t)dim / 2;
     float *c = df_xmalloc((size_t)n_pos * half * sizeof *c, "rope cos"), *s = df_xmalloc((size_t)n_pos * half * sizeof *s, "rope sin");
-    df_rope_tables(&m->cfg.rope, rope_dim(&m->cfg), n_pos, c, s);
+    df_rope_tables(&m->cfg.rope, dim, n_pos, c, s);
     df_buffer_free(m->be, &m->rope_cos);
     df_buffer_free(m->be, &m->rope_sin);
     m->rope_positions = 0;

@@ -135,12 +135,24 @@ static int fill_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, DfError
     return 0;
 }
 
+/* Tensors (rng streams) the fill of layer i takes: fill_layer's 9 (+ the q/k
+ * norms), or fill_hybrid_layer's 5 + 9 (Gated DeltaNet) or 5 + 6 (gated
+ * attention). Layers not built still use up their streams, so that the
+ * head's values do not depend on how many layers were built (a split
+ * layout's drafter rank builds none, yet must have the head of a rank that
+ * built them: tests/test_target_memory.c checks it). */
+static uint32_t layer_tensors(const DfModelConfig *c, int layer) {
+    if (!c->is_hybrid) return c->has_qk_norm ? 11 : 9;
+    return c->layer_is_linear[layer] ? 14 : 11;
+}
+
 static int fill_model(DfTargetModel *m, RandomFill *f, int with_head, DfError *err) {
     const DfModelConfig *c = &m->cfg;
     if (fill_tensor(m->be, f, &m->embed, (size_t)c->vocab_size * c->hidden_size, 0.0f, 1.0f, err)) return -1;
-    for (int i = 0; i < c->num_layers; i++)
+    for (int i = 0; i < m->n_layers_loaded; i++)
         if ((c->is_hybrid ? fill_hybrid_layer(m, f, &m->layers[i], i, err) : fill_layer(m, f, &m->layers[i], err)))
             return df_context(err, "layer %d", i);
+    for (int i = m->n_layers_loaded; i < c->num_layers; i++) f->tensor += layer_tensors(c, i);
     if (!with_head) return 0;
     if ((c->norm_unit_offset ? fill_norm_f32(m->be, f, &m->final_norm, c->hidden_size, err)
                              : fill_norm(m->be, f, &m->final_norm, c->hidden_size, err)))
@@ -155,17 +167,19 @@ static int fill_model(DfTargetModel *m, RandomFill *f, int with_head, DfError *e
     return 0;
 }
 
-int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed, int with_head,
-                          DfError *err) {
+int df_target_init_random_layers(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed,
+                                 int n_layers, int with_head, DfError *err) {
     memset(m, 0, sizeof *m);
     if (cfg->num_layers < 1 || cfg->hidden_size < 1 || cfg->head_dim % 2 != 0 || cfg->num_kv_heads < 1 ||
         cfg->num_heads % cfg->num_kv_heads != 0)
         return df_fail(err, "random target: bad shape (layers %d, hidden %d, heads %d / %d kv, head_dim %d)",
                        cfg->num_layers, cfg->hidden_size, cfg->num_heads, cfg->num_kv_heads, cfg->head_dim);
+    if (n_layers < 0 || n_layers > cfg->num_layers)
+        return df_fail(err, "random target: asked for %d layers, the model has %d", n_layers, cfg->num_layers);
     m->cfg = *cfg;
     m->be = be;
-    m->n_layers_loaded = cfg->num_layers;
-    m->layers = df_xcalloc((size_t)cfg->num_layers, sizeof *m->layers, "target layers");
+    m->n_layers_loaded = n_layers;
+    m->layers = df_xcalloc((size_t)n_layers, sizeof *m->layers, "target layers");
     RandomFill f = {seed, 0, df_xmalloc(HOST_BLOCK * sizeof(float), "random weights block")};
     int rc = fill_model(m, &f, with_head, err);
     free(f.host);
@@ -174,4 +188,9 @@ int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *
         df_target_free(m);
     }
     return rc;
+}
+
+int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed, int with_head,
+                          DfError *err) {
+    return df_target_init_random_layers(m, be, cfg, seed, cfg->num_layers, with_head, err);
 }

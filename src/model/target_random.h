@@ -18,4 +18,10 @@
 int df_target_init_random(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed, int with_head,
                           DfError *err);
 
+/* The same with layers 0..n_layers-1 only (0..num_layers), as df_target_load
+ * loads them: those layers, the embedding and the head have the values the
+ * full build gives them. Logits then need all layers (as for a load). */
+int df_target_init_random_layers(DfTargetModel *m, DfBackend *be, const DfModelConfig *cfg, uint64_t seed,
+                                 int n_layers, int with_head, DfError *err);
+
 #endif

@@ -293,14 +293,15 @@ static int alloc_training_state(Trainer *t, size_t n, DfBuffer *params, DfBuffer
 }
 
 /* The target's layers 0..n_layers-1 (and an untied head when with_head)
- * from its safetensors, or with --random-target-weights all of it random:
+ * from its safetensors, or with --random-target-weights the same tensors random:
  * the same seed gives every rank the same weights (a split layout's drafter
- * ranks the target ranks' embedding and head); the forward still runs only
- * up to the deepest tap. */
+ * ranks the target ranks' embedding and head: the values do not depend on
+ * the layers built, see df_target_init_random_layers). */
 static int load_target_weights(Trainer *t, int n_layers, int with_head, DfError *err) {
     const DfTrainOptions *o = t->opt;
     if (!o->random_target_weights) return df_target_load(&t->target, t->be, o->target_dir, n_layers, with_head, err);
-    if (df_target_init_random(&t->target, t->be, &t->tcfg, o->seed + 1, 1, err))
+    /* the same layers and head as the load: the memory it takes is the plan's (model/target_memory.h) */
+    if (df_target_init_random_layers(&t->target, t->be, &t->tcfg, o->seed + 1, n_layers, with_head, err))
         return df_context(err, "random weights for the target %s", o->target_dir);
     return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 
+#include "backend/cpu/cpu_memory.h"
 #include "backend/cpu/cpu_ops.h"
 
 static DfCpuState *state(DfBackend *be) {
@@ -27,7 +28,6 @@ void df_cpu_record_failure(DfBackend *be, const char *fmt, ...) {
 }
 
 static int cpu_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err) {
-    (void)be;
     memset(out, 0, sizeof *out);
     out->kind = kind;
     out->elem_size = kind == DF_BUF_I32 ? (int)sizeof(int32_t) : (int)sizeof(float);
@@ -38,13 +38,29 @@ static int cpu_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count,
     size_t bytes = (count * (size_t)out->elem_size + 63) & ~(size_t)63;
     out->ptr = aligned_alloc(64, bytes);
     if (!out->ptr) return df_fail(err, "cpu backend: out of memory allocating %zu bytes", bytes);
+    DfCpuState *st = state(be);
+    st->bytes_in_use += count * (size_t)out->elem_size;
+    if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
     return 0;
 }
 
 static void cpu_free(DfBackend *be, DfBuffer *buf) {
-    (void)be;
+    if (!buf->ptr) return;
     free(buf->ptr);
+    state(be)->bytes_in_use -= buf->count * (size_t)buf->elem_size;
     buf->ptr = NULL;
+}
+
+size_t df_cpu_bytes_in_use(DfBackend *be) {
+    return state(be)->bytes_in_use;
+}
+
+size_t df_cpu_peak_bytes(DfBackend *be) {
+    return state(be)->peak_bytes;
+}
+
+void df_cpu_reset_peak(DfBackend *be) {
+    state(be)->peak_bytes = state(be)->bytes_in_use;
 }
 
 static int cpu_upload_f32(DfBackend *be, DfBuffer dst, const float *src, DfError *err) {

@@ -8,6 +8,10 @@
 typedef struct DfCpuState {
     int failed;          /* a compute op met bad data since the last sync */
     DfError first_error; /* its message */
+    /* Bytes of the live buffers, count * elem_size as the CUDA backend counts
+     * them (aligned_alloc's rounding to 64 bytes not included), and the most
+     * they have been: see cpu_memory.h. */
+    size_t bytes_in_use, peak_bytes;
 } DfCpuState;
 
 /* Records the first failure of a compute op (thread-safe); reported by sync. */
