@@ -3,14 +3,19 @@
  * metrics.jsonl has one well-formed line per step, final/ is a drafter
  * directory; an interrupted and resumed run equals the uninterrupted one to
  * the bit (metrics and final weights); resume refuses changed options; bad
- * options fail with clear messages. */
+ * options fail with clear messages; drafter micro-batches
+ * (--max-drafter-tokens) give the whole steps' losses within 1e-6 and their
+ * weights within what a change of summation order does, and resume
+ * bit-exactly. */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/safetensors.h"
 #include "formats/token_store.h"
 
 #define SLICE_RECORDS 12
@@ -46,13 +51,21 @@ static int teardown(void **state) {
 
 /* Runs dflash train with fixed threads; returns the exit status, output in
  * f->out (printed when the run fails unexpectedly). */
-static int run_train(Fixture *f, const char *output, const char *extra, int expect_ok) {
+static int run_train_on(Fixture *f, const char *output, const char *extra, int expect_ok, int threads) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=2 '%s' train --target '%s' --data '%s' --output '%s/%s' %s",
-             f->dir, df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->data, f->dir, output, extra);
+    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=%d '%s' train --target '%s' --data '%s' --output '%s/%s' %s",
+             f->dir, threads, df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->data, f->dir, output, extra);
     int rc = df_test_run(cmd, f->out, sizeof f->out);
     if (expect_ok && rc != 0) fprintf(stderr, "dflash train exited %d:\n%s\n", rc, f->out);
     return rc;
+}
+
+static int run_train(Fixture *f, const char *output, const char *extra, int expect_ok) {
+    return run_train_on(f, output, extra, expect_ok, 2);
+}
+
+static int run_train_threads(Fixture *f, const char *output, const char *extra, int threads) {
+    return run_train_on(f, output, extra, 1, threads);
 }
 
 static int train(Fixture *f, const char *output, const char *extra) { return run_train(f, output, extra, 1); }
@@ -218,11 +231,86 @@ static void test_bad_options(void **state) {
     assert_non_null(strstr(f->out, "another tokenizer"));
 }
 
+/* The fp32 weights of a run's checkpoint of step `step`. */
+static float *checkpoint_params(const Fixture *f, const char *run, int step, size_t *n) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s/checkpoints/step-%08d.safetensors", f->dir, run, step);
+    DfSafetensors st;
+    DfError err;
+    if (df_safetensors_open(&st, path, &err)) fail_msg("%s", err.msg);
+    const DfTensorInfo *t = df_safetensors_find(&st, "params");
+    assert_non_null(t);
+    assert_int_equal(t->dtype, DF_DTYPE_F32);
+    float *out = malloc(t->nbytes);
+    memcpy(out, t->data, t->nbytes);
+    *n = t->nbytes / sizeof *out;
+    df_safetensors_close(&st);
+    return out;
+}
+
+static void test_micro_batches_match_whole_steps(void **state) {
+    Fixture *f = *state;
+    enum { STEPS = 8 };
+    assert_int_equal(train(f, "whole", TINY_OPTIONS " --steps 8"), 0);
+    assert_non_null(strstr(f->out, "the largest step takes 1 of them"));
+    /* 5 blocks of 8 rows a micro-batch; a sequence has up to 12 blocks, so sequences are cut */
+    assert_int_equal(train(f, "micro", TINY_OPTIONS " --steps 8 --max-drafter-tokens 40"), 0);
+    assert_non_null(strstr(f->out, "micro-batches of up to 40 block rows"));
+    assert_null(strstr(f->out, "takes 1 of them"));
+    static char whole[16][4096], micro[16][4096];
+    double loss_whole[16], loss_micro[16];
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, "%s/whole", f->dir);
+    snprintf(b, sizeof b, "%s/micro", f->dir);
+    assert_int_equal(read_metrics(a, whole, 16, 8, loss_whole), STEPS);
+    assert_int_equal(read_metrics(b, micro, 16, 8, loss_micro), STEPS);
+    double worst = 0;
+    for (int i = 0; i < STEPS; i++) {
+        double e = fabs(loss_micro[i] - loss_whole[i]) / fabs(loss_whole[i]);
+        if (!(e <= 1e-6)) fail_msg("step %d: loss %.9g in micro-batches, %.9g whole", i + 1, loss_micro[i], loss_whole[i]);
+        if (e > worst) worst = e;
+    }
+    size_t na, nb;
+    float *pa = checkpoint_params(f, "whole", STEPS, &na), *pb = checkpoint_params(f, "micro", STEPS, &nb);
+    assert_int_equal(na, nb);
+    double e = df_rel_error(pb, pa, na);
+    /* The weights after AdamW are compared with what any change of summation
+     * order does to them: the same whole-step run on one thread instead of
+     * two (the CPU ops split their work by the thread count). AdamW divides
+     * each gradient element by its own running size, so an element whose
+     * gradient is small beside the others gets the rounding of the large
+     * terms as a relative error of its update; 1e-6 holds for the gradients
+     * of a step (test_drafter) and the losses, not for every weight after
+     * such updates. */
+    assert_int_equal(run_train_threads(f, "whole-1-thread", TINY_OPTIONS " --steps 8", 1), 0);
+    float *pt = checkpoint_params(f, "whole-1-thread", STEPS, &nb);
+    double e_threads = df_rel_error(pt, pa, na);
+    fprintf(stderr, "micro-batches against whole steps: loss within %.2e, final weights within %.2e (one thread "
+                    "against two: %.2e)\n", worst, e, e_threads);
+    assert_true(e_threads > 0); /* the yardstick must measure something */
+    if (!(e <= 3 * e_threads)) fail_msg("final weights differ by %.3g, summation order alone by %.3g", e, e_threads);
+    free(pt);
+    free(pa), free(pb);
+
+    /* stopped and resumed in micro-batches: the same run to the bit */
+    assert_int_equal(train(f, "micro-resumed", TINY_OPTIONS " --steps 8 --max-drafter-tokens 40 --stop-at 3"), 0);
+    assert_int_equal(train(f, "micro-resumed", TINY_OPTIONS " --steps 8 --max-drafter-tokens 40 --resume"), 0);
+    static char resumed[16][4096];
+    snprintf(b, sizeof b, "%s/micro-resumed", f->dir);
+    assert_int_equal(read_metrics(b, resumed, 16, 8, NULL), STEPS);
+    for (int i = 0; i < STEPS; i++) assert_string_equal(resumed[i], micro[i]);
+    pa = checkpoint_params(f, "micro", STEPS, &na), pb = checkpoint_params(f, "micro-resumed", STEPS, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(pa, pb, na * sizeof *pa);
+    free(pa), free(pb);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_short_run_learns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_is_bit_identical, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_micro_batches_match_whole_steps, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

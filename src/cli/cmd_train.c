@@ -205,6 +205,11 @@ static void print_memory(const DfTrainSummary *s) {
                "and workspaces)",
                s->device_peak_bytes / mib, s->target_bytes / mib);
     printf("\n");
+    if (s->device_peak_bytes && s->planned_bytes)
+        printf("train: peak %.2f GiB against the memory plan's %.2f GiB (%.1f%%), drafter micro-batches of up to %lld "
+               "block rows\n",
+               s->device_peak_bytes / (mib * 1024), s->planned_bytes / (mib * 1024),
+               100.0 * (double)s->device_peak_bytes / (double)s->planned_bytes, (long long)s->drafter_block_rows);
 }
 
 static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
@@ -254,7 +259,7 @@ int df_cmd_train(int argc, char **argv) {
     /* -1: not given (every option below takes only non-negative values) */
     int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
     int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1, window = -1;
-    int queue_depth = -1, log_every = -1, target_ranks = -1;
+    int queue_depth = -1, log_every = -1, target_ranks = -1, drafter_tokens = -1;
     const char *layout = NULL, *overlap = NULL;
     double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1, bucket_mib = -1;
     const DfOption options[] = {
@@ -274,6 +279,7 @@ int df_cmd_train(int argc, char **argv) {
         {"lr", DF_OPT_DOUBLE, &lr, "LR", "peak learning rate (default 6e-4)", 0},
         {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0},
         {"token-budget", DF_OPT_INT, &budget, "N", "context tokens per batch (default 8192)", 0},
+        {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0},
         {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors (default 0)", 0},
         {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0},
         {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0},
@@ -325,9 +331,9 @@ int df_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (steps == 0 || epochs == 0 || layers == 0 || block == 0 || anchors == 0 || budget == 0 || max_length == 0 ||
-        lr == 0) {
+        lr == 0 || drafter_tokens == 0) {
         fprintf(stderr, "dflash train: --steps, --epochs, --draft-layers, --block-size, --num-anchors, --token-budget, "
-                        "--max-length and --lr must be positive\n");
+                        "--max-drafter-tokens, --max-length and --lr must be positive\n");
         return 2;
     }
     if (queue_depth == 0) {
@@ -343,7 +349,7 @@ int df_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (queue_depth < -1 || log_every < -1 || target_ranks < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 ||
-        layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 || budget < -1 || seed < -1 ||
+        drafter_tokens < -1 || layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 || budget < -1 || seed < -1 ||
         window < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
         (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
         fprintf(stderr, "dflash train: options take non-negative values\n");
@@ -358,6 +364,7 @@ int df_cmd_train(int argc, char **argv) {
     if (window >= 0) o.sliding_window = window;
     if (anchors > 0) o.num_anchors = anchors;
     if (budget > 0) o.token_budget = budget;
+    if (drafter_tokens > 0) o.max_drafter_tokens = drafter_tokens;
     if (seed >= 0) o.seed = (uint64_t)seed;
     if (save_every >= 0) o.save_every = save_every;
     if (stop_at >= 0) o.stop_at = stop_at;

@@ -24,16 +24,12 @@ size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int6
     return act * act_elem + (f32 + i32) * sizeof(float) + attn_scratch;
 }
 
-/* Weights (ACT), gradients (F32), master weights and both moments (F32); on
- * the host also the copies a checkpoint is made from (weights, moments). */
-static size_t drafter_state_bytes(const DfMemoryPlanInput *in) {
+static size_t drafter_params(const DfDrafterConfig *c) {
     DfDrafterLayout layout;
-    df_drafter_layout_build(&layout, in->drafter);
+    df_drafter_layout_build(&layout, c);
     size_t n = layout.total;
     df_drafter_layout_free(&layout);
-    size_t bytes = n * in->act_elem + 4 * n * sizeof(float);
-    if (in->host_state) bytes += 3 * n * sizeof(float);
-    return bytes;
+    return n;
 }
 
 static void plan_fixed(const DfMemoryPlanInput *in, DfMemoryPlan *p) {
@@ -46,7 +42,9 @@ static void plan_fixed(const DfMemoryPlanInput *in, DfMemoryPlan *p) {
                                                                 (int)in->max_seq_len, in->act_elem);
     p->step_inputs = T * sizeof(int32_t) + T * (size_t)c->n_taps * c->hidden_size * in->act_elem;
     if (in->runs_drafter) {
-        p->drafter_state = drafter_state_bytes(in);
+        size_t n = drafter_params(in->drafter);
+        p->drafter_state = n * in->act_elem + 4 * n * sizeof(float); /* weights; gradients, master, moments */
+        if (in->host_state) p->host_copies = 3 * n * sizeof(float);    /* weights and moments for checkpoints */
         p->op_scratch = in->memory.op_scratch;
     }
     p->reserve = reserve_for(in);
@@ -54,9 +52,12 @@ static void plan_fixed(const DfMemoryPlanInput *in, DfMemoryPlan *p) {
     p->capacity = have > p->reserve ? have - p->reserve : 0;
 }
 
-static size_t fixed_total(const DfMemoryPlan *p) {
+/* What the backend's buffers hold whatever the micro-batch. */
+static size_t fixed_buffers(const DfMemoryPlan *p) {
     return p->backend + p->target_weights + p->target_workspace + p->drafter_state + p->step_inputs + p->op_scratch;
 }
+
+static size_t fixed_total(const DfMemoryPlan *p) { return fixed_buffers(p) + p->host_copies; }
 
 static size_t work_for(const DfMemoryPlanInput *in, int64_t rows) {
     return df_memory_plan_drafter_work(in->drafter, in->step_tokens, rows, in->act_elem);
@@ -75,16 +76,16 @@ static int64_t rows_that_fit(const DfMemoryPlanInput *in, size_t room) {
 }
 
 static int fail_too_small(const DfMemoryPlanInput *in, const DfMemoryPlan *p, DfError *err) {
-    size_t fixed = fixed_total(p), one = work_for(in, in->drafter->block_size);
+    size_t one = work_for(in, in->drafter->block_size);
     return df_fail(err,
                    "memory plan for %s: the run cannot fit: %.2f GiB for the target's weights, %.2f for its "
                    "forward over the largest step (%lld tokens), %.2f for the drafter's state, %.2f for the step's "
                    "features, %.2f for the backend, and %.2f for a micro-batch of one block, against %.2f GiB usable "
-                   "(%.2f kept free); lower --token-budget or --max-length (the step), --draft-layers or "
+                   "(%.2f kept free%s); lower --token-budget or --max-length (the step), --draft-layers or "
                    "--intermediate-size (the drafter), or train with the split layout (the target on other GPUs)",
                    in->device, p->target_weights / GIB, p->target_workspace / GIB, (long long)in->step_tokens,
-                   p->drafter_state / GIB, p->step_inputs / GIB, (p->backend + p->op_scratch) / GIB, one / GIB,
-                   p->capacity / GIB, p->reserve / GIB);
+                   (p->drafter_state + p->host_copies) / GIB, p->step_inputs / GIB, (p->backend + p->op_scratch) / GIB, one / GIB,
+                   p->capacity / GIB, p->reserve / GIB, p->host_copies ? ", the state's host copies counted" : "");
 }
 
 int df_memory_plan_make(const DfMemoryPlanInput *in, DfMemoryPlan *p, DfError *err) {
@@ -117,7 +118,7 @@ int df_memory_plan_make(const DfMemoryPlanInput *in, DfMemoryPlan *p, DfError *e
     } else if (fixed > p->capacity) {
         return fail_too_small(in, p, err);
     }
-    p->total = fixed + p->drafter_work;
+    p->total = fixed_buffers(p) + p->drafter_work;
     return 0;
 }
 
@@ -130,6 +131,6 @@ void df_memory_plan_print(const DfMemoryPlan *p, const char *device, FILE *fp) {
             p->drafter_work / GIB);
     if (p->block_rows > 0)
         fprintf(fp, "train: drafter micro-batches of up to %lld block rows (--max-drafter-tokens%s); the largest step "
-                    "takes %lld\n",
+                    "takes %lld of them\n",
                 (long long)p->block_rows, p->sized ? ": sized to fit" : "", (long long)p->micro_batches);
 }

@@ -42,13 +42,16 @@ typedef struct DfMemoryPlan {
     size_t backend;           /* what the backend holds already (its own workspaces) */
     size_t target_weights;
     size_t target_workspace;  /* the forward's activations for the largest step */
-    size_t drafter_state;     /* weights, gradients, master weights, moments (and host copies where they share it) */
+    size_t drafter_state;     /* weights, gradients, master weights, moments */
+    size_t host_copies;       /* the state's host copies for checkpoints, where they share the device's memory
+                                 (the CPU): checked against the capacity, not part of total (no backend buffer) */
     size_t step_inputs;       /* ids and tap features of the largest step */
     size_t op_scratch;        /* what the backend's ops take for scratch (memory_info) */
     size_t drafter_work;      /* work buffers of one micro-batch of block_rows rows */
     size_t capacity;          /* what the device has for the run: in use + available - reserve */
     size_t reserve;           /* kept free for what the backend does not count (allocator, libraries) */
-    size_t total;             /* the planned peak: the sum of the above but capacity and reserve */
+    size_t total;             /* the planned peak of the backend's buffers (memory_info's peak): the sum of
+                                 the above but host_copies, capacity and reserve */
     int64_t block_rows;       /* block rows per micro-batch */
     int64_t micro_batches;    /* of the step with the most block rows */
     int sized;                /* block_rows was sized by the plan (1) or given (0) */

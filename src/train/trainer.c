@@ -306,21 +306,23 @@ static int load_target_weights(Trainer *t, int n_layers, int with_head, DfError 
     return 0;
 }
 
+/* What the backend's buffers hold now (0 where it cannot tell). */
+static size_t bytes_in_use(DfBackend *be) {
+    DfMemoryInfo mem = {0};
+    if (be->ops->memory_info) be->ops->memory_info(be, &mem);
+    return mem.in_use;
+}
+
 static int load_models(Trainer *t, DfError *err) {
     /* Training loads and runs layers 0..max tap only; an untied lm head is
      * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
     int n_layers = target_layers_run(t);
     t->target_layers = n_layers;
-#ifdef DF_HAVE_CUDA
-    int cuda = strcmp(t->be->ops->name, "cuda") == 0;
-    size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
-#endif
+    size_t before = bytes_in_use(t->be);
     /* split layout: a drafter rank needs the embedding and the head, none of the layers */
     if (load_target_weights(t, t->role == ROLE_DRAFTER ? 0 : n_layers, !tied, err)) return -1;
-#ifdef DF_HAVE_CUDA
-    if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
-#endif
+    t->target_bytes = bytes_in_use(t->be) - before;
     DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
     DfDrafterLayout layout;
     df_drafter_layout_build(&layout, &t->dcfg);
@@ -342,14 +344,9 @@ static int load_models(Trainer *t, DfError *err) {
  * head, no drafter) and the step's input buffers. */
 static int load_target_role(Trainer *t, DfError *err) {
     t->target_layers = target_layers_run(t);
-#ifdef DF_HAVE_CUDA
-    int cuda = strcmp(t->be->ops->name, "cuda") == 0;
-    size_t before = cuda ? df_cuda_bytes_in_use(t->be) : 0;
-#endif
+    size_t before = bytes_in_use(t->be);
     if (load_target_weights(t, t->target_layers, 0, err)) return -1;
-#ifdef DF_HAVE_CUDA
-    if (cuda) t->target_bytes = df_cuda_bytes_in_use(t->be) - before;
-#endif
+    t->target_bytes = bytes_in_use(t->be) - before;
     size_t tokens = max_batch_tokens(t), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
     DfArena *acts = &t->arenas[ARENA_ACTIVATIONS];
     size_t bytes =

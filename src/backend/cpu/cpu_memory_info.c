@@ -1,12 +1,14 @@
 /* The CPU backend's memory_info: the host's memory as this process sees it
  * (MemAvailable and MemTotal of /proc/meminfo, within RLIMIT_AS and
- * RLIMIT_DATA) and the process's resident set (now, and its peak). */
+ * RLIMIT_DATA), and the bytes the backend's buffers hold, now and at most
+ * (cpu_memory.h: counted as the CUDA backend counts its device memory). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_memory.h"
 #include "backend/cpu/cpu_ops.h"
 
 /* A /proc/meminfo field in bytes (0 when it cannot be read). */
@@ -33,26 +35,21 @@ static size_t rlimit_bytes(void) {
     return lim;
 }
 
-/* The process's mapped (virtual) and resident sizes, from /proc/self/statm. */
-static void process_bytes(size_t *mapped, size_t *resident) {
+/* The process's mapped (virtual) size, from /proc/self/statm. */
+static size_t mapped_bytes(void) {
     FILE *fp = fopen("/proc/self/statm", "r");
-    unsigned long long pages = 0, res = 0;
+    unsigned long long pages = 0;
     if (fp) {
-        if (fscanf(fp, "%llu %llu", &pages, &res) != 2) pages = res = 0;
+        if (fscanf(fp, "%llu", &pages) != 1) pages = 0;
         fclose(fp);
     }
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    *mapped = (size_t)pages * page;
-    *resident = (size_t)res * page;
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 void df_cpu_memory_info(DfBackend *be, DfMemoryInfo *info) {
-    (void)be;
-    size_t lim = rlimit_bytes(), mapped, resident;
-    process_bytes(&mapped, &resident);
-    struct rusage ru;
+    size_t lim = rlimit_bytes(), mapped = mapped_bytes();
     *info = (DfMemoryInfo){.available = meminfo_bytes("MemAvailable"), .total = meminfo_bytes("MemTotal"),
-                           .in_use = resident, .host = 1};
+                           .in_use = df_cpu_bytes_in_use(be), .peak = df_cpu_peak_bytes(be), .host = 1};
     if (info->available == 0) info->available = SIZE_MAX; /* no /proc: nothing known */
     if (lim != SIZE_MAX) {
         /* the limits count mapped memory: what they leave beyond what is mapped already */
@@ -60,5 +57,4 @@ void df_cpu_memory_info(DfBackend *be, DfMemoryInfo *info) {
         if (left < info->available) info->available = left;
         if (lim < info->total || info->total == 0) info->total = lim;
     }
-    if (getrusage(RUSAGE_SELF, &ru) == 0) info->peak = (size_t)ru.ru_maxrss * 1024;
 }

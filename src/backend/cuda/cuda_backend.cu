@@ -248,7 +248,7 @@ static void cuda_memory_info(DfBackend *be, DfMemoryInfo *info) {
     if (cudaSetDevice(st->device) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
         free_bytes = total = 0;
     *info = (DfMemoryInfo){.available = free_bytes, .total = total, .in_use = st->bytes_in_use,
-                           .peak = st->peak_bytes, .op_scratch = df_cuda_lm_head_scratch_bytes()};
+                           .peak = st->peak_bytes, .op_scratch = df_cuda_lm_head_scratch_bytes(), .host = 0};
 }
 
 /* Designated initializers: an entry not implemented on CUDA yet stays NULL,
