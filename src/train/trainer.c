@@ -205,9 +205,11 @@ static int plan_steps(Trainer *t, DfError *err) {
 
 static int make_drafter_config(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
-    if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, o->draft_layers, o->intermediate_size, o->block_size,
-                                      o->num_taps, o->mask_token_id, err))
-        return -1;
+    DfDrafterOptions d = {.num_layers = o->draft_layers, .intermediate_size = o->intermediate_size,
+                          .block_size = o->block_size, .n_taps = o->num_taps, .mask_token_id = o->mask_token_id,
+                          .num_heads = o->draft_heads, .num_kv_heads = o->draft_kv_heads,
+                          .head_dim = o->draft_head_dim};
+    if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, &d, err)) return -1;
     if (o->gamma > 0) t->dcfg.gamma = o->gamma;
     if (df_drafter_set_sliding(&t->dcfg, o->sliding_window, o->sliding_layers, err)) return -1;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
