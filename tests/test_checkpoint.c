@@ -48,7 +48,8 @@ static void small_config(DfDrafterConfig *c, int mask_token_id) {
     t.rope.theta = 1e6;
     t.max_position_embeddings = 512;
     DfError err = {{0}};
-    assert_int_equal(df_drafter_config_from_target(c, &t, 2, 0, 16, 0, mask_token_id, &err), 0);
+    DfDrafterOptions dopt = {.num_layers = 2, .block_size = 16, .mask_token_id = mask_token_id};
+    assert_int_equal(df_drafter_config_from_target(c, &t, &dopt, &err), 0);
 }
 
 static void init_optimizer(State *s) {

@@ -577,7 +577,8 @@ static void check_eval_command(const char *dir, const char *input) {
     DfModelConfig tcfg;
     if (df_model_config_load(&tcfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
     DfDrafterConfig cfg;
-    if (df_drafter_config_from_target(&cfg, &tcfg, 1, 128, 8, 0, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterOptions dopt = {.num_layers = 1, .intermediate_size = 128, .block_size = 8, .mask_token_id = 8190};
+    if (df_drafter_config_from_target(&cfg, &tcfg, &dopt, &err)) fail_msg("%s", err.msg);
     DfDrafterLayout layout;
     df_drafter_layout_build(&layout, &cfg);
     float *params = malloc(layout.total * sizeof *params);

@@ -103,7 +103,9 @@ static int parity_setup_on(void **state, const char *device) {
     if (df_target_load(&p->target, p->be, df_test_path("assets/coder-tiny"), 1, 0, &err)) fail_msg("%s", err.msg);
     assert_true(p->target.cfg.tie_word_embeddings);
     DfDrafterConfig cfg;
-    if (df_drafter_config_from_target(&cfg, &p->target.cfg, 2, 128, 8, 3, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterOptions dopt = {.num_layers = 2, .intermediate_size = 128,
+                             .block_size = 8, .n_taps = 3, .mask_token_id = 8190};
+    if (df_drafter_config_from_target(&cfg, &p->target.cfg, &dopt, &err)) fail_msg("%s", err.msg);
     assert_int_equal(cfg.target_layer_ids[0], 1);
     assert_int_equal(cfg.target_layer_ids[2], 5);
     assert_true(cfg.gamma == 4.0);

@@ -56,7 +56,8 @@ static void small_config(DfDrafterConfig *c) {
     t.rope.theta = 1e6;
     t.max_position_embeddings = 512;
     DfError err = {{0}};
-    assert_int_equal(df_drafter_config_from_target(c, &t, 2, 0, 16, 0, 290, &err), 0);
+    DfDrafterOptions dopt = {.num_layers = 2, .block_size = 16, .mask_token_id = 290};
+    assert_int_equal(df_drafter_config_from_target(c, &t, &dopt, &err), 0);
 }
 
 static float *random_params(const DfDrafterLayout *l, uint64_t seed) {
@@ -171,7 +172,8 @@ static void test_qwen3_8b_config(void **state) {
     qwen3_8b_target(&t);
     DfDrafterConfig c;
     DfError err = {{0}};
-    assert_int_equal(df_drafter_config_from_target(&c, &t, 5, 0, 16, 0, 151669, &err), 0);
+    DfDrafterOptions dopt = {.num_layers = 5, .block_size = 16, .mask_token_id = 151669};
+    assert_int_equal(df_drafter_config_from_target(&c, &t, &dopt, &err), 0);
     static const int taps[] = {1, 9, 17, 25, 33}; /* spec sections 2 and 7 */
     assert_int_equal(c.n_taps, 5);
     for (int i = 0; i < 5; i++) assert_int_equal(c.target_layer_ids[i], taps[i]);
@@ -255,7 +257,8 @@ static void test_llama3_rope_scaling(void **state) {
     t.max_position_embeddings = 131072;
     DfDrafterConfig c;
     DfError err = {{0}};
-    assert_int_equal(df_drafter_config_from_target(&c, &t, 5, 0, 10, 0, 128002, &err), 0);
+    DfDrafterOptions dopt = {.num_layers = 5, .block_size = 10, .mask_token_id = 128002};
+    assert_int_equal(df_drafter_config_from_target(&c, &t, &dopt, &err), 0);
     char *text = df_drafter_config_json(&c);
     cJSON *root = cJSON_Parse(text);
     const cJSON *s = cJSON_GetObjectItem(root, "rope_scaling");

@@ -40,7 +40,8 @@ static void setup_drafter(Setup *s) {
     t.num_layers = 8, t.hidden_size = HID, t.num_heads = 4, t.head_dim = 16, t.num_kv_heads = 2;
     t.intermediate_size = 96, t.vocab_size = VOCAB, t.rms_norm_eps = 1e-6, t.rope.theta = 1e4;
     t.max_position_embeddings = 512;
-    assert_int_equal(df_drafter_config_from_target(&s->cfg, &t, 2, 0, B, 0, 290, &err), 0);
+    DfDrafterOptions dopt = {.num_layers = 2, .block_size = B, .mask_token_id = 290};
+    assert_int_equal(df_drafter_config_from_target(&s->cfg, &t, &dopt, &err), 0);
     df_drafter_layout_build(&s->layout, &s->cfg);
     s->params = df_test_random_array(s->layout.total, 11, 0.4f);
     s->features = df_test_random_array((size_t)S * s->cfg.n_taps * HID, 12, 1.0f);

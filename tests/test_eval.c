@@ -44,7 +44,8 @@ static void setup(Setup *s, int block_size) {
     s->be = df_backend_cpu_create(&err);
     if (df_target_load(&s->target, s->be, df_test_path("assets/coder-tiny"), 8, 1, &err)) fail_msg("%s", err.msg);
     DfDrafterConfig cfg, loaded;
-    if (df_drafter_config_from_target(&cfg, &s->target.cfg, 2, 0, block_size, 0, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterOptions dopt = {.num_layers = 2, .block_size = block_size, .mask_token_id = 8190};
+    if (df_drafter_config_from_target(&cfg, &s->target.cfg, &dopt, &err)) fail_msg("%s", err.msg);
     DfDrafterLayout layout, loaded_layout;
     df_drafter_layout_build(&layout, &cfg);
     float *params = malloc(layout.total * sizeof *params), *back = NULL;
@@ -234,7 +235,9 @@ static void test_drafter_forward_matches_reference(void **state) {
     DfTargetModel target = {0};
     if (df_target_load(&target, be, df_test_path("assets/coder-tiny"), 8, 1, &err)) fail_msg("%s", err.msg);
     DfDrafterConfig cfg;
-    if (df_drafter_config_from_target(&cfg, &target.cfg, 2, 128, 8, 3, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterOptions dopt = {.num_layers = 2, .intermediate_size = 128,
+                             .block_size = 8, .n_taps = 3, .mask_token_id = 8190};
+    if (df_drafter_config_from_target(&cfg, &target.cfg, &dopt, &err)) fail_msg("%s", err.msg);
     DfDrafterLayout layout;
     df_drafter_layout_build(&layout, &cfg);
     float *params = malloc(layout.total * sizeof *params);
@@ -316,7 +319,8 @@ static void test_eval_command(void **state) {
     DfModelConfig tcfg;
     if (df_model_config_load(&tcfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
     DfDrafterConfig cfg;
-    if (df_drafter_config_from_target(&cfg, &tcfg, 1, 128, 4, 0, 8190, &err)) fail_msg("%s", err.msg);
+    DfDrafterOptions dopt = {.num_layers = 1, .intermediate_size = 128, .block_size = 4, .mask_token_id = 8190};
+    if (df_drafter_config_from_target(&cfg, &tcfg, &dopt, &err)) fail_msg("%s", err.msg);
     DfDrafterLayout layout;
     df_drafter_layout_build(&layout, &cfg);
     float *params = malloc(layout.total * sizeof *params);

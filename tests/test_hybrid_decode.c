@@ -223,7 +223,8 @@ typedef struct Spec {
 
 static void spec_setup(Fixture *f, Spec *s, int block) {
     DfError err;
-    if (df_drafter_config_from_target(&s->cfg, &f->m.cfg, 2, 0, block, 0, VOCAB - 1, &err)) fail_msg("%s", err.msg);
+    DfDrafterOptions dopt = {.num_layers = 2, .block_size = block, .mask_token_id = VOCAB - 1};
+    if (df_drafter_config_from_target(&s->cfg, &f->m.cfg, &dopt, &err)) fail_msg("%s", err.msg);
     df_drafter_layout_build(&s->layout, &s->cfg);
     s->params = df_test_random_array(s->layout.total, 77, 0.3f);
     if (df_drafter_runner_init(&s->runner, f->be, &s->cfg, s->params, f->m.embed, f->m.lm_head, 1, 128, &err))

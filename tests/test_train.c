@@ -2,8 +2,9 @@
  * tiny drafter and a slice of assets/data/code-dev.jsonl: the loss falls,
  * metrics.jsonl has one well-formed line per step, final/ is a drafter
  * directory; an interrupted and resumed run equals the uninterrupted one to
- * the bit (metrics and final weights); resume refuses changed options; bad
- * options fail with clear messages; drafter micro-batches
+ * the bit (metrics and final weights); resume refuses changed options; a
+ * drafter with its own attention shape trains, exports, loads and evaluates;
+ * bad options fail with clear messages; drafter micro-batches
  * (--max-drafter-tokens) give the whole steps' losses within 1e-6 and their
  * weights within what a change of summation order does, and resume
  * bit-exactly. */
@@ -15,8 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/model_config.h"
 #include "formats/safetensors.h"
 #include "formats/token_store.h"
+#include "infer/drafter_infer.h"
+#include "model/drafter_io.h"
 
 #define SLICE_RECORDS 12
 #define OUT_CAP 65536
@@ -186,6 +190,67 @@ static void test_resume_is_bit_identical(void **state) {
     assert_non_null(strstr(f->out, "'seed' differs"));
 }
 
+static int config_int(const cJSON *cfg, const char *field) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, field);
+    assert_true(cJSON_IsNumber(v));
+    return v->valueint;
+}
+
+/* A drafter whose attention shape is not the target's (coder-tiny: 4 heads
+ * of 64, 2 KV heads; here 8 heads of 32, 4 KV heads): a run stopped after a
+ * checkpoint refuses to resume with another --draft-heads, naming it; resumed
+ * with the same shape it exports that shape in final/config.json, which the
+ * loader reads back, df_drafter_fit_target accepts against the target, and
+ * `dflash eval` runs. */
+#define SHAPE_OPTIONS TINY_OPTIONS " --draft-heads 8 --draft-kv-heads 4 --draft-head-dim 32 --steps 3"
+
+static void test_own_attention_shape(void **state) {
+    Fixture *f = *state;
+    assert_int_equal(train(f, "shape", SHAPE_OPTIONS " --stop-at 2"), 0);
+    assert_int_not_equal(train_refused(f, "shape", TINY_OPTIONS " --draft-heads 4 --draft-kv-heads 4 "
+                                                   "--draft-head-dim 32 --steps 3 --resume"), 0);
+    assert_non_null(strstr(f->out, "--draft-heads"));
+    assert_non_null(strstr(f->out, "num_attention_heads: 8 vs 4"));
+    assert_int_equal(train(f, "shape", SHAPE_OPTIONS " --resume"), 0);
+    assert_non_null(strstr(f->out, "drafter written to"));
+
+    char final_dir[1024], path[1200];
+    snprintf(final_dir, sizeof final_dir, "%s/shape/final", f->dir);
+    snprintf(path, sizeof path, "%s/config.json", final_dir);
+    char *text = df_test_read_file(path, NULL);
+    cJSON *cfg = cJSON_Parse(text);
+    assert_non_null(cfg);
+    assert_int_equal(config_int(cfg, "num_attention_heads"), 8);
+    assert_int_equal(config_int(cfg, "num_key_value_heads"), 4);
+    assert_int_equal(config_int(cfg, "head_dim"), 32);
+    assert_int_equal(config_int(cfg, "hidden_size"), 256);
+    cJSON_Delete(cfg);
+    free(text);
+
+    DfDrafterConfig dcfg;
+    DfDrafterLayout layout;
+    DfModelConfig tcfg;
+    float *params = NULL;
+    DfError err = {{0}};
+    if (df_drafter_load(final_dir, &dcfg, &layout, &params, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(dcfg.num_heads, 8);
+    assert_int_equal(dcfg.num_kv_heads, 4);
+    assert_int_equal(dcfg.head_dim, 32);
+    if (df_model_config_load(&tcfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
+    if (df_drafter_fit_target(&dcfg, &tcfg, 8190, final_dir, &err)) fail_msg("%s", err.msg);
+    free(params);
+    df_drafter_layout_free(&layout);
+
+    char prompts[1024], cmd[4096];
+    snprintf(prompts, sizeof prompts, "%s/prompts.jsonl", f->dir);
+    df_test_write_file(prompts, "{\"prompt\": \"def add(a, b):\\n\"}\n");
+    snprintf(cmd, sizeof cmd, "OMP_NUM_THREADS=2 '%s' eval --target '%s' --draft '%s' --input '%s' --max-new-tokens 8",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), final_dir, prompts);
+    if (df_test_run(cmd, f->out, sizeof f->out) != 0) fail_msg("dflash eval failed: %s", f->out);
+    assert_non_null(strstr(f->out, "8 heads of 32 (4 kv heads)"));
+    assert_non_null(strstr(f->out, "tau "));
+}
+
 static void test_bad_options(void **state) {
     Fixture *f = *state;
     char cmd[4096];
@@ -208,6 +273,14 @@ static void test_bad_options(void **state) {
              df_test_path("assets/coder-tiny"), f->dir);
     assert_int_equal(df_test_run(cmd, f->out, sizeof f->out), 2);
     assert_non_null(strstr(f->out, "--data"));
+
+    /* the drafter's attention shape: out of range on the command line, or not fitting together */
+    assert_int_equal(train_refused(f, "bad7", TINY_OPTIONS " --steps 2 --draft-heads 0"), 2);
+    assert_non_null(strstr(f->out, "--draft-heads must be in 1..256, got 0"));
+    assert_int_not_equal(train_refused(f, "bad8", TINY_OPTIONS " --steps 2 --draft-heads 6 --draft-kv-heads 4"), 0);
+    assert_non_null(strstr(f->out, "--draft-heads 6 must be a multiple of --draft-kv-heads 4"));
+    assert_int_not_equal(train_refused(f, "bad9", TINY_OPTIONS " --steps 2 --draft-head-dim 33"), 0);
+    assert_non_null(strstr(f->out, "--draft-head-dim must be even"));
 
     /* --resume before any checkpoint exists (a run killed early, a requeued job's first launch) starts at 0 */
     assert_int_equal(train(f, "fresh5", TINY_OPTIONS " --steps 2 --resume"), 0);
@@ -309,6 +382,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_short_run_learns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_is_bit_identical, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_own_attention_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_micro_batches_match_whole_steps, setup, teardown),
     };

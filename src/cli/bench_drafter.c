@@ -86,8 +86,9 @@ int df_bench_drafter_step(const char *target_dir, const DfDrafterBenchShape *s, 
     memset(&d, 0, sizeof d);
     int rc = df_target_load(&target, be, target_dir, 1, 1, err);
     if (rc != 0) goto out_be;
-    rc = df_drafter_config_from_target(&cfg, &target.cfg, s->layers, s->intermediate, s->block_size, 0,
-                                       target.cfg.vocab_size - 2, err);
+    DfDrafterOptions opt = {.num_layers = s->layers, .intermediate_size = s->intermediate,
+                            .block_size = s->block_size, .mask_token_id = target.cfg.vocab_size - 2};
+    rc = df_drafter_config_from_target(&cfg, &target.cfg, &opt, err);
     if (rc == 0) rc = df_drafter_create(&d, be, &cfg, target.embed, target.lm_head, err);
     if (rc != 0) goto out_target;
     float *params = df_xmalloc(d.layout.total * sizeof *params, "bench params");

@@ -43,8 +43,9 @@ static int build_models(StepBench *b, const DfTrainStepShape *s, DfError *err) {
     if (df_target_init_random(&b->target, b->be, &s->target, 1234, 1, err)) return -1;
     b->have_target = 1;
     DfDrafterConfig cfg;
-    if (df_drafter_config_from_target(&cfg, &s->target, s->drafter_layers, 0, s->block_size, 0,
-                                      s->target.vocab_size - 2, err) ||
+    DfDrafterOptions opt = {.num_layers = s->drafter_layers, .block_size = s->block_size,
+                            .mask_token_id = s->target.vocab_size - 2};
+    if (df_drafter_config_from_target(&cfg, &s->target, &opt, err) ||
         df_drafter_create(&b->drafter, b->be, &cfg, b->target.embed, b->target.lm_head, err))
         return -1;
     b->have_drafter = 1;

@@ -75,8 +75,9 @@ static int load_models(EvalRun *e, DfError *err) {
         df_drafter_runner_init(&e->drafter, e->be, &dcfg, params, e->model.embed, e->model.lm_head, 1, cap, err))
         goto done;
     if (a->no_graphs) df_target_decoder_set_graphs(&e->dec, 0);
-    fprintf(stderr, "eval: drafter %s: %d layers, block size %d (running %d), taps", a->draft, dcfg.num_layers,
-            dcfg.block_size, e->spec.block_size);
+    fprintf(stderr, "eval: drafter %s: %d layers, %d heads of %d (%d kv heads), block size %d (running %d), taps",
+            a->draft, dcfg.num_layers, dcfg.num_heads, dcfg.head_dim, dcfg.num_kv_heads, dcfg.block_size,
+            e->spec.block_size);
     for (int i = 0; i < dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", dcfg.target_layer_ids[i]);
     fprintf(stderr, ", mask token %d\n", dcfg.mask_token_id);
     rc = 0;

@@ -4,6 +4,7 @@
  * a metrics log; with no arguments, the bundled default run. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "cli/commands.h"
 #include "formats/model_config.h"
 #include "formats/token_store.h"
+#include "model/drafter_config.h"
 #include "text/tokenizer.h"
 #include "train/trainer.h"
 
@@ -253,6 +255,19 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     }
 }
 
+/* One of the drafter's attention-shape options: INT_MIN when not given
+ * (the trainer's default); a given value must lie in 1..max (divisibility
+ * and evenness are checked with the target's defaults, by the trainer). */
+static int check_shape_option(const char *name, int value, int max, int *dest) {
+    if (value == INT_MIN) return 0;
+    if (value <= 0 || value > max) {
+        fprintf(stderr, "dflash train: --%s must be in 1..%d, got %d\n", name, max, value);
+        return -1;
+    }
+    *dest = value;
+    return 0;
+}
+
 int df_cmd_train(int argc, char **argv) {
     DfTrainOptions o;
     df_train_options_default(&o);
@@ -262,6 +277,8 @@ int df_cmd_train(int argc, char **argv) {
     int queue_depth = -1, log_every = -1, target_ranks = -1, drafter_tokens = -1;
     const char *layout = NULL, *overlap = NULL;
     double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1, bucket_mib = -1;
+    /* INT_MIN: not given (a given value must be positive; the trainer checks it further) */
+    int heads = INT_MIN, kv_heads = INT_MIN, head_dim = INT_MIN;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
         {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
@@ -271,6 +288,9 @@ int df_cmd_train(int argc, char **argv) {
         {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0},
         {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0},
         {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0},
+        {"draft-heads", DF_OPT_INT, &heads, "N", "drafter query heads (default: the target's; 32 for a hybrid Qwen3.5/3.6 target)", 0},
+        {"draft-kv-heads", DF_OPT_INT, &kv_heads, "N", "drafter key/value heads, dividing --draft-heads (default: the target's; 8 for a hybrid target)", 0},
+        {"draft-head-dim", DF_OPT_INT, &head_dim, "N", "drafter head size, even, at most 256 (64 or 128 on CUDA); RoPE turns all of it (default: the target's; 128 for a hybrid target)", 0},
         {"sliding-window", DF_OPT_INT, &window, "N", "sliding-window drafter layers: a block sees only the last N context positions before its anchor (exported as layer_types sliding_attention + sliding_window; default: off)", 0},
         {"sliding-layers", DF_OPT_STRING, &o.sliding_layers, "LIST", "which layers slide with --sliding-window: all, none, or indices and ranges like 0,1 or 0-3 (negative: from the last) (default: all but the last)", 0},
         {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0},
@@ -336,6 +356,10 @@ int df_cmd_train(int argc, char **argv) {
                         "--max-drafter-tokens, --max-length and --lr must be positive\n");
         return 2;
     }
+    if (check_shape_option("draft-heads", heads, DF_MAX_DRAFT_HEADS, &o.draft_heads) ||
+        check_shape_option("draft-kv-heads", kv_heads, DF_MAX_DRAFT_HEADS, &o.draft_kv_heads) ||
+        check_shape_option("draft-head-dim", head_dim, DF_MAX_DRAFT_HEAD_DIM, &o.draft_head_dim))
+        return 2;
     if (queue_depth == 0) {
         fprintf(stderr, "dflash train: --queue-depth must be at least 1 (1: lock-step)\n");
         return 2;

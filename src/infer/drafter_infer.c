@@ -248,10 +248,9 @@ int df_drafter_fit_target(DfDrafterConfig *c, const DfModelConfig *t, int tokeni
 #define SAME(field, tfield)                                                                                         \
     if (c->field != t->tfield)                                                                                      \
         return df_fail(err, "%s: %s is %d, the target's is %d", dir, #field, (int)c->field, (int)t->tfield);
+    /* the embedding and lm head are the target's; the attention shape
+     * (heads, kv heads, head_dim) is the drafter's own (spec section 3) */
     SAME(hidden_size, hidden_size)
-    SAME(num_heads, num_heads)
-    SAME(num_kv_heads, num_kv_heads)
-    SAME(head_dim, head_dim)
     SAME(vocab_size, vocab_size)
 #undef SAME
     for (int i = 0; i < c->n_taps; i++)

@@ -62,8 +62,9 @@ int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int blo
 const float *df_drafter_logits(DfDrafterRunner *r, DfError *err);
 
 /* A drafter directory's config against the target it will serve: equal
- * hidden size, heads, kv heads, head_dim and vocabulary, and taps inside the
- * target's layers. A mask token id of -1 (not in config.json) becomes the
+ * hidden size and vocabulary (the embedding and lm head are shared), and
+ * taps inside the target's layers; the attention shape is the drafter's own
+ * and need not be the target's. A mask token id of -1 (not in config.json) becomes the
  * first id past the tokenizer's vocabulary (tokenizer_vocab) that the
  * embedding still has a row for (spec section 7). */
 int df_drafter_fit_target(DfDrafterConfig *cfg, const DfModelConfig *target, int tokenizer_vocab, const char *dir,

@@ -5,30 +5,70 @@
 
 #include "train/anchors.h"
 
-int df_drafter_config_from_target(DfDrafterConfig *c, const DfModelConfig *t, int num_layers, int intermediate_size,
-                                  int block_size, int n_taps, int mask_token_id, DfError *err) {
+void df_drafter_default_attention(const DfModelConfig *t, int *num_heads, int *num_kv_heads, int *head_dim) {
+    if (t->is_hybrid) {
+        *num_heads = 32, *num_kv_heads = 8, *head_dim = 128;
+        return;
+    }
+    *num_heads = t->num_heads, *num_kv_heads = t->num_kv_heads, *head_dim = t->head_dim;
+}
+
+/* One field of the attention shape: a given value (non-zero) must lie in
+ * 1..max; 0 takes the default. */
+static int pick_shape_value(int given, int fallback, int max, const char *option, int *out, DfError *err) {
+    if (given < 0 || given > max) return df_fail(err, "drafter: %s must be in 1..%d, got %d", option, max, given);
+    *out = given ? given : fallback;
+    return 0;
+}
+
+/* The attention shape from the options and the target's defaults; a default
+ * that does not fit a given value (e.g. --draft-heads 4 with the default 8 KV
+ * heads) is reported as the default it is. */
+static int pick_attention(DfDrafterConfig *c, const DfModelConfig *t, const DfDrafterOptions *o, DfError *err) {
+    int heads, kv, hd;
+    df_drafter_default_attention(t, &heads, &kv, &hd);
+    if (pick_shape_value(o->num_heads, heads, DF_MAX_DRAFT_HEADS, "--draft-heads", &c->num_heads, err) ||
+        pick_shape_value(o->num_kv_heads, kv, DF_MAX_DRAFT_HEADS, "--draft-kv-heads", &c->num_kv_heads, err) ||
+        pick_shape_value(o->head_dim, hd, DF_MAX_DRAFT_HEAD_DIM, "--draft-head-dim", &c->head_dim, err))
+        return -1;
+    if (c->num_heads % c->num_kv_heads != 0)
+        return df_fail(err, "drafter: --draft-heads %d%s must be a multiple of --draft-kv-heads %d%s (each KV head serves "
+                       "a whole group of query heads)", c->num_heads, o->num_heads ? "" : " (the default)",
+                       c->num_kv_heads, o->num_kv_heads ? "" : " (the default)");
+    if (c->head_dim % 2 != 0)
+        return df_fail(err, "drafter: --draft-head-dim must be even (RoPE turns pairs), in 2..%d, got %d",
+                       DF_MAX_DRAFT_HEAD_DIM, c->head_dim);
+    return 0;
+}
+
+int df_drafter_config_from_target(DfDrafterConfig *c, const DfModelConfig *t, const DfDrafterOptions *o,
+                                  DfError *err) {
     memset(c, 0, sizeof *c);
+    int num_layers = o->num_layers, block_size = o->block_size, n_taps = o->n_taps;
     if (num_layers < 1 || num_layers > 64) return df_fail(err, "drafter: --draft-layers must be in 1..64, got %d", num_layers);
     if (block_size < 2 || block_size > 64) return df_fail(err, "drafter: --block-size must be in 2..64, got %d", block_size);
-    if (intermediate_size < 0) return df_fail(err, "drafter: --intermediate-size must be positive, got %d", intermediate_size);
+    if (o->intermediate_size < 0)
+        return df_fail(err, "drafter: --intermediate-size must be positive, got %d", o->intermediate_size);
     if (n_taps == 0) n_taps = num_layers;
     if (n_taps > t->num_layers - 1) n_taps = t->num_layers > 1 ? t->num_layers - 1 : 1;
     if (n_taps < 1 || n_taps > DF_MAX_TAPS) return df_fail(err, "drafter: number of target taps must be in 1..%d, got %d", DF_MAX_TAPS, n_taps);
-    if (mask_token_id < 0 || mask_token_id >= t->vocab_size)
-        return df_fail(err, "drafter: mask token id %d is outside the target's embedding (%d rows)", mask_token_id, t->vocab_size);
+    if (o->mask_token_id < 0 || o->mask_token_id >= t->vocab_size)
+        return df_fail(err, "drafter: mask token id %d is outside the target's embedding (%d rows)", o->mask_token_id,
+                       t->vocab_size);
+    if (pick_attention(c, t, o, err)) return -1;
     c->hidden_size = t->hidden_size;
-    c->num_heads = t->num_heads;
-    c->num_kv_heads = t->num_kv_heads;
-    c->head_dim = t->head_dim;
-    c->intermediate_size = intermediate_size ? intermediate_size : t->intermediate_size;
+    c->intermediate_size = o->intermediate_size ? o->intermediate_size : t->intermediate_size;
     c->num_layers = num_layers;
     c->vocab_size = t->vocab_size;
     c->block_size = block_size;
-    c->mask_token_id = mask_token_id;
+    c->mask_token_id = o->mask_token_id;
     c->num_target_layers = t->num_layers;
     c->n_taps = n_taps;
     df_default_target_layer_ids(t->num_layers, n_taps, c->target_layer_ids);
     c->rms_norm_eps = t->rms_norm_eps;
+    /* the target's base and scaling; DfRopeConfig has no rotary_dim: the
+     * drafter's rope turns its whole head_dim (a hybrid target's partial
+     * rotary is not inherited) */
     c->rope = t->rope;
     c->max_position_embeddings = t->max_position_embeddings;
     c->gamma = df_default_gamma(block_size);

@@ -12,9 +12,9 @@
 
 typedef struct DfDrafterConfig {
     int hidden_size;       /* = target's */
-    int num_heads;         /* = target's */
-    int num_kv_heads;      /* = target's */
-    int head_dim;          /* = target's */
+    int num_heads;         /* the drafter's own (DfDrafterOptions): query heads */
+    int num_kv_heads;      /* the drafter's own: key/value heads (GQA) */
+    int head_dim;          /* the drafter's own; RoPE turns all of it */
     int intermediate_size; /* option; default the target's */
     int num_layers;        /* option; default 5 */
     int vocab_size;        /* = target's (embedding rows) */
@@ -24,7 +24,8 @@ typedef struct DfDrafterConfig {
     int n_taps;
     int target_layer_ids[DF_MAX_TAPS];
     double rms_norm_eps;   /* = target's */
-    DfRopeConfig rope;     /* = target's */
+    DfRopeConfig rope;     /* = target's base and scaling, always over the whole head_dim: a hybrid
+                              target's partial rotary_dim is the target's alone */
     int max_position_embeddings;
     double gamma;          /* loss decay (spec section 4); training only, not exported */
     /* Sliding-window layers (config.json "layer_types": "sliding_attention"
@@ -38,12 +39,37 @@ typedef struct DfDrafterConfig {
     unsigned char sliding[DF_MAX_DRAFT_LAYERS];  /* [num_layers]: 1 = sliding_attention */
 } DfDrafterConfig;
 
-/* Fills cfg from the target's config with the given options; n_taps = 0
- * means the default (spec section 2: n = num_layers of the drafter, as the
- * z-lab drafters do, capped so that taps stay below the target's layer count);
- * intermediate_size = 0 means the target's. Checks the result. */
-int df_drafter_config_from_target(DfDrafterConfig *cfg, const DfModelConfig *target, int num_layers,
-                                  int intermediate_size, int block_size, int n_taps, int mask_token_id, DfError *err);
+/* The training options that shape a drafter (the CLI's --draft-layers,
+ * --intermediate-size, --block-size, --num-taps, --mask-token-id,
+ * --draft-heads, --draft-kv-heads, --draft-head-dim). */
+typedef struct DfDrafterOptions {
+    int num_layers;        /* 1..64 */
+    int intermediate_size; /* 0: the target's */
+    int block_size;        /* 2..64 */
+    int n_taps;            /* 0: the default (spec section 2: as many as num_layers, capped so that taps
+                              stay below the target's layer count) */
+    int mask_token_id;     /* a row of the target's embedding */
+    int num_heads;         /* 0: the default attention shape (df_drafter_default_attention) */
+    int num_kv_heads;      /* 0: the default */
+    int head_dim;          /* 0: the default */
+} DfDrafterOptions;
+
+#define DF_MAX_DRAFT_HEADS 256
+#define DF_MAX_DRAFT_HEAD_DIM 256 /* the largest head the attention kernels take */
+
+/* The drafter's default attention shape for a target (spec section 3): the
+ * target's own for the dense families; for the hybrid Qwen3.5/3.6 family 32
+ * query heads of 128 and 8 KV heads, as the published drafters of those
+ * targets have (their targets' 24 heads of 256 with partial rotary are no
+ * shape for a drafter's plain attention). */
+void df_drafter_default_attention(const DfModelConfig *target, int *num_heads, int *num_kv_heads, int *head_dim);
+
+/* Fills cfg from the target's config with the given options (0 fields:
+ * their defaults) and checks them; errors name the option and its range.
+ * The drafter keeps the target's hidden size, vocabulary, rms eps and rope
+ * base and scaling; its rope always covers its whole head_dim. */
+int df_drafter_config_from_target(DfDrafterConfig *cfg, const DfModelConfig *target, const DfDrafterOptions *opt,
+                                  DfError *err);
 
 /* The context window of decoder layer `layer`: sliding_window for a sliding
  * layer, 0 (unlimited) for a full-attention one. */

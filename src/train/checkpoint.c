@@ -331,6 +331,24 @@ static int verify_file(const DfSafetensors *st, const char *path, const cJSON *m
     return 0;
 }
 
+/* The train option that sets the drafter_config field a mismatch `what`
+ * starts with ("" when none does: it comes from the target). */
+static const char *option_of(const char *what) {
+    static const struct {
+        const char *field, *option;
+    } map[] = {
+        {"intermediate_size:", "--intermediate-size"},     {"num_hidden_layers:", "--draft-layers"},
+        {"num_attention_heads:", "--draft-heads"},         {"num_key_value_heads:", "--draft-kv-heads"},
+        {"head_dim:", "--draft-head-dim"},                 {"block_size:", "--block-size"},
+        {"dflash_config.mask_token_id:", "--mask-token-id"}, {"dflash_config.target_layer_ids:", "--num-taps"},
+        {"sliding_window:", "--sliding-window"},           {"layer_types[", "--sliding-layers"},
+        {"gamma", "--gamma"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (strncmp(what, map[i].field, strlen(map[i].field)) == 0) return map[i].option;
+    return "";
+}
+
 static int check_config(const char *path, const cJSON *meta, const DfDrafterConfig *cfg, DfError *err) {
     char source[4200];
     snprintf(source, sizeof source, "%s: metadata drafter_config", path);
@@ -338,10 +356,10 @@ static int check_config(const char *path, const cJSON *meta, const DfDrafterConf
     if (df_drafter_config_parse(meta_string(meta, "drafter_config"), source, &saved, err) != 0) return -1;
     saved.gamma = strtod(meta_string(meta, "loss_gamma"), NULL);
     char what[512];
-    if (df_drafter_config_differs(&saved, cfg, what, sizeof what))
-        return df_fail(err, "%s: the checkpoint's drafter differs from this run's: %s (checkpoint vs run)", path,
-                       what);
-    return 0;
+    if (!df_drafter_config_differs(&saved, cfg, what, sizeof what)) return 0;
+    const char *option = option_of(what);
+    return df_fail(err, "%s: the checkpoint's drafter differs from this run's: %s (checkpoint vs run%s%s)", path, what,
+                   *option ? "; set by " : "", option);
 }
 
 static int64_t read_i64(const DfTensorInfo *t) {

@@ -133,6 +133,10 @@ static char *options_json(const Trainer *t) {
     cJSON_AddNumberToObject(j, "epochs", o->steps ? 0.0 : (double)o->epochs);
     cJSON_AddNumberToObject(j, "draft_layers", t->dcfg.num_layers);
     cJSON_AddNumberToObject(j, "intermediate_size", t->dcfg.intermediate_size);
+    /* the resolved shape, so that a changed default cannot mix runs either */
+    cJSON_AddNumberToObject(j, "draft_heads", t->dcfg.num_heads);
+    cJSON_AddNumberToObject(j, "draft_kv_heads", t->dcfg.num_kv_heads);
+    cJSON_AddNumberToObject(j, "draft_head_dim", t->dcfg.head_dim);
     cJSON_AddNumberToObject(j, "block_size", t->dcfg.block_size);
     cJSON *taps = cJSON_AddArrayToObject(j, "target_layer_ids");
     for (int i = 0; i < t->dcfg.n_taps; i++) cJSON_AddItemToArray(taps, cJSON_CreateNumber(t->dcfg.target_layer_ids[i]));
@@ -151,26 +155,45 @@ static char *options_json(const Trainer *t) {
     return text;
 }
 
+/* Options that older versions did not record: a checkpoint without them is
+ * of the shape they name (the drafter's attention shape; the checkpoint's
+ * drafter_config, checked when it loads, holds it), so their absence is no
+ * difference. */
+static int recorded_later(const char *key) {
+    return strcmp(key, "draft_heads") == 0 || strcmp(key, "draft_kv_heads") == 0 || strcmp(key, "draft_head_dim") == 0;
+}
+
+/* The first option of `now` whose value differs from `old`'s: fails naming it. */
+static int first_difference(const cJSON *old_opts, const cJSON *now_opts, const char *path, DfError *err) {
+    const cJSON *item;
+    cJSON_ArrayForEach(item, now_opts) {
+        const cJSON *old = cJSON_GetObjectItemCaseSensitive(old_opts, item->string);
+        if (!old && recorded_later(item->string)) continue;
+        char *now_text = cJSON_PrintUnformatted(item);
+        char *old_text = old ? cJSON_PrintUnformatted(old) : NULL;
+        int same = old_text && strcmp(now_text, old_text) == 0;
+        if (!same)
+            df_fail(err, "--resume: option '%s' differs: the checkpoint %s has %s, this run %s (refusing to mix runs)",
+                    item->string, path, old_text ? old_text : "nothing", now_text);
+        cJSON_free(now_text);
+        cJSON_free(old_text);
+        if (!same) return -1;
+    }
+    return 0;
+}
+
 /* Fails naming the first option whose value differs. */
 static int compare_options(const char *stored, const char *current, const char *path, DfError *err) {
     if (strcmp(stored, current) == 0) return 0;
     cJSON *a = cJSON_Parse(stored), *b = cJSON_Parse(current);
-    int rc = df_fail(err, "--resume: the options of %s differ from this run's", path);
-    if (a && b) {
-        const cJSON *item;
-        cJSON_ArrayForEach(item, b) {
-            const cJSON *old = cJSON_GetObjectItemCaseSensitive(a, item->string);
-            char *now_text = cJSON_PrintUnformatted(item);
-            char *old_text = old ? cJSON_PrintUnformatted(old) : NULL;
-            int same = old_text && strcmp(now_text, old_text) == 0;
-            if (!same)
-                df_fail(err, "--resume: option '%s' differs: the checkpoint %s has %s, this run %s (refusing to mix runs)",
-                        item->string, path, old_text ? old_text : "nothing", now_text);
-            cJSON_free(now_text);
-            cJSON_free(old_text);
-            if (!same) break;
-        }
-    }
+    int rc = 0;
+    if (!a || !b || first_difference(a, b, path, err)) rc = -1;
+    /* every option of this run matches: the checkpoint may still have more */
+    for (const cJSON *item = a ? a->child : NULL; rc == 0 && item; item = item->next)
+        if (!cJSON_GetObjectItemCaseSensitive(b, item->string))
+            rc = df_fail(err, "--resume: the checkpoint %s has option '%s', which this run does not (refusing to mix "
+                         "runs)", path, item->string);
+    if (rc && !(a && b)) df_fail(err, "--resume: the options of %s differ from this run's", path);
     cJSON_Delete(a);
     cJSON_Delete(b);
     return rc;
@@ -206,9 +229,18 @@ static int plan_steps(Trainer *t, DfError *err) {
 
 static int make_drafter_config(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
-    if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, o->draft_layers, o->intermediate_size, o->block_size,
-                                      o->num_taps, o->mask_token_id, err))
-        return -1;
+    DfDrafterOptions d = {.num_layers = o->draft_layers, .intermediate_size = o->intermediate_size,
+                          .block_size = o->block_size, .n_taps = o->num_taps, .mask_token_id = o->mask_token_id,
+                          .num_heads = o->draft_heads, .num_kv_heads = o->draft_kv_heads,
+                          .head_dim = o->draft_head_dim};
+    if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, &d, err)) return -1;
+    /* the CUDA block attention (forward and backward) and the KV attention of
+     * eval are built for these head sizes only (cuda_block_attention.cu,
+     * cuda_kv.cu): refuse now rather than at the first step */
+    int hd = t->dcfg.head_dim;
+    if (df_device_is_cuda(o->device) && hd != 64 && hd != 128)
+        return df_fail(err, "--draft-head-dim %d: the CUDA kernels take a drafter head_dim of 64 or 128 (train on "
+                       "--device cpu for others)", hd);
     if (o->gamma > 0) t->dcfg.gamma = o->gamma;
     if (df_drafter_set_sliding(&t->dcfg, o->sliding_window, o->sliding_layers, err)) return -1;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
@@ -1142,10 +1174,12 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         if (t.rank == t.writer)
         fprintf(stderr,
                 "train: %lld steps (%lld trainable samples, %lld tokens an epoch; skipped %lld with fewer than %d "
-                "loss tokens, %lld longer than %lld); drafter %d layers, %zu parameters, taps",
+                "loss tokens, %lld longer than %lld); drafter %d layers, %d heads of %d (%d KV heads), %zu "
+                "parameters, taps",
                 (long long)t.total_steps, (long long)t.batcher.n_usable, (long long)t.batcher.usable_tokens,
                 (long long)t.batcher.n_few_loss_tokens, 2 * t.dcfg.block_size, (long long)t.batcher.n_too_long,
-                (long long)opt->max_length, t.dcfg.num_layers, t.drafter.layout.total);
+                (long long)opt->max_length, t.dcfg.num_layers, t.dcfg.num_heads, t.dcfg.head_dim, t.dcfg.num_kv_heads,
+                t.drafter.layout.total);
         for (int i = 0; i < t.dcfg.n_taps && t.rank == t.writer; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
         if (t.rank == t.writer) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);

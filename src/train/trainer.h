@@ -96,6 +96,9 @@ typedef struct DfTrainOptions {
     int64_t epochs;          /* used when steps is 0 */
     int draft_layers;
     int intermediate_size;   /* 0: the target's */
+    int draft_heads;         /* the drafter's attention shape (spec section 3); 0: the default, */
+    int draft_kv_heads;      /*   df_drafter_default_attention: the target's for the dense families, */
+    int draft_head_dim;      /*   32 heads, 8 KV heads of 128 for the hybrid one */
     int block_size;
     int num_taps;            /* 0: the drafter config's default */
     int sliding_window;      /* 0: every drafter layer sees the whole context */
