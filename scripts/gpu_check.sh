@@ -14,7 +14,7 @@
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
 #   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,skinny,hybrid,prefill,dp,
-#   train8b (default: all but racecheck, prefill, dp and train8b; dp = scripts/dp_check.sh: queue depths,
+#   train8b,seed,defaults8b (default: all but racecheck, prefill, dp, train8b, seed and defaults8b; dp = scripts/dp_check.sh: queue depths,
 #   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
 #   the 2-GPU machine)
 set -uo pipefail
@@ -173,6 +173,19 @@ fi
 if want train8b; then
     section "train8b_check"
     timeout 580 bash scripts/train8b_check.sh "$OUT" 2>&1 | tee "$OUT/train8b.txt" | tail -60
+fi
+
+# Issue 15: the seed's configuration (Qwen3.6-27B-shaped hybrid target, 5-layer drafter, real records,
+# --token-budget 16384) and a Qwen3-8B-shaped target at every default option, each with its memory plan
+# against the measured peak; MFU against PEAK_TFLOPS when given (the bench's measured GEMM peak).
+if want seed; then
+    section "the seed's configuration (scripts/seed_check.sh)" | tee "$OUT/seed.txt"
+    timeout 1500 bash scripts/seed_check.sh "$OUT" 2>&1 | tee -a "$OUT/seed.txt" | tail -40
+fi
+
+if want defaults8b; then
+    section "Qwen3-8B shape at the default options (SHAPE=qwen3-8b scripts/seed_check.sh)" | tee "$OUT/defaults8b.txt"
+    SHAPE=qwen3-8b timeout 900 bash scripts/seed_check.sh "$OUT" 2>&1 | tee -a "$OUT/defaults8b.txt" | tail -40
 fi
 
 if want prefill; then
