@@ -178,6 +178,12 @@ fi
 # Issue 15: the seed's configuration (Qwen3.6-27B-shaped hybrid target, 5-layer drafter, real records,
 # --token-budget 16384) and a Qwen3-8B-shaped target at every default option, each with its memory plan
 # against the measured peak; MFU against PEAK_TFLOPS when given (the bench's measured GEMM peak).
+# MFU's reference: the GEMM peak the train part measured in this run, unless PEAK_TFLOPS is given
+if [ -z "${PEAK_TFLOPS:-}" ] && [ -f "$OUT/bench_train.json" ]; then
+    export PEAK_TFLOPS=$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["gemm_peak_tflops"], 1))' \
+                         "$OUT/bench_train.json" 2>/dev/null)
+fi
+
 if want seed; then
     section "the seed's configuration (scripts/seed_check.sh)" | tee "$OUT/seed.txt"
     timeout 1500 bash scripts/seed_check.sh "$OUT" 2>&1 | tee -a "$OUT/seed.txt" | tail -40
