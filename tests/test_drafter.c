@@ -277,6 +277,20 @@ static int splits_a_sequence(const DfDrafterSplit *s, const DfDrafterBatch *b) {
     return 0;
 }
 
+/* The fixture's reference gradient (fp32 PyTorch) as one flat array in layout order. */
+static float *reference_grads(Parity *p) {
+    const DfDrafterLayout *l = &p->drafter.layout;
+    float *flat = malloc(l->total * sizeof *flat);
+    for (int i = 0; i < l->n_params; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "grad.%s", l->params[i].name);
+        float *ref = load_tensor(&p->st, name, DF_DTYPE_F32, NULL);
+        memcpy(flat + l->params[i].offset, ref, l->params[i].count * sizeof *ref);
+        free(ref);
+    }
+    return flat;
+}
+
 static void test_micro_batches(void **state) {
     Parity *p = *state;
     if (!p) skip();
@@ -290,9 +304,22 @@ static void test_micro_batches(void **state) {
     const int32_t *arg = df_drafter_last_argmax(d, &rows_whole);
     int32_t *arg_whole = malloc((size_t)rows_whole * sizeof *arg_whole);
     memcpy(arg_whole, arg, (size_t)rows_whole * sizeof *arg_whole);
-    /* fp32 (CPU): only the summation order differs; bf16 (CUDA): the same
-     * kernels on fewer rows, so rounding may differ a little more */
-    double tol = p->bf16 ? 1e-3 : 1e-6;
+    /* fp32 (CPU): only the summation order differs, 1e-6. bf16 (CUDA): the
+     * parts' products are other shapes, so cuBLASLt may pick other
+     * algorithms and round the bf16 activations differently; the split may
+     * then differ from the whole step by as much as the whole step differs
+     * from the fp32 reference (bf16's own error), no more. */
+    double tol = 1e-6, tol_loss = 1e-6;
+    if (p->bf16) {
+        float *ref = reference_grads(p);
+        tol = df_rel_error(whole, ref, n);
+        free(ref);
+        float *ref_loss = load_tensor(&p->st, "loss", DF_DTYPE_F32, NULL);
+        tol_loss = fabs(df_metrics_loss(&mw) - ref_loss[0]) / fabs(ref_loss[0]) + 1e-6;
+        free(ref_loss);
+        print_message("bf16: the whole step's gradient is within %.2e of the fp32 reference, its loss within %.2e\n",
+                      tol, tol_loss);
+    }
     for (int blocks = 1; blocks <= 4; blocks++) {
         DfDrafterSplit plan = {0};
         df_drafter_split_plan(&plan, &p->batch, blocks);
@@ -303,11 +330,11 @@ static void test_micro_batches(void **state) {
         assert_int_equal(d->max_block_rows, blocks * B);
         whole_step(p, split, &ms);
         double e = df_rel_error(split, whole, n);
-        if (!(e <= tol)) fail_msg("%d blocks per micro-batch: gradient relative error %g", blocks, e);
+        if (!(e <= tol)) fail_msg("%d blocks per micro-batch: gradient relative error %g (bound %g)", blocks, e, tol);
         print_message("%d blocks per micro-batch (%d of them): gradient relative error %.2e\n", blocks,
                       (int)((p->n_anchors + blocks - 1) / blocks), e);
         double lw = df_metrics_loss(&mw), ls = df_metrics_loss(&ms);
-        if (!(fabs(ls - lw) <= tol * fabs(lw))) fail_msg("%d blocks: loss %.9g, whole batch %.9g", blocks, ls, lw);
+        if (!(fabs(ls - lw) <= tol_loss * fabs(lw))) fail_msg("%d blocks: loss %.9g, whole batch %.9g", blocks, ls, lw);
         assert_true(ms.values[DF_METRICS_WEIGHT_SUM] == mw.values[DF_METRICS_WEIGHT_SUM]);
         int rows;
         arg = df_drafter_last_argmax(d, &rows);

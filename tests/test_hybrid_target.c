@@ -4,8 +4,11 @@
  * text_config), refusals of what the dense family does not define, and the
  * forward against the fixture of tests/fixtures/hybrid (each layer's output
  * and the logits, fp32 relative error < 1e-3), only the needed layers for
- * taps, and a packed batch equal to its sequences run one at a time.
+ * taps, and a packed batch equal to its sequences run one at a time (within
+ * 1e-5, or 3x what another summation order alone does: the packed batch on
+ * one thread instead of the test's).
  * Fixtures: tests/ref/hybrid_ref.py (transformers 5.17 on the GPU machine). */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +245,25 @@ static void test_packed_equals_one_at_a_time(void **state) {
     float *packed = malloc((size_t)r.n_tokens * row * sizeof *packed);
     float *packed_logits = malloc((size_t)r.n_tokens * vocab * sizeof *packed_logits);
     if (df_target_forward(&m, r.ids, r.starts, r.n_seqs, taps, 2, packed, packed_logits, &err)) fail_msg("%s", err.msg);
+    /* The yardstick: the same packed batch on one thread. The CPU ops split
+     * their sums by the thread count, and a sequence alone has other matrix
+     * shapes, so BLAS kernels add in another order; the gated norm of each
+     * DeltaNet head rescales its output to unit size, which magnifies those
+     * last bits where S^T q nearly cancels (AVX2 kernels, e.g. on AMD EPYC,
+     * reach 1.2e-5 on the logits). */
+    float *one_thread = malloc((size_t)r.n_tokens * row * sizeof *one_thread);
+    float *one_thread_logits = malloc((size_t)r.n_tokens * vocab * sizeof *one_thread_logits);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc = df_target_forward(&m, r.ids, r.starts, r.n_seqs, taps, 2, one_thread, one_thread_logits, &err);
+    omp_set_num_threads(threads);
+    if (rc) fail_msg("%s", err.msg);
+    double order = df_rel_error(one_thread, packed, (size_t)r.n_tokens * row);
+    double order_logits = df_rel_error(one_thread_logits, packed_logits, (size_t)r.n_tokens * vocab);
+    double bound = 3 * order > 1e-5 ? 3 * order : 1e-5, bound_logits = 3 * order_logits > 1e-5 ? 3 * order_logits : 1e-5;
+    print_message("summation order alone (one thread against %d): taps %.3g, logits %.3g\n", threads, order,
+                  order_logits);
+    free(one_thread), free(one_thread_logits);
     for (int s = r.n_seqs - 1; s >= 0; s--) {
         int len = r.starts[s + 1] - r.starts[s];
         int32_t one[2] = {0, len};
@@ -251,7 +273,8 @@ static void test_packed_equals_one_at_a_time(void **state) {
             fail_msg("%s", err.msg);
         double e = df_rel_error(alone, packed + (size_t)r.starts[s] * row, (size_t)len * row);
         double el = df_rel_error(alone_logits, packed_logits + (size_t)r.starts[s] * vocab, (size_t)len * vocab);
-        if (!(e < 1e-5) || !(el < 1e-5)) fail_msg("sequence %d alone differs from packed: %g, logits %g", s, e, el);
+        if (!(e <= bound) || !(el <= bound_logits))
+            fail_msg("sequence %d alone differs from packed: %g, logits %g (bounds %g, %g)", s, e, el, bound, bound_logits);
         free(alone), free(alone_logits);
     }
     free(packed), free(packed_logits);

@@ -4,8 +4,10 @@
  *     those of ((x0 + x1) + x2) computed here;
  *   - rank shares partition each batch, balanced by tokens;
  *   - 2 ranks x half the batch == 1 rank x the whole batch (loss per step
- *     and final weights within 1e-5 relative: only the summation order
- *     differs);
+ *     within 1e-5 relative: only the summation order differs; final
+ *     weights within 1e-5, or within 3x what another summation order alone
+ *     does to them: the one-process run on one thread instead of two, see
+ *     expect_same_weights);
  *   - a rank killed mid-run ends the other within 10 s, non-zero, with a
  *     message naming the lost rank;
  *   - a 2-rank checkpoint resumes in 1 rank and a 1-rank one in 2 ranks,
@@ -71,16 +73,16 @@ static int teardown(void **state) {
 
 /* Starts `dflash train` as rank `rank` of `world` (world 0: no group
  * environment at all), output to OUTPUT/../NAME.rankR.log; returns its pid. */
-static pid_t start_rank(const Fixture *f, const char *output, int world, int rank, int port, const char *extra) {
+static pid_t start_rank_on(const Fixture *f, const char *output, int world, int rank, int port, const char *extra,
+                           int threads) {
     char env[256] = "", cmd[8192];
     if (world > 0)
         snprintf(env, sizeof env, "RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d MASTER_ADDR=127.0.0.1 MASTER_PORT=%d ", rank,
                  world, rank, port);
-    /* two cores: one thread per rank of a group */
     snprintf(cmd, sizeof cmd,
              "exec env %sOMP_NUM_THREADS=%d '%s' train --target '%s' --data '%s' --output '%s/%s' " TINY_OPTIONS
              " %s > '%s/%s.rank%d.log' 2>&1",
-             env, world > 1 ? 1 : 2, df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->store, f->dir,
+             env, threads, df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->store, f->dir,
              output, extra, f->dir, output, rank);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -89,6 +91,11 @@ static pid_t start_rank(const Fixture *f, const char *output, int world, int ran
         _exit(127);
     }
     return pid;
+}
+
+/* two cores: one thread per rank of a group */
+static pid_t start_rank(const Fixture *f, const char *output, int world, int rank, int port, const char *extra) {
+    return start_rank_on(f, output, world, rank, port, extra, world > 1 ? 1 : 2);
 }
 
 static void print_log(const Fixture *f, const char *output, int rank) {
@@ -183,14 +190,39 @@ static void expect_same_curve(const double *ref, const double *got, int from, in
     expect_curve_within(ref, got, from, to, 1e-5);
 }
 
-static void expect_same_weights(const Fixture *f, const char *output, const char *reference, int step) {
+static double weights_error(const Fixture *f, const char *output, const char *reference, int step) {
     size_t n, m;
     float *a = read_weights(f, output, step, &n), *b = read_weights(f, reference, step, &m);
     assert_int_equal(n, m);
     double rel = df_rel_error(a, b, n);
-    fprintf(stderr, "%s vs %s at step %d: weights within %.3g relative\n", output, reference, step, rel);
-    assert_true(rel <= 1e-5);
     free(a), free(b);
+    return rel;
+}
+
+/* What a change of summation order alone does to the weights after the
+ * run's AdamW steps: the one-process run on one thread against two (the
+ * CPU ops split their work by the thread count). AdamW divides each
+ * gradient element by its own running size, so an element whose gradient
+ * is small beside the others takes the last-bit differences of the large
+ * terms as a relative error of its whole update: on CPUs whose BLAS kernels
+ * are AVX2 (AMD EPYC, OPENBLAS_CORETYPE=Haswell) that reaches 2e-5 of the
+ * largest weight, whatever splits the sums. */
+static double summation_order_yardstick(const Fixture *f, int step) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ref_one_thread/final", f->dir);
+    if (!df_test_file_exists(path)) {
+        pid_t pid = start_rank_on(f, "ref_one_thread", 0, 0, 0, "--steps 6", 1);
+        assert_int_equal(wait_exit(pid, 240), 0);
+    }
+    return weights_error(f, "ref_one_thread", "ref", step);
+}
+
+static void expect_same_weights(const Fixture *f, const char *output, const char *reference, int step) {
+    double rel = weights_error(f, output, reference, step), order = summation_order_yardstick(f, step);
+    double bound = 3 * order > 1e-5 ? 3 * order : 1e-5;
+    fprintf(stderr, "%s vs %s at step %d: weights within %.3g relative (one thread against two: %.3g)\n", output,
+            reference, step, rel, order);
+    assert_true(rel <= bound);
 }
 
 /* The one-process reference run, made once. */
