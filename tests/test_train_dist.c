@@ -20,7 +20,11 @@
  *     a killed drafter rank ends the target rank within 10 s; SIGTERM to the
  *     target rank stops every rank after the same step, with a checkpoint
  *     of it, exit 0 (the drafter ranks take the features sent ahead); with
- *     --random-target-weights the split run equals one process. */
+ *     --random-target-weights the split run equals one process;
+ *   - drafter micro-batches (--max-drafter-tokens) in both layouts: the
+ *     split layout and 2 colocated ranks, each drafter rank cutting its
+ *     share into micro-batches, give the one-process losses (1e-5) and
+ *     weights (as above). */
 #include "test_util.h"
 
 #include <arpa/inet.h>
@@ -494,6 +498,33 @@ static void test_split_signal_on_target_stops_every_rank(void **state) {
     }
 }
 
+/* 5 blocks of 8 rows a micro-batch: every drafter rank's share of a step is cut, sequences across parts. */
+static void expect_micro_batches_match_one(const Fixture *f, const char *output, int world, const char *layout,
+                                           int writer) {
+    double ref[STEPS], got[STEPS];
+    reference(f, ref);
+    char extra[256];
+    snprintf(extra, sizeof extra, "--steps 6 --max-drafter-tokens 40 %s", layout);
+    run_group(f, output, world, extra);
+    assert_int_equal(read_losses(f, output, got, STEPS), STEPS);
+    expect_same_curve(ref, got, 0, STEPS);
+    expect_same_weights(f, output, "ref", STEPS);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.rank%d.log", f->dir, output, writer); /* the rank that prints the plan */
+    char *log = df_test_read_file(path, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "micro-batches of up to 40 block rows"));
+    free(log);
+}
+
+static void test_micro_batches_two_ranks(void **state) {
+    expect_micro_batches_match_one(*state, "dp2_micro", 2, "", 0);
+}
+
+static void test_micro_batches_split(void **state) {
+    expect_micro_batches_match_one(*state, "split_micro", 3, "--layout split", 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_all_reduce_sums_in_rank_order),
@@ -508,6 +539,8 @@ int main(void) {
         cmocka_unit_test(test_split_with_random_target_weights),
         cmocka_unit_test(test_split_lost_drafter_stops_the_target),
         cmocka_unit_test(test_split_signal_on_target_stops_every_rank),
+        cmocka_unit_test(test_micro_batches_two_ranks),
+        cmocka_unit_test(test_micro_batches_split),
     };
     /* one prepared store and one reference run for the whole group */
     return cmocka_run_group_tests(tests, setup, teardown);

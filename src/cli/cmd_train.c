@@ -290,7 +290,7 @@ int df_cmd_train(int argc, char **argv) {
         {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0},
         {"draft-heads", DF_OPT_INT, &heads, "N", "drafter query heads (default: the target's; 32 for a hybrid Qwen3.5/3.6 target)", 0},
         {"draft-kv-heads", DF_OPT_INT, &kv_heads, "N", "drafter key/value heads, dividing --draft-heads (default: the target's; 8 for a hybrid target)", 0},
-        {"draft-head-dim", DF_OPT_INT, &head_dim, "N", "drafter head size, even, at most 256 (64 or 128 on CUDA); RoPE turns all of it (default: the target's; 128 for a hybrid target)", 0},
+        {"draft-head-dim", DF_OPT_INT, &head_dim, "N", "drafter head size, even, at most 256 (64, 128 or 256 on CUDA); RoPE turns all of it (default: the target's; 128 for a hybrid target)", 0},
         {"sliding-window", DF_OPT_INT, &window, "N", "sliding-window drafter layers: a block sees only the last N context positions before its anchor (exported as layer_types sliding_attention + sliding_window; default: off)", 0},
         {"sliding-layers", DF_OPT_STRING, &o.sliding_layers, "LIST", "which layers slide with --sliding-window: all, none, or indices and ranges like 0,1 or 0-3 (negative: from the last) (default: all but the last)", 0},
         {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0},

@@ -234,13 +234,13 @@ static int make_drafter_config(Trainer *t, DfError *err) {
                           .num_heads = o->draft_heads, .num_kv_heads = o->draft_kv_heads,
                           .head_dim = o->draft_head_dim};
     if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, &d, err)) return -1;
-    /* the CUDA block attention (forward and backward) and the KV attention of
-     * eval are built for these head sizes only (cuda_block_attention.cu,
-     * cuda_kv.cu): refuse now rather than at the first step */
+    /* the CUDA block attention (forward and backward) is built for these head
+     * sizes only (cuda_block_attention.cu): refuse now rather than at the
+     * first step */
     int hd = t->dcfg.head_dim;
-    if (df_device_is_cuda(o->device) && hd != 64 && hd != 128)
-        return df_fail(err, "--draft-head-dim %d: the CUDA kernels take a drafter head_dim of 64 or 128 (train on "
-                       "--device cpu for others)", hd);
+    if (df_device_is_cuda(o->device) && hd != 64 && hd != 128 && hd != 256)
+        return df_fail(err, "--draft-head-dim %d: the CUDA kernels take a drafter head_dim of 64, 128 or 256 (train "
+                       "on --device cpu for others)", hd);
     if (o->gamma > 0) t->dcfg.gamma = o->gamma;
     if (df_drafter_set_sliding(&t->dcfg, o->sliding_window, o->sliding_layers, err)) return -1;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
