@@ -1,5 +1,7 @@
 #include "train/memory_plan.h"
 
+#include <stdint.h>
+
 #include "model/drafter.h"
 #include "model/drafter_layout.h"
 #include "model/target_memory.h"
@@ -48,7 +50,8 @@ static void plan_fixed(const DfMemoryPlanInput *in, DfMemoryPlan *p) {
         p->op_scratch = in->memory.op_scratch;
     }
     p->reserve = reserve_for(in);
-    size_t have = in->memory.in_use + in->memory.available;
+    size_t have = in->memory.available > SIZE_MAX - in->memory.in_use ? SIZE_MAX /* nothing known */
+                                                                       : in->memory.in_use + in->memory.available;
     p->capacity = have > p->reserve ? have - p->reserve : 0;
 }
 
@@ -59,6 +62,11 @@ static size_t fixed_buffers(const DfMemoryPlan *p) {
 
 static size_t fixed_total(const DfMemoryPlan *p) { return fixed_buffers(p) + p->host_copies; }
 
+/* The step's block rows, at least one block. */
+static int64_t step_rows(const DfMemoryPlanInput *in) {
+    return in->step_block_rows > in->drafter->block_size ? in->step_block_rows : in->drafter->block_size;
+}
+
 static size_t work_for(const DfMemoryPlanInput *in, int64_t rows) {
     return df_memory_plan_drafter_work(in->drafter, in->step_tokens, rows, in->act_elem);
 }
@@ -66,7 +74,7 @@ static size_t work_for(const DfMemoryPlanInput *in, int64_t rows) {
 /* The most block rows (whole blocks, at most the step's) whose work fits
  * room; 0 when not even one block does. */
 static int64_t rows_that_fit(const DfMemoryPlanInput *in, size_t room) {
-    int64_t B = in->drafter->block_size, lo = 0, hi = (in->step_block_rows + B - 1) / B;
+    int64_t B = in->drafter->block_size, lo = 0, hi = (step_rows(in) + B - 1) / B;
     while (lo < hi) { /* the work grows with the rows: the last block count that fits */
         int64_t mid = (lo + hi + 1) / 2;
         if (work_for(in, mid * B) <= room) lo = mid;
@@ -98,7 +106,7 @@ int df_memory_plan_make(const DfMemoryPlanInput *in, DfMemoryPlan *p, DfError *e
         int64_t fit = rows_that_fit(in, room);
         if (in->max_drafter_tokens > 0) {
             p->block_rows = in->max_drafter_tokens < B ? B : in->max_drafter_tokens / B * B;
-            if (p->block_rows > in->step_block_rows && in->step_block_rows > 0) p->block_rows = in->step_block_rows;
+            if (p->block_rows > step_rows(in)) p->block_rows = step_rows(in);
             if (work_for(in, p->block_rows) > room) {
                 if (fit == 0) return fail_too_small(in, p, err);
                 return df_fail(err,
@@ -114,7 +122,7 @@ int df_memory_plan_make(const DfMemoryPlanInput *in, DfMemoryPlan *p, DfError *e
             p->sized = 1;
         }
         p->drafter_work = work_for(in, p->block_rows);
-        p->micro_batches = p->block_rows > 0 ? (in->step_block_rows + p->block_rows - 1) / p->block_rows : 0;
+        p->micro_batches = (step_rows(in) + p->block_rows - 1) / p->block_rows;
     } else if (fixed > p->capacity) {
         return fail_too_small(in, p, err);
     }
