@@ -7,10 +7,10 @@
  * last), their argmax, and the tap features of the new rows (the outputs of
  * decoder layers `taps`, transformers' hidden_states[l + 1]).
  *
- * A hybrid target (Gated DeltaNet + gated attention, CPU backend) keeps, per
+ * A hybrid target (Gated DeltaNet + gated attention) keeps, per
  * slot, the recurrent state of its linear layers (infer/hybrid_state.h)
- * next to the KV cache of its attention layers (the cache has a slot for
- * every layer; those of linear layers stay unused). Slots are started with
+ * next to the KV cache of its attention layers (the cache's buffers of
+ * linear layers stay empty). Slots are started with
  * df_target_decoder_reset_slot and shortened with df_target_decoder_rollback,
  * which for a hybrid needs the step to undo to have been recorded
  * (df_target_decoder_enable_rollback). */

@@ -132,10 +132,10 @@ static const DfBackendOps CPU_OPS = {
     .gated_delta_rule = df_cpu_gated_delta_rule,
     .gated_rmsnorm = df_cpu_gated_rmsnorm,
     .sigmoid_gate = df_cpu_sigmoid_gate,
-    .conv_step = df_cpu_conv_step,
-    .delta_rule_step = df_cpu_delta_rule_step,
     .rope_partial = df_cpu_rope_partial,
     .rmsnorm_f32_weight = df_cpu_rmsnorm, /* F32 and ACT are the same floats here */
+    .conv_step = df_cpu_conv_step,
+    .delta_rule_step = df_cpu_delta_rule_step,
     .qkv_rope_cache = df_cpu_qkv_rope_cache,
     .swiglu_packed = df_cpu_swiglu_packed,
 };
