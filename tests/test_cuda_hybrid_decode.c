@@ -16,7 +16,11 @@
  *  - speculative decoding on the GPU with a random drafter, and with drafts
  *    right for a varying number of positions (every acceptance length,
  *    every rollback position), equals the GPU's greedy decoding token for
- *    token.
+ *    token;
+ *  - `dflash generate --device cuda` (greedy against the CPU's command,
+ *    sampled twice the same, resumed after its first record) and `dflash eval
+ *    --device cuda` (which fails on any difference from greedy) on the
+ *    fixture, given a byte-level tokenizer of its 256 ids.
  * Tolerances as in test_cuda_hybrid_ops.c: max|a-b| / max|b| <= 1e-2 for
  * bf16 outputs; fp32 states within 1e-3 (the delta rule's step is
  * non-expanding, so its fp32 rounding adds up at most linearly: <= 3 T dk
@@ -26,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -36,6 +42,7 @@
 #include "infer/speculative.h"
 #include "infer/target_decode.h"
 #include "model/drafter_config.h"
+#include "model/drafter_io.h"
 #include "model/drafter_layout.h"
 #include "model/target.h"
 
@@ -461,6 +468,138 @@ static void test_speculative_lossless_on_gpu(void **state) {
     df_target_free(&gm);
 }
 
+/* --- the commands on the GPU -------------------------------------------------------------------- */
+
+/* The code point GPT-2's byte-level alphabet gives byte b: printable bytes
+ * stand for themselves, the others take 256, 257, ... in byte order. */
+static int byte_level_char(int b) {
+    int n = 0;
+    for (int c = 0; c < 256; c++) {
+        int printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174;
+        if (c == b) return printable ? c : 256 + n;
+        if (!printable) n++;
+    }
+    return -1;
+}
+
+/* A byte-level BPE tokenizer without merges: token i is byte i (the fixture's 256 ids). */
+static void write_byte_tokenizer(const char *path) {
+    DfByteBuf j = {0};
+    const char *head = "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, \"pre_tokenizer\": "
+                       "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}, \"decoder\": "
+                       "{\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {";
+    df_bytebuf_append(&j, head, strlen(head));
+    for (int b = 0; b < 256; b++) {
+        char entry[32];
+        int n = snprintf(entry, sizeof entry, "%s\"\\u%04x\": %d", b ? ", " : "", byte_level_char(b), b);
+        df_bytebuf_append(&j, entry, (size_t)n);
+    }
+    df_bytebuf_append(&j, "}}}", 4); /* with the terminating NUL */
+    df_test_write_file(path, j.data);
+    df_bytebuf_free(&j);
+}
+
+/* dir/target: the fixture's config, generation config and weights, and the byte tokenizer. */
+static void make_target(const char *dir, char *target, size_t cap) {
+    snprintf(target, cap, "%s/target", dir);
+    char src[1024], dst[1024];
+    if (mkdir(target, 0755)) fail_msg("cannot create %s", target);
+    const char *files[] = {"config.json", "generation_config.json", "model.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "%s/%s", df_test_path(MODEL_DIR), files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", target, files[i]);
+        if (symlink(src, dst)) fail_msg("cannot link %s", dst);
+    }
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", target);
+    write_byte_tokenizer(dst);
+}
+
+static void run_ok(const char *cmd, const char *what) {
+    char log[16384];
+    if (df_test_run(cmd, log, sizeof log) != 0) fail_msg("%s failed: %s\n%s", what, cmd, log);
+    fprintf(stderr, "--- %s:\n%s", what, log);
+}
+
+static char *read_text(const char *path) {
+    char *t = df_test_read_file(path, NULL);
+    if (!t) fail_msg("cannot read %s", path);
+    return t;
+}
+
+static int count_lines(const char *text) {
+    int n = 0;
+    for (const char *c = text; *c; c++) n += *c == '\n';
+    return n;
+}
+
+enum { CMD_PROMPTS = 4, CMD_NEW = 24 };
+
+static void generate_cmd(const char *target, const char *input, const char *out, const char *device,
+                         const char *extra) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s generate --target %s --input %s --output %s --max-new-tokens %d --device %s %s",
+             df_test_path("dflash"), target, input, out, CMD_NEW, device, extra);
+    run_ok(cmd, cmd);
+}
+
+static void test_commands_on_gpu(void **state) {
+    (void)df_test_gpu_or_skip(state);
+    char *dir = df_test_tmpdir("cuda_hybrid_cmd");
+    char target[512], input[512], out[6][600];
+    make_target(dir, target, sizeof target);
+    snprintf(input, sizeof input, "%s/prompts.jsonl", dir);
+    df_test_write_file(input, "{\"id\": 0, \"prompt\": \"def add(a, b):\"}\n{\"id\": 1, \"prompt\": \"x\"}\n"
+                              "{\"id\": 2, \"prompt\": \"The quick brown fox jumps\"}\n{\"id\": 3, \"prompt\": \"42\"}\n");
+    for (int i = 0; i < 6; i++) snprintf(out[i], sizeof out[i], "%s/out-%d.jsonl", dir, i);
+    generate_cmd(target, input, out[0], "cpu", "--batch 2");
+    generate_cmd(target, input, out[1], "cuda", "--batch 2");
+    generate_cmd(target, input, out[2], "cuda", "--batch 3 --temperature 0.8 --top-p 0.9 --seed 7");
+    generate_cmd(target, input, out[3], "cuda", "--batch 3 --temperature 0.8 --top-p 0.9 --seed 7");
+    char *t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = read_text(out[i]);
+        if (count_lines(t[i]) != CMD_PROMPTS) fail_msg("%s: %d records, not %d", out[i], count_lines(t[i]), CMD_PROMPTS);
+    }
+    fprintf(stderr, "greedy generate: the GPU's output %s the CPU's (a difference is a bf16 near tie: see "
+                    "test_greedy_matches_cpu)\n", strcmp(t[0], t[1]) ? "differs from" : "equals");
+    if (strcmp(t[2], t[3]) != 0) fail_msg("two sampled runs with the same seed wrote different outputs");
+    /* resume: a file holding the first record continues after it */
+    char *nl = strchr(t[1], '\n');
+    *nl = 0;
+    char first[8192];
+    snprintf(first, sizeof first, "%s\n", t[1]);
+    df_test_write_file(out[4], first);
+    generate_cmd(target, input, out[4], "cuda", "--batch 2");
+    char *resumed = read_text(out[4]);
+    if (count_lines(resumed) != CMD_PROMPTS || strncmp(resumed, first, strlen(first)) != 0)
+        fail_msg("the resumed output does not keep its first record and add the other %d", CMD_PROMPTS - 1);
+    /* eval with a random drafter: it fails the command on any difference from greedy */
+    DfError err;
+    DfModelConfig tcfg;
+    if (df_model_config_load(&tcfg, target, &err)) fail_msg("%s", err.msg);
+    DfDrafterConfig cfg;
+    DfDrafterOptions dopt = {.num_layers = 1, .block_size = 4, .mask_token_id = tcfg.vocab_size - 1};
+    if (df_drafter_config_from_target(&cfg, &tcfg, &dopt, &err)) fail_msg("%s", err.msg);
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, &cfg);
+    float *params = malloc(layout.total * sizeof *params);
+    df_drafter_init_params(&layout, params, 5);
+    char draft[600], cmd[4096];
+    snprintf(draft, sizeof draft, "%s/draft", dir);
+    if (df_drafter_export(draft, &cfg, &layout, params, &err)) fail_msg("%s", err.msg);
+    free(params);
+    df_drafter_layout_free(&layout);
+    snprintf(cmd, sizeof cmd, "%s eval --target %s --draft %s --input %s --output %s --max-new-tokens %d --device cuda",
+             df_test_path("dflash"), target, draft, input, out[5], CMD_NEW);
+    run_ok(cmd, "eval --device cuda");
+    char *ev = read_text(out[5]);
+    if (count_lines(ev) != CMD_PROMPTS) fail_msg("%s: %d records, not %d", out[5], count_lines(ev), CMD_PROMPTS);
+    free(ev), free(resumed);
+    for (int i = 0; i < 4; i++) free(t[i]);
+    df_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_step_matches_cpu),
@@ -469,6 +608,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_matches_cpu),
         cmocka_unit_test(test_rollback_on_gpu),
         cmocka_unit_test(test_speculative_lossless_on_gpu),
+        cmocka_unit_test(test_commands_on_gpu),
     };
     return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
 }

@@ -94,7 +94,9 @@ void df_hybrid_state_reset(DfHybridState *s, int slot) {
 }
 
 int df_hybrid_state_begin_step(DfHybridState *s, const DfKvBatch *kb, DfError *err) {
-    s->recording = s->record_rows > 0 && kb->max_new <= s->record_rows;
+    /* a step of one token per sequence (plain decoding) holds nothing a verification would undo:
+     * not recording it spares greedy decoding the snapshots' writes */
+    s->recording = s->record_rows > 0 && kb->max_new >= 2 && kb->max_new <= s->record_rows;
     for (int i = 0; i < kb->n_seqs; i++) {
         int slot = kb->host_slots[i];
         s->step_start[slot] = kb->host_cache_lens[i];

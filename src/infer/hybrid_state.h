@@ -9,7 +9,7 @@
  * rows; a recurrent state has folded the rejected tokens in. Of the ways to
  * undo that, this keeps a snapshot and replays:
  *  - in a recorded step (each sequence at most record_rows new rows, e.g.
- *    one verification block), the ops save each slot's state as it was
+ *    one verification block of B >= 2 tokens), the ops save each slot's state as it was
  *    before the step (they read it anyway: one extra write, no extra pass),
  *    and the step keeps its per-token inputs of the convolution (the
  *    in_proj_qkv rows) and of the recurrence (the convolution's output and
@@ -63,8 +63,9 @@ int df_hybrid_state_set_record_rows(DfHybridState *s, int rows, DfError *err);
 void df_hybrid_state_reset(DfHybridState *s, int slot);
 
 /* Before a step with layout kb (its cache lengths are the slots' lengths):
- * the step is recorded when every sequence brings at most record_rows rows;
- * the slots of a longer step cannot be rolled back. */
+ * the step is recorded when every sequence brings at most record_rows rows
+ * and one of them at least 2; the slots of another step cannot be rolled
+ * back (a step of single tokens, plain decoding, has nothing to undo). */
 int df_hybrid_state_begin_step(DfHybridState *s, const DfKvBatch *kb, DfError *err);
 
 /* The convolution and the recurrence of linear layer `layer` for the step's

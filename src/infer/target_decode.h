@@ -89,7 +89,8 @@ int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err
 
 /* Keeps the first len tokens of slot: any len <= its length for a dense
  * target; for a hybrid, len must lie within the slot's last step, which must
- * have been at most the enabled rollback rows (speculative verification). */
+ * have brought at most the enabled rollback rows per sequence and, in one
+ * sequence at least, 2 (speculative verification; infer/hybrid_state.h). */
 int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *err);
 
 /* Rows first .. first+n-1 of the last step's tap features (ACT [n, n_taps *
