@@ -7,18 +7,20 @@
  *    256: the generic kernel), causal and as a block;
  *  - greedy generation on the hybrid fixture (tests/fixtures/hybrid/
  *    qwen35-random), batch 3 over 5 prompts (continuous batching), on the GPU
- *    against the CPU: token for token, except where the CPU's fp32 logits,
+ *    (the same tokens with its steps recorded as CUDA graphs and queued op by
+ *    op) against the CPU: token for token, except where the CPU's fp32 logits,
  *    teacher-forced on the GPU's tokens, show a near tie (the margin of
  *    test_cuda_infer_ops.c);
  *  - a verification block rolled back to every length 0..B on the GPU
  *    continues as the same prefix decoded without the block (bf16-close;
- *    printed when bit-identical);
+ *    printed when bit-identical), with the same bits recorded or not;
  *  - speculative decoding on the GPU with a random drafter, and with drafts
  *    right for a varying number of positions (every acceptance length,
  *    every rollback position), equals the GPU's greedy decoding token for
  *    token;
  *  - `dflash generate --device cuda` (greedy against the CPU's command,
- *    sampled twice the same, resumed after its first record) and `dflash eval
+ *    sampled the same with and without recorded steps, resumed after its
+ *    first record) and `dflash eval
  *    --device cuda` (which fails on any difference from greedy) on the
  *    fixture, given a byte-level tokenizer of its 256 ids.
  * Tolerances as in test_cuda_hybrid_ops.c: max|a-b| / max|b| <= 1e-2 for
@@ -37,6 +39,7 @@
 
 #include "backend/backend.h"
 #include "base/numeric.h"
+#include "infer/decode_graphs.h"
 #include "infer/drafter_infer.h"
 #include "infer/generate.h"
 #include "infer/speculative.h"
@@ -290,14 +293,19 @@ static int check_near_ties(DfTargetModel *cpu, int p, const int32_t *prompt, int
 enum { N_PROMPTS = 5, MAX_NEW = 48, GEN_SLOTS = 3 };
 static const int PROMPT_LENS[N_PROMPTS] = {5, 12, 1, 30, 8};
 
-static void generate(DfTargetModel *m, int32_t prompts[][32], const DfGenerateOptions *opt, DfI32Vec *out) {
+/* Returns the steps served by a recorded graph. */
+static unsigned long generate(DfTargetModel *m, int32_t prompts[][32], const DfGenerateOptions *opt, int graphs,
+                              DfI32Vec *out) {
     DfError err;
     DfTargetDecoder d;
     if (df_target_decoder_init(&d, m, GEN_SLOTS, 32 + MAX_NEW, NULL, 0, &err)) fail_msg("%s", err.msg);
+    df_target_decoder_set_graphs(&d, graphs);
     const int32_t *pp[N_PROMPTS];
     for (int i = 0; i < N_PROMPTS; i++) pp[i] = prompts[i];
     if (df_generate_batch(&d, N_PROMPTS, pp, PROMPT_LENS, opt, out, NULL, &err)) fail_msg("%s", err.msg);
+    unsigned long replays = d.graphs.replays;
     df_target_decoder_free(&d);
+    return replays;
 }
 
 static void test_greedy_matches_cpu(void **state) {
@@ -312,9 +320,16 @@ static void test_greedy_matches_cpu(void **state) {
     if (df_generation_eos_ids(df_test_path(MODEL_DIR), &cm.cfg, opt.eos_ids, &opt.n_eos, &err)) fail_msg("%s", err.msg);
     int32_t prompts[N_PROMPTS][32];
     for (int i = 0; i < N_PROMPTS; i++) random_ids(prompts[i], PROMPT_LENS[i], cm.cfg.vocab_size, 40 + i);
-    DfI32Vec g[N_PROMPTS] = {{0}}, c[N_PROMPTS] = {{0}};
-    generate(&gm, prompts, &opt, g);
-    generate(&cm, prompts, &opt, c);
+    DfI32Vec g[N_PROMPTS] = {{0}}, c[N_PROMPTS] = {{0}}, q[N_PROMPTS] = {{0}};
+    unsigned long replays = generate(&gm, prompts, &opt, 1, g);
+    generate(&gm, prompts, &opt, 0, q);
+    generate(&cm, prompts, &opt, 1, c);
+    /* recorded steps replay the same kernels on the same buffers: the same tokens */
+    printf("  GPU greedy: %lu steps replayed from CUDA graphs\n", replays);
+    if (df_decode_graphs_available(f->gpu) && replays == 0) fail_msg("no hybrid decode step was replayed from a graph");
+    for (int i = 0; i < N_PROMPTS; i++)
+        if (g[i].len != q[i].len || memcmp(g[i].data, q[i].data, g[i].len * sizeof *g[i].data) != 0)
+            fail_msg("prompt %d: greedy tokens with recorded steps differ from those queued op by op", i);
     int equal = 0, flips = 0, positions = 0;
     for (int i = 0; i < N_PROMPTS; i++) {
         size_t k = 0;
@@ -330,7 +345,7 @@ static void test_greedy_matches_cpu(void **state) {
     printf("  %d of %d prompts equal the CPU token for token; %d near-tie flips in %d positions (at most %d)\n", equal,
            N_PROMPTS, flips, positions, allowed);
     if (flips > allowed) fail_msg("%d near-tie flips in %d positions (at most %d)", flips, positions, allowed);
-    for (int i = 0; i < N_PROMPTS; i++) df_i32vec_free(&g[i]), df_i32vec_free(&c[i]);
+    for (int i = 0; i < N_PROMPTS; i++) df_i32vec_free(&g[i]), df_i32vec_free(&c[i]), df_i32vec_free(&q[i]);
     df_target_free(&gm);
     df_target_free(&cm);
 }
@@ -369,14 +384,26 @@ static void test_rollback_on_gpu(void **state) {
     if (df_target_decoder_init(&d, &gm, 1, 64, NULL, 0, &err) || df_target_decoder_enable_rollback(&d, B, &err))
         fail_msg("%s", err.msg);
     int identical = 0;
+    float *with_graphs[B + 1];
     for (int k = 0; k <= B; k++) {
         float *got = continuation(&d, ids, P, B, k, cont, C, 1);
         float *want = continuation(&d, ids, P, B, k, cont, C, 0);
         double e = df_rel_error(got, want, (size_t)C * vocab);
         identical += memcmp(got, want, (size_t)C * vocab * sizeof *got) == 0;
         if (!(e <= OP_TOL)) fail_msg("keep %d of %d: continuation logits differ from the plain prefix by %g", k, B, e);
-        free(got), free(want);
+        with_graphs[k] = got;
+        free(want);
     }
+    /* the same steps queued op by op: the same bits as their recordings */
+    unsigned long replays = d.graphs.replays;
+    df_target_decoder_set_graphs(&d, 0);
+    for (int k = 0; k <= B; k++) {
+        float *got = continuation(&d, ids, P, B, k, cont, C, 1);
+        if (memcmp(got, with_graphs[k], (size_t)C * vocab * sizeof *got) != 0)
+            fail_msg("keep %d of %d: the rollback's continuation differs with recorded steps", k, B);
+        free(got), free(with_graphs[k]);
+    }
+    printf("  %lu steps replayed from CUDA graphs\n", replays);
     printf("  rollback to every length 0..%d: continuations bf16-close to the plain prefix, %d of %d bit-identical\n",
            B, identical, B + 1);
     /* what cannot be rolled back is refused */
@@ -554,7 +581,7 @@ static void test_commands_on_gpu(void **state) {
     generate_cmd(target, input, out[0], "cpu", "--batch 2");
     generate_cmd(target, input, out[1], "cuda", "--batch 2");
     generate_cmd(target, input, out[2], "cuda", "--batch 3 --temperature 0.8 --top-p 0.9 --seed 7");
-    generate_cmd(target, input, out[3], "cuda", "--batch 3 --temperature 0.8 --top-p 0.9 --seed 7");
+    generate_cmd(target, input, out[3], "cuda", "--batch 3 --temperature 0.8 --top-p 0.9 --seed 7 --no-graphs");
     char *t[4];
     for (int i = 0; i < 4; i++) {
         t[i] = read_text(out[i]);
@@ -562,7 +589,8 @@ static void test_commands_on_gpu(void **state) {
     }
     fprintf(stderr, "greedy generate: the GPU's output %s the CPU's (a difference is a bf16 near tie: see "
                     "test_greedy_matches_cpu)\n", strcmp(t[0], t[1]) ? "differs from" : "equals");
-    if (strcmp(t[2], t[3]) != 0) fail_msg("two sampled runs with the same seed wrote different outputs");
+    if (strcmp(t[2], t[3]) != 0)
+        fail_msg("two sampled runs with the same seed (recorded steps, then --no-graphs) wrote different outputs");
     /* resume: a file holding the first record continues after it */
     char *nl = strchr(t[1], '\n');
     *nl = 0;

@@ -143,8 +143,7 @@ void df_target_decoder_free(DfTargetDecoder *d) {
 
 void df_target_decoder_set_graphs(DfTargetDecoder *d, int on) {
     df_decode_graphs_free(&d->graphs);
-    /* not yet for a hybrid: its steps (the records' and rollbacks' layouts) are not in the key */
-    df_decode_graphs_init(&d->graphs, d->model->be, on && !d->model->cfg.is_hybrid);
+    df_decode_graphs_init(&d->graphs, d->model->be, on);
 }
 
 int32_t df_argmax_f32(const float *x, int n) {
@@ -316,6 +315,19 @@ static void enqueue_step(void *ctx) {
                           c->vocab_size);
 }
 
+/* A hybrid's part: the model's hybrid workspace (the step's DeltaNet and
+ * gated-attention activations; grown, never moved otherwise), and whether
+ * the step saves snapshots and records its inputs (other kernels, and the
+ * records' layout buffer). The recurrent states stay put for the decoder's
+ * life; the snapshots and records move only when record_rows grows. */
+static void hybrid_step_key(const DfTargetDecoder *d, DfDecodeGraphKey *key) {
+    const DfHybridState *h = &d->hybrid;
+    key->hybrid_capacity = d->model->hws.capacity;
+    key->record_rows = h->record_rows;
+    key->recording = h->recording;
+    key->bufs[3] = h->recording ? h->record_kb.pack.ptr : NULL;
+}
+
 /* What a recording of the step depends on besides the weights and caches,
  * which stay put for the decoder's life. */
 static void step_key(const StepRun *r, DfDecodeGraphKey *key) {
@@ -334,6 +346,7 @@ static void step_key(const StepRun *r, DfDecodeGraphKey *key) {
     key->generation = d->ws_generation;
     const void *bufs[] = {d->logits.ptr, d->argmax.ptr, kb->pack.ptr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) key->bufs[i] = bufs[i];
+    if (d->model->cfg.is_hybrid) hybrid_step_key(d, key);
 }
 
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err) {

@@ -73,7 +73,7 @@ typedef struct DfDecodeStep {
 } DfDecodeStep;
 
 /* Recorded steps on or off (infer/decode_graphs.h; on after init where the
- * backend records and the target is not hybrid). The results are the same
+ * backend records). The results are the same
  * bits either way: a replay runs the same kernels on the same buffers. */
 void df_target_decoder_set_graphs(DfTargetDecoder *d, int on);
 
