@@ -535,3 +535,41 @@ void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer 
             "rope_partial", "bad shapes");
     be->ops->rope_partial(be, x, positions, cos_table, sin_table, n_tokens, heads, head_dim, rotary_dim);
 }
+
+/* --- hybrid targets' decode steps against per-slot states ----------------- */
+
+/* state: F32 [n_slots, slot_floats]; save: empty or the same shape. */
+static void check_slot_states(const DfKvBatch *kb, DfBuffer state, DfBuffer save, size_t slot_floats, const char *op) {
+    require(kb->n_seqs > 0 && kb->n_rows > 0, op, "empty batch");
+    size_t n = (size_t)kb->n_slots * slot_floats;
+    require(fits(state, n, DF_BUF_F32), op, "state smaller than [n_slots, per-slot state] (F32)");
+    require(!save.ptr || (fits(save, n, DF_BUF_F32) && save.ptr != state.ptr), op,
+            "save must be empty or an F32 buffer like the state, apart from it");
+}
+
+void df_op_conv_step(DfBackend *be, const DfConvStepArgs *a) {
+    const DfKvBatch *kb = a->batch;
+    size_t n = (size_t)kb->n_rows * a->channels;
+    require(a->channels > 0 && a->kernel > 1, "conv_step", "channels > 0 and a kernel of at least 2 taps");
+    check_slot_states(kb, a->window, a->save, (size_t)(a->kernel - 1) * a->channels, "conv_step");
+    require(fits(a->x, n, DF_BUF_ACT) && fits(a->w, (size_t)a->channels * a->kernel, DF_BUF_F32) &&
+                (!a->out.ptr || (fits(a->out, n, DF_BUF_ACT) && a->out.ptr != a->x.ptr)),
+            "conv_step", "bad shapes (x, out ACT [n_rows, channels], distinct; w F32 [channels, kernel])");
+    be->ops->conv_step(be, a);
+}
+
+void df_op_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
+    const DfDeltaRuleShape *s = &a->shape;
+    const DfKvBatch *kb = a->batch;
+    require(s->key_heads > 0 && s->value_heads > 0 && s->key_dim > 0 && s->value_dim > 0 &&
+                s->value_heads % s->key_heads == 0,
+            "delta_rule_step", "value heads not a multiple of key heads");
+    size_t t = (size_t)kb->n_rows, nv = (size_t)s->value_heads, value = nv * s->value_dim;
+    size_t width = 2 * (size_t)s->key_heads * s->key_dim + value;
+    check_slot_states(kb, a->state, a->save, nv * s->key_dim * s->value_dim, "delta_rule_step");
+    require((!a->out.ptr || fits(a->out, t * value, DF_BUF_ACT)) && fits(a->qkv, t * width, DF_BUF_ACT) &&
+                fits(a->b, t * nv, DF_BUF_ACT) && fits(a->a, t * nv, DF_BUF_ACT) && fits(a->a_log, nv, DF_BUF_F32) &&
+                fits(a->dt_bias, nv, DF_BUF_F32),
+            "delta_rule_step", "bad shapes");
+    be->ops->delta_rule_step(be, a);
+}

@@ -192,6 +192,36 @@ typedef struct DfDeltaRuleShape {
     int key_heads, value_heads, key_dim, value_dim;
 } DfDeltaRuleShape;
 
+/* A decode step of a hybrid target's DeltaNet layer against per-slot
+ * recurrent states (what the KV cache is for attention): sequence i of the
+ * step (DfKvBatch: slot slots[i], new rows row_starts[i] .. row_starts[i+1]-1)
+ * continues from its slot's state and leaves it after its last new row.
+ * save: empty, or F32 shaped like the state: save[slot] = the state the step
+ * started from (the snapshot a speculative rollback restores: taken by the
+ * op that reads the state anyway, so it costs one extra write).
+ *
+ * conv_step: the causal convolution + SiLU of model/gated_deltanet.h over
+ * the new rows continuing the slot's window, F32 [n_slots, kernel-1,
+ * channels] (its last kernel-1 inputs, oldest first), which advances past
+ * them. x ACT [n_rows, channels]; out ACT [n_rows, channels] (distinct from
+ * x) or empty: only the windows advance; w F32 [channels, kernel]. */
+typedef struct DfConvStepArgs {
+    const DfKvBatch *batch;
+    DfBuffer out, x, w, window, save;
+    int channels, kernel;
+} DfConvStepArgs;
+
+/* delta_rule_step: the gated delta rule of gated_delta_rule over the new
+ * rows from the slot's state F32 [n_slots, value_heads, key_dim, value_dim]
+ * instead of zero. qkv, b, a, a_log, dt_bias as gated_delta_rule takes them
+ * (rows of the step); out ACT [n_rows, value_heads*value_dim], or empty:
+ * only the states advance (a rollback's replay). */
+typedef struct DfDeltaStepArgs {
+    const DfKvBatch *batch;
+    DfBuffer out, qkv, b, a, a_log, dt_bias, state, save;
+    DfDeltaRuleShape shape;
+} DfDeltaStepArgs;
+
 /* What a backend's device holds, in bytes (memory_info). */
 typedef struct DfMemoryInfo {
     size_t available;  /* what this process may still allocate there now (GPU: its free memory; CPU: the
@@ -326,6 +356,9 @@ typedef struct DfBackendOps {
      * small w bf16 would round away (1 + w has 8 bits). df_op_rmsnorm
      * dispatches here when w is F32. */
     void (*rmsnorm_f32_weight)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
+    /* --- hybrid targets' decode steps against per-slot states ------------ */
+    void (*conv_step)(DfBackend *be, const DfConvStepArgs *a);
+    void (*delta_rule_step)(DfBackend *be, const DfDeltaStepArgs *a);
     /* --- a dense decoder layer's fused steps (one launch where there were several) --- */
     /* See DfQkvRopeCacheArgs. */
     void (*qkv_rope_cache)(DfBackend *be, const DfQkvRopeCacheArgs *a);
@@ -438,6 +471,10 @@ void df_op_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int 
 void df_op_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
 void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
                         int n_tokens, int heads, int head_dim, int rotary_dim);
+
+/* Hybrid decode steps (see DfConvStepArgs, DfDeltaStepArgs). */
+void df_op_conv_step(DfBackend *be, const DfConvStepArgs *a);
+void df_op_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a);
 
 /* The KV ops' launch shapes depend on a step's host values only through
  * n_seqs, n_rows, max_new and this bound (max_visible rounded up to

@@ -26,6 +26,9 @@ typedef struct DfDecodeGraphKey {
     int logits_rows, argmax_on_backend, features;
     uint64_t row_starts_hash;
     unsigned long generation;               /* of buffers the caller reallocates together */
+    /* a hybrid target's: its workspace's capacity and its records' rows (buffers reallocated
+     * together when they grow), and whether the step is recorded for a rollback */
+    int hybrid_capacity, record_rows, recording;
     const void *bufs[DF_DECODE_GRAPH_BUFS]; /* the step's other buffer addresses, unused ones NULL */
 } DfDecodeGraphKey;
 

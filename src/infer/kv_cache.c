@@ -5,6 +5,11 @@
 #include <string.h>
 
 int df_kv_cache_init(DfKvCache *c, DfBackend *be, int n_layers, int n_slots, int capacity, int kv_dim, DfError *err) {
+    return df_kv_cache_init_layers(c, be, n_layers, NULL, n_slots, capacity, kv_dim, err);
+}
+
+int df_kv_cache_init_layers(DfKvCache *c, DfBackend *be, int n_layers, const unsigned char *cached, int n_slots,
+                            int capacity, int kv_dim, DfError *err) {
     memset(c, 0, sizeof *c);
     if (n_layers <= 0 || n_slots <= 0 || capacity <= 0 || kv_dim <= 0)
         return df_fail(err, "kv cache: bad shape (%d layers, %d slots, %d rows, %d values)", n_layers, n_slots,
@@ -18,7 +23,7 @@ int df_kv_cache_init(DfKvCache *c, DfBackend *be, int n_layers, int n_slots, int
     c->lens = df_xcalloc((size_t)n_slots, sizeof *c->lens, "kv cache lengths");
     size_t n = (size_t)n_slots * capacity * kv_dim;
     for (int l = 0; l < n_layers; l++)
-        if (df_buffer_alloc(be, &c->k[l], DF_BUF_ACT, n, err) || df_buffer_alloc(be, &c->v[l], DF_BUF_ACT, n, err)) {
+        if ((!cached || cached[l]) && (df_buffer_alloc(be, &c->k[l], DF_BUF_ACT, n, err) || df_buffer_alloc(be, &c->v[l], DF_BUF_ACT, n, err))) {
             df_kv_cache_free(c, be);
             return df_context(err, "kv cache of %d slots x %d rows", n_slots, capacity);
         }

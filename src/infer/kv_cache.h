@@ -10,11 +10,15 @@
 
 typedef struct DfKvCache {
     int n_layers, n_slots, capacity, kv_dim;
-    DfBuffer *k, *v; /* [n_layers], ACT [n_slots * capacity * kv_dim] each */
+    DfBuffer *k, *v; /* [n_layers], ACT [n_slots * capacity * kv_dim] each (or empty: see init_layers) */
     int *lens;       /* [n_slots] valid rows */
 } DfKvCache;
 
 int df_kv_cache_init(DfKvCache *c, DfBackend *be, int n_layers, int n_slots, int capacity, int kv_dim, DfError *err);
+/* The same with buffers only for the layers l where cached[l] is nonzero
+ * (the others stay empty: a hybrid target's linear layers); cached NULL: all. */
+int df_kv_cache_init_layers(DfKvCache *c, DfBackend *be, int n_layers, const unsigned char *cached, int n_slots,
+                            int capacity, int kv_dim, DfError *err);
 void df_kv_cache_free(DfKvCache *c, DfBackend *be);
 
 /* Keeps the first len rows of slot (len <= its current length). */

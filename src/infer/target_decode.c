@@ -105,10 +105,6 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
         return df_fail(err, "target decoder: the model must be loaded with all %d layers and the lm head",
                        c->num_layers);
     if (n_taps < 0 || n_taps > DF_MAX_TAPS) return df_fail(err, "target decoder: %d taps (at most %d)", n_taps, DF_MAX_TAPS);
-    /* a hybrid's recurrent state and its rollback live in host memory (infer/hybrid_state.h) */
-    if (c->is_hybrid && strcmp(m->be->ops->name, "cpu") != 0)
-        return df_fail(err, "target decoder: hybrid (Gated DeltaNet) targets decode on the cpu backend only, not %s",
-                       m->be->ops->name);
     for (int i = 0; i < n_taps; i++)
         if (taps[i] < 0 || taps[i] >= c->num_layers)
             return df_fail(err, "target decoder: tap layer %d outside 0..%d", taps[i], c->num_layers - 1);
@@ -118,8 +114,12 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
     df_target_decoder_set_graphs(d, 1);
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
     d->step_lens = df_xmalloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *d->step_lens, "cache lengths");
-    if (df_kv_cache_init(&d->cache, m->be, c->num_layers, n_slots, slot_capacity, c->num_kv_heads * c->head_dim, err) ||
-        build_rope_tables(d, slot_capacity, err) || (c->is_hybrid && df_hybrid_state_init(&d->hybrid, c, n_slots, err))) {
+    /* a hybrid's linear layers keep recurrent states instead of K/V rows */
+    unsigned char cached[DF_MAX_LAYERS];
+    for (int l = 0; l < c->num_layers; l++) cached[l] = !c->is_hybrid || !c->layer_is_linear[l];
+    if (df_kv_cache_init_layers(&d->cache, m->be, c->num_layers, cached, n_slots, slot_capacity,
+                                c->num_kv_heads * c->head_dim, err) ||
+        build_rope_tables(d, slot_capacity, err) || (c->is_hybrid && df_hybrid_state_init(&d->hybrid, m->be, c, n_slots, err))) {
         df_target_decoder_free(d);
         return -1;
     }
@@ -143,8 +143,7 @@ void df_target_decoder_free(DfTargetDecoder *d) {
 
 void df_target_decoder_set_graphs(DfTargetDecoder *d, int on) {
     df_decode_graphs_free(&d->graphs);
-    /* a hybrid's DeltaNet layers run their recurrence on the host, between ops */
-    df_decode_graphs_init(&d->graphs, d->model->be, on && !d->model->cfg.is_hybrid);
+    df_decode_graphs_init(&d->graphs, d->model->be, on);
 }
 
 int32_t df_argmax_f32(const float *x, int n) {
@@ -168,28 +167,25 @@ int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *e
     if (slot < 0 || slot >= d->cache.n_slots || len < 0 || len > d->cache.lens[slot])
         return df_fail(err, "target decoder: cannot roll slot %d back to %d tokens", slot, len);
     if (d->model->cfg.is_hybrid &&
-        df_hybrid_state_rollback(&d->hybrid, d->model->layers, &d->model->cfg.linear, slot, len, err))
+        df_hybrid_state_rollback(&d->hybrid, d->model->layers, slot, len, err))
         return -1;
     df_kv_cache_truncate(&d->cache, slot, len);
     return 0;
 }
 
-/* A Gated DeltaNet layer: projections for all new rows, then each
- * sequence's convolution and recurrence from its slot's state. */
+/* A Gated DeltaNet layer: projections for all new rows, then the
+ * convolution and recurrence of every sequence from its slot's state (two
+ * backend ops for the whole step), then the gated norm and out projection. */
 static void deltanet_layer(DfTargetDecoder *d, int layer, const DfTargetLayerActs *a, const DfKvBatch *kb) {
     DfTargetModel *m = d->model;
     const DfLinearAttnConfig *la = &m->cfg.linear;
     DfHybridWorkspace *ws = &m->hws;
-    int nv = la->num_value_heads, vd = nv * la->value_head_dim, cd = d->hybrid.conv_dim;
+    size_t t = (size_t)kb->n_rows, nv = (size_t)la->num_value_heads, vd = nv * la->value_head_dim;
+    size_t cd = (size_t)d->hybrid.conv_dim;
     df_hybrid_deltanet_in(m, &m->layers[layer], a);
-    float *mixed = df_hybrid_host(ws->mixed), *conv = df_hybrid_host(ws->conv), *core = df_hybrid_host(ws->core);
-    float *b = df_hybrid_host(ws->beta), *dec = df_hybrid_host(ws->decay);
-    for (int i = 0; i < kb->n_seqs; i++) {
-        size_t r0 = (size_t)kb->host_row_starts[i];
-        int n = kb->host_row_starts[i + 1] - (int)r0;
-        df_hybrid_state_run(&d->hybrid, &m->layers[layer], la, layer, kb->host_slots[i], mixed + r0 * cd, b + r0 * nv,
-                            dec + r0 * nv, conv + r0 * cd, core + r0 * vd, n);
-    }
+    df_hybrid_state_layer(&d->hybrid, &m->layers[layer], layer, kb, df_buffer_view(ws->mixed, 0, t * cd),
+                          df_buffer_view(ws->beta, 0, t * nv), df_buffer_view(ws->decay, 0, t * nv),
+                          df_buffer_view(ws->conv, 0, t * cd), df_buffer_view(ws->core, 0, t * vd));
     df_hybrid_deltanet_out(m, &m->layers[layer], a);
 }
 
@@ -319,6 +315,19 @@ static void enqueue_step(void *ctx) {
                           c->vocab_size);
 }
 
+/* A hybrid's part: the model's hybrid workspace (the step's DeltaNet and
+ * gated-attention activations; grown, never moved otherwise), and whether
+ * the step saves snapshots and records its inputs (other kernels, and the
+ * records' layout buffer). The recurrent states stay put for the decoder's
+ * life; the snapshots and records move only when record_rows grows. */
+static void hybrid_step_key(const DfTargetDecoder *d, DfDecodeGraphKey *key) {
+    const DfHybridState *h = &d->hybrid;
+    key->hybrid_capacity = d->model->hws.capacity;
+    key->record_rows = h->record_rows;
+    key->recording = h->recording;
+    key->bufs[3] = h->recording ? h->record_kb.pack.ptr : NULL;
+}
+
 /* What a recording of the step depends on besides the weights and caches,
  * which stay put for the decoder's life. */
 static void step_key(const StepRun *r, DfDecodeGraphKey *key) {
@@ -337,6 +346,7 @@ static void step_key(const StepRun *r, DfDecodeGraphKey *key) {
     key->generation = d->ws_generation;
     const void *bufs[] = {d->logits.ptr, d->argmax.ptr, kb->pack.ptr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) key->bufs[i] = bufs[i];
+    if (d->model->cfg.is_hybrid) hybrid_step_key(d, key);
 }
 
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err) {
@@ -365,10 +375,7 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
         (c->is_hybrid && df_hybrid_workspace_ensure(m, t, err)) ||
         be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
         return -1;
-    if (c->is_hybrid)
-        for (int i = 0; i < n_seqs; i++)
-            df_hybrid_state_begin_step(&d->hybrid, step->slots[i], kb->host_cache_lens[i],
-                                       step->row_starts[i + 1] - step->row_starts[i]);
+    if (c->is_hybrid && df_hybrid_state_begin_step(&d->hybrid, kb, err)) return -1;
     StepRun run = {d, step, t, logit_rows};
     DfDecodeGraphKey key;
     step_key(&run, &key);

@@ -7,10 +7,10 @@
  * last), their argmax, and the tap features of the new rows (the outputs of
  * decoder layers `taps`, transformers' hidden_states[l + 1]).
  *
- * A hybrid target (Gated DeltaNet + gated attention, CPU backend) keeps, per
+ * A hybrid target (Gated DeltaNet + gated attention) keeps, per
  * slot, the recurrent state of its linear layers (infer/hybrid_state.h)
- * next to the KV cache of its attention layers (the cache has a slot for
- * every layer; those of linear layers stay unused). Slots are started with
+ * next to the KV cache of its attention layers (the cache's buffers of
+ * linear layers stay empty). Slots are started with
  * df_target_decoder_reset_slot and shortened with df_target_decoder_rollback,
  * which for a hybrid needs the step to undo to have been recorded
  * (df_target_decoder_enable_rollback). */
@@ -73,7 +73,7 @@ typedef struct DfDecodeStep {
 } DfDecodeStep;
 
 /* Recorded steps on or off (infer/decode_graphs.h; on after init where the
- * backend records and the target is not hybrid). The results are the same
+ * backend records). The results are the same
  * bits either way: a replay runs the same kernels on the same buffers. */
 void df_target_decoder_set_graphs(DfTargetDecoder *d, int on);
 
@@ -89,7 +89,8 @@ int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err
 
 /* Keeps the first len tokens of slot: any len <= its length for a dense
  * target; for a hybrid, len must lie within the slot's last step, which must
- * have been at most the enabled rollback rows (speculative verification). */
+ * have brought at most the enabled rollback rows per sequence and, in one
+ * sequence at least, 2 (speculative verification; infer/hybrid_state.h). */
 int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *err);
 
 /* Rows first .. first+n-1 of the last step's tap features (ACT [n, n_taps *

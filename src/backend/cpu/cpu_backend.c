@@ -134,6 +134,8 @@ static const DfBackendOps CPU_OPS = {
     .sigmoid_gate = df_cpu_sigmoid_gate,
     .rope_partial = df_cpu_rope_partial,
     .rmsnorm_f32_weight = df_cpu_rmsnorm, /* F32 and ACT are the same floats here */
+    .conv_step = df_cpu_conv_step,
+    .delta_rule_step = df_cpu_delta_rule_step,
     .qkv_rope_cache = df_cpu_qkv_rope_cache,
     .swiglu_packed = df_cpu_swiglu_packed,
 };

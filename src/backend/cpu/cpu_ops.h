@@ -72,6 +72,9 @@ void df_cpu_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer
                              DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
 void df_cpu_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
 void df_cpu_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
+/* hybrid targets' decode steps against per-slot states (cpu_hybrid_step.c) */
+void df_cpu_conv_step(DfBackend *be, const DfConvStepArgs *a);
+void df_cpu_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a);
 void df_cpu_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
                          int n_tokens, int heads, int head_dim, int rotary_dim);
 

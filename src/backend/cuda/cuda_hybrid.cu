@@ -81,10 +81,21 @@ __device__ __forceinline__ float stage_value(const bf16 *qkv, const bf16 *b, con
  * sqrt(dk); a and b into the decay and beta), then every thread runs the
  * chunk's tokens with no barrier between them: a token costs two dk/P-long
  * FMA chains and two shuffle reductions. Three barriers per chunk. */
+/* Without states (a forward over whole sequences) the state starts at zero
+ * and is dropped; with states (a decode step, DfDeltaStepArgs) sequence seq
+ * starts from states[slots[seq]], saved into save[slot] when save is set,
+ * and stores its last state back; out may then be NULL (state only). A
+ * thread loads and stores exactly the state entries it owns. */
+struct DeltaStates {
+    const int32_t *slots;
+    float *states, *save;
+};
+
 template <int P>
 __global__ void __launch_bounds__(DELTA_MAX_THREADS)
     k_gated_delta_rule(bf16 *out, const bf16 *qkv, const bf16 *b, const bf16 *a, const float *a_log,
-                       const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv) {
+                       const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv,
+                       DeltaStates sts) {
     extern __shared__ float stage[]; /* [DELTA_CHUNK][2*dk + dv + 2] */
     int hv = blockIdx.x, seq = blockIdx.y, hk = hv / (nv / nk);
     int tid = threadIdx.x, j = tid / P, p = tid % P, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
@@ -95,8 +106,14 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
     long begin = seq_starts[seq], end = seq_starts[seq + 1];
     float neg_a = -expf(a_log[hv]), dtb = dt_bias[hv], q_scale = 1.0f / sqrtf((float)dk);
     float state[DELTA_MAX_ROWS];
+    /* this head's [dk, dv] state of the sequence's slot: entry (i, j) at i * dv + j */
+    size_t head_state = sts.states ? ((size_t)sts.slots[seq] * nv + hv) * dk * dv : 0;
 #pragma unroll
-    for (int r = 0; r < DELTA_MAX_ROWS; r++) state[r] = 0.0f;
+    for (int r = 0; r < DELTA_MAX_ROWS; r++) {
+        int i = p + r * P;
+        state[r] = sts.states && active && i < dk ? sts.states[head_state + (size_t)i * dv + j] : 0.0f;
+        if (sts.save && active && i < dk) sts.save[head_state + (size_t)i * dv + j] = state[r];
+    }
 
     for (long c0 = begin; c0 < end; c0 += DELTA_CHUNK) {
         int n = end - c0 < DELTA_CHUNK ? (int)(end - c0) : DELTA_CHUNK;
@@ -157,9 +174,15 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
                 }
             }
             for (int o = P / 2; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if (active && p == 0) out[(size_t)(c0 + u) * nv * dv + (size_t)hv * dv + j] = __float2bfloat16_rn(acc);
+            if (out && active && p == 0) out[(size_t)(c0 + u) * nv * dv + (size_t)hv * dv + j] = __float2bfloat16_rn(acc);
         }
         __syncthreads(); /* the chunk's inputs are read before the next chunk overwrites them */
+    }
+    if (!sts.states || !active) return;
+#pragma unroll
+    for (int r = 0; r < DELTA_MAX_ROWS; r++) {
+        int i = p + r * P;
+        if (i < dk) sts.states[head_state + (size_t)i * dv + j] = state[r];
     }
 }
 
@@ -171,31 +194,38 @@ static int delta_threads_per_column(int dk, int dv) {
     return 0;
 }
 
+/* What a launch runs over: sequences starting at seq_starts (device), their
+ * count, and the states (all NULL for a forward). */
+struct DeltaLaunch {
+    const int32_t *seq_starts;
+    int n_seqs;
+    DeltaStates sts;
+};
+
 template <int P>
 static void launch_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
-                              DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
+                              DfBuffer dt_bias, const DeltaLaunch *l, const DfDeltaRuleShape *s) {
     DfCudaState *st = df_cuda_state(be);
     unsigned threads = (unsigned)((P * s->value_dim + 31) / 32 * 32);
     size_t smem = (size_t)DELTA_CHUNK * (2 * s->key_dim + s->value_dim + 2) * sizeof(float);
     if (smem > 48 * 1024)
         DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_gated_delta_rule<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 (int)smem));
-    dim3 grid((unsigned)s->value_heads, (unsigned)batch->n_seqs);
+    dim3 grid((unsigned)s->value_heads, (unsigned)l->n_seqs);
     k_gated_delta_rule<P><<<grid, threads, smem, st->stream>>>(
         (bf16 *)out.ptr, (const bf16 *)qkv.ptr, (const bf16 *)b.ptr, (const bf16 *)a.ptr, (const float *)a_log.ptr,
-        (const float *)dt_bias.ptr, (const int32_t *)batch->seq_starts.ptr, s->key_heads, s->value_heads, s->key_dim,
-        s->value_dim);
+        (const float *)dt_bias.ptr, l->seq_starts, s->key_heads, s->value_heads, s->key_dim, s->value_dim, l->sts);
     DF_CUDA_CHECK_LAUNCH(be, "gated_delta_rule");
 }
 
-void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
-                                  DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
+static void run_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                           DfBuffer dt_bias, const DeltaLaunch *l, const DfDeltaRuleShape *s) {
     df_cuda_prof_begin(be, DF_CUDA_OP_DELTA_RULE);
     switch (delta_threads_per_column(s->key_dim, s->value_dim)) {
-    case 4: launch_delta_rule<4>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
-    case 8: launch_delta_rule<8>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
-    case 16: launch_delta_rule<16>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
-    case 32: launch_delta_rule<32>(be, out, qkv, b, a, a_log, dt_bias, batch, s); break;
+    case 4: launch_delta_rule<4>(be, out, qkv, b, a, a_log, dt_bias, l, s); break;
+    case 8: launch_delta_rule<8>(be, out, qkv, b, a, a_log, dt_bias, l, s); break;
+    case 16: launch_delta_rule<16>(be, out, qkv, b, a, a_log, dt_bias, l, s); break;
+    case 32: launch_delta_rule<32>(be, out, qkv, b, a, a_log, dt_bias, l, s); break;
     default:
         df_cuda_record_failure(be, __FILE__, __LINE__,
                                "gated_delta_rule: key head dim %d with value head dim %d is not supported on CUDA "
@@ -203,6 +233,21 @@ void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffe
                                s->key_dim, s->value_dim, DELTA_MAX_ROWS * 32);
     }
     df_cuda_prof_end(be);
+}
+
+void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                                  DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
+    DeltaLaunch l = {(const int32_t *)batch->seq_starts.ptr, batch->n_seqs, {NULL, NULL, NULL}};
+    run_delta_rule(be, out, qkv, b, a, a_log, dt_bias, &l, s);
+}
+
+/* A decode step: the same kernel over the step's sequences (row_starts),
+ * from and into their slots' states. */
+void df_cuda_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
+    const DfKvBatch *kb = a->batch;
+    DeltaLaunch l = {(const int32_t *)kb->row_starts.ptr, kb->n_seqs,
+                     {(const int32_t *)kb->slots.ptr, (float *)a->state.ptr, (float *)a->save.ptr}};
+    run_delta_rule(be, a->out, a->qkv, a->b, a->a, a->a_log, a->dt_bias, &l, &a->shape);
 }
 
 /* --- row norms: one warp per row ------------------------------------------------ */

@@ -230,6 +230,13 @@ void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffe
                               DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
 void df_cuda_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
 void df_cuda_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
+/* hybrid targets' decode steps against per-slot states (cuda_hybrid_step.cu, cuda_hybrid.cu) */
+void df_cuda_conv_step(DfBackend *be, const DfConvStepArgs *a);
+void df_cuda_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a);
+/* kv_attention for head dims other than 64 and 128, up to 256 (cuda_kv_attention_generic.cu) */
+void df_cuda_kv_attention_generic(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
+                                  const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale,
+                                  int causal);
 void df_cuda_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
                           int n_tokens, int heads, int head_dim, int rotary_dim);
 void df_cuda_rmsnorm_f32_weight(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);

@@ -1,0 +1,642 @@
+/* Hybrid targets (Gated DeltaNet + gated attention) decoding on CUDA:
+ *  - the decode-step ops against the CPU ops on random inputs (odd sizes,
+ *    scrambled slots, steps of 1 to 40 new rows, random non-zero states):
+ *    conv_step (outputs, advanced windows, snapshots), delta_rule_step
+ *    (outputs, advanced states, snapshots; the state-only replay), and
+ *    kv_attention at the head dims the tensor-core kernel lacks (16, 40,
+ *    256: the generic kernel), causal and as a block;
+ *  - greedy generation on the hybrid fixture (tests/fixtures/hybrid/
+ *    qwen35-random), batch 3 over 5 prompts (continuous batching), on the GPU
+ *    (the same tokens with its steps recorded as CUDA graphs and queued op by
+ *    op) against the CPU: token for token, except where the CPU's fp32 logits,
+ *    teacher-forced on the GPU's tokens, show a near tie (the margin of
+ *    test_cuda_infer_ops.c);
+ *  - a verification block rolled back to every length 0..B on the GPU
+ *    continues as the same prefix decoded without the block (bf16-close;
+ *    printed when bit-identical), with the same bits recorded or not;
+ *  - speculative decoding on the GPU with a random drafter, and with drafts
+ *    right for a varying number of positions (every acceptance length,
+ *    every rollback position), equals the GPU's greedy decoding token for
+ *    token;
+ *  - `dflash generate --device cuda` (greedy against the CPU's command,
+ *    sampled the same with and without recorded steps, resumed after its
+ *    first record) and `dflash eval
+ *    --device cuda` (which fails on any difference from greedy) on the
+ *    fixture, given a byte-level tokenizer of its 256 ids.
+ * Tolerances as in test_cuda_hybrid_ops.c: max|a-b| / max|b| <= 1e-2 for
+ * bf16 outputs; fp32 states within 1e-3 (the delta rule's step is
+ * non-expanding, so its fp32 rounding adds up at most linearly: <= 3 T dk
+ * 2^-24 ~ 1e-3 for 40 tokens of dk 128); windows and snapshots are copies
+ * (exact). Everything skips without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#include "backend/backend.h"
+#include "base/numeric.h"
+#include "infer/decode_graphs.h"
+#include "infer/drafter_infer.h"
+#include "infer/generate.h"
+#include "infer/speculative.h"
+#include "infer/target_decode.h"
+#include "model/drafter_config.h"
+#include "model/drafter_io.h"
+#include "model/drafter_layout.h"
+#include "model/target.h"
+
+#define OP_TOL 1e-2
+#define STATE_TOL 1e-3
+#define COPY_TOL 0.0
+#define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"
+#define N_SLOTS 9 /* coprime to 5: slot of sequence i = (5 i + 3) % N_SLOTS, all distinct */
+#define CAPACITY 64
+
+typedef DfTestBackendPair Fixture;
+typedef DfTestPair Pair;
+
+/* Uniform in [center - half, center + half] (never exactly zero in practice), rounded to bf16 for ACT. */
+static Pair pair_random(const Fixture *f, size_t n, uint64_t seed, float center, float half, DfBufKind kind) {
+    float *x = df_test_random_array(n, seed, half);
+    for (size_t i = 0; i < n; i++) {
+        x[i] += center;
+        if (kind == DF_BUF_ACT) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
+    }
+    Pair p = df_test_pair_upload(f, x, n, kind);
+    free(x);
+    return p;
+}
+
+/* max|g-c| / max|c| <= tol, every value finite (tol 0: equal). */
+static void pair_compare(const Fixture *f, const char *what, Pair p, double tol) {
+    DfError err;
+    if (f->cpu->ops->sync(f->cpu, &err) || f->gpu->ops->sync(f->gpu, &err)) fail_msg("%s: %s", what, err.msg);
+    float *c = df_test_download(f->cpu, p.c), *g = df_test_download(f->gpu, p.g);
+    for (size_t i = 0; i < p.c.count; i++)
+        if (!isfinite(g[i]) || !isfinite(c[i])) fail_msg("%s: value %zu is %g on CUDA, %g on the CPU", what, i, g[i], c[i]);
+    double e = df_rel_error(g, c, p.c.count);
+    printf("  %-64s relative error %.3g\n", what, e);
+    if (!(e <= tol)) fail_msg("%s: relative error %g over %zu values (tolerance %g)", what, e, p.c.count, tol);
+    free(c), free(g);
+}
+
+/* A step's layout on both backends: sequence i in slot (5 i + 3) % N_SLOTS with lens[i] new rows. */
+typedef struct StepPair {
+    DfKvBatch c, g;
+    int n_rows;
+} StepPair;
+
+static StepPair step_pair(const Fixture *f, const int *lens, int n_seqs) {
+    int32_t slots[N_SLOTS], cache_lens[N_SLOTS], starts[N_SLOTS + 1] = {0};
+    assert_true(n_seqs <= N_SLOTS);
+    for (int i = 0; i < n_seqs; i++) {
+        slots[i] = (5 * i + 3) % N_SLOTS;
+        cache_lens[i] = (7 * i) % 5;
+        starts[i + 1] = starts[i] + lens[i];
+    }
+    StepPair s;
+    DfError err;
+    if (df_kv_batch_init(&s.c, f->cpu, n_seqs, slots, cache_lens, starts, N_SLOTS, CAPACITY, &err) ||
+        df_kv_batch_init(&s.g, f->gpu, n_seqs, slots, cache_lens, starts, N_SLOTS, CAPACITY, &err))
+        fail_msg("%s", err.msg);
+    s.n_rows = starts[n_seqs];
+    return s;
+}
+
+static void step_pair_free(const Fixture *f, StepPair *s) {
+    df_kv_batch_free(&s->c, f->cpu);
+    df_kv_batch_free(&s->g, f->gpu);
+}
+
+static const int DECODE[] = {1, 1, 1, 1, 1, 1, 1};
+static const int MIXED[] = {1, 3, 1, 7, 2};
+static const int LONG[] = {40, 1, 5};
+
+/* --- conv_step ---------------------------------------------------------------- */
+
+static void check_conv_step(const Fixture *f, const int *lens, int n_seqs, int ch, int kernel, int with_out,
+                            uint64_t seed) {
+    StepPair b = step_pair(f, lens, n_seqs);
+    size_t n = (size_t)b.n_rows * ch, wn = (size_t)N_SLOTS * (kernel - 1) * ch;
+    Pair x = pair_random(f, n, seed, 0.0f, 2.0f, DF_BUF_ACT);
+    Pair w = pair_random(f, (size_t)ch * kernel, seed + 1, 0.0f, 1.0f, DF_BUF_F32);
+    Pair win = pair_random(f, wn, seed + 2, 0.5f, 1.0f, DF_BUF_F32);
+    Pair save = pair_random(f, wn, seed + 3, -0.5f, 1.0f, DF_BUF_F32); /* other slots' must stay */
+    Pair out = df_test_pair_poisoned(f, n, DF_BUF_ACT);
+    DfBuffer none = {0};
+    DfConvStepArgs ac = {&b.c, with_out ? out.c : none, x.c, w.c, win.c, save.c, ch, kernel};
+    DfConvStepArgs ag = {&b.g, with_out ? out.g : none, x.g, w.g, win.g, save.g, ch, kernel};
+    df_op_conv_step(f->cpu, &ac);
+    df_op_conv_step(f->gpu, &ag);
+    char what[160];
+    snprintf(what, sizeof what, "conv_step %d ch, kernel %d, %d seqs, %d rows%s", ch, kernel, n_seqs, b.n_rows,
+             with_out ? "" : " (window only)");
+    if (with_out) pair_compare(f, what, out, OP_TOL);
+    pair_compare(f, "  advanced windows", win, COPY_TOL);
+    pair_compare(f, "  snapshots", save, COPY_TOL);
+    df_test_pair_free(f, &x), df_test_pair_free(f, &w), df_test_pair_free(f, &win), df_test_pair_free(f, &save);
+    df_test_pair_free(f, &out);
+    step_pair_free(f, &b);
+}
+
+static void test_conv_step_matches_cpu(void **state) {
+    Fixture *f = df_test_gpu_or_skip(state);
+    check_conv_step(f, DECODE, 7, 37, 4, 1, 10);
+    check_conv_step(f, MIXED, 5, 160, 4, 1, 20);   /* the fixture's conv_dim */
+    check_conv_step(f, MIXED, 5, 33, 3, 1, 30);    /* rows < and >= the window */
+    check_conv_step(f, LONG, 3, 10240, 4, 1, 40);  /* Qwen3.6-27B's conv_dim */
+    check_conv_step(f, MIXED, 5, 101, 4, 0, 50);   /* a rollback's replay: windows only */
+    check_conv_step(f, DECODE, 3, 24, 2, 1, 60);
+}
+
+/* --- delta_rule_step ---------------------------------------------------------- */
+
+static void check_delta_step(const Fixture *f, const int *lens, int n_seqs, DfDeltaRuleShape s, int with_out,
+                             uint64_t seed) {
+    StepPair b = step_pair(f, lens, n_seqs);
+    size_t t = (size_t)b.n_rows, nv = (size_t)s.value_heads;
+    size_t width = 2 * (size_t)s.key_heads * s.key_dim + nv * s.value_dim;
+    size_t sn = (size_t)N_SLOTS * nv * s.key_dim * s.value_dim;
+    Pair qkv = pair_random(f, t * width, seed, 0.0f, 1.0f, DF_BUF_ACT);
+    Pair beta = pair_random(f, t * nv, seed + 1, 0.0f, 3.0f, DF_BUF_ACT);
+    Pair a = pair_random(f, t * nv, seed + 2, 0.0f, 3.0f, DF_BUF_ACT);
+    float log16 = logf(16.0f);
+    Pair a_log = pair_random(f, nv, seed + 3, log16 / 2, log16 / 2, DF_BUF_F32);
+    Pair dt_bias = pair_random(f, nv, seed + 4, 1.0f, 0.5f, DF_BUF_F32);
+    Pair st = pair_random(f, sn, seed + 5, 0.1f, 0.5f, DF_BUF_F32);
+    Pair save = pair_random(f, sn, seed + 6, -0.1f, 0.5f, DF_BUF_F32);
+    Pair out = df_test_pair_poisoned(f, t * nv * s.value_dim, DF_BUF_ACT);
+    DfBuffer none = {0};
+    DfDeltaStepArgs ac = {&b.c, with_out ? out.c : none, qkv.c, beta.c, a.c, a_log.c, dt_bias.c, st.c, save.c, s};
+    DfDeltaStepArgs ag = {&b.g, with_out ? out.g : none, qkv.g, beta.g, a.g, a_log.g, dt_bias.g, st.g, save.g, s};
+    df_op_delta_rule_step(f->cpu, &ac);
+    df_op_delta_rule_step(f->gpu, &ag);
+    char what[160];
+    snprintf(what, sizeof what, "delta_rule_step %d/%d heads, %d x %d, %d seqs, %d rows%s", s.key_heads,
+             s.value_heads, s.key_dim, s.value_dim, n_seqs, b.n_rows, with_out ? "" : " (state only)");
+    if (with_out) pair_compare(f, what, out, OP_TOL);
+    pair_compare(f, "  advanced states", st, STATE_TOL);
+    pair_compare(f, "  snapshots", save, COPY_TOL);
+    Pair *all[] = {&qkv, &beta, &a, &a_log, &dt_bias, &st, &save, &out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) df_test_pair_free(f, all[i]);
+    step_pair_free(f, &b);
+}
+
+static void test_delta_rule_step_matches_cpu(void **state) {
+    Fixture *f = df_test_gpu_or_skip(state);
+    check_delta_step(f, DECODE, 7, (DfDeltaRuleShape){2, 4, 16, 24}, 1, 100); /* the fixture's heads */
+    check_delta_step(f, MIXED, 5, (DfDeltaRuleShape){1, 3, 64, 37}, 1, 200);  /* odd value dim */
+    check_delta_step(f, MIXED, 5, (DfDeltaRuleShape){2, 6, 128, 128}, 1, 300); /* Qwen3.6's 128 x 128 */
+    check_delta_step(f, LONG, 3, (DfDeltaRuleShape){1, 2, 128, 128}, 1, 400);  /* across a staged chunk */
+    check_delta_step(f, DECODE, 3, (DfDeltaRuleShape){1, 1, 256, 64}, 1, 500); /* 8 threads per column */
+    check_delta_step(f, MIXED, 5, (DfDeltaRuleShape){2, 4, 16, 24}, 0, 600);  /* a rollback's replay */
+}
+
+/* --- kv_attention at the generic head dims --------------------------------------- */
+
+static void check_kv_attention(const Fixture *f, int heads, int kv_heads, int hd, int causal, uint64_t seed) {
+    const int lens[] = {1, 4, 2, 1};
+    StepPair b = step_pair(f, lens, 4);
+    size_t cache = (size_t)N_SLOTS * CAPACITY * kv_heads * hd, qn = (size_t)b.n_rows * heads * hd;
+    Pair k = pair_random(f, cache, seed, 0.0f, 2.0f, DF_BUF_ACT);
+    Pair v = pair_random(f, cache, seed + 1, 0.0f, 1.0f, DF_BUF_ACT);
+    Pair q = pair_random(f, qn, seed + 2, 0.0f, 1.0f, DF_BUF_ACT);
+    Pair out = df_test_pair_poisoned(f, qn, DF_BUF_ACT);
+    float scale = 1.0f / sqrtf((float)hd);
+    df_op_kv_attention(f->cpu, out.c, q.c, k.c, v.c, &b.c, heads, kv_heads, hd, scale, causal);
+    df_op_kv_attention(f->gpu, out.g, q.g, k.g, v.g, &b.g, heads, kv_heads, hd, scale, causal);
+    char what[128];
+    snprintf(what, sizeof what, "kv_attention %d/%d heads of %d, %s", heads, kv_heads, hd, causal ? "causal" : "block");
+    pair_compare(f, what, out, OP_TOL);
+    df_test_pair_free(f, &k), df_test_pair_free(f, &v), df_test_pair_free(f, &q), df_test_pair_free(f, &out);
+    step_pair_free(f, &b);
+}
+
+static void test_kv_attention_generic_head_dims(void **state) {
+    Fixture *f = df_test_gpu_or_skip(state);
+    for (int causal = 0; causal < 2; causal++) {
+        check_kv_attention(f, 4, 2, 16, causal, 700); /* the fixture's attention */
+        check_kv_attention(f, 6, 3, 40, causal, 710);
+        check_kv_attention(f, 8, 2, 256, causal, 720); /* Qwen3.6's */
+    }
+}
+
+/* --- the fixture model on both backends ------------------------------------------------ */
+
+static void load_fixture(DfTargetModel *m, DfBackend *be) {
+    DfError err;
+    DfModelConfig c;
+    if (df_model_config_load(&c, df_test_path(MODEL_DIR), &err) ||
+        df_target_load(m, be, df_test_path(MODEL_DIR), c.num_layers, 1, &err))
+        fail_msg("%s", err.msg);
+    assert_true(m->cfg.is_hybrid);
+}
+
+static void random_ids(int32_t *ids, int n, int vocab, uint64_t seed) {
+    uint64_t r = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        ids[i] = (int32_t)(4 + r % (uint64_t)(vocab - 5)); /* no EOS, no mask token */
+    }
+}
+
+/* The near-tie margin of test_cuda_infer_ops.c: 4 bf16 ulps of the largest fp32 logit (at least of 1). */
+#define NEAR_TIE_ULPS 4
+#define NEAR_TIE_FLIPS_PER_TOKEN 25
+
+static double near_tie_margin(float l_max) {
+    double a = fabs((double)l_max) > 1 ? fabs((double)l_max) : 1;
+    int e;
+    frexp(a, &e);
+    return NEAR_TIE_ULPS * ldexp(1.0, e - 1 - 7);
+}
+
+/* The CPU's fp32 logits over prompt + the GPU's tokens: every GPU choice
+ * (and the EOS that stopped it) within the margin of the maximum. Returns
+ * the flips (choices that are not the fp32 argmax). */
+static int check_near_ties(DfTargetModel *cpu, int p, const int32_t *prompt, int np, const DfI32Vec *out,
+                           const DfGenerateOptions *opt, int *positions) {
+    int n_out = (int)out->len, n = np + n_out, vocab = cpu->cfg.vocab_size, flips = 0;
+    int stopped = n_out < opt->max_new_tokens;
+    DfError err;
+    DfTargetDecoder d;
+    if (df_target_decoder_init(&d, cpu, 1, n + 1, NULL, 0, &err)) fail_msg("%s", err.msg);
+    int32_t *ids = malloc((size_t)n * sizeof *ids), slot = 0, starts[2] = {0, n};
+    memcpy(ids, prompt, (size_t)np * sizeof *ids);
+    memcpy(ids + np, out->data, (size_t)n_out * sizeof *ids);
+    float *logits = malloc((size_t)n * vocab * sizeof *logits);
+    DfDecodeStep step = {1, &slot, ids, starts, DF_LOGITS_ALL, logits, NULL, NULL, 0};
+    if (df_target_decode(&d, &step, &err)) fail_msg("%s", err.msg);
+    for (int j = 0; j < n_out + stopped; j++) {
+        const float *row = logits + (size_t)(np - 1 + j) * vocab;
+        int best = df_argmax_f32(row, vocab), chosen = j < n_out ? out->data[j] : -1;
+        if (chosen < 0)
+            for (int e = 0; e < opt->n_eos; e++)
+                if (chosen < 0 || row[opt->eos_ids[e]] > row[chosen]) chosen = opt->eos_ids[e];
+        double gap = (double)row[best] - row[chosen], margin = near_tie_margin(row[best]);
+        flips += j < n_out ? chosen != best : !df_is_eos(opt, best);
+        (*positions)++;
+        if (!(gap <= margin))
+            fail_msg("prompt %d, generated position %d: the GPU chose %d, whose fp32 logit %.6g is %.4g below the "
+                     "maximum %.6g (token %d); a bf16 near tie allows %.4g",
+                     p, j, chosen, row[chosen], gap, row[best], best, margin);
+    }
+    free(ids), free(logits);
+    df_target_decoder_free(&d);
+    return flips;
+}
+
+enum { N_PROMPTS = 5, MAX_NEW = 48, GEN_SLOTS = 3 };
+static const int PROMPT_LENS[N_PROMPTS] = {5, 12, 1, 30, 8};
+
+/* Returns the steps served by a recorded graph. */
+static unsigned long generate(DfTargetModel *m, int32_t prompts[][32], const DfGenerateOptions *opt, int graphs,
+                              DfI32Vec *out) {
+    DfError err;
+    DfTargetDecoder d;
+    if (df_target_decoder_init(&d, m, GEN_SLOTS, 32 + MAX_NEW, NULL, 0, &err)) fail_msg("%s", err.msg);
+    df_target_decoder_set_graphs(&d, graphs);
+    const int32_t *pp[N_PROMPTS];
+    for (int i = 0; i < N_PROMPTS; i++) pp[i] = prompts[i];
+    if (df_generate_batch(&d, N_PROMPTS, pp, PROMPT_LENS, opt, out, NULL, &err)) fail_msg("%s", err.msg);
+    unsigned long replays = d.graphs.replays;
+    df_target_decoder_free(&d);
+    return replays;
+}
+
+static void test_greedy_matches_cpu(void **state) {
+    Fixture *f = df_test_gpu_or_skip(state);
+    DfTargetModel gm, cm;
+    load_fixture(&gm, f->gpu);
+    load_fixture(&cm, f->cpu);
+    DfError err;
+    DfGenerateOptions opt = {0};
+    opt.top_p = 1.0;
+    opt.max_new_tokens = MAX_NEW;
+    if (df_generation_eos_ids(df_test_path(MODEL_DIR), &cm.cfg, opt.eos_ids, &opt.n_eos, &err)) fail_msg("%s", err.msg);
+    int32_t prompts[N_PROMPTS][32];
+    for (int i = 0; i < N_PROMPTS; i++) random_ids(prompts[i], PROMPT_LENS[i], cm.cfg.vocab_size, 40 + i);
+    DfI32Vec g[N_PROMPTS] = {{0}}, c[N_PROMPTS] = {{0}}, q[N_PROMPTS] = {{0}};
+    unsigned long replays = generate(&gm, prompts, &opt, 1, g);
+    generate(&gm, prompts, &opt, 0, q);
+    generate(&cm, prompts, &opt, 1, c);
+    /* recorded steps replay the same kernels on the same buffers: the same tokens */
+    printf("  GPU greedy: %lu steps replayed from CUDA graphs\n", replays);
+    if (df_decode_graphs_available(f->gpu) && replays == 0) fail_msg("no hybrid decode step was replayed from a graph");
+    for (int i = 0; i < N_PROMPTS; i++)
+        if (g[i].len != q[i].len || memcmp(g[i].data, q[i].data, g[i].len * sizeof *g[i].data) != 0)
+            fail_msg("prompt %d: greedy tokens with recorded steps differ from those queued op by op", i);
+    int equal = 0, flips = 0, positions = 0;
+    for (int i = 0; i < N_PROMPTS; i++) {
+        size_t k = 0;
+        while (k < g[i].len && k < c[i].len && g[i].data[k] == c[i].data[k]) k++;
+        int same = k == g[i].len && k == c[i].len;
+        equal += same;
+        printf("  prompt %d (%d tokens): GPU %zu tokens, CPU %zu, %s\n", i, PROMPT_LENS[i], g[i].len, c[i].len,
+               same ? "equal" : "first difference at");
+        if (!same) printf("    token %zu\n", k);
+        flips += check_near_ties(&cm, i, prompts[i], PROMPT_LENS[i], &g[i], &opt, &positions);
+    }
+    int allowed = positions / NEAR_TIE_FLIPS_PER_TOKEN > 3 ? positions / NEAR_TIE_FLIPS_PER_TOKEN : 3;
+    printf("  %d of %d prompts equal the CPU token for token; %d near-tie flips in %d positions (at most %d)\n", equal,
+           N_PROMPTS, flips, positions, allowed);
+    if (flips > allowed) fail_msg("%d near-tie flips in %d positions (at most %d)", flips, positions, allowed);
+    for (int i = 0; i < N_PROMPTS; i++) df_i32vec_free(&g[i]), df_i32vec_free(&c[i]), df_i32vec_free(&q[i]);
+    df_target_free(&gm);
+    df_target_free(&cm);
+}
+
+/* --- rollback on the GPU ------------------------------------------------------------------ */
+
+/* Logits [C, V] of cont after prefill (P tokens), then either a block of B
+ * rolled back to k (rollback) or the k kept tokens as a step of their own. */
+static float *continuation(DfTargetDecoder *d, const int32_t *ids, int P, int B, int k, const int32_t *cont, int C,
+                           int rollback) {
+    DfError err;
+    int32_t slot = 0, s0[2] = {0, P}, s1[2] = {0, rollback ? B : k}, s2[2] = {0, C};
+    float *got = malloc((size_t)C * d->model->cfg.vocab_size * sizeof *got);
+    df_target_decoder_reset_slot(d, 0);
+    DfDecodeStep pre = {1, &slot, ids, s0, DF_LOGITS_NONE, NULL, NULL, NULL, 0};
+    DfDecodeStep mid = {1, &slot, ids + P, s1, DF_LOGITS_ALL, NULL, NULL, NULL, 0};
+    DfDecodeStep next = {1, &slot, cont, s2, DF_LOGITS_ALL, got, NULL, NULL, 0};
+    if (df_target_decode(d, &pre, &err)) fail_msg("%s", err.msg);
+    if ((rollback || k) && df_target_decode(d, &mid, &err)) fail_msg("%s", err.msg);
+    if (rollback && df_target_decoder_rollback(d, 0, P + k, &err)) fail_msg("keep %d: %s", k, err.msg);
+    if (df_target_decode(d, &next, &err)) fail_msg("%s", err.msg);
+    return got;
+}
+
+static void test_rollback_on_gpu(void **state) {
+    Fixture *f = df_test_gpu_or_skip(state);
+    DfTargetModel gm;
+    load_fixture(&gm, f->gpu);
+    DfError err;
+    enum { P = 11, B = 7, C = 3 };
+    int vocab = gm.cfg.vocab_size;
+    int32_t ids[P + B], cont[C];
+    random_ids(ids, P + B, vocab, 20);
+    random_ids(cont, C, vocab, 21);
+    DfTargetDecoder d;
+    if (df_target_decoder_init(&d, &gm, 1, 64, NULL, 0, &err) || df_target_decoder_enable_rollback(&d, B, &err))
+        fail_msg("%s", err.msg);
+    int identical = 0;
+    float *with_graphs[B + 1];
+    for (int k = 0; k <= B; k++) {
+        float *got = continuation(&d, ids, P, B, k, cont, C, 1);
+        float *want = continuation(&d, ids, P, B, k, cont, C, 0);
+        double e = df_rel_error(got, want, (size_t)C * vocab);
+        identical += memcmp(got, want, (size_t)C * vocab * sizeof *got) == 0;
+        if (!(e <= OP_TOL)) fail_msg("keep %d of %d: continuation logits differ from the plain prefix by %g", k, B, e);
+        with_graphs[k] = got;
+        free(want);
+    }
+    /* the same steps queued op by op: the same bits as their recordings */
+    unsigned long replays = d.graphs.replays;
+    df_target_decoder_set_graphs(&d, 0);
+    for (int k = 0; k <= B; k++) {
+        float *got = continuation(&d, ids, P, B, k, cont, C, 1);
+        if (memcmp(got, with_graphs[k], (size_t)C * vocab * sizeof *got) != 0)
+            fail_msg("keep %d of %d: the rollback's continuation differs with recorded steps", k, B);
+        free(got), free(with_graphs[k]);
+    }
+    printf("  %lu steps replayed from CUDA graphs\n", replays);
+    printf("  rollback to every length 0..%d: continuations bf16-close to the plain prefix, %d of %d bit-identical\n",
+           B, identical, B + 1);
+    /* what cannot be rolled back is refused */
+    int32_t slot = 0, big[2] = {0, B + 2};
+    df_target_decoder_reset_slot(&d, 0);
+    DfDecodeStep step = {1, &slot, ids, big, DF_LOGITS_NONE, NULL, NULL, NULL, 0};
+    if (df_target_decode(&d, &step, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(df_target_decoder_rollback(&d, 0, 3, &err), -1);
+    df_target_decoder_free(&d);
+    df_target_free(&gm);
+}
+
+/* --- speculative decoding on the GPU ---------------------------------------------------------- */
+
+/* Drafts right for (cycle % block_size) positions, then wrong: every acceptance length occurs. */
+typedef struct Partial {
+    const int32_t *greedy;
+    size_t n;
+    int cycle, vocab;
+} Partial;
+
+static void partial_hook(void *ctx, int n_generated, int32_t *block, int block_size) {
+    Partial *p = ctx;
+    int right = p->cycle++ % block_size;
+    for (int k = 1; k < block_size; k++) {
+        size_t idx = (size_t)n_generated + (size_t)k - 1;
+        int32_t truth = idx < p->n ? p->greedy[idx] : 5;
+        block[k] = k <= right ? truth : (int32_t)((truth + 1) % p->vocab);
+    }
+}
+
+static void test_speculative_lossless_on_gpu(void **state) {
+    Fixture *f = df_test_gpu_or_skip(state);
+    DfTargetModel gm;
+    load_fixture(&gm, f->gpu);
+    DfError err;
+    enum { B = 6, SPEC_NEW = 40 };
+    int vocab = gm.cfg.vocab_size;
+    DfDrafterConfig cfg;
+    DfDrafterOptions dopt = {.num_layers = 2, .block_size = B, .mask_token_id = vocab - 1};
+    if (df_drafter_config_from_target(&cfg, &gm.cfg, &dopt, &err)) fail_msg("%s", err.msg);
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, &cfg);
+    float *params = df_test_random_array(layout.total, 77, 0.3f);
+    DfDrafterRunner runner;
+    DfTargetDecoder dec;
+    if (df_drafter_runner_init(&runner, f->gpu, &cfg, params, gm.embed, gm.lm_head, 1, 128, &err) ||
+        df_target_decoder_init(&dec, &gm, 1, 128, cfg.target_layer_ids, cfg.n_taps, &err))
+        fail_msg("%s", err.msg);
+    int seen[B] = {0};
+    for (int p = 0; p < 3; p++) {
+        int32_t prompt[16];
+        int len = 6 + 4 * p;
+        random_ids(prompt, len, vocab, 30 + p);
+        DfGenerateOptions g = {0};
+        g.max_new_tokens = SPEC_NEW;
+        g.top_p = 1;
+        g.eos_ids[0] = 2, g.eos_ids[1] = 3, g.n_eos = 2;
+        DfI32Vec greedy = {0};
+        const int32_t *pp = prompt;
+        if (df_generate_batch(&dec, 1, &pp, &len, &g, &greedy, NULL, &err)) fail_msg("%s", err.msg);
+        for (int use_hook = 0; use_hook < 2; use_hook++) {
+            DfSpecOptions o = {0};
+            o.max_new_tokens = SPEC_NEW;
+            o.block_size = B;
+            o.eos_ids[0] = 2, o.eos_ids[1] = 3, o.n_eos = 2;
+            Partial partial = {greedy.data, greedy.len, 0, vocab};
+            if (use_hook) o.hook = partial_hook, o.hook_ctx = &partial;
+            DfSpecResult r = {0};
+            if (df_speculative_generate(&dec, &runner, 0, prompt, len, &o, &r, &err)) fail_msg("%s", err.msg);
+            size_t k = 0;
+            while (k < r.tokens.len && k < greedy.len && r.tokens.data[k] == greedy.data[k]) k++;
+            if (k != greedy.len || k != r.tokens.len)
+                fail_msg("prompt %d (%s drafts): speculative output differs from GPU greedy at token %zu (%zu vs %zu "
+                         "tokens)", p, use_hook ? "partly right" : "random", k, r.tokens.len, greedy.len);
+            printf("  prompt %d, %s drafts: %zu tokens equal greedy, tau %.2f\n", p,
+                   use_hook ? "partly right" : "random", r.tokens.len, df_spec_tau(&r));
+            for (size_t c = 0; c < r.accepted.len; c++) seen[r.accepted.data[c]]++;
+            df_spec_result_free(&r);
+        }
+        df_i32vec_free(&greedy);
+    }
+    for (int n = 0; n < B; n++)
+        if (!seen[n]) fail_msg("no cycle accepted exactly %d drafts: the rollback paths are not all exercised", n);
+    df_target_decoder_free(&dec);
+    df_drafter_runner_free(&runner);
+    df_drafter_layout_free(&layout);
+    free(params);
+    df_target_free(&gm);
+}
+
+/* --- the commands on the GPU -------------------------------------------------------------------- */
+
+/* The code point GPT-2's byte-level alphabet gives byte b: printable bytes
+ * stand for themselves, the others take 256, 257, ... in byte order. */
+static int byte_level_char(int b) {
+    int n = 0;
+    for (int c = 0; c < 256; c++) {
+        int printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174;
+        if (c == b) return printable ? c : 256 + n;
+        if (!printable) n++;
+    }
+    return -1;
+}
+
+/* A byte-level BPE tokenizer without merges: token i is byte i (the fixture's 256 ids). */
+static void write_byte_tokenizer(const char *path) {
+    DfByteBuf j = {0};
+    const char *head = "{\"version\": \"1.0\", \"added_tokens\": [], \"normalizer\": null, \"pre_tokenizer\": "
+                       "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}, \"decoder\": "
+                       "{\"type\": \"ByteLevel\"}, \"model\": {\"type\": \"BPE\", \"merges\": [], \"vocab\": {";
+    df_bytebuf_append(&j, head, strlen(head));
+    for (int b = 0; b < 256; b++) {
+        char entry[32];
+        int n = snprintf(entry, sizeof entry, "%s\"\\u%04x\": %d", b ? ", " : "", byte_level_char(b), b);
+        df_bytebuf_append(&j, entry, (size_t)n);
+    }
+    df_bytebuf_append(&j, "}}}", 4); /* with the terminating NUL */
+    df_test_write_file(path, j.data);
+    df_bytebuf_free(&j);
+}
+
+/* dir/target: the fixture's config, generation config and weights, and the byte tokenizer. */
+static void make_target(const char *dir, char *target, size_t cap) {
+    snprintf(target, cap, "%s/target", dir);
+    char src[1024], dst[1024];
+    if (mkdir(target, 0755)) fail_msg("cannot create %s", target);
+    const char *files[] = {"config.json", "generation_config.json", "model.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "%s/%s", df_test_path(MODEL_DIR), files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", target, files[i]);
+        if (symlink(src, dst)) fail_msg("cannot link %s", dst);
+    }
+    snprintf(dst, sizeof dst, "%s/tokenizer.json", target);
+    write_byte_tokenizer(dst);
+}
+
+static void run_ok(const char *cmd, const char *what) {
+    char log[16384];
+    if (df_test_run(cmd, log, sizeof log) != 0) fail_msg("%s failed: %s\n%s", what, cmd, log);
+    fprintf(stderr, "--- %s:\n%s", what, log);
+}
+
+static char *read_text(const char *path) {
+    char *t = df_test_read_file(path, NULL);
+    if (!t) fail_msg("cannot read %s", path);
+    return t;
+}
+
+static int count_lines(const char *text) {
+    int n = 0;
+    for (const char *c = text; *c; c++) n += *c == '\n';
+    return n;
+}
+
+enum { CMD_PROMPTS = 4, CMD_NEW = 24 };
+
+static void generate_cmd(const char *target, const char *input, const char *out, const char *device,
+                         const char *extra) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s generate --target %s --input %s --output %s --max-new-tokens %d --device %s %s",
+             df_test_path("dflash"), target, input, out, CMD_NEW, device, extra);
+    run_ok(cmd, cmd);
+}
+
+static void test_commands_on_gpu(void **state) {
+    (void)df_test_gpu_or_skip(state);
+    char *dir = df_test_tmpdir("cuda_hybrid_cmd");
+    char target[512], input[512], out[6][600];
+    make_target(dir, target, sizeof target);
+    snprintf(input, sizeof input, "%s/prompts.jsonl", dir);
+    df_test_write_file(input, "{\"id\": 0, \"prompt\": \"def add(a, b):\"}\n{\"id\": 1, \"prompt\": \"x\"}\n"
+                              "{\"id\": 2, \"prompt\": \"The quick brown fox jumps\"}\n{\"id\": 3, \"prompt\": \"42\"}\n");
+    for (int i = 0; i < 6; i++) snprintf(out[i], sizeof out[i], "%s/out-%d.jsonl", dir, i);
+    generate_cmd(target, input, out[0], "cpu", "--batch 2");
+    generate_cmd(target, input, out[1], "cuda", "--batch 2");
+    generate_cmd(target, input, out[2], "cuda", "--batch 3 --temperature 0.8 --top-p 0.9 --seed 7");
+    generate_cmd(target, input, out[3], "cuda", "--batch 3 --temperature 0.8 --top-p 0.9 --seed 7 --no-graphs");
+    char *t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = read_text(out[i]);
+        if (count_lines(t[i]) != CMD_PROMPTS) fail_msg("%s: %d records, not %d", out[i], count_lines(t[i]), CMD_PROMPTS);
+    }
+    fprintf(stderr, "greedy generate: the GPU's output %s the CPU's (a difference is a bf16 near tie: see "
+                    "test_greedy_matches_cpu)\n", strcmp(t[0], t[1]) ? "differs from" : "equals");
+    if (strcmp(t[2], t[3]) != 0)
+        fail_msg("two sampled runs with the same seed (recorded steps, then --no-graphs) wrote different outputs");
+    /* resume: a file holding the first record continues after it */
+    char *nl = strchr(t[1], '\n');
+    *nl = 0;
+    char first[8192];
+    snprintf(first, sizeof first, "%s\n", t[1]);
+    df_test_write_file(out[4], first);
+    generate_cmd(target, input, out[4], "cuda", "--batch 2");
+    char *resumed = read_text(out[4]);
+    if (count_lines(resumed) != CMD_PROMPTS || strncmp(resumed, first, strlen(first)) != 0)
+        fail_msg("the resumed output does not keep its first record and add the other %d", CMD_PROMPTS - 1);
+    /* eval with a random drafter: it fails the command on any difference from greedy */
+    DfError err;
+    DfModelConfig tcfg;
+    if (df_model_config_load(&tcfg, target, &err)) fail_msg("%s", err.msg);
+    DfDrafterConfig cfg;
+    DfDrafterOptions dopt = {.num_layers = 1, .block_size = 4, .mask_token_id = tcfg.vocab_size - 1};
+    if (df_drafter_config_from_target(&cfg, &tcfg, &dopt, &err)) fail_msg("%s", err.msg);
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, &cfg);
+    float *params = malloc(layout.total * sizeof *params);
+    df_drafter_init_params(&layout, params, 5);
+    char draft[600], cmd[4096];
+    snprintf(draft, sizeof draft, "%s/draft", dir);
+    if (df_drafter_export(draft, &cfg, &layout, params, &err)) fail_msg("%s", err.msg);
+    free(params);
+    df_drafter_layout_free(&layout);
+    snprintf(cmd, sizeof cmd, "%s eval --target %s --draft %s --input %s --output %s --max-new-tokens %d --device cuda",
+             df_test_path("dflash"), target, draft, input, out[5], CMD_NEW);
+    run_ok(cmd, "eval --device cuda");
+    char *ev = read_text(out[5]);
+    if (count_lines(ev) != CMD_PROMPTS) fail_msg("%s: %d records, not %d", out[5], count_lines(ev), CMD_PROMPTS);
+    free(ev), free(resumed);
+    for (int i = 0; i < 4; i++) free(t[i]);
+    df_test_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_step_matches_cpu),
+        cmocka_unit_test(test_delta_rule_step_matches_cpu),
+        cmocka_unit_test(test_kv_attention_generic_head_dims),
+        cmocka_unit_test(test_greedy_matches_cpu),
+        cmocka_unit_test(test_rollback_on_gpu),
+        cmocka_unit_test(test_speculative_lossless_on_gpu),
+        cmocka_unit_test(test_commands_on_gpu),
+    };
+    return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);
+}
