@@ -2,7 +2,8 @@
 # Packs what a run on the GPU machine needs into .devpack/ (git-ignored; name it in the
 # device tool's `carry`): ./dflash and the GPU test programs built here (the GPU machine has
 # nvcc, gcc and OpenBLAS but not cJSON, utf8proc or cmocka), plus those shared libraries.
-# On the GPU machine: export LD_LIBRARY_PATH=$PWD/.devpack/lib; .devpack/dflash ...
+# On the GPU machine: export LD_LIBRARY_PATH=$PWD/.devpack/lib; .devpack/dflash ... (the test programs
+# come as .devpack/tests.tgz: tar xzf .devpack/tests.tgz -C .devpack)
 # or the whole check: bash scripts/gpu_check.sh (see there).
 # Usage: [DEVPACK_DEST=DIR] [DEVPACK_TOKENIZERS=1] bash scripts/device_pack.sh [SOURCE_TREE]
 #   SOURCE_TREE defaults to this checkout, DIR to .devpack/ in it. The programs are stripped of their
@@ -19,6 +20,8 @@ cp "$src/dflash" "$dest/"
 cp "$src"/build/tests/test_cuda_* "$src"/build/tests/test_drafter "$dest/tests/"
 rm -f "$dest"/tests/*.o "$dest"/tests/*.d
 strip --strip-debug "$dest/dflash" "$dest"/tests/*
+# each test program holds the whole library with its GPU code (about 2.8 MB): packed, a third of that
+tar czf "$dest/tests.tgz" -C "$dest" tests && rm -rf "$dest/tests"
 for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$dest/lib/"
 done

@@ -24,6 +24,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devpack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
 cp .devpack/dflash ./dflash
+[ -f .devpack/tests.tgz ] && tar xzf .devpack/tests.tgz -C .devpack
 T=.devpack/tests
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 section() { echo "== $1 ($(date +%T))"; }
