@@ -348,11 +348,11 @@ int df_cmd_generate(int argc, char **argv) {
          "JSONL {\"id\", \"prompt\", \"response\"} / {\"id\", \"messages\"|\"conversations\"}; appended to when resuming",
          1},
         {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N",
-         "tokens to generate at most per prompt or assistant turn (default 256)", 0},
-        {"temperature", DF_OPT_DOUBLE, &a.temperature, "T", "sampling temperature; 0 = greedy (default)", 0},
-        {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0},
-        {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0},
-        {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0},
+         "tokens to generate at most per prompt or assistant turn (default 256)", 0, DF_RANGE(1, 1 << 20)},
+        {"temperature", DF_OPT_DOUBLE, &a.temperature, "T", "sampling temperature; 0 = greedy (default)", 0, DF_RANGE(0, 100)},
+        {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
+        {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0, DF_RANGE(0, INT_MAX)},
+        {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0, DF_RANGE(1, 4096)},
         {"chat-date", DF_OPT_STRING, &a.chat_date, "DATE",
          "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
          "template's, today's where it asks for the current date, as transformers renders it)", 0},
@@ -379,11 +379,6 @@ int df_cmd_generate(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
-    if (a.max_new_tokens < 1 || a.batch < 1 || a.batch > 4096 || a.temperature < 0 || a.top_p <= 0 || a.top_p > 1) {
-        fprintf(stderr, "dflash generate: need --max-new-tokens >= 1, --batch in 1..4096, --temperature >= 0, "
-                        "--top-p in (0, 1]\n");
-        return 2;
-    }
     if (run_generate(&a, &err)) {
         fprintf(stderr, "dflash generate: %s\n", err.msg);
         return 1;

@@ -4,6 +4,7 @@
  * holds (counts, length histogram, loss-token fraction; --dump N prints
  * samples as JSON lines); what an Arrow file or datasets folder holds
  * (schema, rows, batches). */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -184,7 +185,7 @@ int df_cmd_inspect(int argc, char **argv) {
     int summary_only = 0, dump = 0;
     const DfOption options[] = {
         {"summary", DF_OPT_FLAG, &summary_only, NULL, "print the totals only, not one line per tensor", 0},
-        {"dump", DF_OPT_INT, &dump, "N", "token store: print the first N samples as JSON lines {input_ids, loss_mask}", 0},
+        {"dump", DF_OPT_INT, &dump, "N", "token store: print the first N samples as JSON lines {input_ids, loss_mask}", 0, DF_RANGE(0, INT_MAX)},
     };
     const DfCommandSpec spec = {
         "inspect", "summarize a model, a token store or an Arrow dataset", "PATH",
@@ -207,8 +208,8 @@ int df_cmd_inspect(int argc, char **argv) {
     snprintf(state, sizeof state, "%s/state.json", path);
     int store = is_token_store(path), arrow = !store && (df_arrow_is_arrow_path(path) && (stat(state, &state_st) == 0 ||
                                                                                      strstr(path, ".arrow")));
-    if (dump < 0 || (dump > 0 && !store)) {
-        fprintf(stderr, "dflash: inspect: --dump N needs a token store and N >= 0\n");
+    if (df_option_given(&spec, &args, "dump") && !store) {
+        fprintf(stderr, "dflash: inspect: --dump N needs a token store; %s is not one\n", path);
         return 2;
     }
     if (store || arrow) {
