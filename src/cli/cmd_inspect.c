@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cli/args.h"
+#include "base/input_file.h"
 #include "cli/commands.h"
 #include "formats/arrow_dataset.h"
 #include "formats/model_config.h"
@@ -83,7 +84,8 @@ static void print_config(const DfModelConfig *c) {
 
 static int is_token_store(const char *path) {
     char magic[8];
-    FILE *f = fopen(path, "rb");
+    DfError ignored;
+    FILE *f = df_fopen_regular(path, &ignored);
     size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
     if (f) fclose(f);
     return n == sizeof magic && memcmp(magic, DF_TOKEN_STORE_MAGIC, sizeof magic) == 0;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
+#include "base/input_file.h"
 #include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -46,8 +47,8 @@ static void apply_bundled_default(DfTrainOptions *o) {
 /* ---- data: a token store as it is, or JSONL prepared into a cache ------- */
 
 static int is_token_store(const char *path, int *yes, DfError *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return df_fail_errno(err, "--data %s: cannot open", path);
+    FILE *fp = df_fopen_regular(path, err);
+    if (!fp) return df_context(err, "--data");
     char magic[8] = {0};
     size_t got = fread(magic, 1, sizeof magic, fp);
     fclose(fp);

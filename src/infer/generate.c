@@ -4,11 +4,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/input_file.h"
 #include "infer/sampling.h"
 
 static char *read_small_file(const char *path, DfError *err) {
-    FILE *fp = fopen(path, "rb");
+    struct stat st;
+    if (stat(path, &st) != 0) return NULL; /* absent: not an error */
+    FILE *fp = df_fopen_regular(path, err);
     if (!fp) return NULL;
     DfByteBuf b = {0};
     char chunk[4096];
