@@ -3,6 +3,7 @@
  * file (prepared once into OUTPUT/data.store), with checkpoints, resume and
  * a metrics log; with no arguments, the bundled default run. */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -12,10 +13,13 @@
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
+#include "base/hash64.h"
+#include "base/output_lock.h"
 #include "base/input_file.h"
 #include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "formats/json_diff.h"
 #include "formats/model_config.h"
 #include "formats/token_store.h"
 #include "model/drafter_config.h"
@@ -56,9 +60,48 @@ static int is_token_store(const char *path, int *yes, DfError *err) {
     return 0;
 }
 
-/* What the cache was made from: the source's path, size and mtime, the
- * tokenizer's fingerprint and the length limit. */
-static char *cache_key(const char *source, const struct stat *st, uint64_t fingerprint, int max_length) {
+/* df_hash64 of the file's bytes (read in 1 MiB chunks). */
+static int content_hash(const char *path, uint64_t *out, DfError *err) {
+    FILE *fp = df_fopen_regular(path, err);
+    if (!fp) return df_context(err, "--data");
+    DfHash64 h;
+    df_hash64_init(&h);
+    size_t cap = 1 << 20, n;
+    char *buf = df_xmalloc(cap, "data hash buffer");
+    while ((n = fread(buf, 1, cap, fp)) > 0) df_hash64_update(&h, buf, n);
+    int bad = ferror(fp);
+    fclose(fp);
+    free(buf);
+    if (bad) return df_fail(err, "--data %s: read error", path);
+    *out = df_hash64_final(&h);
+    return 0;
+}
+
+/* What the cache was made from: the source's path, size and content hash,
+ * the tokenizer's fingerprint and the length limit. */
+static char *cache_key(const char *source, const struct stat *st, uint64_t hash, uint64_t fingerprint,
+                       int max_length) {
+    char *abs = realpath(source, NULL);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "source", abs ? abs : source);
+    cJSON_AddNumberToObject(j, "size", (double)st->st_size);
+    char text[64];
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)hash);
+    cJSON_AddStringToObject(j, "content_hash", text);
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)fingerprint);
+    cJSON_AddStringToObject(j, "tokenizer_fingerprint", text);
+    cJSON_AddNumberToObject(j, "max_length", max_length);
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    free(abs);
+    return out;
+}
+
+/* The key of earlier versions (path, size, mtime; no content hash): still
+ * current when the source's path, size and mtime are unchanged. */
+static int legacy_key_matches(const char *stored, const char *source, const struct stat *st, uint64_t fingerprint,
+                              int max_length) {
+    if (!strstr(stored, "\"mtime\"") || strstr(stored, "\"content_hash\"")) return 0;
     char *abs = realpath(source, NULL);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "source", abs ? abs : source);
@@ -69,25 +112,62 @@ static char *cache_key(const char *source, const struct stat *st, uint64_t finge
     snprintf(text, sizeof text, "%016llx", (unsigned long long)fingerprint);
     cJSON_AddStringToObject(j, "tokenizer_fingerprint", text);
     cJSON_AddNumberToObject(j, "max_length", max_length);
-    char *out = cJSON_PrintUnformatted(j);
+    char *legacy = cJSON_PrintUnformatted(j);
+    int same = strcmp(legacy, stored) == 0;
+    cJSON_free(legacy);
     cJSON_Delete(j);
     free(abs);
-    return out;
+    return same;
 }
 
-static int cache_is_current(const char *store_path, const char *key_path, const char *key, uint64_t fingerprint) {
-    FILE *fp = fopen(key_path, "r");
-    if (!fp) return 0;
-    char stored[8192];
-    size_t n = fread(stored, 1, sizeof stored - 1, fp);
+/* The key file's text ("" when absent). */
+static void read_key(const char *key_path, char *stored, size_t cap) {
+    stored[0] = '\0';
+    DfError ignored;
+    FILE *fp = df_fopen_regular(key_path, &ignored);
+    if (!fp) return;
+    size_t n = fread(stored, 1, cap - 1, fp);
     fclose(fp);
     stored[n] = '\0';
+}
+
+static int cache_is_current(const char *store_path, const char *stored, const char *key, uint64_t fingerprint) {
     if (strcmp(stored, key) != 0) return 0;
     DfError ignored = {{0}};
     DfTokenStore *s = df_token_store_open(store_path, 0, &ignored);
     int ok = s && df_token_store_fingerprint(s) == fingerprint;
     if (s) df_token_store_close(s);
     return ok;
+}
+
+/* Whether OUTPUT/checkpoints holds a checkpoint: a --resume would continue it. */
+static int has_checkpoints(const char *output_dir) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoints", output_dir);
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));)
+        found = strncmp(e->d_name, "step-", 5) == 0 && !strstr(e->d_name, ".tmp.");
+    if (d) closedir(d);
+    return found;
+}
+
+/* --resume over checkpoints trained on the prepared data: preparing it again
+ * from a changed source would break the resume (and replace the data the
+ * checkpoints were trained on), so it is refused before anything is touched. */
+static int check_resume_source(const DfTrainOptions *o, const char *stored, const char *key, const char *key_path,
+                               DfError *err) {
+    if (!o->resume || !has_checkpoints(o->output_dir)) return 0;
+    char what[4400];
+    if (!stored[0])
+        snprintf(what, sizeof what, "%s, which says what the data was made from, is missing", key_path);
+    else if (!df_json_diff(stored, key, what, sizeof what))
+        return 0;
+    return df_fail(err,
+                   "--resume: --data %s is not what %s/data.store was prepared from (%s); the checkpoints in "
+                   "%s/checkpoints were trained on that data, and preparing it again would break the resume: "
+                   "restore the source, or start a new run in another --output (nothing was changed)",
+                   o->data_source, o->output_dir, what, o->output_dir);
 }
 
 /* mkdir -p: creates the directory and any missing parents. */
@@ -109,16 +189,21 @@ static int make_dirs(const char *path, DfError *err) {
 static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *store_path, size_t cap,
                          DfError *err) {
     struct stat st;
+    uint64_t hash = 0;
     if (stat(o->data_source, &st) != 0) return df_fail_errno(err, "--data %s", o->data_source);
+    if (content_hash(o->data_source, &hash, err)) return -1;
     snprintf(store_path, cap, "%s/data.store", o->output_dir);
-    char key_path[4200];
+    char key_path[4200], stored[8192];
     snprintf(key_path, sizeof key_path, "%s.source.json", store_path);
+    read_key(key_path, stored, sizeof stored);
     uint64_t fingerprint = df_tokenizer_fingerprint(tok);
-    char *key = cache_key(o->data_source, &st, fingerprint, (int)o->max_length);
+    char *key = cache_key(o->data_source, &st, hash, fingerprint, (int)o->max_length);
+    if (legacy_key_matches(stored, o->data_source, &st, fingerprint, (int)o->max_length))
+        snprintf(stored, sizeof stored, "%s", key);
     int rc = 0;
-    if (cache_is_current(store_path, key_path, key, fingerprint)) {
+    if (cache_is_current(store_path, stored, key, fingerprint)) {
         fprintf(stderr, "train: using the prepared data %s (made from %s)\n", store_path, o->data_source);
-    } else {
+    } else if ((rc = check_resume_source(o, stored, key, key_path, err)) == 0) {
         fprintf(stderr, "train: preparing %s into %s\n", o->data_source, store_path);
         remove(key_path);
         char max_length[32];
@@ -192,6 +277,19 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
     }
     df_tokenizer_free(tok);
     return rc;
+}
+
+/* One writer per run directory: the rank that writes OUTPUT (every process
+ * when there is one) holds OUTPUT/train.lock for the whole run, data
+ * preparation included. */
+static int lock_run(const DfTrainOptions *o, DfOutputLock *lock, DfError *err) {
+    int writer = o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0;
+    if (o->dist && o->dist->world_size > 1 && o->dist->rank != writer) return 0;
+    if (make_dirs(o->output_dir, err)) return df_context(err, "--output");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train.lock", o->output_dir);
+    if (df_output_lock(lock, path, o->output_dir, err)) return df_context(err, "--output");
+    return 0;
 }
 
 /* ---- the command --------------------------------------------------------- */
@@ -422,12 +520,15 @@ int df_cmd_train(int argc, char **argv) {
     }
     char store_path[4096];
     DfTrainSummary summary;
+    DfOutputLock lock = {-1, NULL};
     int rc = df_train_check_device(o.device, &err); /* before any data is prepared */
+    if (rc == 0) rc = lock_run(&o, &lock, &err);
     if (rc == 0) rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
     if (rc == 0) {
         o.data_store = store_path;
         rc = df_train(&o, &summary, &err);
     }
+    df_output_unlock(&lock);
     if (rc != 0) {
         if (o.dist && o.dist->world_size > 1) fprintf(stderr, "dflash train: rank %d: %s\n", o.dist->rank, err.msg);
         else fprintf(stderr, "dflash train: %s\n", err.msg);
