@@ -372,11 +372,11 @@ int df_cmd_train(int argc, char **argv) {
 
         {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6)},
 
-        {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0, DF_RANGE(1, 256)},
+        {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0, DF_RANGE(1, 64)},
 
         {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0, DF_RANGE(1, 1 << 20)},
 
-        {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0, DF_RANGE(2, 256)},
+        {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0, DF_RANGE(2, 64)},
 
         {"draft-heads", DF_OPT_INT, &heads, "N", "drafter query heads (default: the target's; 32 for a hybrid Qwen3.5/3.6 target)", 0, DF_RANGE(1, DF_MAX_DRAFT_HEADS)},
 
