@@ -76,7 +76,8 @@ int df_json_read_int(const DfJsonReader *r, const cJSON *obj, const char *scope,
         *out = fallback;
         return given;
     }
-    if (cJSON_IsNumber(item) && isfinite(item->valuedouble) && item->valuedouble == floor(item->valuedouble))
+    if (cJSON_IsNumber(item) && !df_json_is_int(item) && isfinite(item->valuedouble) &&
+        item->valuedouble == floor(item->valuedouble))
         return df_fail(r->err, "%s: field '%s%s' is %.17g, outside the integers supported (%d..%d)", r->path, scope,
                        name, item->valuedouble, INT_MIN, INT_MAX);
     if (cJSON_IsNumber(item) && !df_json_is_int(item))
