@@ -374,7 +374,7 @@ int df_cmd_train(int argc, char **argv) {
 
         {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0, DF_RANGE(1, 64)},
 
-        {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0, DF_RANGE(1, 1 << 20)},
+        {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0, DF_RANGE(1, INT_MAX)},
 
         {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0, DF_RANGE(2, 64)},
 
