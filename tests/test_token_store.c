@@ -351,15 +351,26 @@ static void test_failed_commit_leaves_nothing(void **state) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/x'", path);
     assert_int_equal(system(cmd), 0);
-    /* The output path is a non-empty directory, so the final rename fails. */
+    /* The output path is a directory: refused before anything is written
+     * (base/atomic_file.h: only a regular file is replaced). */
     Samples S = make_samples(5, 10, 5);
     DfError err = {{0}};
-    DfTokenStoreWriter *w = df_token_store_writer_open(path, VOCAB, FINGERPRINT, &err);
+    assert_null(df_token_store_writer_open(path, VOCAB, FINGERPRINT, &err));
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "a directory"));
+    assert_int_equal(count_dir_entries(dir), 1); /* only the directory in the way */
+
+    /* A commit whose rename fails: the directory appears after the open. */
+    char late[600];
+    snprintf(late, sizeof late, "%s/late", dir);
+    DfTokenStoreWriter *w = df_token_store_writer_open(late, VOCAB, FINGERPRINT, &err);
     assert_non_null(w);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/x'", late);
+    assert_int_equal(system(cmd), 0);
     for (int i = 0; i < S.n; i++) assert_int_equal(df_token_store_writer_append(w, S.ids[i], S.mask[i], S.len[i], &err), 0);
     assert_int_equal(df_token_store_writer_commit(w, &err), -1);
-    assert_non_null(strstr(err.msg, path));
-    assert_int_equal(count_dir_entries(dir), 1); /* only the directory in the way */
+    assert_non_null(strstr(err.msg, late));
+    assert_int_equal(count_dir_entries(dir), 2); /* only the directories in the way */
 
     /* A writer that cannot even start (missing directory) says where. */
     char missing[600];

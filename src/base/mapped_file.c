@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "base/mapped_file.h"
+#include "base/input_file.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,17 +12,9 @@
 
 int df_mapped_file_open(DfMappedFile *f, const char *path, DfError *err) {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return df_fail_errno(err, "%s: cannot open", path);
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return df_fail_errno(err, "%s: cannot stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return df_fail(err, "%s: not a regular file", path);
-    }
+    int fd = df_open_regular(path, &st, err);
+    if (fd < 0) return -1;
     f->size = (size_t)st.st_size;
     if (f->size > 0) {
         void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -43,11 +36,8 @@ void df_mapped_file_close(DfMappedFile *f) {
 }
 
 char *df_read_text_file(const char *path, size_t *size_out, DfError *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        df_fail_errno(err, "%s: cannot open", path);
-        return NULL;
-    }
+    FILE *fp = df_fopen_regular(path, err);
+    if (!fp) return NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf = df_xmalloc(cap, path);
     for (;;) {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,23 +15,58 @@ static const DfOption *find_option(const DfCommandSpec *spec, const char *name, 
     return NULL;
 }
 
-static int store_value(const DfOption *o, const char *value, DfError *err) {
+void df_range_text(const DfRange *r, int integer, char *out, size_t cap) {
+    if (integer && !r->min_open && !r->max_open) {
+        snprintf(out, cap, "%.0f..%.0f", r->min, r->max);
+        return;
+    }
+    snprintf(out, cap, "%c%.10g, %.10g%c", r->min_open ? '(' : '[', r->min, r->max, r->max_open ? ')' : ']');
+}
+
+static int in_range(const DfRange *r, double v) {
+    if (!r->set) return 1;
+    if (r->min_open ? !(v > r->min) : !(v >= r->min)) return 0;
+    if (r->max_open ? !(v < r->max) : !(v <= r->max)) return 0;
+    return 1;
+}
+
+static int out_of_range(const DfOption *o, const char *value, DfError *err) {
+    char range[96];
+    df_range_text(&o->range, o->kind == DF_OPT_INT, range, sizeof range);
+    return df_fail(err, "--%s must be in %s, got %s", o->name, range, value);
+}
+
+static int store_int(const DfOption *o, const char *value, DfError *err) {
     char *end = NULL;
     errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (errno || !*value || *end || v < INT_MIN || v > INT_MAX) {
+        if (o->range.set && *value && !*end) return out_of_range(o, value, err);
+        return df_fail(err, "--%s: expected an integer, got '%s'", o->name, value);
+    }
+    if (!in_range(&o->range, (double)v)) return out_of_range(o, value, err);
+    *(int *)o->dest = (int)v;
+    return 0;
+}
+
+static int store_double(const DfOption *o, const char *value, DfError *err) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(value, &end);
+    if (!*value || *end) return df_fail(err, "--%s: expected a number, got '%s'", o->name, value);
+    if (!isfinite(v)) return df_fail(err, "--%s: expected a finite number, got '%s'", o->name, value);
+    if (errno == ERANGE && fabs(v) > 1) return df_fail(err, "--%s: '%s' is out of range of a double", o->name, value);
+    if (!in_range(&o->range, v)) return out_of_range(o, value, err);
+    *(double *)o->dest = v;
+    return 0;
+}
+
+static int store_value(const DfOption *o, const char *value, DfError *err) {
     switch (o->kind) {
-    case DF_OPT_INT: {
-        long v = strtol(value, &end, 10);
-        if (errno || !*value || *end || v < INT_MIN || v > INT_MAX)
-            return df_fail(err, "--%s: expected an integer, got '%s'", o->name, value);
-        *(int *)o->dest = (int)v;
-        return 0;
-    }
-    case DF_OPT_DOUBLE: {
-        double v = strtod(value, &end);
-        if (errno || !*value || *end) return df_fail(err, "--%s: expected a number, got '%s'", o->name, value);
-        *(double *)o->dest = v;
-        return 0;
-    }
+    case DF_OPT_INT:
+        return store_int(o, value, err);
+    case DF_OPT_DOUBLE:
+        return store_double(o, value, err);
     case DF_OPT_STRING:
         *(const char **)o->dest = value;
         return 0;
@@ -46,13 +82,19 @@ static int store_value(const DfOption *o, const char *value, DfError *err) {
     return df_fail(err, "--%s: takes no value", o->name);
 }
 
-static int was_given(const DfOption *o, const unsigned char *seen, const DfCommandSpec *spec) {
-    return seen[o - spec->options];
+int df_option_given(const DfCommandSpec *spec, const DfParsedArgs *parsed, const char *name) {
+    const DfOption *o = find_option(spec, name, strlen(name));
+    if (!o) {
+        fprintf(stderr, "dflash %s: internal error: no option --%s\n", spec->name, name);
+        abort();
+    }
+    return parsed->given[o - spec->options];
 }
 
 int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs *out, DfError *err) {
     memset(out, 0, sizeof *out);
-    unsigned char seen[128] = {0};
+    if (spec->n_options > DF_MAX_OPTIONS) return df_fail(err, "%s: too many options in the table", spec->name);
+    unsigned char *seen = out->given;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -86,7 +128,7 @@ int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs
     }
     for (int i = 0; i < spec->n_options; i++) {
         const DfOption *o = &spec->options[i];
-        if (o->required && !was_given(o, seen, spec))
+        if (o->required && !seen[i])
             return df_fail(err, "%s: --%s is required (see 'dflash %s --help')", spec->name, o->name, spec->name);
     }
     return 0;
@@ -102,7 +144,13 @@ void df_print_command_help(const DfCommandSpec *spec) {
         char left[64];
         snprintf(left, sizeof left, "--%s%s%s", o->name, o->kind == DF_OPT_FLAG ? "" : " ",
                  o->kind == DF_OPT_FLAG ? "" : (o->metavar ? o->metavar : "VALUE"));
-        printf("  %-28s %s%s\n", left, o->help, o->required ? " (required)" : "");
+        char range[112] = "";
+        if (o->range.set) {
+            char text[96];
+            df_range_text(&o->range, o->kind == DF_OPT_INT, text, sizeof text);
+            snprintf(range, sizeof range, " (in %s)", text);
+        }
+        printf("  %-28s %s%s%s\n", left, o->help, range, o->required ? " (required)" : "");
     }
     printf("  %-28s %s\n", "--help", "show this help");
 }

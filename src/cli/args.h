@@ -18,13 +18,26 @@ typedef struct DfStringList {
     int count;
 } DfStringList;
 
+/* The values an INT or DOUBLE option accepts: min..max, each end open when
+ * its flag is set (e.g. --lr in (0, 10]). A DOUBLE option never accepts NaN
+ * or an infinity, ranged or not. */
+typedef struct DfRange {
+    int set;
+    double min, max;
+    int min_open, max_open;
+} DfRange;
+
+#define DF_RANGE(lo, hi) .range = {1, (lo), (hi), 0, 0}
+#define DF_RANGE_POSITIVE(hi) .range = {1, 0, (hi), 1, 0} /* (0, hi] */
+
 typedef struct DfOption {
     const char *name;    /* long name without dashes, e.g. "max-length" */
     DfOptionKind kind;
-    void *dest;
+    void *dest;          /* written only when the option is given: "unset" leaves it as it was */
     const char *metavar; /* shown in help, e.g. "N" */
     const char *help;    /* one line; mention the default */
     int required;
+    DfRange range;       /* INT and DOUBLE: refused outside it, naming the option and the range */
 } DfOption;
 
 typedef struct DfCommandSpec {
@@ -36,16 +49,26 @@ typedef struct DfCommandSpec {
     int n_options;
 } DfCommandSpec;
 
+#define DF_MAX_OPTIONS 128
+
 typedef struct DfParsedArgs {
     const char *positional[16];
     int n_positional;
     int help_shown; /* --help was asked for and printed: the command should exit 0 */
+    unsigned char given[DF_MAX_OPTIONS]; /* per option of the spec, in its order: given on the command line */
 } DfParsedArgs;
 
 /* Parses argv[1..argc-1] (argv[0] is the command name). Returns 0, or -1
  * with a message naming the bad option. */
 int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs *out, DfError *err);
 void df_print_command_help(const DfCommandSpec *spec);
+
+/* Whether the option `name` of spec was given (the unset state of every
+ * option, whatever its value). Aborts on a name the spec does not have. */
+int df_option_given(const DfCommandSpec *spec, const DfParsedArgs *parsed, const char *name);
+
+/* "1..4096", "(0, 10]": the range as messages write it. */
+void df_range_text(const DfRange *r, int integer, char *out, size_t cap);
 
 /* The start of every command: parses argv, prints "dflash: MESSAGE" on a bad
  * command line. Returns 0 to go on, or 1 when the command must return

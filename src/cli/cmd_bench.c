@@ -637,24 +637,24 @@ int df_cmd_bench(int argc, char **argv) {
         {"tokenizer", DF_OPT_STRING, &o.tokenizer, "PATH", "tokenizer for the tokenizer figure (default: the target's)", 0},
         {"data", DF_OPT_STRING, &o.data, "FILE", "JSONL prompt/response text for the tokenizer and store figures "
                                                   "(default assets/data/code-train.jsonl)", 0},
-        {"seq-len", DF_OPT_INT, &o.seq_len, "N", "tokens per packed sequence in the forward (default 1024; GPU 2048)", 0},
-        {"seqs", DF_OPT_INT, &o.n_seqs, "N", "sequences packed into one forward batch (default 4; GPU 8)", 0},
+        {"seq-len", DF_OPT_INT, &o.seq_len, "N", "tokens per packed sequence in the forward (default 1024; GPU 2048)", 0, DF_RANGE(1, 1 << 20)},
+        {"seqs", DF_OPT_INT, &o.n_seqs, "N", "sequences packed into one forward batch (default 4; GPU 8)", 0, DF_RANGE(1, 4096)},
         {"repeat", DF_OPT_INT, &o.repeat, "N",
-         "timed repetitions after one warm-up; CPU keeps the best (default 3), GPU the median (default 10)", 0},
+         "timed repetitions after one warm-up; CPU keeps the best (default 3), GPU the median (default 10)", 0, DF_RANGE(1, 10000)},
         {"train-seqs", DF_OPT_INT, &o.train_seqs, "N",
-         "GPU: sequences of 2048 tokens in one benchmarked training step (default 2)", 0},
+         "GPU: sequences of 2048 tokens in one benchmarked training step (default 2)", 0, DF_RANGE(1, 4096)},
         {"train-only", DF_OPT_FLAG, &o.train_only, NULL,
          "GPU: only the GEMM peak and the training steps (skip the prefill figures)", 0},
         {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
         {"decode", DF_OPT_FLAG, &o.decode, NULL, "batched decode tokens/s at batch 1 and 64 next to the bandwidth "
                                                  "limit, instead of the other figures", 0},
-        {"prompt-len", DF_OPT_INT, &o.prompt_len, "N", "--decode: prompt tokens per sequence (default 512)", 0},
-        {"new-tokens", DF_OPT_INT, &o.new_tokens, "N", "--decode: decode steps (default 128)", 0},
+        {"prompt-len", DF_OPT_INT, &o.prompt_len, "N", "--decode: prompt tokens per sequence (default 512)", 0, DF_RANGE(1, 1 << 20)},
+        {"new-tokens", DF_OPT_INT, &o.new_tokens, "N", "--decode: decode steps (default 128)", 0, DF_RANGE(16, 1 << 20)},
         {"hybrid", DF_OPT_FLAG, &o.hybrid, NULL, "GPU: prefill tokens/s and MFU of a Qwen3.6-27B-shaped hybrid "
                                                  "target with random weights, instead of the other figures", 0},
         {"hybrid-layers", DF_OPT_INT, &o.hybrid_layers, "N",
-         "--hybrid: decoder layers built, 4..64 (default 64; fewer also print a per-layer-scaled estimate)", 0},
+         "--hybrid: decoder layers built, 4..64 (default 64; fewer also print a per-layer-scaled estimate)", 0, DF_RANGE(4, 64)},
     };
     const DfCommandSpec spec = {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", NULL,
                                 "Figures: sgemm GFLOP/s (all cores), target forward tokens/s and GFLOP/s (spec "

@@ -3,6 +3,7 @@
  * by block position, target passes saved and speed against plain greedy
  * decoding of the same prompts, and checks that both commit the same text. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,8 +221,8 @@ int df_cmd_eval(int argc, char **argv) {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
         {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7)", 1},
         {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts: {\"id\"?, \"prompt\"}", 1},
-        {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0},
-        {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0},
+        {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0, DF_RANGE(1, 1 << 20)},
+        {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0, DF_RANGE(2, 256)},
         {"output", DF_OPT_STRING, &a.output, "FILE", "per-prompt JSONL: id, response, tau, accepted, ...", 0},
         {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
         {"no-graphs", DF_OPT_FLAG, &a.no_graphs, NULL,
@@ -238,10 +239,6 @@ int df_cmd_eval(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
-    if (a.max_new_tokens < 1 || (a.block_size && (a.block_size < 2 || a.block_size > 256))) {
-        fprintf(stderr, "dflash eval: need --max-new-tokens >= 1 and --block-size in 2..256\n");
-        return 2;
-    }
     if (run_eval(&a, &err)) {
         fprintf(stderr, "dflash eval: %s\n", err.msg);
         return 1;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/buffer.h"
+#include "base/input_file.h"
 #include "backend/select.h"
 #include "base/clock.h"
 #include "cli/args.h"
@@ -72,8 +73,8 @@ done:
 }
 
 static int read_input(const char *path, int vocab, ForwardInput *in, DfError *err) {
-    FILE *fp = fopen(path, "r");
-    if (!fp) return df_fail_errno(err, "cannot open %s", path);
+    FILE *fp = df_fopen_regular(path, err);
+    if (!fp) return -1;
     df_i32vec_push(&in->starts, 0);
     char *line = NULL;
     size_t cap = 0;

@@ -6,13 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/select.h"
+#include "base/atomic_file.h"
 #include "base/clock.h"
+#include "base/output_lock.h"
 #include "base/progress.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_settings.h"
 #include "infer/chat_turns.h"
 #include "infer/generate.h"
 #include "infer/prompts.h"
@@ -37,6 +41,7 @@ typedef struct GenerateRun {
     DfTargetModel model;
     DfTargetDecoder dec;
     DfGenerateOptions opt;
+    int max_positions; /* the target's max_position_embeddings */
     FILE *out;
     int64_t tokens;
 } GenerateRun;
@@ -263,6 +268,11 @@ static int generate_remaining(GenerateRun *g, int first, DfError *err) {
     Writer w;
     int capacity, rc = -1;
     if (writer_init(&w, g, first, &capacity, err)) goto out;
+    if (capacity > g->max_positions)
+        fprintf(stderr,
+                "generate: warning: a record needs up to %d positions (its prompt and --max-new-tokens %d), more than "
+                "the target's max_position_embeddings %d; past them the target runs beyond what it was trained for\n",
+                capacity, g->opt.max_new_tokens, g->max_positions);
     w.start_s = w.last_sync_s = df_now_seconds();
     df_progress_start(&w.progress, "generate", "records", w.n);
     rc = stream_records(&w, capacity, err);
@@ -300,19 +310,57 @@ static int load_chat(GenerateRun *g, DfError *err) {
     return 0;
 }
 
+/* The output must be a regular file (or a link to one) and not the input. */
+static int check_output(const GenerateArgs *a, DfError *err) {
+    char *resolved;
+    if (df_output_path_resolve(a->output, &resolved, err)) return df_context(err, "--output");
+    free(resolved);
+    struct stat in, out;
+    if (stat(a->input, &in) == 0 && stat(a->output, &out) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
+        return df_fail(err, "--output %s is the input file %s: give another --output", a->output, a->input);
+    return 0;
+}
+
+/* The settings that make this run's records: resuming must be with the same
+ * ones (generate_settings.h); a new output records them before its first
+ * record. */
+static int check_settings(GenerateRun *g, char **text, DfError *err) {
+    const GenerateArgs *a = g->args;
+    DfGenerateSettings s = {a->target, df_tokenizer_fingerprint(g->tok), a->max_new_tokens, a->temperature,
+                            a->top_p, a->seed, a->chat_date, g->opt.eos_ids, g->opt.n_eos};
+    if (!(*text = df_generate_settings_text(&s, err))) return -1;
+    return df_generate_settings_check(a->output, *text, err);
+}
+
+/* Opens the output for appending; a new (or empty) one gets its settings
+ * file first. */
+static int open_output(GenerateRun *g, const char *settings, DfError *err) {
+    const char *path = g->args->output;
+    struct stat st;
+    if ((stat(path, &st) != 0 || st.st_size == 0) && df_generate_settings_write(path, settings, err)) return -1;
+    if (!(g->out = fopen(path, "ab"))) return df_fail_errno(err, "cannot open %s", path);
+    return 0;
+}
+
 static int run_generate(const GenerateArgs *a, DfError *err) {
     GenerateRun g = {0};
     g.args = a;
     int rc = -1, done = 0;
     DfModelConfig cfg;
+    DfOutputLock lock = {-1, NULL};
+    char *settings = NULL;
+    char lock_path[4200];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", a->output);
+    if (check_output(a, err) || df_output_lock(&lock, lock_path, a->output, err)) goto out;
     if (df_model_config_load(&cfg, a->target, err) || df_prompts_read_any(a->input, &g.prompts, err)) goto out;
+    g.max_positions = cfg.max_position_embeddings;
     g.opt.max_new_tokens = a->max_new_tokens;
     g.opt.temperature = a->temperature;
     g.opt.top_p = a->top_p;
     g.opt.seed = (uint64_t)a->seed;
     if (df_generation_eos_ids(a->target, &cfg, g.opt.eos_ids, &g.opt.n_eos, err)) goto out;
     if (!(g.tok = df_tokenizer_load(a->target, err)) || load_chat(&g, err)) goto out;
-    if (df_resume_scan(a->output, &g.prompts, &done, err)) goto out;
+    if (check_settings(&g, &settings, err) || df_resume_scan(a->output, &g.prompts, &done, err)) goto out;
     if (done == g.prompts.n) {
         fprintf(stderr, "generate: %s already holds all %d records\n", a->output, done);
         rc = 0;
@@ -321,11 +369,7 @@ static int run_generate(const GenerateArgs *a, DfError *err) {
     if (done) fprintf(stderr, "generate: resuming after %d of %d records already in %s\n", done, g.prompts.n, a->output);
     if (!(g.be = df_backend_create(a->device, err)) || df_target_load(&g.model, g.be, a->target, cfg.num_layers, 1, err))
         goto out;
-    if (!(g.out = fopen(a->output, "ab"))) {
-        df_fail_errno(err, "cannot open %s", a->output);
-        goto out;
-    }
-    if (generate_remaining(&g, done, err)) goto out;
+    if (open_output(&g, settings, err) || generate_remaining(&g, done, err)) goto out;
     rc = 0;
 out:
     if (g.out && fclose(g.out) != 0 && rc == 0) rc = df_fail_errno(err, "closing %s", a->output);
@@ -335,6 +379,8 @@ out:
     df_chat_template_free(g.chat);
     df_tokenizer_free(g.tok);
     df_prompts_free(&g.prompts);
+    df_output_unlock(&lock);
+    cJSON_free(settings);
     return rc;
 }
 
@@ -348,11 +394,11 @@ int df_cmd_generate(int argc, char **argv) {
          "JSONL {\"id\", \"prompt\", \"response\"} / {\"id\", \"messages\"|\"conversations\"}; appended to when resuming",
          1},
         {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N",
-         "tokens to generate at most per prompt or assistant turn (default 256)", 0},
-        {"temperature", DF_OPT_DOUBLE, &a.temperature, "T", "sampling temperature; 0 = greedy (default)", 0},
-        {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0},
-        {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0},
-        {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0},
+         "tokens to generate at most per prompt or assistant turn (default 256)", 0, DF_RANGE(1, 1 << 20)},
+        {"temperature", DF_OPT_DOUBLE, &a.temperature, "T", "sampling temperature; 0 = greedy (default)", 0, DF_RANGE(0, 100)},
+        {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
+        {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0, DF_RANGE(0, INT_MAX)},
+        {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0, DF_RANGE(1, 4096)},
         {"chat-date", DF_OPT_STRING, &a.chat_date, "DATE",
          "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
          "template's, today's where it asks for the current date, as transformers renders it)", 0},
@@ -379,11 +425,6 @@ int df_cmd_generate(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
-    if (a.max_new_tokens < 1 || a.batch < 1 || a.batch > 4096 || a.temperature < 0 || a.top_p <= 0 || a.top_p > 1) {
-        fprintf(stderr, "dflash generate: need --max-new-tokens >= 1, --batch in 1..4096, --temperature >= 0, "
-                        "--top-p in (0, 1]\n");
-        return 2;
-    }
     if (run_generate(&a, &err)) {
         fprintf(stderr, "dflash generate: %s\n", err.msg);
         return 1;

@@ -4,12 +4,14 @@
  * holds (counts, length histogram, loss-token fraction; --dump N prints
  * samples as JSON lines); what an Arrow file or datasets folder holds
  * (schema, rows, batches). */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/args.h"
+#include "base/input_file.h"
 #include "cli/commands.h"
 #include "formats/arrow_dataset.h"
 #include "formats/model_config.h"
@@ -82,7 +84,8 @@ static void print_config(const DfModelConfig *c) {
 
 static int is_token_store(const char *path) {
     char magic[8];
-    FILE *f = fopen(path, "rb");
+    DfError ignored;
+    FILE *f = df_fopen_regular(path, &ignored);
     size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
     if (f) fclose(f);
     return n == sizeof magic && memcmp(magic, DF_TOKEN_STORE_MAGIC, sizeof magic) == 0;
@@ -184,7 +187,7 @@ int df_cmd_inspect(int argc, char **argv) {
     int summary_only = 0, dump = 0;
     const DfOption options[] = {
         {"summary", DF_OPT_FLAG, &summary_only, NULL, "print the totals only, not one line per tensor", 0},
-        {"dump", DF_OPT_INT, &dump, "N", "token store: print the first N samples as JSON lines {input_ids, loss_mask}", 0},
+        {"dump", DF_OPT_INT, &dump, "N", "token store: print the first N samples as JSON lines {input_ids, loss_mask}", 0, DF_RANGE(0, INT_MAX)},
     };
     const DfCommandSpec spec = {
         "inspect", "summarize a model, a token store or an Arrow dataset", "PATH",
@@ -207,8 +210,8 @@ int df_cmd_inspect(int argc, char **argv) {
     snprintf(state, sizeof state, "%s/state.json", path);
     int store = is_token_store(path), arrow = !store && (df_arrow_is_arrow_path(path) && (stat(state, &state_st) == 0 ||
                                                                                      strstr(path, ".arrow")));
-    if (dump < 0 || (dump > 0 && !store)) {
-        fprintf(stderr, "dflash: inspect: --dump N needs a token store and N >= 0\n");
+    if (df_option_given(&spec, &args, "dump") && !store) {
+        fprintf(stderr, "dflash: inspect: --dump N needs a token store; %s is not one\n", path);
         return 2;
     }
     if (store || arrow) {

@@ -312,9 +312,9 @@ int df_cmd_prepare(int argc, char **argv) {
         {"tokenizer", DF_OPT_STRING, &opt.tokenizer, "DIR", "tokenizer.json, or the model directory holding it", 1},
         {"input", DF_OPT_STRING_LIST, &opt.inputs, "PATH", "JSONL records, an .arrow file or a datasets folder; repeat for several, read in order", 1},
         {"output", DF_OPT_STRING, &opt.output, "STORE", "token store to write (atomically)", 1},
-        {"max-length", DF_OPT_INT, &opt.max_length, "N", "longest sample in tokens; longer records are bad (default 3072)", 0},
+        {"max-length", DF_OPT_INT, &opt.max_length, "N", "longest sample in tokens; longer records are bad (default 3072)", 0, DF_RANGE(1, 1 << 30)},
         {"on-bad-record", DF_OPT_STRING, &opt.on_bad_record, "skip|fail", "skip bad records and count them, or stop at the first (default skip)", 0},
-        {"threads", DF_OPT_INT, &opt.threads, "N", "tokenizer threads (default: all cores)", 0},
+        {"threads", DF_OPT_INT, &opt.threads, "N", "tokenizer threads (default: all cores)", 0, DF_RANGE(1, 1024)},
         {"chat-date", DF_OPT_STRING, &opt.chat_date, "DATE",
          "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
          "template's, today's where it asks for the current date, as transformers renders it)", 0},
@@ -338,10 +338,6 @@ int df_cmd_prepare(int argc, char **argv) {
     opt.fail_on_bad = strcmp(opt.on_bad_record, "fail") == 0;
     if (!opt.fail_on_bad && strcmp(opt.on_bad_record, "skip") != 0) {
         fprintf(stderr, "dflash prepare: --on-bad-record must be skip or fail, not '%s'\n", opt.on_bad_record);
-        return 2;
-    }
-    if (opt.max_length <= 0 || opt.threads < 0) {
-        fprintf(stderr, "dflash prepare: --max-length must be positive and --threads non-negative\n");
         return 2;
     }
 

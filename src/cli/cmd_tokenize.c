@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/atomic_file.h"
+#include "base/input_file.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "text/json_string.h"
@@ -76,8 +77,8 @@ static int decode_line(const DfTokenizer *tok, const char *line, size_t len, DfB
 
 /* Converts every record of the input into `out`; errors name file and line. */
 static int convert(const DfTokenizer *tok, const TokenizeArgs *a, FILE *out, DfError *err) {
-    FILE *in = fopen(a->input, "rb");
-    if (!in) return df_fail_errno(err, "%s: cannot open", a->input);
+    FILE *in = df_fopen_regular(a->input, err);
+    if (!in) return -1;
     char *line = NULL;
     size_t cap = 0, line_no = 0;
     ssize_t got;

@@ -3,6 +3,7 @@
  * file (prepared once into OUTPUT/data.store), with checkpoints, resume and
  * a metrics log; with no arguments, the bundled default run. */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -12,9 +13,13 @@
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
+#include "base/hash64.h"
+#include "base/output_lock.h"
+#include "base/input_file.h"
 #include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "formats/json_diff.h"
 #include "formats/model_config.h"
 #include "formats/token_store.h"
 #include "model/drafter_config.h"
@@ -46,8 +51,8 @@ static void apply_bundled_default(DfTrainOptions *o) {
 /* ---- data: a token store as it is, or JSONL prepared into a cache ------- */
 
 static int is_token_store(const char *path, int *yes, DfError *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return df_fail_errno(err, "--data %s: cannot open", path);
+    FILE *fp = df_fopen_regular(path, err);
+    if (!fp) return df_context(err, "--data");
     char magic[8] = {0};
     size_t got = fread(magic, 1, sizeof magic, fp);
     fclose(fp);
@@ -55,9 +60,48 @@ static int is_token_store(const char *path, int *yes, DfError *err) {
     return 0;
 }
 
-/* What the cache was made from: the source's path, size and mtime, the
- * tokenizer's fingerprint and the length limit. */
-static char *cache_key(const char *source, const struct stat *st, uint64_t fingerprint, int max_length) {
+/* df_hash64 of the file's bytes (read in 1 MiB chunks). */
+static int content_hash(const char *path, uint64_t *out, DfError *err) {
+    FILE *fp = df_fopen_regular(path, err);
+    if (!fp) return df_context(err, "--data");
+    DfHash64 h;
+    df_hash64_init(&h);
+    size_t cap = 1 << 20, n;
+    char *buf = df_xmalloc(cap, "data hash buffer");
+    while ((n = fread(buf, 1, cap, fp)) > 0) df_hash64_update(&h, buf, n);
+    int bad = ferror(fp);
+    fclose(fp);
+    free(buf);
+    if (bad) return df_fail(err, "--data %s: read error", path);
+    *out = df_hash64_final(&h);
+    return 0;
+}
+
+/* What the cache was made from: the source's path, size and content hash,
+ * the tokenizer's fingerprint and the length limit. */
+static char *cache_key(const char *source, const struct stat *st, uint64_t hash, uint64_t fingerprint,
+                       int max_length) {
+    char *abs = realpath(source, NULL);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "source", abs ? abs : source);
+    cJSON_AddNumberToObject(j, "size", (double)st->st_size);
+    char text[64];
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)hash);
+    cJSON_AddStringToObject(j, "content_hash", text);
+    snprintf(text, sizeof text, "%016llx", (unsigned long long)fingerprint);
+    cJSON_AddStringToObject(j, "tokenizer_fingerprint", text);
+    cJSON_AddNumberToObject(j, "max_length", max_length);
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    free(abs);
+    return out;
+}
+
+/* The key of earlier versions (path, size, mtime; no content hash): still
+ * current when the source's path, size and mtime are unchanged. */
+static int legacy_key_matches(const char *stored, const char *source, const struct stat *st, uint64_t fingerprint,
+                              int max_length) {
+    if (!strstr(stored, "\"mtime\"") || strstr(stored, "\"content_hash\"")) return 0;
     char *abs = realpath(source, NULL);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "source", abs ? abs : source);
@@ -68,25 +112,62 @@ static char *cache_key(const char *source, const struct stat *st, uint64_t finge
     snprintf(text, sizeof text, "%016llx", (unsigned long long)fingerprint);
     cJSON_AddStringToObject(j, "tokenizer_fingerprint", text);
     cJSON_AddNumberToObject(j, "max_length", max_length);
-    char *out = cJSON_PrintUnformatted(j);
+    char *legacy = cJSON_PrintUnformatted(j);
+    int same = strcmp(legacy, stored) == 0;
+    cJSON_free(legacy);
     cJSON_Delete(j);
     free(abs);
-    return out;
+    return same;
 }
 
-static int cache_is_current(const char *store_path, const char *key_path, const char *key, uint64_t fingerprint) {
-    FILE *fp = fopen(key_path, "r");
-    if (!fp) return 0;
-    char stored[8192];
-    size_t n = fread(stored, 1, sizeof stored - 1, fp);
+/* The key file's text ("" when absent). */
+static void read_key(const char *key_path, char *stored, size_t cap) {
+    stored[0] = '\0';
+    DfError ignored;
+    FILE *fp = df_fopen_regular(key_path, &ignored);
+    if (!fp) return;
+    size_t n = fread(stored, 1, cap - 1, fp);
     fclose(fp);
     stored[n] = '\0';
+}
+
+static int cache_is_current(const char *store_path, const char *stored, const char *key, uint64_t fingerprint) {
     if (strcmp(stored, key) != 0) return 0;
     DfError ignored = {{0}};
     DfTokenStore *s = df_token_store_open(store_path, 0, &ignored);
     int ok = s && df_token_store_fingerprint(s) == fingerprint;
     if (s) df_token_store_close(s);
     return ok;
+}
+
+/* Whether OUTPUT/checkpoints holds a checkpoint: a --resume would continue it. */
+static int has_checkpoints(const char *output_dir) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/checkpoints", output_dir);
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));)
+        found = strncmp(e->d_name, "step-", 5) == 0 && !strstr(e->d_name, ".tmp.");
+    if (d) closedir(d);
+    return found;
+}
+
+/* --resume over checkpoints trained on the prepared data: preparing it again
+ * from a changed source would break the resume (and replace the data the
+ * checkpoints were trained on), so it is refused before anything is touched. */
+static int check_resume_source(const DfTrainOptions *o, const char *stored, const char *key, const char *key_path,
+                               DfError *err) {
+    if (!o->resume || !has_checkpoints(o->output_dir)) return 0;
+    char what[4400];
+    if (!stored[0])
+        snprintf(what, sizeof what, "%s, which says what the data was made from, is missing", key_path);
+    else if (!df_json_diff(stored, key, what, sizeof what))
+        return 0;
+    return df_fail(err,
+                   "--resume: --data %s is not what %s/data.store was prepared from (%s); the checkpoints in "
+                   "%s/checkpoints were trained on that data, and preparing it again would break the resume: "
+                   "restore the source, or start a new run in another --output (nothing was changed)",
+                   o->data_source, o->output_dir, what, o->output_dir);
 }
 
 /* mkdir -p: creates the directory and any missing parents. */
@@ -108,16 +189,21 @@ static int make_dirs(const char *path, DfError *err) {
 static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *store_path, size_t cap,
                          DfError *err) {
     struct stat st;
+    uint64_t hash = 0;
     if (stat(o->data_source, &st) != 0) return df_fail_errno(err, "--data %s", o->data_source);
+    if (content_hash(o->data_source, &hash, err)) return -1;
     snprintf(store_path, cap, "%s/data.store", o->output_dir);
-    char key_path[4200];
+    char key_path[4200], stored[8192];
     snprintf(key_path, sizeof key_path, "%s.source.json", store_path);
+    read_key(key_path, stored, sizeof stored);
     uint64_t fingerprint = df_tokenizer_fingerprint(tok);
-    char *key = cache_key(o->data_source, &st, fingerprint, (int)o->max_length);
+    char *key = cache_key(o->data_source, &st, hash, fingerprint, (int)o->max_length);
+    if (legacy_key_matches(stored, o->data_source, &st, fingerprint, (int)o->max_length))
+        snprintf(stored, sizeof stored, "%s", key);
     int rc = 0;
-    if (cache_is_current(store_path, key_path, key, fingerprint)) {
+    if (cache_is_current(store_path, stored, key, fingerprint)) {
         fprintf(stderr, "train: using the prepared data %s (made from %s)\n", store_path, o->data_source);
-    } else {
+    } else if ((rc = check_resume_source(o, stored, key, key_path, err)) == 0) {
         fprintf(stderr, "train: preparing %s into %s\n", o->data_source, store_path);
         remove(key_path);
         char max_length[32];
@@ -193,6 +279,19 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
     return rc;
 }
 
+/* One writer per run directory: the rank that writes OUTPUT (every process
+ * when there is one) holds OUTPUT/train.lock for the whole run, data
+ * preparation included. */
+static int lock_run(const DfTrainOptions *o, DfOutputLock *lock, DfError *err) {
+    int writer = o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0;
+    if (o->dist && o->dist->world_size > 1 && o->dist->rank != writer) return 0;
+    if (make_dirs(o->output_dir, err)) return df_context(err, "--output");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train.lock", o->output_dir);
+    if (df_output_lock(lock, path, o->output_dir, err)) return df_context(err, "--output");
+    return 0;
+}
+
 /* ---- the command --------------------------------------------------------- */
 
 /* Memory of each role on the training device: size (peak use). */
@@ -255,67 +354,53 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     }
 }
 
-/* One of the drafter's attention-shape options: INT_MIN when not given
- * (the trainer's default); a given value must lie in 1..max (divisibility
- * and evenness are checked with the target's defaults, by the trainer). */
-static int check_shape_option(const char *name, int value, int max, int *dest) {
-    if (value == INT_MIN) return 0;
-    if (value <= 0 || value > max) {
-        fprintf(stderr, "dflash train: --%s must be in 1..%d, got %d\n", name, max, value);
-        return -1;
-    }
-    *dest = value;
-    return 0;
-}
-
 int df_cmd_train(int argc, char **argv) {
     DfTrainOptions o;
     df_train_options_default(&o);
-    /* -1: not given (every option below takes only non-negative values) */
-    int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
-    int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1, window = -1;
-    int queue_depth = -1, log_every = -1, target_ranks = -1, drafter_tokens = -1;
+    /* each written only when given (df_option_given), in the range its entry names */
+    int steps = 0, epochs = 0, layers = 0, inter = 0, block = 0, taps = 0, anchors = 0, budget = 0;
+    int seed = 0, save_every = 0, stop_at = 0, max_length = 0, mask = 0, resume = 0, max_bad = 0, window = 0;
+    int queue_depth = 0, log_every = 0, target_ranks = 0, drafter_tokens = 0;
     const char *layout = NULL, *overlap = NULL;
-    double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1, bucket_mib = -1;
-    /* INT_MIN: not given (a given value must be positive; the trainer checks it further) */
-    int heads = INT_MIN, kv_heads = INT_MIN, head_dim = INT_MIN;
+    double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
+    int heads = 0, kv_heads = 0, head_dim = 0;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
         {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
         {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, checkpoints/, final/", 0},
-        {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0},
-        {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0},
-        {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0},
-        {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0},
-        {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0},
-        {"draft-heads", DF_OPT_INT, &heads, "N", "drafter query heads (default: the target's; 32 for a hybrid Qwen3.5/3.6 target)", 0},
-        {"draft-kv-heads", DF_OPT_INT, &kv_heads, "N", "drafter key/value heads, dividing --draft-heads (default: the target's; 8 for a hybrid target)", 0},
-        {"draft-head-dim", DF_OPT_INT, &head_dim, "N", "drafter head size, even, at most 256 (64, 128 or 256 on CUDA); RoPE turns all of it (default: the target's; 128 for a hybrid target)", 0},
-        {"sliding-window", DF_OPT_INT, &window, "N", "sliding-window drafter layers: a block sees only the last N context positions before its anchor (exported as layer_types sliding_attention + sliding_window; default: off)", 0},
+        {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0, DF_RANGE(1, INT_MAX)},
+        {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6)},
+        {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0, DF_RANGE(1, 64)},
+        {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0, DF_RANGE(1, INT_MAX)},
+        {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0, DF_RANGE(2, 64)},
+        {"draft-heads", DF_OPT_INT, &heads, "N", "drafter query heads (default: the target's; 32 for a hybrid Qwen3.5/3.6 target)", 0, DF_RANGE(1, DF_MAX_DRAFT_HEADS)},
+        {"draft-kv-heads", DF_OPT_INT, &kv_heads, "N", "drafter key/value heads, dividing --draft-heads (default: the target's; 8 for a hybrid target)", 0, DF_RANGE(1, DF_MAX_DRAFT_HEADS)},
+        {"draft-head-dim", DF_OPT_INT, &head_dim, "N", "drafter head size, even, at most 256 (64, 128 or 256 on CUDA); RoPE turns all of it (default: the target's; 128 for a hybrid target)", 0, DF_RANGE(1, DF_MAX_DRAFT_HEAD_DIM)},
+        {"sliding-window", DF_OPT_INT, &window, "N", "sliding-window drafter layers: a block sees only the last N context positions before its anchor (exported as layer_types sliding_attention + sliding_window; default: off)", 0, DF_RANGE(1, INT_MAX)},
         {"sliding-layers", DF_OPT_STRING, &o.sliding_layers, "LIST", "which layers slide with --sliding-window: all, none, or indices and ranges like 0,1 or 0-3 (negative: from the last) (default: all but the last)", 0},
-        {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0},
-        {"num-anchors", DF_OPT_INT, &anchors, "N", "blocks per sequence and epoch (default 512)", 0},
-        {"gamma", DF_OPT_DOUBLE, &gamma, "G", "loss decay over block positions (default 7 for B=16, 5 for 10, 4 for 8)", 0},
-        {"lr", DF_OPT_DOUBLE, &lr, "LR", "peak learning rate (default 6e-4)", 0},
-        {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0},
-        {"token-budget", DF_OPT_INT, &budget, "N", "context tokens per batch (default 8192)", 0},
-        {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0},
-        {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors (default 0)", 0},
-        {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0},
-        {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0},
+        {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0, DF_RANGE(1, 256)},
+        {"num-anchors", DF_OPT_INT, &anchors, "N", "blocks per sequence and epoch (default 512)", 0, DF_RANGE(1, 1 << 20)},
+        {"gamma", DF_OPT_DOUBLE, &gamma, "G", "loss decay over block positions (default 7 for B=16, 5 for 10, 4 for 8)", 0, DF_RANGE_POSITIVE(1e6)},
+        {"lr", DF_OPT_DOUBLE, &lr, "LR", "peak learning rate (default 6e-4)", 0, DF_RANGE_POSITIVE(10)},
+        {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0, DF_RANGE(0, 1)},
+        {"token-budget", DF_OPT_INT, &budget, "N", "context tokens per batch (default 8192)", 0, DF_RANGE(1, INT_MAX)},
+        {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0, DF_RANGE(1, INT_MAX)},
+        {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors (default 0)", 0, DF_RANGE(0, INT_MAX)},
+        {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0, DF_RANGE(1, INT_MAX)},
+        {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0, DF_RANGE(1, INT_MAX)},
         {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
-        {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0},
-        {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0},
+        {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0, DF_RANGE(1, 1 << 30)},
+        {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0, DF_RANGE(0, INT_MAX)},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
-        {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0},
-        {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0},
+        {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0, DF_RANGE(0, INT_MAX)},
+        {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0, DF_RANGE(1, 64)},
         {"layout", DF_OPT_STRING, &layout, "L", "data parallel: colocated (default: every rank runs the target and the drafter on its share of the batch) or split (ranks 0..T-1 run only the target and send the features to the drafter ranks T..W-1)", 0},
-        {"target-ranks", DF_OPT_INT, &target_ranks, "T", "split layout: how many ranks run the target (default 1)", 0},
-        {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second)", 0},
+        {"target-ranks", DF_OPT_INT, &target_ranks, "T", "split layout: how many ranks run the target (default 1)", 0, DF_RANGE(1, 4096)},
+        {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second)", 0, DF_RANGE(1, INT_MAX)},
         {"random-target-weights", DF_OPT_FLAG, &o.random_target_weights, NULL, "give the target random weights instead of reading its safetensors (config.json and the tokenizer still come from --target): throughput at a model's shape without its weights", 0},
         {"overlap-grad-reduce", DF_OPT_STRING, &overlap, "on|off", "data parallel on CUDA: all-reduce gradient buckets during the backward (on, default) or after it (off)", 0},
-        {"grad-bucket-mib", DF_OPT_DOUBLE, &bucket_mib, "M", "data parallel on CUDA: MiB of fp32 gradient per NCCL all-reduce bucket (default 25)", 0},
-        {"peak-tflops", DF_OPT_DOUBLE, &peak_tflops, "T", "device peak TFLOP/s for MFU (default: 989 on H100/H200, 312 on A100, none on the CPU)", 0},
+        {"grad-bucket-mib", DF_OPT_DOUBLE, &bucket_mib, "M", "data parallel on CUDA: MiB of fp32 gradient per NCCL all-reduce bucket (default 25)", 0, DF_RANGE_POSITIVE(1 << 20)},
+        {"peak-tflops", DF_OPT_DOUBLE, &peak_tflops, "T", "device peak TFLOP/s for MFU (default: 989 on H100/H200, 312 on A100, none on the CPU)", 0, DF_RANGE_POSITIVE(1e6)},
     };
     const DfCommandSpec spec = {
         "train", "train a DFlash drafter for a target", NULL,
@@ -346,73 +431,53 @@ int df_cmd_train(int argc, char **argv) {
         fprintf(stderr, "dflash train: --target, --data and --output go together (none of them: the bundled default)\n");
         return 2;
     }
-    if (steps >= 0 && epochs >= 0) {
+#define GIVEN(name) df_option_given(&spec, &parsed, name)
+    if (GIVEN("steps") && GIVEN("epochs")) {
         fprintf(stderr, "dflash train: give --steps or --epochs, not both\n");
-        return 2;
-    }
-    if (steps == 0 || epochs == 0 || layers == 0 || block == 0 || anchors == 0 || budget == 0 || max_length == 0 ||
-        lr == 0 || drafter_tokens == 0) {
-        fprintf(stderr, "dflash train: --steps, --epochs, --draft-layers, --block-size, --num-anchors, --token-budget, "
-                        "--max-drafter-tokens, --max-length and --lr must be positive\n");
-        return 2;
-    }
-    if (check_shape_option("draft-heads", heads, DF_MAX_DRAFT_HEADS, &o.draft_heads) ||
-        check_shape_option("draft-kv-heads", kv_heads, DF_MAX_DRAFT_HEADS, &o.draft_kv_heads) ||
-        check_shape_option("draft-head-dim", head_dim, DF_MAX_DRAFT_HEAD_DIM, &o.draft_head_dim))
-        return 2;
-    if (queue_depth == 0) {
-        fprintf(stderr, "dflash train: --queue-depth must be at least 1 (1: lock-step)\n");
         return 2;
     }
     if (layout && strcmp(layout, "colocated") != 0 && strcmp(layout, "split") != 0) {
         fprintf(stderr, "dflash train: --layout %s: colocated or split\n", layout);
         return 2;
     }
-    if (target_ranks == 0 || (target_ranks > 0 && !(layout && strcmp(layout, "split") == 0))) {
-        fprintf(stderr, "dflash train: --target-ranks must be positive and goes with --layout split\n");
+    if (GIVEN("target-ranks") && !(layout && strcmp(layout, "split") == 0)) {
+        fprintf(stderr, "dflash train: --target-ranks goes with --layout split\n");
         return 2;
     }
-    if (queue_depth < -1 || log_every < -1 || target_ranks < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 ||
-        drafter_tokens < -1 || layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 || budget < -1 || seed < -1 ||
-        window < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
-        (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
-        fprintf(stderr, "dflash train: options take non-negative values\n");
-        return 2;
-    }
-    if (steps > 0) o.steps = steps;
-    if (epochs > 0) o.epochs = epochs, o.steps = 0;
-    if (layers > 0) o.draft_layers = layers;
-    if (inter >= 0) o.intermediate_size = inter;
-    if (block > 0) o.block_size = block;
-    if (taps >= 0) o.num_taps = taps;
-    if (window >= 0) o.sliding_window = window;
-    if (anchors > 0) o.num_anchors = anchors;
-    if (budget > 0) o.token_budget = budget;
-    if (drafter_tokens > 0) o.max_drafter_tokens = drafter_tokens;
-    if (seed >= 0) o.seed = (uint64_t)seed;
-    if (save_every >= 0) o.save_every = save_every;
-    if (stop_at >= 0) o.stop_at = stop_at;
-    if (max_length > 0) o.max_length = max_length;
-    if (mask >= 0) o.mask_token_id = mask;
-    if (gamma >= 0) o.gamma = gamma;
-    if (lr > 0) o.lr = lr;
-    if (warmup >= 0) o.warmup = warmup;
-    if (max_bad >= 0) o.max_bad_steps = max_bad;
-    if (queue_depth > 0) o.queue_depth = queue_depth;
     if (overlap && strcmp(overlap, "on") != 0 && strcmp(overlap, "off") != 0) {
         fprintf(stderr, "dflash train: --overlap-grad-reduce takes on or off, not '%s'\n", overlap);
         return 2;
     }
-    if (bucket_mib != -1 && !(bucket_mib > 0 && bucket_mib <= 1 << 20)) {
-        fprintf(stderr, "dflash train: --grad-bucket-mib takes a positive size in MiB\n");
-        return 2;
-    }
-    if (bucket_mib > 0) o.bucket_mib = bucket_mib;
+    if (GIVEN("steps")) o.steps = steps;
+    if (GIVEN("epochs")) o.epochs = epochs, o.steps = 0;
+    if (GIVEN("draft-layers")) o.draft_layers = layers;
+    if (GIVEN("intermediate-size")) o.intermediate_size = inter;
+    if (GIVEN("block-size")) o.block_size = block;
+    if (GIVEN("draft-heads")) o.draft_heads = heads;
+    if (GIVEN("draft-kv-heads")) o.draft_kv_heads = kv_heads;
+    if (GIVEN("draft-head-dim")) o.draft_head_dim = head_dim;
+    if (GIVEN("num-taps")) o.num_taps = taps;
+    if (GIVEN("sliding-window")) o.sliding_window = window;
+    if (GIVEN("num-anchors")) o.num_anchors = anchors;
+    if (GIVEN("token-budget")) o.token_budget = budget;
+    if (GIVEN("max-drafter-tokens")) o.max_drafter_tokens = drafter_tokens;
+    if (GIVEN("seed")) o.seed = (uint64_t)seed;
+    if (GIVEN("save-every")) o.save_every = save_every;
+    if (GIVEN("stop-at")) o.stop_at = stop_at;
+    if (GIVEN("max-length")) o.max_length = max_length;
+    if (GIVEN("mask-token-id")) o.mask_token_id = mask;
+    if (GIVEN("gamma")) o.gamma = gamma;
+    if (GIVEN("lr")) o.lr = lr;
+    if (GIVEN("warmup")) o.warmup = warmup;
+    if (GIVEN("max-bad-steps")) o.max_bad_steps = max_bad;
+    if (GIVEN("queue-depth")) o.queue_depth = queue_depth;
+    if (GIVEN("grad-bucket-mib")) o.bucket_mib = bucket_mib;
     if (overlap) o.overlap_grad_reduce = strcmp(overlap, "on") == 0;
     if (layout && strcmp(layout, "split") == 0) o.layout = DF_LAYOUT_SPLIT;
-    if (target_ranks > 0) o.target_ranks = target_ranks;
-    if (log_every >= 0) o.log_every = log_every;
-    if (peak_tflops >= 0) o.peak_tflops = peak_tflops;
+    if (GIVEN("target-ranks")) o.target_ranks = target_ranks;
+    if (GIVEN("log-every")) o.log_every = log_every;
+    if (GIVEN("peak-tflops")) o.peak_tflops = peak_tflops;
+#undef GIVEN
     DfDistEnv dist;
     if (df_dist_env_present()) {
         if (df_dist_env_read(&dist, &err) != 0) {
@@ -428,12 +493,15 @@ int df_cmd_train(int argc, char **argv) {
     }
     char store_path[4096];
     DfTrainSummary summary;
+    DfOutputLock lock = {-1, NULL};
     int rc = df_train_check_device(o.device, &err); /* before any data is prepared */
+    if (rc == 0) rc = lock_run(&o, &lock, &err);
     if (rc == 0) rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
     if (rc == 0) {
         o.data_store = store_path;
         rc = df_train(&o, &summary, &err);
     }
+    df_output_unlock(&lock);
     if (rc != 0) {
         if (o.dist && o.dist->world_size > 1) fprintf(stderr, "dflash train: rank %d: %s\n", o.dist->rank, err.msg);
         else fprintf(stderr, "dflash train: %s\n", err.msg);

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,17 +36,27 @@ static void print_usage(void) {
     printf("\n  --help     this text\n  --version  version and the compute backends built in\n");
 }
 
+/* Output that did not reach standard output (a full disk, a closed pipe,
+ * /dev/full) fails the command: a 0 exit would say it was all written. */
+static int finish_stdout(int rc) {
+    errno = 0;
+    int failed = fflush(stdout) != 0 || ferror(stdout);
+    if (!failed || rc != 0) return rc; /* a failed command has said why */
+    fprintf(stderr, "dflash: writing the standard output failed: %s\n", errno ? strerror(errno) : "write error");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         print_usage();
-        return 0;
+        return finish_stdout(0);
     }
     if (strcmp(argv[1], "--version") == 0) {
         print_version();
-        return 0;
+        return finish_stdout(0);
     }
     for (size_t i = 0; COMMANDS[i].name; i++)
-        if (strcmp(argv[1], COMMANDS[i].name) == 0) return COMMANDS[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], COMMANDS[i].name) == 0) return finish_stdout(COMMANDS[i].run(argc - 1, argv + 1));
     fprintf(stderr, "dflash: unknown command '%s' (see 'dflash --help')\n", argv[1]);
     return 2;
 }

@@ -1,4 +1,5 @@
 #include "cli/prepare_record.h"
+#include "formats/json_fields.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -146,7 +147,13 @@ void df_prepare_record_check(const DfRecordRules *rules, DfPreparedRecord *r) {
 void df_prepare_record(const DfRecordRules *rules, const char *text, size_t len, DfPreparedRecord *r) {
     df_prepared_record_reset(r);
     const char *end = NULL;
-    cJSON *root = memchr(text, '\0', len) ? NULL : cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    const char *nul = memchr(text, '\0', len);
+    cJSON *root = nul ? NULL : cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+    df_json_keep_last(root);
+    if (nul) {
+        df_prepared_record_bad(r, DF_BAD_JSON, "invalid JSON (a NUL byte at column %zu)", (size_t)(nul - text) + 1);
+        return;
+    }
     if (!root) {
         size_t column = end && end >= text ? (size_t)(end - text) + 1 : 1;
         df_prepared_record_bad(r, DF_BAD_JSON, "invalid JSON (parse error at column %zu)", column);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "base/mapped_file.h"
+#include "formats/json_fields.h"
 #include "formats/arrow_dataset.h"
 
 struct DfArrowDataset {
@@ -37,6 +38,7 @@ static cJSON *read_json(const char *path, DfError *err) {
     char *text = df_read_text_file(path, &size, err);
     if (!text) return NULL;
     cJSON *root = cJSON_ParseWithLength(text, size);
+    df_json_keep_last(root);
     free(text);
     if (!root) df_fail(err, "%s: invalid JSON", path);
     return root;

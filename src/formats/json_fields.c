@@ -2,6 +2,40 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+typedef struct KeyedItem {
+    cJSON *item;
+    size_t index;
+} KeyedItem;
+
+static int by_key_then_index(const void *a, const void *b) {
+    const KeyedItem *x = a, *y = b;
+    int c = strcmp(x->item->string, y->item->string);
+    if (c) return c;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Removes every member of obj whose key appears again after it. */
+static void drop_earlier_duplicates(cJSON *obj) {
+    size_t n = 0;
+    for (cJSON *c = obj->child; c; c = c->next) n++;
+    if (n < 2) return;
+    KeyedItem *items = df_xmalloc(n * sizeof *items, "JSON keys");
+    size_t i = 0;
+    for (cJSON *c = obj->child; c; c = c->next, i++) items[i] = (KeyedItem){c, i};
+    qsort(items, n, sizeof *items, by_key_then_index);
+    for (i = 0; i + 1 < n; i++)
+        if (strcmp(items[i].item->string, items[i + 1].item->string) == 0) cJSON_Delete(cJSON_DetachItemViaPointer(obj, items[i].item));
+    free(items);
+}
+
+void df_json_keep_last(cJSON *node) {
+    for (cJSON *c = node ? node->child : NULL; c; c = c->next) df_json_keep_last(c);
+    if (cJSON_IsObject(node)) drop_earlier_duplicates(node);
+}
 
 const char *df_json_type_name(const cJSON *item) {
     if (!item) return "missing";
@@ -42,8 +76,13 @@ int df_json_read_int(const DfJsonReader *r, const cJSON *obj, const char *scope,
         *out = fallback;
         return given;
     }
+    if (cJSON_IsNumber(item) && !df_json_is_int(item) && isfinite(item->valuedouble) &&
+        item->valuedouble == floor(item->valuedouble))
+        return df_fail(r->err, "%s: field '%s%s' is %.17g, outside the integers supported (%d..%d)", r->path, scope,
+                       name, item->valuedouble, INT_MIN, INT_MAX);
     if (cJSON_IsNumber(item) && !df_json_is_int(item))
-        return df_fail(r->err, "%s: field '%s%s' must be an integer, not %g", r->path, scope, name, item->valuedouble);
+        return df_fail(r->err, "%s: field '%s%s' must be an integer, not %.17g", r->path, scope, name,
+                       item->valuedouble);
     if (!df_json_is_int(item))
         return df_fail(r->err, "%s: field '%s%s' must be an integer, not %s", r->path, scope, name,
                        df_json_type_name(item));
@@ -59,7 +98,10 @@ int df_json_read_double(const DfJsonReader *r, const cJSON *obj, const char *sco
         *out = fallback;
         return given;
     }
-    if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
+    if (cJSON_IsNumber(item) && !isfinite(item->valuedouble))
+        return df_fail(r->err, "%s: field '%s%s' is too large for a double (it reads as an infinity)", r->path, scope,
+                       name);
+    if (!cJSON_IsNumber(item))
         return df_fail(r->err, "%s: field '%s%s' must be a number, not %s", r->path, scope, name,
                        df_json_type_name(item));
     *out = item->valuedouble;

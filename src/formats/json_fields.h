@@ -14,6 +14,13 @@ typedef struct DfJsonReader {
     DfError *err;
 } DfJsonReader;
 
+/* Duplicate keys: the last one wins, as in Python's json module and Hugging
+ * Face's loaders ({"hidden_size": 256, "hidden_size": 512} is 512). Every
+ * loader of a JSON document (configs, tokenizer.json, JSONL records) calls
+ * this right after parsing, so that every lookup sees one value per key;
+ * it removes the earlier duplicates from every object of the tree. */
+void df_json_keep_last(cJSON *root);
+
 /* "a number", "a string", ... ("missing" for NULL). */
 const char *df_json_type_name(const cJSON *item);
 

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "formats/jsonl.h"
+#include "base/input_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,19 +13,10 @@ enum { DF_JSONL_INITIAL_BUFFER = 1 << 20 };
 
 int df_jsonl_open(DfJsonlReader *r, const char *path, DfError *err) {
     memset(r, 0, sizeof *r);
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (r->fd < 0) return df_fail_errno(err, "%s: cannot open", path);
     struct stat st;
-    if (fstat(r->fd, &st) != 0) {
-        df_fail_errno(err, "%s: cannot stat", path);
-        close(r->fd);
-        return -1;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        close(r->fd);
-        return df_fail(err, "%s: is a directory, not a JSONL file", path);
-    }
-    r->file_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
+    r->fd = df_open_regular(path, &st, err);
+    if (r->fd < 0) return -1;
+    r->file_size = (uint64_t)st.st_size;
     r->path = df_xstrdup(path);
     r->cap = DF_JSONL_INITIAL_BUFFER;
     r->buf = df_xmalloc(r->cap, "JSONL read buffer");

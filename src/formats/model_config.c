@@ -243,6 +243,7 @@ int df_model_config_load(DfModelConfig *cfg, const char *path, DfError *err) {
         if (!root) {
             df_fail(err, "%s: not valid JSON (error near byte %td)", file, end ? end - text : (ptrdiff_t)0);
         } else {
+            df_json_keep_last(root);
             rc = parse_config(&r, root, cfg);
         }
         cJSON_Delete(root);

@@ -1,14 +1,19 @@
 #include "infer/generate.h"
+#include "formats/json_fields.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/input_file.h"
 #include "infer/sampling.h"
 
 static char *read_small_file(const char *path, DfError *err) {
-    FILE *fp = fopen(path, "rb");
+    struct stat st;
+    if (stat(path, &st) != 0) return NULL; /* absent: not an error */
+    FILE *fp = df_fopen_regular(path, err);
     if (!fp) return NULL;
     DfByteBuf b = {0};
     char chunk[4096];
@@ -34,6 +39,7 @@ int df_generation_eos_ids(const char *target_dir, const DfModelConfig *cfg, int3
     char *text = read_small_file(path, &read_err);
     if (!text) return read_err.msg[0] ? df_fail(err, "%s", read_err.msg) : 0; /* no such file: config.json's */
     cJSON *root = cJSON_Parse(text);
+    df_json_keep_last(root);
     free(text);
     if (!root) return df_fail(err, "%s: not valid JSON", path);
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");

@@ -1,4 +1,5 @@
 #include "infer/prompts.h"
+#include "formats/json_fields.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -56,6 +57,7 @@ static int parse_body(const cJSON *rec, int allow_chat, DfPrompt *out, DfError *
 static int parse_record(const char *path, int64_t line_no, const char *line, int index, int allow_chat, DfPrompt *out,
                         DfError *err) {
     cJSON *rec = cJSON_Parse(line);
+    df_json_keep_last(rec);
     if (!rec || !cJSON_IsObject(rec)) {
         cJSON_Delete(rec);
         return df_fail(err, "%s:%lld: not a JSON object", path, (long long)line_no);

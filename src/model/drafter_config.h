@@ -56,6 +56,7 @@ typedef struct DfDrafterOptions {
 
 #define DF_MAX_DRAFT_HEADS 256
 #define DF_MAX_DRAFT_HEAD_DIM 256 /* the largest head the attention kernels take */
+#define DF_MAX_BLOCK_SIZE 256     /* the largest block a drafter config may give (eval --block-size); training takes 2..64 */
 
 /* The drafter's default attention shape for a target (spec section 3): the
  * target's own for the dense families; for the hybrid Qwen3.5/3.6 family 32

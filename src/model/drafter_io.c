@@ -186,6 +186,9 @@ static int read_dflash(const DfJsonReader *r, const cJSON *root, DfDrafterConfig
     const cJSON *dflash;
     if (df_json_read_object(r, root, "", "dflash_config", &dflash)) return -1;
     if (df_json_read_int(r, dflash, "dflash_config.", "mask_token_id", 0, -1, &c->mask_token_id)) return -1;
+    if (df_json_field(dflash, "mask_token_id") && c->mask_token_id < 0) /* -1 is "unset" only inside */
+        return df_fail(r->err, "%s: field 'dflash_config.mask_token_id' is %d, not a token id (leave it out to derive "
+                       "it from the tokenizer)", r->path, c->mask_token_id);
     if (read_taps(r, dflash, c)) return -1;
     /* block_size at the top level (ours, z-lab's), else inside dflash_config. */
     if (df_json_field(root, "block_size")) return df_json_read_int(r, root, "", "block_size", 1, 0, &c->block_size);
@@ -299,7 +302,11 @@ static int check_config(const DfDrafterConfig *c, const char *src, int need_mask
         return df_fail(err, "%s: num_attention_heads %d is not divisible by num_key_value_heads %d", src, c->num_heads,
                        c->num_kv_heads);
     if (c->head_dim % 2 != 0) return df_fail(err, "%s: field 'head_dim' is %d, odd (RoPE needs pairs)", src, c->head_dim);
-    if (c->block_size < 2) return df_fail(err, "%s: field 'block_size' is %d, must be at least 2", src, c->block_size);
+    if (c->block_size < 2 || c->block_size > DF_MAX_BLOCK_SIZE)
+        return df_fail(err, "%s: field 'block_size' is %d, must be in 2..%d", src, c->block_size, DF_MAX_BLOCK_SIZE);
+    if (c->num_heads > DF_MAX_DRAFT_HEADS || c->head_dim > DF_MAX_DRAFT_HEAD_DIM)
+        return df_fail(err, "%s: %d attention heads of %d: at most %d heads of at most %d supported", src,
+                       c->num_heads, c->head_dim, DF_MAX_DRAFT_HEADS, DF_MAX_DRAFT_HEAD_DIM);
     if (c->n_taps < 1 || c->n_taps > DF_MAX_TAPS)
         return df_fail(err, "%s: %d target layer ids, 1..%d supported", src, c->n_taps, DF_MAX_TAPS);
     for (int i = 0; i < c->n_taps; i++)
@@ -328,6 +335,7 @@ int df_drafter_config_parse(const char *json_text, const char *source, DfDrafter
     cJSON *root = cJSON_ParseWithOpts(json_text, &end, 1);
     if (!root)
         return df_fail(err, "%s: not valid JSON (error near byte %td)", source, end ? end - json_text : (ptrdiff_t)0);
+    df_json_keep_last(root);
     int rc = !cJSON_IsObject(root) ? df_fail(err, "%s: not a JSON object", source)
              : check_identity(&r, root) || read_sizes(&r, root, cfg) || read_dflash(&r, root, cfg) ||
                      read_rope(&r, root, &cfg->rope) || read_layer_types(&r, root, cfg) || check_unsupported(&r, root) ||

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/mapped_file.h"
+#include "formats/json_fields.h"
 #include "text/chat_template.h"
 #include "text/tokenizer_offsets.h"
 #include "text/utf8.h"
@@ -93,6 +94,7 @@ DfChatTemplate *df_chat_template_load(const char *path, DfError *err) {
     size_t size;
     char *text = df_read_text_file(cfg_path, &size, err);
     cJSON *cfg = text ? cJSON_ParseWithLength(text, size) : NULL;
+    df_json_keep_last(cfg);
     free(text);
     DfChatTemplate *t = NULL;
     const char *tmpl = cfg ? template_text(cfg) : NULL;

@@ -103,6 +103,7 @@ int df_json_get_string(const char *json, size_t len, const char *key, DfByteBuf 
     if (!is_object) return df_fail(err, "expected a JSON object");
     size_t key_len = strlen(key), i = skip_ws(json, len, 0) + 1;
     DfByteBuf name = {0};
+    size_t start = out->len;
     int rc = 1;
     for (;;) {
         i = skip_ws(json, len, i);
@@ -113,15 +114,15 @@ int df_json_get_string(const char *json, size_t len, const char *key, DfByteBuf 
         i = skip_ws(json, len, i) + 1; /* ':' */
         i = skip_ws(json, len, i);
         if (name.len == key_len && memcmp(name.data, key, key_len) == 0) {
+            /* a duplicate key: the last one wins (formats/json_fields.h), so the scan goes on */
+            out->len = start;
             if (json[i] != '"') { rc = df_fail(err, "\"%s\" is not a string", key); break; }
-            size_t mark = out->len;
             if (!read_string(json, len, i, out)) {
-                out->len = mark;
+                out->len = start;
                 rc = df_fail(err, "\"%s\": malformed string (a lone surrogate?)", key);
-            } else {
-                rc = 0;
+                break;
             }
-            break;
+            rc = 0;
         }
         i = skip_value(json, len, i);
         if (!i) { rc = df_fail(err, "malformed value"); break; }

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "text/tokenizer_internal.h"
+#include "formats/json_fields.h"
 
 #define MAX_IDS (1 << 26) /* refuses absurd ids before allocating tables for them */
 
@@ -388,6 +389,7 @@ int df_tokenizer_parse_json(DfTokenizer *tok, const char *json, size_t len, cons
         long off = at && at >= json && at <= json + len ? (long)(at - json) : -1;
         return df_fail(err, "%s: invalid JSON (near byte offset %ld)", path, off);
     }
+    df_json_keep_last(root);
     int rc = -1;
     if (!cJSON_IsObject(root)) {
         df_fail(err, "%s: expected a JSON object at the top level", path);

@@ -541,6 +541,19 @@ static int poison_features(Trainer *t, DfBuffer features, size_t count, DfError 
     return rc;
 }
 
+/* The guard after the update: finite loss and gradient can still give
+ * non-finite weights (an extreme learning rate); such weights are never
+ * checkpointed or exported, the run stops. */
+static int check_weights_finite(Trainer *t, const StepResult *r, DfError *err) {
+    double sum_sq;
+    if (df_op_sum_squares(t->be, t->master, &sum_sq, err) || t->be->ops->sync(t->be, err)) return -1;
+    if (isfinite(sum_sq)) return 0;
+    return df_fail(err,
+                   "stopping: the drafter's weights are not finite after the update of step %lld (lr %g, gradient "
+                   "norm %g); nothing of this step is saved: the checkpoints in %s hold the last good weights",
+                   (long long)t->progress.step + 1, r->lr, r->grad_norm, t->ckpt_dir);
+}
+
 /* Global gradient norm, clipping and AdamW, all on the backend: only the
  * norm comes back to the host (for the guard and the metrics). */
 static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
@@ -556,7 +569,7 @@ static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
                      .clip_coef = df_clip_coef(r->grad_norm, CLIP_NORM),
                      .s = df_adamw_scalars(&t->adamw.cfg, t->adamw.step, r->lr)};
     df_op_adamw_step(t->be, &a);
-    return t->be->ops->sync(t->be, err);
+    return check_weights_finite(t, r, err);
 }
 
 /* Ends a stage of the step: a device stage syncs first, so that the host
@@ -728,15 +741,31 @@ static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     return 0;
 }
 
+/* Whether dir holds a checkpoint (of this run or an earlier call). */
+static int has_checkpoint(const char *dir) {
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));)
+        found = strncmp(e->d_name, "step-", 5) == 0 && strstr(e->d_name, ".safetensors") && !strstr(e->d_name, ".tmp.");
+    if (d) closedir(d);
+    return found;
+}
+
 /* Fails after max_bad_steps skipped steps in a row. */
 static int too_many_bad_steps(Trainer *t, const DfTrainSummary *s, DfError *err) {
-    if (t->opt->max_bad_steps > 0 && t->bad_in_row >= t->opt->max_bad_steps)
-        return df_fail(err,
-                       "stopping: %lld steps in a row (up to step %lld) had a non-finite loss or gradient "
-                       "(--max-bad-steps %d); they made no update, so the checkpoints in %s hold good weights%s%s",
-                       (long long)t->bad_in_row, (long long)t->progress.step, t->opt->max_bad_steps, t->ckpt_dir,
-                       s->last_checkpoint[0] ? " (newest of this run: " : "", s->last_checkpoint[0] ? s->last_checkpoint : "");
-    return 0;
+    if (!(t->opt->max_bad_steps > 0 && t->bad_in_row >= t->opt->max_bad_steps)) return 0;
+    char where[8800];
+    if (s->last_checkpoint[0])
+        snprintf(where, sizeof where, "the checkpoints in %s hold good weights (newest of this run: %s)", t->ckpt_dir,
+                 s->last_checkpoint);
+    else if (has_checkpoint(t->ckpt_dir))
+        snprintf(where, sizeof where, "the checkpoints in %s hold good weights", t->ckpt_dir);
+    else
+        snprintf(where, sizeof where, "no checkpoint has been written yet (--save-every N writes them)");
+    return df_fail(err,
+                   "stopping: %lld steps in a row (up to step %lld) had a non-finite loss or gradient "
+                   "(--max-bad-steps %d); they made no update; %s",
+                   (long long)t->bad_in_row, (long long)t->progress.step, t->opt->max_bad_steps, where);
 }
 
 /* ---- the loop ------------------------------------------------------------ */
