@@ -389,6 +389,42 @@ static void test_duplicate_keys_take_the_last(void **state) {
     free(text);
 }
 
+/* A copy of coder-tiny whose config.json sets `field` to `value`. */
+static const char *target_with(const char *name, const char *field, long long value) {
+    char *dir = path_in(name), cmd[4096];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp %s/* '%s'/", dir, dir,
+             df_test_path("assets/coder-tiny"), dir);
+    assert_int_equal(system(cmd), 0);
+    char *text = df_test_read_file(df_test_path("assets/coder-tiny/config.json"), NULL);
+    char *brace = strrchr(text, '}'), path[1200];
+    assert_non_null(brace);
+    *brace = '\0';
+    size_t n = strlen(text) + 128;
+    char *json = malloc(n);
+    snprintf(json, n, "%s, \"%s\": %lld}", text, field, value);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    df_test_write_file(path, json); /* a duplicate key: the later one, this, wins */
+    free(json), free(text);
+    return dir;
+}
+
+/* A config larger than its weights names the tensor and both shapes before
+ * anything is allocated for it (not "out of memory allocating 2 TB"). */
+static void test_config_larger_than_weights(void **state) {
+    const char *fields[] = {"hidden_size", "intermediate_size", "vocab_size"};
+    long long values[] = {1 << 20, 1 << 28, 1 << 28};
+    for (int i = 0; i < 3; i++) {
+        char name[64], args[4096];
+        snprintf(name, sizeof name, "big-%s", fields[i]);
+        const char *dir = target_with(name, fields[i], values[i]);
+        write_prompts(path_in("big-prompts.jsonl"), 1);
+        snprintf(args, sizeof args, "generate --target '%s' --input '%s' --output '%s' --max-new-tokens 2", dir,
+                 path_in("big-prompts.jsonl"), path_in("big-out.jsonl"));
+        expect_refused(args, "config.json implies");
+        assert_false(df_test_file_exists(path_in("big-out.jsonl")));
+    }
+}
+
 static void test_drafter_config_ranges(void **state) {
     const char *base =
         "{\"architectures\": [\"DFlashDraftModel\"], \"hidden_size\": 64, \"intermediate_size\": 128, "
@@ -426,6 +462,7 @@ int main(void) {
         cmocka_unit_test(test_stale_temporaries_removed),
         cmocka_unit_test(test_duplicate_keys_take_the_last),
         cmocka_unit_test(test_drafter_config_ranges),
+        cmocka_unit_test(test_config_larger_than_weights),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -40,8 +40,27 @@ static int upload_weight(const DfTargetModel *m, const DfSafetensors *st, const 
     return rc;
 }
 
+/* The tensor is in the file with the shape config.json implies: checked
+ * before anything is allocated for it, so that a config larger than its
+ * weights says which tensor and both shapes instead of running out of
+ * memory for a buffer the file could never fill. */
+static int check_shape(const DfSafetensors *st, const char *name, int ndim, const int64_t *shape, DfError *err) {
+    const DfTensorInfo *t = df_safetensors_find(st, name);
+    if (!t) return df_fail(err, "tensor %s is missing from the safetensors", name);
+    int same = t->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+    if (same) return 0;
+    char want[64] = "", have[64] = "";
+    for (int d = 0; d < ndim; d++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "", (long long)shape[d]);
+    for (int d = 0; d < t->ndim; d++)
+        snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    return df_fail(err, "tensor %s is [%s] in %s, config.json implies [%s]", name, have, t->file, want);
+}
+
 int df_target_load_weight(DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim, const int64_t *shape,
                           DfBufKind kind, float add, DfBuffer *out, DfError *err) {
+    if (check_shape(st, name, ndim, shape, err)) return -1;
     if (df_buffer_alloc(m->be, out, kind, shape_count(ndim, shape), err)) return df_context(err, "uploading %s", name);
     return upload_weight(m, st, name, ndim, shape, add, *out, err);
 }
@@ -86,11 +105,16 @@ static int load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError 
         {"self_attn.k_norm.weight", &l->k_norm, 1, c->head_dim, 0},
     };
     int n = c->has_qk_norm ? 11 : 9;
+    char names[11][256];
+    for (int j = 0; j < n; j++) { /* every shape first: the fused owners below are allocated from them */
+        snprintf(names[j], sizeof names[j], "%slayers.%d.%s", df_target_weight_prefix(c), i, w[j].suffix);
+        int64_t shape[2] = {w[j].d0, w[j].d1};
+        if (check_shape(st, names[j], w[j].ndim, shape, err)) return -1;
+    }
     /* q/k/v and gate/up become views into the fused owners: they are loaded in place */
     if (df_target_layer_alloc_fused(m, l, err)) return df_context(err, "layer %d", i);
     for (int j = 0; j < n; j++) {
-        char name[256];
-        snprintf(name, sizeof name, "%slayers.%d.%s", df_target_weight_prefix(c), i, w[j].suffix);
+        const char *name = names[j];
         int64_t shape[2] = {w[j].d0, w[j].d1};
         int rc = w[j].dst->ptr ? df_target_load_weight_into(m, st, name, w[j].ndim, shape, *w[j].dst, err)
                                : load_weight(m, st, name, w[j].ndim, w[j].d0, w[j].d1, w[j].dst, err);
