@@ -17,6 +17,7 @@
 #include "infer/speculative.h"
 #include "model/drafter_io.h"
 #include "text/tokenizer.h"
+#include "train/drafter_source.h"
 
 typedef struct EvalArgs {
     const char *target, *draft, *input, *output, *device;
@@ -52,7 +53,7 @@ static int load_models(EvalRun *e, DfError *err) {
     DfDrafterLayout layout = {0};
     float *params = NULL;
     if (df_model_config_load(&cfg, a->target, err) || !(e->tok = df_tokenizer_load(a->target, err)) ||
-        df_drafter_load(a->draft, &dcfg, &layout, &params, err))
+        df_drafter_source_load(a->draft, &dcfg, &layout, &params, NULL, err))
         return -1;
     df_drafter_layout_free(&layout);
     int rc = -1, cap = 0;
@@ -218,7 +219,7 @@ int df_cmd_eval(int argc, char **argv) {
     EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", 256, 0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
-        {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7)", 1},
+        {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7) or a training checkpoint (OUTPUT/checkpoints/step-N.safetensors)", 1},
         {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts: {\"id\"?, \"prompt\"}", 1},
         {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0},
         {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0},

@@ -250,6 +250,9 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
         printf("evaluate it with:\n  ./dflash eval --target %s --draft %s --input %s --max-new-tokens 128\n", o->target_dir, s->final_dir,
                DEFAULT_EVAL_DATA);
     } else {
+        if (s->exported)
+            printf("train: the drafter of step %lld written to %s (config.json, model.safetensors)\n",
+                   (long long)s->last_step, s->final_dir);
         printf("train: stopped at step %lld of %lld; continue with the same command plus --resume\n",
                (long long)s->last_step, (long long)s->total_steps);
     }

@@ -1189,11 +1189,14 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     summary->rank = t.rank;
     summary->world = t.world;
     summary->writer_rank = t.writer;
-    if (rc == 0 && t.progress.step == t.total_steps && t.rank == t.writer) {
+    /* final/: at the end of the run, and at --stop-at from that step's checkpoint's weights */
+    int at_end = t.progress.step == t.total_steps, at_stop = opt->stop_at > 0 && t.progress.step == t.stop_step;
+    if (rc == 0 && (at_end || at_stop) && t.rank == t.writer) {
         rc = download_state(&t, err);
         if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
         if (rc == 0) {
-            summary->finished = 1;
+            summary->finished = at_end;
+            summary->exported = 1;
             snprintf(summary->final_dir, sizeof summary->final_dir, "%s", t.final_dir);
         }
     }
