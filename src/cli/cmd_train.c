@@ -14,6 +14,7 @@
 #include "base/atomic_file.h"
 #include "base/signals.h"
 #include "cli/args.h"
+#include "cli/config_args.h"
 #include "cli/commands.h"
 #include "formats/model_config.h"
 #include "formats/token_store.h"
@@ -271,13 +272,17 @@ static int check_shape_option(const char *name, int value, int max, int *dest) {
     return 0;
 }
 
-int df_cmd_train(int argc, char **argv) {
+/* Keys of a run record (OUTPUT/args.json) that --config reads past. */
+static const char *const RECORD_ONLY_KEYS[] = {"dflash_version", "backends", NULL};
+
+static int train_main(int argc, char **argv, DfConfigArgs *config) {
     DfTrainOptions o;
     df_train_options_default(&o);
     /* -1: not given (every option below takes only non-negative values) */
     int steps = -1, epochs = -1, layers = -1, inter = -1, block = -1, taps = -1, anchors = -1, budget = -1;
     int seed = -1, save_every = -1, stop_at = -1, max_length = -1, mask = -1, resume = 0, max_bad = -1, window = -1;
-    int queue_depth = -1, log_every = -1, target_ranks = -1, drafter_tokens = -1;
+    int queue_depth = -1, log_every = -1, target_ranks = -1, drafter_tokens = -1, keep = -1;
+    const char *config_path = NULL; /* read by df_config_args_expand */
     const char *layout = NULL, *overlap = NULL;
     double gamma = -1, lr = -1, warmup = -1, peak_tflops = -1, bucket_mib = -1;
     /* INT_MIN: not given (a given value must be positive; the trainer checks it further) */
@@ -305,6 +310,9 @@ int df_cmd_train(int argc, char **argv) {
         {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0},
         {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors (default 0)", 0},
         {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0},
+        {"keep-checkpoints", DF_OPT_INT, &keep, "N", "newest checkpoints kept in OUTPUT/checkpoints (default 3, 0: all)", 0},
+        {"init-from", DF_OPT_STRING, &o.init_from, "DIR", "start from this drafter's weights (a drafter directory, ours or another trainer's, or a checkpoint file) with a fresh optimizer; its shape must be this run's", 0},
+        {"config", DF_OPT_STRING, &config_path, "FILE", "options from a JSON object keyed by option names, e.g. a run's OUTPUT/args.json (flags given here win)", 0},
         {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0},
         {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
         {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0},
@@ -341,7 +349,11 @@ int df_cmd_train(int argc, char **argv) {
     DfParsedArgs parsed;
     DfError err = {{0}};
     int exit_code;
-    if (df_parse_command_line(&spec, argc, argv, &parsed, &exit_code)) return exit_code;
+    if (df_config_args_expand(&spec, argc, argv, RECORD_ONLY_KEYS, config, &err)) {
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 2;
+    }
+    if (df_parse_command_line(&spec, config->argc, config->argv, &parsed, &exit_code)) return exit_code;
     if (!o.target_dir && !o.data_source && !o.output_dir) {
         apply_bundled_default(&o);
         fprintf(stderr, "train: no --target/--data/--output: the bundled default (see 'dflash train --help')\n");
@@ -377,7 +389,7 @@ int df_cmd_train(int argc, char **argv) {
     }
     if (queue_depth < -1 || log_every < -1 || target_ranks < -1 || (peak_tflops < 0 && peak_tflops != -1) || steps < -1 || epochs < -1 ||
         drafter_tokens < -1 || layers < -1 || inter < -1 || block < -1 || taps < -1 || anchors < -1 || budget < -1 || seed < -1 ||
-        window < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
+        window < -1 || keep < -1 || save_every < -1 || stop_at < -1 || max_length < -1 || mask < -1 || max_bad < -1 ||
         (gamma < 0 && gamma != -1) || (lr < 0 && lr != -1) || (warmup < 0 && warmup != -1)) {
         fprintf(stderr, "dflash train: options take non-negative values\n");
         return 2;
@@ -394,6 +406,7 @@ int df_cmd_train(int argc, char **argv) {
     if (drafter_tokens > 0) o.max_drafter_tokens = drafter_tokens;
     if (seed >= 0) o.seed = (uint64_t)seed;
     if (save_every >= 0) o.save_every = save_every;
+    if (keep >= 0) o.keep_checkpoints = keep;
     if (stop_at >= 0) o.stop_at = stop_at;
     if (max_length > 0) o.max_length = max_length;
     if (mask >= 0) o.mask_token_id = mask;
@@ -450,4 +463,11 @@ int df_cmd_train(int argc, char **argv) {
     }
     print_result(&o, &summary);
     return 0;
+}
+
+int df_cmd_train(int argc, char **argv) {
+    DfConfigArgs config = {0};
+    int rc = train_main(argc, argv, &config);
+    df_config_args_free(&config);
+    return rc;
 }

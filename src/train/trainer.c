@@ -37,8 +37,10 @@
 #include "train/anchors.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
+#include "train/init_from.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/run_record.h"
 #include "train/schedule.h"
 #include "train/step_loader.h"
 #include "train/step_timing.h"
@@ -197,6 +199,13 @@ static int compare_options(const char *stored, const char *current, const char *
     cJSON_Delete(a);
     cJSON_Delete(b);
     return rc;
+}
+
+/* OUTPUT/args.json: every option as resolved (train/run_record.h). */
+static int write_run_record(const Trainer *t, DfError *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/args.json", t->opt->output_dir);
+    return df_run_record_write(path, t->opt, &t->dcfg, err);
 }
 
 /* ---- setup --------------------------------------------------------------- */
@@ -469,7 +478,13 @@ static int start_fresh(Trainer *t, DfError *err) {
         return rc;
     }
     if (err->msg[0]) return -1;
-    df_drafter_init_params(&t->drafter.layout, t->params, t->opt->seed);
+    if (t->opt->init_from) {
+        if (df_init_from_drafter(t->opt->init_from, &t->dcfg, &t->drafter.layout, t->params, err)) return -1;
+        if (t->rank == t->writer)
+            fprintf(stderr, "train: starting from the weights of %s (a fresh optimizer)\n", t->opt->init_from);
+    } else {
+        df_drafter_init_params(&t->drafter.layout, t->params, t->opt->seed);
+    }
     memset(&t->progress, 0, sizeof t->progress);
     t->progress.total_steps = t->total_steps;
     t->progress.seed = t->opt->seed;
@@ -502,8 +517,9 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
         rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
     *resumed = rc == 0;
     if (rc == 0)
-        fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)\n", path,
-                (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch);
+        fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)%s\n", path,
+                (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch,
+                t->opt->init_from ? "; --init-from applies to a fresh start only" : "");
     free(loaded);
     free(stored);
     free(path);
@@ -1107,6 +1123,7 @@ static int setup(Trainer *t, DfError *err) {
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
     t->options_json = options_json(t);
+    if (t->rank == t->writer && write_run_record(t, err)) return -1;
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
