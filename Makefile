@@ -4,7 +4,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -fopenmp -Isrc
-LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lm -fopenmp
+LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo -lm -fopenmp
 # Instrumentation flags for compiling and linking (make test-sanitize, make fuzz).
 SANITIZE ?=
 CFLAGS  += $(SANITIZE)
@@ -117,7 +117,7 @@ build-fuzz/fuzz/%: fuzz/%.c build-fuzz/libdflash.a
 	@mkdir -p $(dir $@)
 	clang -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Isrc -Ifuzz \
 		-DDF_SOURCE_DIR=\"$(CURDIR)\" $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libdflash.a \
-		-lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lm -fopenmp
+		-lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo -lm -fopenmp
 
 fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)

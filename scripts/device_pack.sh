@@ -19,8 +19,13 @@ cp "$src/dflash" "$dest/"
 cp "$src"/build/tests/test_cuda_* "$src"/build/tests/test_drafter "$dest/tests/"
 rm -f "$dest"/tests/*.o "$dest"/tests/*.d
 strip --strip-debug "$dest/dflash" "$dest"/tests/*
-for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5; do
+for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5 libcairo.so.2; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$dest/lib/"
+done
+# what libcairo (dflash plot, OUTPUT/curves.png) links, glibc's own libraries left out
+for lib in $(ldd /usr/lib/x86_64-linux-gnu/libcairo.so.2 | awk '/=>/ {print $3}' |
+             grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so'); do
+    cp -L "$lib" "$dest/lib/"
 done
 # the real tokenizers of the chat-template references (tests/ref/chat_ref.py), when fetched
 if [ "${DEVPACK_TOKENIZERS:-0}" = 1 ] && [ -d "$src/tests/.cache/tokenizers" ]; then

@@ -12,5 +12,6 @@ int df_cmd_train(int argc, char **argv);
 int df_cmd_generate(int argc, char **argv);
 int df_cmd_eval(int argc, char **argv);
 int df_cmd_export(int argc, char **argv);
+int df_cmd_plot(int argc, char **argv);
 
 #endif

@@ -34,6 +34,7 @@
 #include "model/drafter_io.h"
 #include "model/target.h"
 #include "model/target_random.h"
+#include "plot/plot_run.h"
 #include "train/anchors.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
@@ -719,6 +720,16 @@ done:
 
 static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err);
 
+/* OUTPUT/curves.png from the metrics so far (plot/plot_run.h); a picture
+ * that cannot be drawn is a warning, never the end of a run. */
+static void refresh_curves(const Trainer *t) {
+    if (t->metrics_fp) fflush(t->metrics_fp);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/curves.png", t->opt->output_dir);
+    DfError err = {{0}};
+    if (df_plot_run(t->opt->output_dir, path, &err)) fprintf(stderr, "train: warning: no curves.png: %s\n", err.msg);
+}
+
 /* Rank 0 writes; the time it takes is kept apart from the steps' (summary). */
 static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     if (t->rank != t->writer) return 0; /* the state is replicated: one rank writes it */
@@ -741,6 +752,7 @@ static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     }
     snprintf(s->last_checkpoint, sizeof s->last_checkpoint, "%s/step-%08lld.safetensors", t->ckpt_dir,
              (long long)t->progress.step);
+    refresh_curves(t);
     return 0;
 }
 
@@ -1212,6 +1224,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         rc = download_state(&t, err);
         if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
         if (rc == 0) {
+            refresh_curves(&t);
             summary->finished = at_end;
             summary->exported = 1;
             snprintf(summary->final_dir, sizeof summary->final_dir, "%s", t.final_dir);
