@@ -14,7 +14,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>
 
 BUILD   := build
 LIB_SRC := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/dflash_py.o
 TEST_SRC := $(filter-out tests/test_util.c,$(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON := $(BUILD)/tests/test_util.o
@@ -48,6 +48,14 @@ $(BUILD)/libdflash.a: $(LIB_OBJ) $(CUDA_OBJ)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+# src/model/dflash.py (what exports write for transformers' trust_remote_code) as a C string
+$(BUILD)/gen/dflash_py.c: src/model/dflash.py scripts/embed_text.sh
+	@mkdir -p $(dir $@)
+	bash scripts/embed_text.sh df_dflash_py $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/dflash_py.o: $(BUILD)/gen/dflash_py.c
+	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)

@@ -2,8 +2,9 @@
  * checkpoint equals its final/ to the bit; a --stop-at run writes final/
  * from its checkpoint, equal to the export of the same step of the whole
  * run; eval takes a checkpoint file and decodes losslessly with it, with
- * the same per-prompt results as with its export; what is not a
- * checkpoint is refused by name. */
+ * the same per-prompt results as with its export; an export's dflash.py
+ * is src/model/dflash.py and parses as Python; what is not a checkpoint is
+ * refused by name. */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -64,7 +65,7 @@ static void assert_same_file(const char *a, const char *b) {
     free(y);
 }
 
-static const char *const EXPORT_FILES[] = {"config.json", "model.safetensors"};
+static const char *const EXPORT_FILES[] = {"config.json", "model.safetensors", "dflash.py"};
 
 static void assert_same_drafter(const Fixture *f, const char *dir_a, const char *dir_b) {
     for (size_t i = 0; i < sizeof EXPORT_FILES / sizeof *EXPORT_FILES; i++) {
@@ -81,6 +82,13 @@ static void test_export_equals_final(void **state) {
     run(f, "export whole/checkpoints/step-00000006.safetensors --output %s%s", "last", "", 1);
     assert_non_null(strstr(f->out, "step 6"));
     assert_same_drafter(f, "last", "whole/final");
+    /* dflash.py is the module of the source tree, and Python parses it */
+    char py[1024], cmd[2048];
+    snprintf(py, sizeof py, "%s/last/dflash.py", f->dir);
+    assert_same_file(py, df_test_path("src/model/dflash.py"));
+    snprintf(cmd, sizeof cmd, "! command -v python3 >/dev/null || python3 -c \"import ast, sys; "
+             "ast.parse(open(sys.argv[1]).read())\" '%s'", py);
+    if (df_test_run(cmd, f->out, sizeof f->out) != 0) fail_msg("dflash.py does not parse:\n%s", f->out);
 
     /* a --stop-at run's final/ is its checkpoint's drafter, the whole run's at that step */
     train(f, "stopped", "--stop-at 3");
