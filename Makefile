@@ -90,7 +90,7 @@ demo:
 
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer: a
 # separate build in build-asan/ (CPU only), whose tests run against
-# build-asan/root/, a tree of links to assets/ and tests/ with the sanitized
+# build-asan/root/, a tree of links to assets/, tests/ and src/ with the sanitized
 # dflash in place of ./dflash (tests find files through DFLASH_SOURCE_DIR).
 # Every test runs (about a minute on 2 cores); OpenMP threads wait passively,
 # as spinning ones make a loaded machine many times slower (results do not
@@ -103,6 +103,7 @@ test-sanitize:
 	@mkdir -p build-asan/root
 	ln -sfn $(CURDIR)/assets build-asan/root/assets
 	ln -sfn $(CURDIR)/tests build-asan/root/tests
+	ln -sfn $(CURDIR)/src build-asan/root/src
 	ln -sfn $(CURDIR)/build-asan/dflash build-asan/root/dflash
 	bash scripts/fetch_test_tokenizers.sh
 	$(ASAN_ENV) DFLASH_SOURCE_DIR=$(CURDIR)/build-asan/root bash scripts/run_tests.sh $(TEST_BIN:$(BUILD)/%=build-asan/%)
