@@ -96,7 +96,8 @@ demo:
 # as spinning ones make a loaded machine many times slower (results do not
 # depend on it).
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_WAIT_POLICY=passive
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_WAIT_POLICY=passive
 test-sanitize:
 	CFLAGS="-O1 -g" $(MAKE) BUILD=build-asan NVCC= SANITIZE="$(ASAN_FLAGS)" build-asan/dflash \
 		$(TEST_BIN:$(BUILD)/%=build-asan/%)
