@@ -4,7 +4,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -Isrc
-LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lm -fopenmp
+LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo -lm -fopenmp
 # Instrumentation flags for compiling and linking (make test-sanitize, make fuzz).
 SANITIZE ?=
 CFLAGS  += $(SANITIZE)
@@ -14,7 +14,7 @@ NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>
 
 BUILD   := build
 LIB_SRC := $(filter-out src/cli/main.c,$(shell find src -name '*.c' | sort))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/dflash_py.o
 TEST_SRC := $(filter-out tests/test_util.c,$(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON := $(BUILD)/tests/test_util.o
@@ -49,6 +49,14 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+# src/model/dflash.py (what exports write for transformers' trust_remote_code) as a C string
+$(BUILD)/gen/dflash_py.c: src/model/dflash.py scripts/embed_text.sh
+	@mkdir -p $(dir $@)
+	bash scripts/embed_text.sh df_dflash_py $< > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/dflash_py.o: $(BUILD)/gen/dflash_py.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
@@ -82,19 +90,21 @@ demo:
 
 # The test suite under AddressSanitizer + UndefinedBehaviorSanitizer: a
 # separate build in build-asan/ (CPU only), whose tests run against
-# build-asan/root/, a tree of links to assets/ and tests/ with the sanitized
+# build-asan/root/, a tree of links to assets/, tests/ and src/ with the sanitized
 # dflash in place of ./dflash (tests find files through DFLASH_SOURCE_DIR).
 # Every test runs (about a minute on 2 cores); OpenMP threads wait passively,
 # as spinning ones make a loaded machine many times slower (results do not
 # depend on it).
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_WAIT_POLICY=passive
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_WAIT_POLICY=passive
 test-sanitize:
 	CFLAGS="-O1 -g" $(MAKE) BUILD=build-asan NVCC= SANITIZE="$(ASAN_FLAGS)" build-asan/dflash \
 		$(TEST_BIN:$(BUILD)/%=build-asan/%)
 	@mkdir -p build-asan/root
 	ln -sfn $(CURDIR)/assets build-asan/root/assets
 	ln -sfn $(CURDIR)/tests build-asan/root/tests
+	ln -sfn $(CURDIR)/src build-asan/root/src
 	ln -sfn $(CURDIR)/build-asan/dflash build-asan/root/dflash
 	bash scripts/fetch_test_tokenizers.sh
 	$(ASAN_ENV) DFLASH_SOURCE_DIR=$(CURDIR)/build-asan/root bash scripts/run_tests.sh $(TEST_BIN:$(BUILD)/%=build-asan/%)
@@ -117,7 +127,7 @@ build-fuzz/fuzz/%: fuzz/%.c build-fuzz/libdflash.a
 	@mkdir -p $(dir $@)
 	clang -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Isrc -Ifuzz \
 		-DDF_SOURCE_DIR=\"$(CURDIR)\" $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libdflash.a \
-		-lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lm -fopenmp
+		-lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo -lm -fopenmp
 
 fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)

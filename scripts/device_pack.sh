@@ -22,8 +22,13 @@ rm -f "$dest"/tests/*.o "$dest"/tests/*.d
 strip --strip-debug "$dest/dflash" "$dest"/tests/*
 # each test program holds the whole library with its GPU code (about 2.8 MB): packed, a third of that
 tar czf "$dest/tests.tgz" -C "$dest" tests && rm -rf "$dest/tests"
-for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5; do
+for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5 libcairo.so.2; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$dest/lib/"
+done
+# what libcairo (dflash plot, OUTPUT/curves.png) links, glibc's own libraries left out
+for lib in $(ldd /usr/lib/x86_64-linux-gnu/libcairo.so.2 | awk '/=>/ {print $3}' |
+             grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so'); do
+    cp -L "$lib" "$dest/lib/"
 done
 # the real tokenizers of the chat-template references (tests/ref/chat_ref.py), when fetched
 if [ "${DEVPACK_TOKENIZERS:-0}" = 1 ] && [ -d "$src/tests/.cache/tokenizers" ]; then

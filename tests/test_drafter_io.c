@@ -109,6 +109,17 @@ static void list_dir(const char *dir, char *out, size_t cap) {
     closedir(d);
 }
 
+/* A list_dir of an export: config.json, model.safetensors and dflash.py, nothing else. */
+static void assert_export_files(const char *names) {
+    const char *files[] = {"config.json ", "model.safetensors ", "dflash.py "};
+    size_t len = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!strstr(names, files[i])) fail_msg("the export holds '%s', without %s", names, files[i]);
+        len += strlen(files[i]);
+    }
+    if (strlen(names) != len) fail_msg("the export holds '%s': more than its three files", names);
+}
+
 #define assert_contains(haystack, needle)                                                                  \
     do {                                                                                                    \
         if (!strstr((haystack), (needle))) fail_msg("'%s' does not contain '%s'", (haystack), (needle));    \
@@ -328,8 +339,7 @@ static void test_export_read_back(void **state) {
 
     char names[512];
     list_dir(dir, names, sizeof names);
-    assert_true(strcmp(names, "config.json model.safetensors ") == 0 ||
-                strcmp(names, "model.safetensors config.json ") == 0);
+    assert_export_files(names);
     list_dir(tmp, names, sizeof names);
     assert_string_equal(names, "drafter "); /* no temporary sibling left */
     free(model);
@@ -771,8 +781,7 @@ static void test_export_replaces_whole(void **state) {
     list_dir(tmp, names, sizeof names);
     assert_string_equal(names, "d ");
     list_dir(dir, names, sizeof names);
-    assert_true(strcmp(names, "config.json model.safetensors ") == 0 ||
-                strcmp(names, "model.safetensors config.json ") == 0);
+    assert_export_files(names);
     snprintf(slashed, sizeof slashed, "%s/.", dir);
     assert_int_equal(df_drafter_export(slashed, &c, &l, a, &err), -1);
     free(stale);

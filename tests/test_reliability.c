@@ -392,7 +392,10 @@ static void test_nonfinite_step_is_skipped(void **state) {
     cJSON_Delete(j);
     free(text);
 
-    /* steps 5.. poisoned with --max-bad-steps 3: stops at step 7, non-zero */
+    /* steps 5.. poisoned with --max-bad-steps 3: stops at step 7, non-zero, writing no final/ (the
+     * --stop-at 3 run wrote one: removed first) */
+    path_in(f, "nan/final", a, sizeof a);
+    df_test_rmtree(a);
     train_command(f, "nan", "--steps 24 --save-every 1 --max-bad-steps 3 --resume", cmd, sizeof cmd);
     snprintf(full, sizeof full, "DFLASH_TEST_POISON_STEPS=5-24 %s", cmd);
     int rc = df_test_run(full, f->out, sizeof f->out);

@@ -14,23 +14,21 @@
 #include "base/progress.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/eval_report.h"
+#include "infer/chat_turns.h"
 #include "infer/prompts.h"
 #include "infer/speculative.h"
 #include "model/drafter_io.h"
 #include "text/tokenizer.h"
+#include "train/drafter_source.h"
 
 typedef struct EvalArgs {
-    const char *target, *draft, *input, *output, *device;
+    const char *target, *draft, *input, *output, *device, *json, *chat_date;
     int max_new_tokens, block_size;
     int no_graphs; /* --no-graphs: every op of every target step queued, none replayed */
 } EvalArgs;
 
-typedef struct EvalTotals {
-    int64_t cycles, accepted_sum, tokens, spec_passes, greedy_passes, mismatches;
-    double spec_s, greedy_s, tau_prompt_sum;
-    int prompts_with_cycles;
-    int64_t *hist; /* [B]: cycles that accepted n drafts */
-} EvalTotals;
+typedef DfEvalTotals EvalTotals;
 
 typedef struct EvalRun {
     const EvalArgs *args;
@@ -53,7 +51,7 @@ static int load_models(EvalRun *e, DfError *err) {
     DfDrafterLayout layout = {0};
     float *params = NULL;
     if (df_model_config_load(&cfg, a->target, err) || !(e->tok = df_tokenizer_load(a->target, err)) ||
-        df_drafter_load(a->draft, &dcfg, &layout, &params, err))
+        df_drafter_source_load(a->draft, &dcfg, &layout, &params, NULL, err))
         return -1;
     df_drafter_layout_free(&layout);
     int rc = -1, cap = 0;
@@ -150,28 +148,37 @@ done:
     return rc;
 }
 
-static void print_report(const EvalRun *e, const EvalTotals *t) {
-    int b = e->spec.block_size;
-    double tau = t->cycles ? (double)(t->accepted_sum + t->cycles) / (double)t->cycles : 0;
-    printf("prompts %d, new tokens %lld, cycles %lld, block size %d\n", e->prompts.n, (long long)t->tokens,
-           (long long)t->cycles, b);
-    printf("tau %.3f (mean over cycles), %.3f (mean of per-prompt tau)\n", tau,
-           t->prompts_with_cycles ? t->tau_prompt_sum / t->prompts_with_cycles : 0.0);
-    printf("accepted drafts per cycle (n; tau counts n + 1):\n");
-    for (int n = 0; n < b; n++)
-        printf("  n=%-3d %8lld  %5.1f%%\n", n, (long long)t->hist[n], t->cycles ? 100.0 * t->hist[n] / t->cycles : 0.0);
-    printf("acceptance by block position (cycles whose draft was right up to k):\n");
-    int64_t reach = t->cycles;
-    for (int k = 1; k < b; k++) {
-        reach -= t->hist[k - 1];
-        printf("  k=%-3d %5.1f%%\n", k, t->cycles ? 100.0 * reach / t->cycles : 0.0);
+/* Conversations become prompt records: the rendering of their last
+ * generated turn's prompt with the target's chat template
+ * (df_chat_last_turn_prompt), tokenized as any prompt. */
+static int render_conversations(EvalRun *e, DfError *err) {
+    const EvalArgs *a = e->args;
+    if (!e->prompts.n_chat) return 0;
+    DfError why;
+    DfChatTemplate *t = df_chat_template_load(a->target, &why);
+    if (!t)
+        return df_fail(err, "%s has %d conversations, rendered with the target's chat template: %s", a->input,
+                       e->prompts.n_chat, why.msg);
+    int rc = a->chat_date && df_chat_template_set_date(t, a->chat_date, &why) ? df_fail(err, "--chat-date: %s", why.msg) : 0;
+    for (int i = 0; rc == 0 && i < e->prompts.n; i++) {
+        DfPrompt *p = &e->prompts.items[i];
+        if (p->text) continue;
+        DfByteBuf text = {0};
+        if (df_chat_last_turn_prompt(t, p, &text, &why))
+            rc = df_fail(err, "%s:%lld (id %s): %s", a->input, (long long)p->line_no, p->id_json, why.msg);
+        else p->text = df_xstrdup(text.data ? text.data : "");
+        df_bytebuf_free(&text);
     }
-    printf("target forward passes: %lld speculative vs %lld greedy (%lld saved, %.2fx fewer)\n",
-           (long long)t->spec_passes, (long long)t->greedy_passes, (long long)(t->greedy_passes - t->spec_passes),
-           t->spec_passes ? (double)t->greedy_passes / t->spec_passes : 0.0);
-    printf("speed: speculative %.1f tokens/s, greedy %.1f tokens/s (%.2fx)\n", t->tokens / t->spec_s,
-           t->tokens / t->greedy_s, t->greedy_s / t->spec_s);
-    if (t->mismatches) printf("LOSSLESSNESS VIOLATED on %lld prompts\n", (long long)t->mismatches);
+    df_chat_template_free(t);
+    return rc;
+}
+
+static void write_summary(const EvalRun *e, const EvalTotals *t, DfError *err, int *rc) {
+    const EvalArgs *a = e->args;
+    DfEvalInfo info = {a->target, a->draft, a->input, e->prompts.n, e->prompts.n_chat, e->spec.block_size,
+                       a->max_new_tokens};
+    df_eval_print_report(t, &info);
+    if (*rc == 0 && a->json && df_eval_write_json(a->json, t, &info, err)) *rc = -1;
 }
 
 static int run_eval(const EvalArgs *a, DfError *err) {
@@ -179,7 +186,8 @@ static int run_eval(const EvalArgs *a, DfError *err) {
     e.args = a;
     EvalTotals t = {0};
     int rc = -1;
-    if (df_prompts_read(a->input, &e.prompts, err) || load_models(&e, err)) goto out;
+    if (df_prompts_read_any(a->input, &e.prompts, err) || render_conversations(&e, err) || load_models(&e, err))
+        goto out;
     if (a->output) {
         if (df_atomic_open(&e.out, a->output, err)) goto out;
         e.have_out = 1;
@@ -190,8 +198,7 @@ static int run_eval(const EvalArgs *a, DfError *err) {
     char extra[64] = "";
     for (int i = 0; i < e.prompts.n; i++) {
         if (eval_prompt(&e, i, &t, err)) goto out;
-        snprintf(extra, sizeof extra, "tau %.2f",
-                 t.cycles ? (double)(t.accepted_sum + t.cycles) / (double)t.cycles : 0.0);
+        snprintf(extra, sizeof extra, "tau %.2f", df_eval_tau(&t));
         df_progress_update(&progress, i + 1, extra);
     }
     df_progress_finish(&progress, e.prompts.n, extra);
@@ -199,10 +206,10 @@ static int run_eval(const EvalArgs *a, DfError *err) {
         e.have_out = 0;
         if (df_atomic_commit(&e.out, err)) goto out;
     }
-    print_report(&e, &t);
     rc = t.mismatches ? df_fail(err, "speculative output differs from greedy decoding on %lld prompts",
                                 (long long)t.mismatches)
                       : 0;
+    write_summary(&e, &t, err, &rc);
 out:
     if (e.have_out) df_atomic_abort(&e.out);
     free(t.hist);
@@ -216,11 +223,13 @@ out:
 }
 
 int df_cmd_eval(int argc, char **argv) {
-    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", 256, 0, 0};
+    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", NULL, NULL, 256, 0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
-        {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7)", 1},
-        {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts: {\"id\"?, \"prompt\"}", 1},
+        {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7) or a training checkpoint (OUTPUT/checkpoints/step-N.safetensors)", 1},
+        {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts {\"id\"?, \"prompt\"} or conversations {\"messages\"} / {\"conversations\"} (rendered with the target's chat template: the prompt of the last assistant turn)", 1},
+        {"json", DF_OPT_STRING, &a.json, "FILE", "the summary as JSON: tau, acceptance, passes, speed, lossless", 0},
+        {"chat-date", DF_OPT_STRING, &a.chat_date, "DATE", "the Llama-3.1 template's \"Today Date\" for conversations (as for generate)", 0},
         {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0, DF_RANGE(1, 1 << 20)},
         {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0, DF_RANGE(2, 256)},
         {"output", DF_OPT_STRING, &a.output, "FILE", "per-prompt JSONL: id, response, tau, accepted, ...", 0},

@@ -18,6 +18,7 @@
 #include "base/input_file.h"
 #include "base/signals.h"
 #include "cli/args.h"
+#include "cli/config_args.h"
 #include "cli/commands.h"
 #include "formats/json_diff.h"
 #include "formats/model_config.h"
@@ -349,18 +350,25 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
         printf("evaluate it with:\n  ./dflash eval --target %s --draft %s --input %s --max-new-tokens 128\n", o->target_dir, s->final_dir,
                DEFAULT_EVAL_DATA);
     } else {
+        if (s->exported)
+            printf("train: the drafter of step %lld written to %s (config.json, model.safetensors)\n",
+                   (long long)s->last_step, s->final_dir);
         printf("train: stopped at step %lld of %lld; continue with the same command plus --resume\n",
                (long long)s->last_step, (long long)s->total_steps);
     }
 }
 
-int df_cmd_train(int argc, char **argv) {
+/* Keys of a run record (OUTPUT/args.json) that --config reads past. */
+static const char *const RECORD_ONLY_KEYS[] = {"dflash_version", "backends", NULL};
+
+static int train_main(int argc, char **argv, DfConfigArgs *config) {
     DfTrainOptions o;
     df_train_options_default(&o);
     /* each written only when given (df_option_given), in the range its entry names */
     int steps = 0, epochs = 0, layers = 0, inter = 0, block = 0, taps = 0, anchors = 0, budget = 0;
     int seed = 0, save_every = 0, stop_at = 0, max_length = 0, mask = 0, resume = 0, max_bad = 0, window = 0;
-    int queue_depth = 0, log_every = 0, target_ranks = 0, drafter_tokens = 0;
+    int queue_depth = 0, log_every = 0, target_ranks = 0, drafter_tokens = 0, keep = 0;
+    const char *config_path = NULL; /* read by df_config_args_expand */
     const char *layout = NULL, *overlap = NULL;
     double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
     int heads = 0, kv_heads = 0, head_dim = 0;
@@ -387,6 +395,9 @@ int df_cmd_train(int argc, char **argv) {
         {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0, DF_RANGE(1, INT_MAX)},
         {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors (default 0)", 0, DF_RANGE(0, INT_MAX)},
         {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0, DF_RANGE(1, INT_MAX)},
+        {"keep-checkpoints", DF_OPT_INT, &keep, "N", "newest checkpoints kept in OUTPUT/checkpoints (default 3, 0: all)", 0, DF_RANGE(0, INT_MAX)},
+        {"init-from", DF_OPT_STRING, &o.init_from, "DIR", "start from this drafter's weights (a drafter directory, ours or another trainer's, or a checkpoint file) with a fresh optimizer; its shape must be this run's", 0},
+        {"config", DF_OPT_STRING, &config_path, "FILE", "options from a JSON object keyed by option names, e.g. a run's OUTPUT/args.json (flags given here win)", 0},
         {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0, DF_RANGE(1, INT_MAX)},
         {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
         {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0, DF_RANGE(1, 1 << 30)},
@@ -423,7 +434,11 @@ int df_cmd_train(int argc, char **argv) {
     DfParsedArgs parsed;
     DfError err = {{0}};
     int exit_code;
-    if (df_parse_command_line(&spec, argc, argv, &parsed, &exit_code)) return exit_code;
+    if (df_config_args_expand(&spec, argc, argv, RECORD_ONLY_KEYS, config, &err)) {
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 2;
+    }
+    if (df_parse_command_line(&spec, config->argc, config->argv, &parsed, &exit_code)) return exit_code;
     if (!o.target_dir && !o.data_source && !o.output_dir) {
         apply_bundled_default(&o);
         fprintf(stderr, "train: no --target/--data/--output: the bundled default (see 'dflash train --help')\n");
@@ -449,6 +464,7 @@ int df_cmd_train(int argc, char **argv) {
         return 2;
     }
     if (GIVEN("steps")) o.steps = steps;
+    if (GIVEN("keep-checkpoints")) o.keep_checkpoints = keep;
     if (GIVEN("epochs")) o.epochs = epochs, o.steps = 0;
     if (GIVEN("draft-layers")) o.draft_layers = layers;
     if (GIVEN("intermediate-size")) o.intermediate_size = inter;
@@ -515,4 +531,11 @@ int df_cmd_train(int argc, char **argv) {
     }
     print_result(&o, &summary);
     return 0;
+}
+
+int df_cmd_train(int argc, char **argv) {
+    DfConfigArgs config = {0};
+    int rc = train_main(argc, argv, &config);
+    df_config_args_free(&config);
+    return rc;
 }

@@ -11,5 +11,7 @@ int df_cmd_bench(int argc, char **argv);
 int df_cmd_train(int argc, char **argv);
 int df_cmd_generate(int argc, char **argv);
 int df_cmd_eval(int argc, char **argv);
+int df_cmd_export(int argc, char **argv);
+int df_cmd_plot(int argc, char **argv);
 
 #endif

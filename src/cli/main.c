@@ -17,6 +17,8 @@ static const Command COMMANDS[] = {
     {"generate", "the target's responses to prompts, with a KV cache (resumable)", df_cmd_generate},
     {"train", "train a drafter for a target (no arguments: the bundled default run)", df_cmd_train},
     {"eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", df_cmd_eval},
+    {"export", "a training checkpoint as a drafter directory that serving stacks load", df_cmd_export},
+    {"plot", "a training run's curves (loss, tau, learning rate, speed, stage times) as one PNG", df_cmd_plot},
     {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", df_cmd_bench},
     {"tokenize", "encode JSONL text to token ids (or decode ids)", df_cmd_tokenize},
     {"inspect", "summarize a safetensors file or model directory", df_cmd_inspect},

@@ -41,6 +41,16 @@ int df_chat_turn_prompt(const DfChatTemplate *t, const DfPrompt *p, int k, const
     return rc;
 }
 
+int df_chat_last_turn_prompt(const DfChatTemplate *t, const DfPrompt *p, DfByteBuf *text, DfError *err) {
+    int count = df_chat_turns_count(p), first = first_user(p), n = 0;
+    const char **given = df_xmalloc((size_t)count * sizeof *given, "chat turns");
+    for (int i = 0; i < p->n_turns && n < count; i++)
+        if (is_generated(p, i, first)) given[n++] = p->turns[i].content;
+    int rc = df_chat_turn_prompt(t, p, count - 1, given, text, err);
+    free(given);
+    return rc;
+}
+
 /* The name the output gives an appended assistant turn: that of the
  * conversation's other assistant turns, else the form's own. */
 static const char *assistant_name(const DfPrompt *p) {

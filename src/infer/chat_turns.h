@@ -26,6 +26,11 @@ int df_chat_turns_count(const DfPrompt *p);
 int df_chat_turn_prompt(const DfChatTemplate *t, const DfPrompt *p, int k, const char *const *responses, DfByteBuf *text,
                         DfError *err);
 
+/* The prompt eval decodes from for conversation p: that of its last
+ * generated turn (the final assistant reply, or the reply a closing user
+ * turn asks for), the turns before it as given, then the generation prompt. */
+int df_chat_last_turn_prompt(const DfChatTemplate *t, const DfPrompt *p, DfByteBuf *text, DfError *err);
+
 /* The output record {"id", "messages": [...]} ("conversations" with
  * from/value for a ShareGPT input): every message as given except the
  * generated turns, which hold responses[0..count). */

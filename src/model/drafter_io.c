@@ -23,6 +23,7 @@
 #include "base/mapped_file.h"
 #include "base/numeric.h"
 #include "formats/safetensors.h"
+#include "model/dflash_py.h"
 #include "train/anchors.h"
 
 #define DF_DEFAULT_BLOCK_SIZE 16
@@ -526,9 +527,11 @@ static int write_export_files(const char *tmp, const DfDrafterConfig *cfg, const
                               const float *params, DfError *err) {
     char *json = df_drafter_config_json(cfg);
     if (!json) return df_fail(err, "%s: cannot build config.json (out of memory)", tmp);
-    char *config_path = path_join(tmp, "config.json");
+    char *config_path = path_join(tmp, "config.json"), *module_path = path_join(tmp, "dflash.py");
     int rc = write_text_file(config_path, json, err);
+    if (rc == 0) rc = write_text_file(module_path, df_dflash_py, err); /* auto_map's module */
     free(config_path);
+    free(module_path);
     free(json);
     if (rc != 0) return -1;
 

@@ -9,8 +9,9 @@
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
 
-/* Writes dir/config.json and dir/model.safetensors (bf16) from flat fp32
- * params. The directory appears whole or not at all: files are written into
+/* Writes dir/config.json, dir/model.safetensors (bf16) from flat fp32
+ * params, and dir/dflash.py (model/dflash_py.h: the module config.json's
+ * auto_map names, for transformers' trust_remote_code). The directory appears whole or not at all: files are written into
  * a temporary sibling directory (dir.tmp-PID) which is then renamed over dir
  * (an existing dir is replaced whole, its old contents removed). A failure
  * leaves a previous dir untouched and no temporary behind. */

@@ -333,7 +333,7 @@ static int verify_file(const DfSafetensors *st, const char *path, const cJSON *m
 
 /* The train option that sets the drafter_config field a mismatch `what`
  * starts with ("" when none does: it comes from the target). */
-static const char *option_of(const char *what) {
+const char *df_train_option_of_field(const char *what) {
     static const struct {
         const char *field, *option;
     } map[] = {
@@ -357,7 +357,7 @@ static int check_config(const char *path, const cJSON *meta, const DfDrafterConf
     saved.gamma = strtod(meta_string(meta, "loss_gamma"), NULL);
     char what[512];
     if (!df_drafter_config_differs(&saved, cfg, what, sizeof what)) return 0;
-    const char *option = option_of(what);
+    const char *option = df_train_option_of_field(what);
     return df_fail(err, "%s: the checkpoint's drafter differs from this run's: %s (checkpoint vs run%s%s)", path, what,
                    *option ? "; set by " : "", option);
 }
@@ -471,5 +471,45 @@ int df_checkpoint_latest_valid(const char *checkpoints_dir, const DfDrafterConfi
         if (i == 0) df_fail(err, "%s: none of the %d checkpoints is usable; the newest: %s", checkpoints_dir, n, first.msg);
     }
     free_entries(e, n);
+    return rc;
+}
+
+/* ------------------------------------------------------- the drafter alone */
+
+static int read_drafter_config(const char *path, const cJSON *meta, DfDrafterConfig *cfg, DfError *err) {
+    char source[4200];
+    snprintf(source, sizeof source, "%s: metadata drafter_config", path);
+    if (df_drafter_config_parse(meta_string(meta, "drafter_config"), source, cfg, err) != 0) return -1;
+    cfg->gamma = strtod(meta_string(meta, "loss_gamma"), NULL);
+    return 0;
+}
+
+int df_checkpoint_read_drafter(const char *path, DfDrafterConfig *cfg, DfDrafterLayout *layout, float **params,
+                               int64_t *step, DfError *err) {
+    *params = NULL;
+    memset(layout, 0, sizeof *layout);
+    DfSafetensors st;
+    if (df_safetensors_open(&st, path, err) != 0) return -1;
+    CkptTensors ct;
+    cJSON *meta = NULL;
+    int rc = find_tensors(&st, path, &ct, err);
+    if (rc == 0) rc = (meta = read_metadata(&st.files[0], err)) ? 0 : -1;
+    if (rc == 0) rc = verify_file(&st, path, meta, err);
+    if (rc == 0) rc = read_drafter_config(path, meta, cfg, err);
+    if (rc == 0) {
+        df_drafter_layout_build(layout, cfg);
+        if ((size_t)ct.params->shape[0] != layout->total) {
+            rc = df_fail(err, "%s: %" PRId64 " parameters saved; its drafter_config implies %zu", path,
+                         ct.params->shape[0], layout->total);
+            df_drafter_layout_free(layout);
+        }
+    }
+    if (rc == 0) {
+        *params = df_xmalloc((layout->total ? layout->total : 1) * sizeof(float), "checkpoint params");
+        memcpy(*params, ct.params->data, layout->total * sizeof(float));
+        if (step) *step = read_i64(ct.progress[0]);
+    }
+    cJSON_Delete(meta);
+    df_safetensors_close(&st);
     return rc;
 }

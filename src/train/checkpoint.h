@@ -60,6 +60,20 @@ int df_checkpoint_latest_valid(const char *checkpoints_dir, const DfDrafterConfi
                                float **params, DfAdamW *opt, DfTrainProgress *progress, char **options_json,
                                char **loaded_path, DfError *err);
 
+/* The drafter of a checkpoint alone (no optimizer state, no run to match):
+ * the file is verified (format, checksum) as for a resume, its config comes
+ * from the metadata (drafter_config, loss_gamma), and the fp32 params are
+ * returned (caller frees; layout built, free with df_drafter_layout_free).
+ * step (may be NULL): the optimizer steps the checkpoint is at. For export
+ * and eval of a checkpoint. */
+int df_checkpoint_read_drafter(const char *path, DfDrafterConfig *cfg, DfDrafterLayout *layout, float **params,
+                               int64_t *step, DfError *err);
+
+/* The train option that sets the drafter config field a
+ * df_drafter_config_differs message starts with ("" when none does: the
+ * field comes from the target). */
+const char *df_train_option_of_field(const char *what);
+
 /* The checkpoint checksum: df_hash64_chunked (src/base/hash64.h) of each
  * tensor in name order (its name bytes, then its data bytes), then of the
  * metadata strings drafter_config, loss_gamma and options, folded in order

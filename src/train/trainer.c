@@ -34,11 +34,14 @@
 #include "model/drafter_io.h"
 #include "model/target.h"
 #include "model/target_random.h"
+#include "plot/plot_run.h"
 #include "train/anchors.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
+#include "train/init_from.h"
 #include "train/metrics.h"
 #include "train/optimizer.h"
+#include "train/run_record.h"
 #include "train/schedule.h"
 #include "train/step_loader.h"
 #include "train/step_timing.h"
@@ -197,6 +200,13 @@ static int compare_options(const char *stored, const char *current, const char *
     cJSON_Delete(a);
     cJSON_Delete(b);
     return rc;
+}
+
+/* OUTPUT/args.json: every option as resolved (train/run_record.h). */
+static int write_run_record(const Trainer *t, DfError *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/args.json", t->opt->output_dir);
+    return df_run_record_write(path, t->opt, &t->dcfg, err);
 }
 
 /* ---- setup --------------------------------------------------------------- */
@@ -469,7 +479,13 @@ static int start_fresh(Trainer *t, DfError *err) {
         return rc;
     }
     if (err->msg[0]) return -1;
-    df_drafter_init_params(&t->drafter.layout, t->params, t->opt->seed);
+    if (t->opt->init_from) {
+        if (df_init_from_drafter(t->opt->init_from, &t->dcfg, &t->drafter.layout, t->params, err)) return -1;
+        if (t->rank == t->writer)
+            fprintf(stderr, "train: starting from the weights of %s (a fresh optimizer)\n", t->opt->init_from);
+    } else {
+        df_drafter_init_params(&t->drafter.layout, t->params, t->opt->seed);
+    }
     memset(&t->progress, 0, sizeof t->progress);
     t->progress.total_steps = t->total_steps;
     t->progress.seed = t->opt->seed;
@@ -502,8 +518,9 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
         rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
     *resumed = rc == 0;
     if (rc == 0)
-        fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)\n", path,
-                (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch);
+        fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)%s\n", path,
+                (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch,
+                t->opt->init_from ? "; --init-from applies to a fresh start only" : "");
     free(loaded);
     free(stored);
     free(path);
@@ -716,6 +733,16 @@ done:
 
 static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err);
 
+/* OUTPUT/curves.png from the metrics so far (plot/plot_run.h); a picture
+ * that cannot be drawn is a warning, never the end of a run. */
+static void refresh_curves(const Trainer *t) {
+    if (t->metrics_fp) fflush(t->metrics_fp);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/curves.png", t->opt->output_dir);
+    DfError err = {{0}};
+    if (df_plot_run(t->opt->output_dir, path, &err)) fprintf(stderr, "train: warning: no curves.png: %s\n", err.msg);
+}
+
 /* Rank 0 writes; the time it takes is kept apart from the steps' (summary). */
 static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     if (t->rank != t->writer) return 0; /* the state is replicated: one rank writes it */
@@ -738,6 +765,7 @@ static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     }
     snprintf(s->last_checkpoint, sizeof s->last_checkpoint, "%s/step-%08lld.safetensors", t->ckpt_dir,
              (long long)t->progress.step);
+    refresh_curves(t);
     return 0;
 }
 
@@ -1136,6 +1164,7 @@ static int setup(Trainer *t, DfError *err) {
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
     t->options_json = options_json(t);
+    if (t->rank == t->writer && write_run_record(t, err)) return -1;
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
@@ -1218,11 +1247,15 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     summary->rank = t.rank;
     summary->world = t.world;
     summary->writer_rank = t.writer;
-    if (rc == 0 && t.progress.step == t.total_steps && t.rank == t.writer) {
+    /* final/: at the end of the run, and at --stop-at from that step's checkpoint's weights */
+    int at_end = t.progress.step == t.total_steps, at_stop = opt->stop_at > 0 && t.progress.step == t.stop_step;
+    if (rc == 0 && (at_end || at_stop) && t.rank == t.writer) {
         rc = download_state(&t, err);
         if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
         if (rc == 0) {
-            summary->finished = 1;
+            refresh_curves(&t);
+            summary->finished = at_end;
+            summary->exported = 1;
             snprintf(summary->final_dir, sizeof summary->final_dir, "%s", t.final_dir);
         }
     }

@@ -30,7 +30,7 @@
  *   checkpoints/        step-N.safetensors every save_every steps and at the
  *                       end (and at stop_at)
  *   final/              the exported drafter (spec section 7) when the run
- *                       reaches its last step
+ *                       reaches its last step or its stop_at step
  *
  * Pipeline: a loader thread (train/step_loader.h) assembles the host inputs
  * of the next queue_depth steps while the compute thread runs the current
@@ -116,6 +116,8 @@ typedef struct DfTrainOptions {
     int64_t max_length;
     int mask_token_id;
     int keep_checkpoints;    /* newest checkpoints kept (0: all) */
+    const char *init_from;   /* a fresh run starts from this drafter's weights (a drafter directory or a
+                                checkpoint file, train/init_from.h) with a fresh optimizer; NULL: random init */
     double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
     int max_bad_steps;       /* stop after this many non-finite steps in a row (0: never) */
     const char *device;      /* training backend: NULL or "cpu", "cuda", "cuda:N" (not part of the run's
@@ -152,6 +154,7 @@ typedef struct DfTrainSummary {
     double tokens_per_s;   /* context tokens per second over this call */
     int64_t skipped_samples;
     int finished;          /* the run reached total_steps and final/ was written */
+    int exported;          /* final/ was written: at the end, or at --stop-at (the drafter of that step) */
     char final_dir[4096];
     int stop_signal;       /* SIGINT/SIGTERM that ended the run early (0: none) */
     int64_t bad_steps;     /* steps of this call whose update was skipped (non-finite loss or gradient) */

@@ -1,0 +1,117 @@
+#define _XOPEN_SOURCE 700 /* realpath */
+/* The run record (args.json) from the options and the resolved drafter. */
+#include "train/run_record.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/atomic_file.h"
+#include "version.h"
+
+/* An absolute path where it resolves (so that the record works from any
+ * directory), else the path as given; null for none. */
+static void add_path(cJSON *j, const char *key, const char *path) {
+    if (!path) {
+        cJSON_AddNullToObject(j, key);
+        return;
+    }
+    char *abs = realpath(path, NULL);
+    cJSON_AddStringToObject(j, key, abs ? abs : path);
+    free(abs);
+}
+
+/* A number, or null where the option keeps its default (value 0). */
+static void add_or_null(cJSON *j, const char *key, double v) {
+    if (v > 0) cJSON_AddNumberToObject(j, key, v);
+    else cJSON_AddNullToObject(j, key);
+}
+
+/* The sliding layers as indices ("0,1,3"; "none"), null without a window. */
+static void add_sliding_layers(cJSON *j, const DfDrafterConfig *c) {
+    if (c->sliding_window <= 0) {
+        cJSON_AddNullToObject(j, "sliding-layers");
+        return;
+    }
+    char list[4 * DF_MAX_DRAFT_LAYERS + 8] = "";
+    size_t n = 0;
+    for (int i = 0; i < c->num_layers; i++)
+        if (c->sliding[i]) n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? "," : "", i);
+    cJSON_AddStringToObject(j, "sliding-layers", n ? list : "none");
+}
+
+static void add_data_options(cJSON *j, const DfTrainOptions *o) {
+    add_path(j, "target", o->target_dir);
+    add_path(j, "data", o->data_source ? o->data_source : o->data_store);
+    add_path(j, "output", o->output_dir);
+    add_path(j, "init-from", o->init_from);
+    add_or_null(j, "steps", (double)o->steps);
+    add_or_null(j, "epochs", o->steps ? 0.0 : (double)o->epochs);
+    cJSON_AddNumberToObject(j, "max-length", (double)o->max_length);
+}
+
+static void add_drafter_options(cJSON *j, const DfDrafterConfig *c) {
+    cJSON_AddNumberToObject(j, "draft-layers", c->num_layers);
+    cJSON_AddNumberToObject(j, "intermediate-size", c->intermediate_size);
+    cJSON_AddNumberToObject(j, "block-size", c->block_size);
+    cJSON_AddNumberToObject(j, "draft-heads", c->num_heads);
+    cJSON_AddNumberToObject(j, "draft-kv-heads", c->num_kv_heads);
+    cJSON_AddNumberToObject(j, "draft-head-dim", c->head_dim);
+    cJSON_AddNumberToObject(j, "sliding-window", c->sliding_window);
+    add_sliding_layers(j, c);
+    cJSON_AddNumberToObject(j, "num-taps", c->n_taps);
+    cJSON_AddNumberToObject(j, "mask-token-id", c->mask_token_id);
+}
+
+static void add_training_options(cJSON *j, const DfTrainOptions *o, const DfDrafterConfig *c) {
+    cJSON_AddNumberToObject(j, "num-anchors", (double)o->num_anchors);
+    cJSON_AddNumberToObject(j, "gamma", c->gamma);
+    cJSON_AddNumberToObject(j, "lr", o->lr);
+    cJSON_AddNumberToObject(j, "warmup", o->warmup);
+    cJSON_AddNumberToObject(j, "token-budget", (double)o->token_budget);
+    add_or_null(j, "max-drafter-tokens", (double)o->max_drafter_tokens);
+    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(j, "save-every", (double)o->save_every);
+    cJSON_AddNumberToObject(j, "stop-at", (double)o->stop_at);
+    cJSON_AddNumberToObject(j, "keep-checkpoints", o->keep_checkpoints);
+    cJSON_AddNumberToObject(j, "max-bad-steps", o->max_bad_steps);
+}
+
+static void add_machine_options(cJSON *j, const DfTrainOptions *o) {
+    cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
+    cJSON_AddNumberToObject(j, "queue-depth", o->queue_depth);
+    cJSON_AddNumberToObject(j, "log-every", (double)o->log_every);
+    cJSON_AddBoolToObject(j, "random-target-weights", o->random_target_weights != 0);
+    cJSON_AddStringToObject(j, "layout", o->layout == DF_LAYOUT_SPLIT ? "split" : "colocated");
+    add_or_null(j, "target-ranks", o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0);
+    cJSON_AddStringToObject(j, "overlap-grad-reduce", o->overlap_grad_reduce ? "on" : "off");
+    cJSON_AddNumberToObject(j, "grad-bucket-mib", o->bucket_mib);
+    add_or_null(j, "peak-tflops", o->peak_tflops);
+}
+
+char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "dflash_version", DF_VERSION);
+    cJSON_AddStringToObject(j, "backends", DF_BACKENDS);
+    add_data_options(j, o);
+    add_drafter_options(j, dcfg);
+    add_training_options(j, o, dcfg);
+    add_machine_options(j, o);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    return text;
+}
+
+int df_run_record_write(const char *path, const DfTrainOptions *o, const DfDrafterConfig *dcfg, DfError *err) {
+    char *text = df_run_record_json(o, dcfg);
+    if (!text) return df_fail(err, "%s: cannot build the run record (out of memory)", path);
+    DfAtomicFile f;
+    int rc = df_atomic_open(&f, path, err);
+    if (rc == 0) {
+        fprintf(f.fp, "%s\n", text);
+        rc = df_atomic_commit(&f, err);
+    }
+    cJSON_free(text);
+    return rc;
+}
