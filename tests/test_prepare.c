@@ -344,6 +344,8 @@ static void test_nothing_usable_writes_nothing(void **state) {
     snprintf(args, sizeof args, "--input '%s' --output '%s'", input, store);
     assert_int_not_equal(run_prepare(args, out), 0);
     assert_non_null(strstr(out, "no usable records"));
+    assert_non_null(strstr(out, "bad.jsonl:1:")); /* each kind's first example names its line */
+    assert_non_null(strstr(out, "bad.jsonl:2:"));
     assert_false(df_test_file_exists(store));
 
     snprintf(args, sizeof args, "--input '%s/none.jsonl' --output '%s'", dir, store);

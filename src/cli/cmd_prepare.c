@@ -278,6 +278,19 @@ static int check_inputs(const PrepareOptions *opt, uint64_t *total_bytes, DfErro
     return 0;
 }
 
+/* Every record was bad (or there were none): the error says why, with the
+ * first example of each kind, as the summary would have. */
+static void no_usable_records(const PrepareContext *ctx, DfError *err) {
+    char why[768] = "";
+    for (int k = 0; k < DF_BAD_KIND_COUNT; k++) {
+        if (!ctx->bad->count[k]) continue;
+        size_t used = strlen(why);
+        snprintf(why + used, sizeof why - used, "%s%lld %s (%s)", used ? "; " : ": ", (long long)ctx->bad->count[k],
+                 df_bad_record_name((DfBadRecord)k), ctx->bad->example[k][0]);
+    }
+    df_fail(err, "no usable records in the input (%lld read%s); nothing written", (long long)ctx->stats.records, why);
+}
+
 static int run_prepare(PrepareContext *ctx, DfError *err) {
     const PrepareOptions *opt = ctx->opt;
     int threads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
@@ -290,8 +303,7 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
         const char *in = opt->inputs.items[i];
         rc = df_arrow_is_arrow_path(in) ? process_arrow(ctx, in, &c, err) : process_file(ctx, in, &c, err);
     }
-    if (rc == 0 && ctx->stats.samples == 0)
-        rc = df_fail(err, "no usable records in the input (%lld read); nothing written", (long long)ctx->stats.records);
+    if (rc == 0 && ctx->stats.samples == 0) no_usable_records(ctx, err), rc = -1;
     if (rc == 0) {
         char extra[64];
         snprintf(extra, sizeof extra, "%lld records", (long long)ctx->stats.records);

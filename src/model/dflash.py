@@ -159,8 +159,7 @@ class DFlashDraftModel(PreTrainedModel):
         self.hidden_norm = DFlashRMSNorm(hidden, config.rms_norm_eps)
         self.layers = nn.ModuleList([DFlashDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
         self.norm = DFlashRMSNorm(hidden, config.rms_norm_eps)
-        head_dim = self.layers[0].self_attn.head_dim
-        self.register_buffer("inv_freq", _inverse_frequencies(config, head_dim), persistent=False)
+        self.head_dim = self.layers[0].self_attn.head_dim
         self.post_init()
 
     def _init_weights(self, module):
@@ -176,7 +175,10 @@ class DFlashDraftModel(PreTrainedModel):
         return torch.cat([hidden_states[l + 1] for l in self.target_layer_ids], dim=-1)
 
     def _rope(self, positions, dtype):
-        angles = positions[..., None].float() * self.inv_freq.to(positions.device)
+        # computed here, not held as a buffer: transformers builds the module on the meta device and
+        # materializes what the checkpoint does not hold uninitialized, which made a buffer garbage
+        inv_freq = _inverse_frequencies(self.config, self.head_dim).to(positions.device)
+        angles = positions[..., None].float() * inv_freq
         emb = torch.cat([angles, angles], dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 

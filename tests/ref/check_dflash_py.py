@@ -27,6 +27,7 @@ CONTEXTS = [21, 40]
 
 
 def rel_error(a, b):
+    """max |a - b| / max |b|; NaN when a holds a NaN (every comparison with it then fails the check)"""
     return ((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
 
 
@@ -69,7 +70,7 @@ def check_two_blocks(model, embed, lm_head, ids, feats, single, failures):
     for j, a in enumerate(CONTEXTS):
         err = rel_error(logits[j * B:(j + 1) * B], single[a])
         print(f"two blocks in one call, block at {a}: rel error {err:.2e} against it alone")
-        if err > 1e-5:
+        if not err <= 1e-5:  # NaN fails too
             failures.append(f"multi-block forward, block at {a}: {err:.2e}")
 
 
@@ -97,7 +98,7 @@ def main():
                 err = rel_error(got[S], want)
                 agree = (got[S].argmax(-1) == want.argmax(-1)).float().mean().item()
                 print(f"{name}: context {S}: rel error {err:.2e} (tolerance {tol:g}), argmax agreement {agree:.3f}")
-                if err > tol:
+                if not err <= tol:  # NaN fails too
                     failures.append(f"{name}, context {S}: rel error {err:.2e} > {tol:g}")
             if dtype == torch.float32:
                 check_two_blocks(model, embed, lm_head, ids, feats, got, failures)
