@@ -317,12 +317,17 @@ static void test_resume(void **state) {
     check_resume(&e, "--temperature 1.0 --top-p 0.95 --seed 3 --batch 4",
                  "--temperature 1.0 --top-p 0.95 --seed 3 --batch 1",
                  "--temperature 1.0 --top-p 0.95 --seed 3 --batch 2");
-    /* an output of prompt records does not resume a run on conversations */
+    /* an output of prompt records, not made by this run (no settings file beside it), does not resume a
+     * run on conversations: refused naming it, and left as it was */
     char other[1024], log[LOG_CAP];
     snprintf(other, sizeof other, "%s/other.jsonl", e.dir);
-    df_test_write_file(other, "{\"id\": \"m\", \"prompt\": \"x\", \"response\": \"y\"}\n");
+    const char *record = "{\"id\": \"m\", \"prompt\": \"x\", \"response\": \"y\"}\n";
+    df_test_write_file(other, record);
     assert_int_not_equal(generate(e.target, e.input, other, "", log), 0);
-    assert_non_null(strstr(log, "other.jsonl:1"));
+    assert_non_null(strstr(log, "other.jsonl"));
+    char *left = df_test_read_file(other, NULL);
+    assert_string_equal(left, record);
+    free(left);
     env_free(&e);
 }
 

@@ -58,7 +58,7 @@ static void add_drafter_options(cJSON *j, const DfDrafterConfig *c) {
     cJSON_AddNumberToObject(j, "draft-heads", c->num_heads);
     cJSON_AddNumberToObject(j, "draft-kv-heads", c->num_kv_heads);
     cJSON_AddNumberToObject(j, "draft-head-dim", c->head_dim);
-    cJSON_AddNumberToObject(j, "sliding-window", c->sliding_window);
+    add_or_null(j, "sliding-window", c->sliding_window);
     add_sliding_layers(j, c);
     cJSON_AddNumberToObject(j, "num-taps", c->n_taps);
     cJSON_AddNumberToObject(j, "mask-token-id", c->mask_token_id);
@@ -72,8 +72,8 @@ static void add_training_options(cJSON *j, const DfTrainOptions *o, const DfDraf
     cJSON_AddNumberToObject(j, "token-budget", (double)o->token_budget);
     add_or_null(j, "max-drafter-tokens", (double)o->max_drafter_tokens);
     cJSON_AddNumberToObject(j, "seed", (double)o->seed);
-    cJSON_AddNumberToObject(j, "save-every", (double)o->save_every);
-    cJSON_AddNumberToObject(j, "stop-at", (double)o->stop_at);
+    add_or_null(j, "save-every", (double)o->save_every);
+    add_or_null(j, "stop-at", (double)o->stop_at);
     cJSON_AddNumberToObject(j, "keep-checkpoints", o->keep_checkpoints);
     cJSON_AddNumberToObject(j, "max-bad-steps", o->max_bad_steps);
 }
@@ -81,7 +81,7 @@ static void add_training_options(cJSON *j, const DfTrainOptions *o, const DfDraf
 static void add_machine_options(cJSON *j, const DfTrainOptions *o) {
     cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
     cJSON_AddNumberToObject(j, "queue-depth", o->queue_depth);
-    cJSON_AddNumberToObject(j, "log-every", (double)o->log_every);
+    add_or_null(j, "log-every", (double)o->log_every);
     cJSON_AddBoolToObject(j, "random-target-weights", o->random_target_weights != 0);
     cJSON_AddStringToObject(j, "layout", o->layout == DF_LAYOUT_SPLIT ? "split" : "colocated");
     add_or_null(j, "target-ranks", o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0);
