@@ -346,7 +346,7 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
                "\"skipped_update\")\n",
                (long long)s->bad_steps);
     if (s->finished) {
-        printf("train: drafter written to %s (config.json, model.safetensors)\n", s->final_dir);
+        printf("train: drafter written to %s (config.json, model.safetensors, dflash.py)\n", s->final_dir);
         printf("evaluate it with:\n  ./dflash eval --target %s --draft %s --input %s --max-new-tokens 128\n", o->target_dir, s->final_dir,
                DEFAULT_EVAL_DATA);
     } else {
