@@ -619,6 +619,7 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
         PrefillResult r;
         df_cuda_set_attention_rows_per_warp(be, 16);
         rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &r, err);
+        df_cuda_set_attention_rows_per_warp(be, 0); /* back to automatic before the training steps below */
         if (rc == 0) report_prefill("Qwen3-8B full, attention 16 rows/warp", "qwen3_8b_full_rows16", &r, peak, json);
     }
     df_target_free(&m);
