@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
+
 static const DfOption *find_option(const DfCommandSpec *spec, const char *name, size_t len) {
     for (int i = 0; i < spec->n_options; i++) {
         const char *n = spec->options[i].name;
@@ -91,6 +93,17 @@ int df_option_given(const DfCommandSpec *spec, const DfParsedArgs *parsed, const
     return parsed->given[o - spec->options];
 }
 
+/* "unknown option '--lenght'; did you mean '--length'?" when one is a typo away. */
+static int unknown_option(const DfCommandSpec *spec, const char *name, size_t len, DfError *err) {
+    const char *names[DF_MAX_OPTIONS];
+    for (int i = 0; i < spec->n_options; i++) names[i] = spec->options[i].name;
+    const char *near = df_closest_name(name, len, names, spec->n_options);
+    if (near)
+        return df_fail(err, "%s: unknown option '--%.*s'; did you mean '--%s'? (see 'dflash %s --help')", spec->name,
+                       (int)len, name, near, spec->name);
+    return df_fail(err, "%s: unknown option '--%.*s' (see 'dflash %s --help')", spec->name, (int)len, name, spec->name);
+}
+
 int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs *out, DfError *err) {
     memset(out, 0, sizeof *out);
     if (spec->n_options > DF_MAX_OPTIONS) return df_fail(err, "%s: too many options in the table", spec->name);
@@ -112,7 +125,7 @@ int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs
         const char *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const DfOption *o = find_option(spec, name, len);
-        if (!o) return df_fail(err, "%s: unknown option '%.*s' (see 'dflash %s --help')", spec->name, (int)len + 2, a, spec->name);
+        if (!o) return unknown_option(spec, name, len, err);
         seen[o - spec->options] = 1;
         if (o->kind == DF_OPT_FLAG) {
             if (eq) return df_fail(err, "--%s takes no value", o->name);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/edit_distance.h"
 #include "cli/commands.h"
 #include "version.h"
 
@@ -48,7 +49,25 @@ static int finish_stdout(int rc) {
     return rc ? rc : 1;
 }
 
+/* "unknown command 'trian'; did you mean 'train'?" when one is a typo away. */
+static int unknown_command(const char *word) {
+    const char *names[64];
+    int n = 0;
+    for (size_t i = 0; COMMANDS[i].name && n < 64; i++) names[n++] = COMMANDS[i].name;
+    const char *near = df_closest_name(word, strlen(word), names, n);
+    if (near) fprintf(stderr, "dflash: unknown command '%s'; did you mean '%s'? (see 'dflash --help')\n", word, near);
+    else fprintf(stderr, "dflash: unknown command '%s' (see 'dflash --help')\n", word);
+    return 2;
+}
+
 int main(int argc, char **argv) {
+    /* dflash help CMD: the command's --help */
+    if (argc == 3 && strcmp(argv[1], "help") == 0) {
+        char *cmd[] = {argv[2], "--help", NULL};
+        for (size_t i = 0; COMMANDS[i].name; i++)
+            if (strcmp(argv[2], COMMANDS[i].name) == 0) return finish_stdout(COMMANDS[i].run(2, cmd));
+        return unknown_command(argv[2]);
+    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         print_usage();
         return finish_stdout(0);
@@ -59,6 +78,5 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; COMMANDS[i].name; i++)
         if (strcmp(argv[1], COMMANDS[i].name) == 0) return finish_stdout(COMMANDS[i].run(argc - 1, argv + 1));
-    fprintf(stderr, "dflash: unknown command '%s' (see 'dflash --help')\n", argv[1]);
-    return 2;
+    return unknown_command(argv[1]);
 }
