@@ -19,7 +19,7 @@ void df_progress_start(DfProgress *p, const char *label, const char *unit, int64
     p->total = total;
     p->start_s = df_now_seconds();
     p->last_draw_s = 0;
-    p->log_every_s = 10.0;
+    p->log_every_s = 30.0;
     p->tty = isatty(STDERR_FILENO);
 }
 

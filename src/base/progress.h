@@ -1,6 +1,6 @@
 /* A one-line progress display on stderr with rate and ETA, redrawn at most a
  * few times a second. Quiet when stderr is not a terminal except for a line
- * every `log_every_s` seconds, so that logs stay readable. */
+ * every `log_every_s` seconds (30), so that logs stay readable. */
 #ifndef DF_BASE_PROGRESS_H
 #define DF_BASE_PROGRESS_H
 

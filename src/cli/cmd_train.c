@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
@@ -407,7 +408,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0, DF_RANGE(1, 64)},
         {"layout", DF_OPT_STRING, &layout, "L", "data parallel: colocated (default: every rank runs the target and the drafter on its share of the batch) or split (ranks 0..T-1 run only the target and send the features to the drafter ranks T..W-1)", 0},
         {"target-ranks", DF_OPT_INT, &target_ranks, "T", "split layout: how many ranks run the target (default 1)", 0, DF_RANGE(1, 4096)},
-        {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second)", 0, DF_RANGE(1, INT_MAX)},
+        {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second on a terminal, one every 30 s in a log)", 0, DF_RANGE(1, INT_MAX)},
         {"random-target-weights", DF_OPT_FLAG, &o.random_target_weights, NULL, "give the target random weights instead of reading its safetensors (config.json and the tokenizer still come from --target): throughput at a model's shape without its weights", 0},
         {"overlap-grad-reduce", DF_OPT_STRING, &overlap, "on|off", "data parallel on CUDA: all-reduce gradient buckets during the backward (on, default) or after it (off)", 0},
         {"grad-bucket-mib", DF_OPT_DOUBLE, &bucket_mib, "M", "data parallel on CUDA: MiB of fp32 gradient per NCCL all-reduce bucket (default 25)", 0, DF_RANGE_POSITIVE(1 << 20)},
@@ -492,6 +493,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     if (layout && strcmp(layout, "split") == 0) o.layout = DF_LAYOUT_SPLIT;
     if (GIVEN("target-ranks")) o.target_ranks = target_ranks;
     if (GIVEN("log-every")) o.log_every = log_every;
+    if (!isatty(STDERR_FILENO)) o.log_interval_s = 30; /* a log file, not a person watching: fewer lines */
     if (GIVEN("peak-tflops")) o.peak_tflops = peak_tflops;
 #undef GIVEN
     DfDistEnv dist;

@@ -61,6 +61,8 @@ static int unknown_command(const char *word) {
 }
 
 int main(int argc, char **argv) {
+    /* line by line into a pipe or a log, as on a terminal: a job's log shows each result when it is made */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     /* dflash help CMD: the command's --help */
     if (argc == 3 && strcmp(argv[1], "help") == 0) {
         char *cmd[] = {argv[2], "--help", NULL};
