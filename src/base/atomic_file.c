@@ -140,3 +140,14 @@ int df_atomic_commit(DfAtomicFile *f, DfError *err) {
     release(f);
     return rc;
 }
+
+int df_atomic_write_text(const char *path, const char *text, int newline, DfError *err) {
+    DfAtomicFile f;
+    if (df_atomic_open(&f, path, err)) return -1;
+    size_t n = strlen(text);
+    if (fwrite(text, 1, n, f.fp) != n || (newline && fputc('\n', f.fp) == EOF)) {
+        df_atomic_abort(&f);
+        return df_fail_errno(err, "%s: write failed", path);
+    }
+    return df_atomic_commit(&f, err); /* fsyncs the file and its directory */
+}

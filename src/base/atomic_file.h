@@ -34,6 +34,9 @@ int df_atomic_commit(DfAtomicFile *f, DfError *err);
 /* Drops the temporary file; the final path is left untouched. */
 void df_atomic_abort(DfAtomicFile *f);
 
+/* The whole file at once: text, and a newline after it when newline is set. */
+int df_atomic_write_text(const char *path, const char *text, int newline, DfError *err);
+
 /* fsyncs the directory that holds `path`, so that a rename is durable. */
 int df_fsync_parent_dir(const char *path, DfError *err);
 

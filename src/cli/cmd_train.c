@@ -215,12 +215,7 @@ static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *
         if (df_cmd_prepare(DF_COUNT(argv) - 1, argv) != 0) {
             rc = df_fail(err, "could not prepare %s (see the message above)", o->data_source);
         } else {
-            DfAtomicFile f;
-            rc = df_atomic_open(&f, key_path, err);
-            if (rc == 0) {
-                fputs(key, f.fp);
-                rc = df_atomic_commit(&f, err);
-            }
+            rc = df_atomic_write_text(key_path, key, 0, err);
         }
     }
     cJSON_free(key);

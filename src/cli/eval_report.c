@@ -75,12 +75,7 @@ int df_eval_write_json(const char *path, const DfEvalTotals *t, const DfEvalInfo
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) return df_fail(err, "%s: cannot build the summary (out of memory)", path);
-    DfAtomicFile f;
-    int rc = df_atomic_open(&f, path, err);
-    if (rc == 0) {
-        fprintf(f.fp, "%s\n", text);
-        rc = df_atomic_commit(&f, err);
-    }
+    int rc = df_atomic_write_text(path, text, 1, err);
     cJSON_free(text);
     return rc;
 }

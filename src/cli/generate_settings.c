@@ -74,11 +74,5 @@ int df_generate_settings_check(const char *output, const char *text, DfError *er
 int df_generate_settings_write(const char *output, const char *text, DfError *err) {
     char path[4200];
     settings_path(output, path, sizeof path);
-    DfAtomicFile f;
-    if (df_atomic_open(&f, path, err)) return -1;
-    if (fprintf(f.fp, "%s\n", text) < 0) {
-        df_atomic_abort(&f);
-        return df_fail_errno(err, "%s: cannot write", path);
-    }
-    return df_atomic_commit(&f, err);
+    return df_atomic_write_text(path, text, 1, err);
 }

@@ -455,17 +455,6 @@ static int make_fresh_dir(const char *tmp, DfError *err) {
     return 0;
 }
 
-static int write_text_file(const char *path, const char *text, DfError *err) {
-    DfAtomicFile f;
-    if (df_atomic_open(&f, path, err) != 0) return -1;
-    size_t n = strlen(text);
-    if (fwrite(text, 1, n, f.fp) != n) {
-        df_atomic_abort(&f);
-        return df_fail_errno(err, "%s: write failed", path);
-    }
-    return df_atomic_commit(&f, err); /* fsyncs the file and its directory */
-}
-
 /* Puts the finished tmp directory at dir. An existing dir is swapped out
  * atomically where the filesystem can (RENAME_EXCHANGE: dir never goes
  * missing), else renamed aside first and restored if the second rename
@@ -528,8 +517,8 @@ static int write_export_files(const char *tmp, const DfDrafterConfig *cfg, const
     char *json = df_drafter_config_json(cfg);
     if (!json) return df_fail(err, "%s: cannot build config.json (out of memory)", tmp);
     char *config_path = path_join(tmp, "config.json"), *module_path = path_join(tmp, "dflash.py");
-    int rc = write_text_file(config_path, json, err);
-    if (rc == 0) rc = write_text_file(module_path, df_dflash_py, err); /* auto_map's module */
+    int rc = df_atomic_write_text(config_path, json, 0, err);
+    if (rc == 0) rc = df_atomic_write_text(module_path, df_dflash_py, 0, err); /* auto_map's module */
     free(config_path);
     free(module_path);
     free(json);

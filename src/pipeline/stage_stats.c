@@ -138,16 +138,7 @@ int df_stage_report_write_json(const char *path, DfStageTable *t, double wall_s,
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text) return df_fail(err, "%s: cannot format the stage report", path);
-    DfAtomicFile f;
-    int rc = df_atomic_open(&f, path, err);
-    if (rc == 0) {
-        if (fputs(text, f.fp) < 0 || fputc('\n', f.fp) < 0) {
-            df_atomic_abort(&f);
-            rc = df_fail_errno(err, "%s: write failed", path);
-        } else {
-            rc = df_atomic_commit(&f, err);
-        }
-    }
+    int rc = df_atomic_write_text(path, text, 1, err);
     free(text);
     return rc;
 }

@@ -106,12 +106,7 @@ char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg) {
 int df_run_record_write(const char *path, const DfTrainOptions *o, const DfDrafterConfig *dcfg, DfError *err) {
     char *text = df_run_record_json(o, dcfg);
     if (!text) return df_fail(err, "%s: cannot build the run record (out of memory)", path);
-    DfAtomicFile f;
-    int rc = df_atomic_open(&f, path, err);
-    if (rc == 0) {
-        fprintf(f.fp, "%s\n", text);
-        rc = df_atomic_commit(&f, err);
-    }
+    int rc = df_atomic_write_text(path, text, 1, err);
     cJSON_free(text);
     return rc;
 }
