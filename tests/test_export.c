@@ -11,39 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OUT_CAP 65536
-#define TINY_OPTIONS                                                                                                   \
-    "--draft-layers 1 --intermediate-size 256 --num-taps 2 --block-size 8 --num-anchors 12 --token-budget 1100 "      \
-    "--lr 3e-3 --warmup 0.1 --seed 7 --steps 6"
+#define TINY_OPTIONS DF_TEST_TINY_TRAIN_OPTIONS " --steps 6"
 
-typedef struct Fixture {
-    char *dir;
-    char data[512];
-    char out[OUT_CAP];
-} Fixture;
+typedef DfTestRunDir Fixture;
 
-static int setup(void **state) {
-    Fixture *f = calloc(1, sizeof *f);
-    f->dir = df_test_tmpdir("export");
-    snprintf(f->data, sizeof f->data, "%s/slice.jsonl", f->dir);
-    df_test_write_data_slice(f->data, 12);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_test_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return df_test_run_dir_setup(state, "export"); }
+static int teardown(void **state) { return df_test_run_dir_teardown(state); }
 
 static int run(Fixture *f, const char *fmt, const char *arg1, const char *arg2, int expect_ok) {
-    char args[4096], cmd[8192];
+    char args[4096];
     snprintf(args, sizeof args, fmt, arg1, arg2);
-    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=2 '%s' %s", f->dir, df_test_path("dflash"), args);
-    int rc = df_test_run(cmd, f->out, sizeof f->out);
+    int rc = df_test_dflash_in(f, 2, args);
     if (expect_ok && rc != 0) fail_msg("'%s' exited %d:\n%s", args, rc, f->out);
     return rc;
 }

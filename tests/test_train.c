@@ -22,44 +22,20 @@
 #include "infer/drafter_infer.h"
 #include "model/drafter_io.h"
 
-#define SLICE_RECORDS 12
-#define OUT_CAP 65536
+#define TINY_OPTIONS DF_TEST_TINY_TRAIN_OPTIONS
 
-/* A tiny drafter so that each run takes seconds on two cores. */
-#define TINY_OPTIONS                                                                                                   \
-    "--draft-layers 1 --intermediate-size 256 --num-taps 2 --block-size 8 --num-anchors 12 --token-budget 1100 "      \
-    "--lr 3e-3 --warmup 0.1 --seed 7"
+typedef DfTestRunDir Fixture;
 
-typedef struct Fixture {
-    char *dir;
-    char data[512];
-    char out[OUT_CAP];
-} Fixture;
-
-static int setup(void **state) {
-    Fixture *f = calloc(1, sizeof *f);
-    f->dir = df_test_tmpdir("train");
-    snprintf(f->data, sizeof f->data, "%s/slice.jsonl", f->dir);
-    df_test_write_data_slice(f->data, SLICE_RECORDS);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Fixture *f = *state;
-    df_test_rmtree(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return df_test_run_dir_setup(state, "train"); }
+static int teardown(void **state) { return df_test_run_dir_teardown(state); }
 
 /* Runs dflash train with fixed threads; returns the exit status, output in
  * f->out (printed when the run fails unexpectedly). */
 static int run_train_on(Fixture *f, const char *output, const char *extra, int expect_ok, int threads) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && OMP_NUM_THREADS=%d '%s' train --target '%s' --data '%s' --output '%s/%s' %s",
-             f->dir, threads, df_test_path("dflash"), df_test_path("assets/coder-tiny"), f->data, f->dir, output, extra);
-    int rc = df_test_run(cmd, f->out, sizeof f->out);
+    char args[4096];
+    snprintf(args, sizeof args, "train --target '%s' --data '%s' --output '%s/%s' %s", df_test_path("assets/coder-tiny"),
+             f->data, f->dir, output, extra);
+    int rc = df_test_dflash_in(f, threads, args);
     if (expect_ok && rc != 0) fprintf(stderr, "dflash train exited %d:\n%s\n", rc, f->out);
     return rc;
 }

@@ -582,3 +582,29 @@ float *df_test_decode_logits(DfTargetModel *m, int fused, size_t *n) {
     *n = total;
     return logits;
 }
+
+int df_test_run_dir_setup(void **state, const char *tag) {
+    DfTestRunDir *r = calloc(1, sizeof *r);
+    r->dir = df_test_tmpdir(tag);
+    snprintf(r->data, sizeof r->data, "%s/slice.jsonl", r->dir);
+    df_test_write_data_slice(r->data, DF_TEST_TRAIN_SLICE);
+    *state = r;
+    return 0;
+}
+
+int df_test_run_dir_teardown(void **state) {
+    DfTestRunDir *r = *state;
+    df_test_rmtree(r->dir);
+    free(r->dir);
+    free(r);
+    return 0;
+}
+
+int df_test_dflash_in(DfTestRunDir *r, int threads, const char *args) {
+    size_t cap = strlen(r->dir) + strlen(args) + 4096;
+    char *cmd = malloc(cap);
+    snprintf(cmd, cap, "cd '%s' && OMP_NUM_THREADS=%d '%s' %s", r->dir, threads, df_test_path("dflash"), args);
+    int rc = df_test_run(cmd, r->out, sizeof r->out);
+    free(cmd);
+    return rc;
+}

@@ -183,4 +183,26 @@ float *df_test_swiglu_run(DfBackend *be, int rows, int inter, uint64_t seed, int
 float *df_test_decode_logits(DfTargetModel *m, int fused, size_t *n);
 int df_test_file_exists(const char *path);
 
+/* --- runs of dflash train in a directory of their own (test_train, test_export, test_run_record) --- */
+
+/* A drafter small enough that each run takes seconds on two cores. */
+#define DF_TEST_TINY_TRAIN_OPTIONS                                                                            \
+    "--draft-layers 1 --intermediate-size 256 --num-taps 2 --block-size 8 --num-anchors 12 --token-budget 1100 " \
+    "--lr 3e-3 --warmup 0.1 --seed 7"
+#define DF_TEST_TRAIN_SLICE 12 /* records of code-dev.jsonl trained on */
+#define DF_TEST_RUN_OUT 65536
+
+typedef struct DfTestRunDir {
+    char *dir;                  /* a fresh directory (df_test_tmpdir) */
+    char data[512];             /* dir/slice.jsonl: DF_TEST_TRAIN_SLICE records */
+    char out[DF_TEST_RUN_OUT];  /* the output of the last df_test_dflash_in */
+} DfTestRunDir;
+
+/* cmocka setup and teardown bodies: *state becomes a DfTestRunDir under a directory named after tag. */
+int df_test_run_dir_setup(void **state, const char *tag);
+int df_test_run_dir_teardown(void **state);
+
+/* Runs `dflash ARGS` in r->dir with OMP_NUM_THREADS=threads; its exit status, its output in r->out. */
+int df_test_dflash_in(DfTestRunDir *r, int threads, const char *args);
+
 #endif
