@@ -2,6 +2,7 @@
  * batch setup. */
 #include "backend/backend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,11 @@ void df_backend_destroy(DfBackend *be) {
 
 int df_buffer_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err) {
     return be->ops->alloc(be, out, kind, count, err);
+}
+
+void df_backend_memory_info(DfBackend *be, DfMemoryInfo *info) {
+    *info = (DfMemoryInfo){.available = SIZE_MAX};
+    if (be->ops->memory_info) be->ops->memory_info(be, info);
 }
 
 /* An empty alloc sets the element size and takes nothing. */

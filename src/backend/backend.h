@@ -401,6 +401,10 @@ void df_backend_destroy(DfBackend *be);
 /* --- convenience wrappers: check shapes, then dispatch ------------------- */
 
 int df_buffer_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err);
+/* The device's memory (the optional memory_info op); where the backend
+ * cannot tell: nothing in use, and nothing known of what is available
+ * (SIZE_MAX). */
+void df_backend_memory_info(DfBackend *be, DfMemoryInfo *info);
 /* Bytes of one element of a kind on the backend (ACT: 2 for bf16, 4 for fp32). */
 int df_backend_elem_size(DfBackend *be, DfBufKind kind);
 void df_buffer_free(DfBackend *be, DfBuffer *buf);

@@ -267,8 +267,8 @@ static int target_layers_run(const Trainer *t) {
  * the sizes when the run cannot fit. */
 static int plan_memory(Trainer *t, DfError *err) {
     df_batcher_step_peaks(&t->batcher, t->total_steps, t->opt->num_anchors, t->dcfg.block_size, &t->peaks);
-    DfMemoryInfo mem = {.available = SIZE_MAX};
-    if (t->be->ops->memory_info) t->be->ops->memory_info(t->be, &mem);
+    DfMemoryInfo mem;
+    df_backend_memory_info(t->be, &mem);
     int tied = t->tcfg.tie_word_embeddings;
     DfMemoryPlanInput in = {.target = &t->tcfg, .drafter = &t->dcfg, .device = t->device,
                             .act_elem = (size_t)df_backend_elem_size(t->be, DF_BUF_ACT),
@@ -350,8 +350,8 @@ static int load_target_weights(Trainer *t, int n_layers, int with_head, DfError 
 
 /* What the backend's buffers hold now (0 where it cannot tell). */
 static size_t bytes_in_use(DfBackend *be) {
-    DfMemoryInfo mem = {0};
-    if (be->ops->memory_info) be->ops->memory_info(be, &mem);
+    DfMemoryInfo mem;
+    df_backend_memory_info(be, &mem);
     return mem.in_use;
 }
 
@@ -1215,7 +1215,7 @@ static void report_memory(const Trainer *t, DfTrainSummary *s) {
     s->n_memory = N_ARENAS;
     snprintf(s->device, sizeof s->device, "%s", t->be ? t->be->ops->name : "");
     DfMemoryInfo mem = {0};
-    if (t->be && t->be->ops->memory_info) t->be->ops->memory_info(t->be, &mem);
+    if (t->be) df_backend_memory_info(t->be, &mem);
     s->device_peak_bytes = mem.peak;
     s->target_bytes = t->target_bytes;
     s->planned_bytes = t->plan.total;
