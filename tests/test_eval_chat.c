@@ -119,7 +119,7 @@ static char *summary_of(const Fixture *f, const char *name) {
     assert_non_null(j);
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "lossless")));
     assert_true(cJSON_GetObjectItem(j, "tau")->valuedouble >= 1);
-    const char *drop[] = {"tokens_per_s", "speedup", "input", "conversations"};
+    const char *drop[] = {"tokens_per_s", "speedup", "cycle_ms", "greedy_step_ms", "input", "conversations"};
     for (size_t i = 0; i < sizeof drop / sizeof *drop; i++) cJSON_DeleteItemFromObject(j, drop[i]);
     char *out = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);

@@ -25,7 +25,7 @@
 typedef struct EvalArgs {
     const char *target, *draft, *input, *output, *device, *json, *chat_date;
     int max_new_tokens, block_size;
-    int no_graphs; /* --no-graphs: every op of every target step queued, none replayed */
+    int no_graphs; /* --no-graphs: every op of every target step and proposal queued, none replayed */
 } EvalArgs;
 
 typedef DfEvalTotals EvalTotals;
@@ -73,7 +73,10 @@ static int load_models(EvalRun *e, DfError *err) {
         df_target_decoder_init(&e->dec, &e->model, 1, cap, dcfg.target_layer_ids, dcfg.n_taps, err) ||
         df_drafter_runner_init(&e->drafter, e->be, &dcfg, params, e->model.embed, e->model.lm_head, 1, cap, err))
         goto done;
-    if (a->no_graphs) df_target_decoder_set_graphs(&e->dec, 0);
+    if (a->no_graphs) {
+        df_target_decoder_set_graphs(&e->dec, 0);
+        df_drafter_runner_set_graphs(&e->drafter, 0);
+    }
     fprintf(stderr, "eval: drafter %s: %d layers, %d heads of %d (%d kv heads), block size %d (running %d), taps",
             a->draft, dcfg.num_layers, dcfg.num_heads, dcfg.head_dim, dcfg.num_kv_heads, dcfg.block_size,
             e->spec.block_size);
@@ -235,8 +238,8 @@ int df_cmd_eval(int argc, char **argv) {
         {"output", DF_OPT_STRING, &a.output, "FILE", "per-prompt JSONL: id, response, tau, accepted, ...", 0},
         {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
         {"no-graphs", DF_OPT_FLAG, &a.no_graphs, NULL,
-         "GPU: queue every op of every target step instead of replaying each step shape's recording (CUDA "
-         "graph); the same results, slower", 0},
+         "GPU: queue every op of every target step and drafter proposal instead of replaying each step "
+         "shape's recording (CUDA graph); the same results, slower", 0},
     };
     const DfCommandSpec spec = {
         "eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", NULL,

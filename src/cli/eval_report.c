@@ -21,6 +21,17 @@ static double prompt_tau_mean(const DfEvalTotals *t) {
     return t->prompts_with_cycles ? t->tau_prompt_sum / t->prompts_with_cycles : 0.0;
 }
 
+/* Wall time per target pass, in ms: of speculative decoding (a cycle: one
+ * proposal and its verification) and of greedy decoding (one step); the
+ * prompts' prefill passes are counted in both. */
+static double cycle_ms_of(const DfEvalTotals *t) {
+    return t->spec_passes ? 1e3 * t->spec_s / (double)t->spec_passes : 0.0;
+}
+
+static double greedy_step_ms_of(const DfEvalTotals *t) {
+    return t->greedy_passes ? 1e3 * t->greedy_s / (double)t->greedy_passes : 0.0;
+}
+
 void df_eval_print_report(const DfEvalTotals *t, const DfEvalInfo *info) {
     int b = info->block_size;
     printf("prompts %d, new tokens %lld, cycles %lld, block size %d\n", info->prompts, (long long)t->tokens,
@@ -36,6 +47,10 @@ void df_eval_print_report(const DfEvalTotals *t, const DfEvalInfo *info) {
            t->spec_passes ? (double)t->greedy_passes / t->spec_passes : 0.0);
     printf("speed: speculative %.1f tokens/s, greedy %.1f tokens/s (%.2fx)\n", t->tokens / t->spec_s,
            t->tokens / t->greedy_s, t->greedy_s / t->spec_s);
+    /* speedup = tau * step / cycle, roughly (the prefills aside) */
+    double cycle_ms = cycle_ms_of(t), step_ms = greedy_step_ms_of(t);
+    printf("time: one speculative cycle %.3f ms (drafter proposal + target verification), one greedy step %.3f ms "
+           "(%.2fx)\n", cycle_ms, step_ms, step_ms > 0 ? cycle_ms / step_ms : 0.0);
     if (t->mismatches) printf("LOSSLESSNESS VIOLATED on %lld prompts\n", (long long)t->mismatches);
 }
 
@@ -64,6 +79,8 @@ static cJSON *summary_json(const DfEvalTotals *t, const DfEvalInfo *info) {
     for (int k = 1; k < info->block_size; k++) cJSON_AddItemToArray(reach, cJSON_CreateNumber(reach_fraction(t, k)));
     add_pair(j, "target_passes", (double)t->spec_passes, (double)t->greedy_passes);
     add_pair(j, "tokens_per_s", t->spec_s > 0 ? t->tokens / t->spec_s : 0, t->greedy_s > 0 ? t->tokens / t->greedy_s : 0);
+    cJSON_AddNumberToObject(j, "cycle_ms", cycle_ms_of(t));
+    cJSON_AddNumberToObject(j, "greedy_step_ms", greedy_step_ms_of(t));
     cJSON_AddNumberToObject(j, "speedup", t->spec_s > 0 ? t->greedy_s / t->spec_s : 0);
     cJSON_AddBoolToObject(j, "lossless", t->mismatches == 0);
     cJSON_AddNumberToObject(j, "mismatches", (double)t->mismatches);

@@ -19,7 +19,9 @@
 #include "backend/backend.h"
 
 #define DF_DECODE_GRAPH_BUFS 8
-#define DF_DECODE_GRAPH_SLOTS 8
+/* keys kept: a drafter's context appends take one per accepted length (a
+ * block size of 16 gives 16) besides a few for the prefill */
+#define DF_DECODE_GRAPH_SLOTS 24
 
 typedef struct DfDecodeGraphKey {
     int n_seqs, n_rows, visible_bound;

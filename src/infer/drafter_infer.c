@@ -23,6 +23,7 @@ static int ensure_workspace(DfDrafterRunner *r, int rows, DfError *err) {
     int want = r->ws_rows ? r->ws_rows : 32;
     while (want < rows) want *= 2;
     free_workspace(r);
+    r->ws_generation++;
     const DfDrafterConfig *c = &r->cfg;
     size_t t = (size_t)want, hid = c->hidden_size, q = (size_t)c->num_heads * c->head_dim;
     size_t kv = (size_t)c->num_kv_heads * c->head_dim, inter = c->intermediate_size;
@@ -88,11 +89,21 @@ int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterCon
         df_drafter_runner_free(r);
         return -1;
     }
+    df_drafter_runner_set_graphs(r, 1);
     return 0;
+}
+
+void df_drafter_runner_set_graphs(DfDrafterRunner *r, int on) {
+    df_decode_graphs_free(&r->propose_graphs);
+    df_decode_graphs_free(&r->append_graphs);
+    df_decode_graphs_init(&r->propose_graphs, r->be, on);
+    df_decode_graphs_init(&r->append_graphs, r->be, on);
 }
 
 void df_drafter_runner_free(DfDrafterRunner *r) {
     if (!r->be) return;
+    df_decode_graphs_free(&r->propose_graphs); /* before the buffers their recordings use */
+    df_decode_graphs_free(&r->append_graphs);
     free_workspace(r);
     df_buffer_free(r->be, &r->logits);
     df_buffer_free(r->be, &r->argmax);
@@ -138,18 +149,51 @@ int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *feature
     return df_drafter_append_context_buffer(r, slot, feat, n, err);
 }
 
+/* What a recording depends on besides the weights, the caches and the rope
+ * tables, which stay put for the runner's life: the step's rows and
+ * visible-key bucket, the workspace's generation (its buffers are
+ * reallocated together) and the other buffers the step reads or writes. */
+static void step_key(const DfDrafterRunner *r, DfDecodeGraphKey *key, DfBuffer a, DfBuffer b) {
+    df_decode_graph_key_clear(key);
+    key->n_seqs = r->kb.n_seqs;
+    key->n_rows = r->kb.n_rows;
+    key->visible_bound = df_kv_visible_bound(&r->kb);
+    key->generation = r->ws_generation;
+    key->bufs[0] = r->kb.pack.ptr;
+    key->bufs[1] = a.ptr;
+    key->bufs[2] = b.ptr;
+}
+
+typedef struct AppendRun {
+    DfDrafterRunner *r;
+    DfBuffer feat;
+    int n;
+} AppendRun;
+
+/* The context rows' K/V: fc, hidden_norm, then each layer's k/v into the cache. */
+static void enqueue_append(void *ctx) {
+    const AppendRun *a = ctx;
+    DfDrafterRunner *r = a->r;
+    const DfDrafterConfig *c = &r->cfg;
+    int hid = c->hidden_size, nf = c->n_taps * hid;
+    DfBuffer x = df_buffer_view(r->x, 0, (size_t)a->n * hid);
+    df_op_linear(r->be, x, a->feat, param(r, r->layout.fc), a->n, hid, nf, 0);
+    df_op_rmsnorm(r->be, x, x, param(r, r->layout.hidden_norm), a->n, hid, (float)c->rms_norm_eps);
+    for (int l = 0; l < c->num_layers; l++) write_kv(r, l, x, &r->kb);
+}
+
 int df_drafter_append_context_buffer(DfDrafterRunner *r, int slot, DfBuffer features, int n, DfError *err) {
     if (n <= 0) return 0;
     const DfDrafterConfig *c = &r->cfg;
-    int hid = c->hidden_size, nf = c->n_taps * hid;
+    int nf = c->n_taps * c->hidden_size;
     if (features.kind != DF_BUF_ACT || features.count < (size_t)n * nf)
         return df_fail(err, "drafter context: %zu feature values for %d rows of %d", features.count, n, nf);
     if (ensure_workspace(r, n, err) || one_seq_batch(r, slot, n, err)) return df_context(err, "drafter context");
-    DfBuffer feat = df_buffer_view(features, 0, (size_t)n * nf), ctx = df_buffer_view(r->x, 0, (size_t)n * hid);
-    df_op_linear(r->be, ctx, feat, param(r, r->layout.fc), n, hid, nf, 0);
-    df_op_rmsnorm(r->be, ctx, ctx, param(r, r->layout.hidden_norm), n, hid, (float)c->rms_norm_eps);
-    for (int l = 0; l < c->num_layers; l++) write_kv(r, l, ctx, &r->kb);
-    if (r->be->ops->sync(r->be, err)) return -1;
+    AppendRun run = {r, df_buffer_view(features, 0, (size_t)n * nf), n};
+    DfDecodeGraphKey key;
+    step_key(r, &key, run.feat, (DfBuffer){0});
+    if (df_decode_graphs_run(&r->append_graphs, &key, enqueue_append, &run, err) || r->be->ops->sync(r->be, err))
+        return -1;
     r->ctx.lens[slot] += n;
     return 0;
 }
@@ -206,28 +250,51 @@ static void block_layer(DfDrafterRunner *r, int layer, const DfKvBatch *kb, cons
     df_op_linear(be, x, gate, param(r, li->down_proj), t, hid, inter, 1);
 }
 
+typedef struct ProposeRun {
+    DfDrafterRunner *r;
+    int b, windowed;
+    size_t first_row;
+} ProposeRun;
+
+/* A block's ops from the embedding to the argmax of every row. */
+static void enqueue_propose(void *ctx) {
+    const ProposeRun *p = ctx;
+    DfDrafterRunner *r = p->r;
+    const DfDrafterConfig *c = &r->cfg;
+    int b = p->b, hid = c->hidden_size, vocab = c->vocab_size;
+    DfBuffer x = df_buffer_view(r->x, 0, (size_t)b * hid), h = df_buffer_view(r->h, 0, (size_t)b * hid);
+    DfBuffer logits = df_buffer_view(r->logits, 0, (size_t)b * vocab), am = df_buffer_view(r->argmax, 0, (size_t)b);
+    df_op_embedding(r->be, x, r->embed, df_buffer_view(r->ids, 0, (size_t)b), b, hid);
+    for (int l = 0; l < c->num_layers; l++) block_layer(r, l, &r->kb, p->windowed ? &r->window_kb : NULL, p->first_row);
+    df_op_rmsnorm(r->be, h, x, param(r, r->layout.norm), b, hid, (float)c->rms_norm_eps);
+    df_op_linear(r->be, logits, h, r->lm_head, b, vocab, hid, 0);
+    df_op_argmax_rows(r->be, am, (DfBuffer){0}, logits, b, vocab);
+}
+
 int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int block_size, int32_t *argmax,
                        DfError *err) {
     const DfDrafterConfig *c = &r->cfg;
-    int hid = c->hidden_size, b = block_size, vocab = c->vocab_size;
+    int b = block_size, vocab = c->vocab_size;
     for (int i = 0; i < b; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return df_fail(err, "drafter: block token %d is outside the vocabulary [0, %d)", (int)ids[i], vocab);
     if (ensure_workspace(r, b, err) || ensure_logits(r, b, err) || one_seq_batch(r, slot, b, err))
         return df_context(err, "drafter block");
     /* sliding layers need a window view only once the context outgrows the window */
-    int windowed = c->sliding_window > 0 && r->ctx.lens[slot] > c->sliding_window;
-    size_t first_row = 0;
-    if (windowed && window_batch(r, &first_row, slot, b, err)) return df_context(err, "drafter block");
-    DfBuffer x = df_buffer_view(r->x, 0, (size_t)b * hid), h = df_buffer_view(r->h, 0, (size_t)b * hid);
-    DfBuffer logits = df_buffer_view(r->logits, 0, (size_t)b * vocab), am = df_buffer_view(r->argmax, 0, (size_t)b);
+    ProposeRun run = {r, b, c->sliding_window > 0 && r->ctx.lens[slot] > c->sliding_window, 0};
+    if (run.windowed && window_batch(r, &run.first_row, slot, b, err)) return df_context(err, "drafter block");
     if (r->be->ops->upload_i32(r->be, df_buffer_view(r->ids, 0, (size_t)b), ids, err)) return -1;
-    df_op_embedding(r->be, x, r->embed, df_buffer_view(r->ids, 0, (size_t)b), b, hid);
-    for (int l = 0; l < c->num_layers; l++) block_layer(r, l, &r->kb, windowed ? &r->window_kb : NULL, first_row);
-    df_op_rmsnorm(r->be, h, x, param(r, r->layout.norm), b, hid, (float)c->rms_norm_eps);
-    df_op_linear(r->be, logits, h, r->lm_head, b, vocab, hid, 0);
-    df_op_argmax_rows(r->be, am, (DfBuffer){0}, logits, b, vocab);
-    if (r->be->ops->sync(r->be, err) || r->be->ops->download_i32(r->be, argmax, am, err)) return -1;
+    if (run.windowed) {
+        /* the window's view moves with every token: nothing a recording could replay */
+        enqueue_propose(&run);
+    } else {
+        DfDecodeGraphKey key;
+        step_key(r, &key, r->logits, r->argmax);
+        if (df_decode_graphs_run(&r->propose_graphs, &key, enqueue_propose, &run, err)) return -1;
+    }
+    if (r->be->ops->sync(r->be, err) ||
+        r->be->ops->download_i32(r->be, argmax, df_buffer_view(r->argmax, 0, (size_t)b), err))
+        return -1;
     r->logits_rows = b;
     return 0; /* the slot's length is unchanged: the block rows are scratch */
 }

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "infer/decode_graphs.h"
 #include "infer/kv_cache.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
@@ -33,6 +34,11 @@ typedef struct DfDrafterRunner {
     DfKvBatch window_kb;       /* the sliding layers' view of a block step (drafter_infer.c) */
     int logits_rows;           /* rows of the last proposal's logits (0: none yet) */
     float *host_logits;        /* [logits rows, V]: filled by df_drafter_logits */
+    unsigned long ws_generation; /* incremented whenever the workspace is reallocated */
+    /* recorded proposals and context appends (infer/decode_graphs.h), where the backend
+     * records (on by default): a proposal's key changes only with its visible-key bucket,
+     * an append's with its row count (the accepted length + 1), hence two sets */
+    DfDecodeGraphs propose_graphs, append_graphs;
 } DfDrafterRunner;
 
 /* params: host fp32 in the layout df_drafter_layout_build gives for cfg.
@@ -41,6 +47,9 @@ typedef struct DfDrafterRunner {
 int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, const float *params,
                            DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err);
 void df_drafter_runner_free(DfDrafterRunner *r);
+
+/* Recorded proposals and appends on or off (on after init where the backend records). */
+void df_drafter_runner_set_graphs(DfDrafterRunner *r, int on);
 
 /* Appends n committed context rows (features [n, n_taps * H], host fp32) to
  * slot, at positions continuing from its length. */
