@@ -20,7 +20,13 @@ attention), 24 / 4 heads of 256 with output gate, partial rotary 0.25,
 theta 1e7, DeltaNet 16 key / 48 value heads of 128, conv kernel 4,
 vocabulary 248320, untied head.
 
+With --decode, instead: transformers' greedy `generate` on the same random
+model at batch 1 and 64, as bench/decode_transformers.py times it (prompts of
+--prompt-len tokens, --new-tokens new tokens, decode steps only), for
+`dflash bench --device cuda --decode --hybrid`.
+
 Usage: python3 bench/hybrid_transformers.py [--layers 16] [--seqs 8] [--seq-len 2048]
+       python3 bench/hybrid_transformers.py --decode [--layers 64] [--prompt-len 512] [--new-tokens 64]
 """
 import argparse
 import statistics
@@ -68,6 +74,9 @@ def main():
     ap.add_argument("--seqs", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--decode", action="store_true")
+    ap.add_argument("--prompt-len", type=int, default=512)
+    ap.add_argument("--new-tokens", type=int, default=64)
     a = ap.parse_args()
     import transformers
     from transformers import Qwen3_5ForCausalLM
@@ -81,6 +90,12 @@ def main():
         model = Qwen3_5ForCausalLM(config(a.layers)).eval()
     torch.set_default_dtype(torch.float32)
     print(f"random weights built in {time.perf_counter() - t0:.1f} s", flush=True)
+    if a.decode:
+        from decode_transformers import bench
+        for batch in (1, 64):
+            bench(model, f"Qwen3.6-27B shape, {a.layers} layers", 248320, batch, a.prompt_len, a.new_tokens, a.repeat)
+        print(f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB", flush=True)
+        return
     n = a.seqs * a.seq_len
     ids = ((torch.arange(n, dtype=torch.int64) * 7919 + 13) % (248320 - 2)).view(a.seqs, a.seq_len).cuda()
     for name, fn in (("all layers, no head", lambda: model.model(input_ids=ids, use_cache=False)),

@@ -14,7 +14,7 @@
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
 #   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,skinny,hybrid,prefill,dp,
-#   train8b,seed,defaults8b (default: all but racecheck, prefill, dp, train8b, seed and defaults8b; dp = scripts/dp_check.sh: queue depths,
+#   train8b,seed,defaults8b,hydecode,spec (default: all but racecheck, prefill, dp, train8b, seed, defaults8b, hydecode and spec; dp = scripts/dp_check.sh: queue depths,
 #   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
 #   the 2-GPU machine)
 set -uo pipefail
@@ -130,6 +130,36 @@ if want decode; then
         section "transformers decode"
         PYTHONUNBUFFERED=1 timeout 300 python3 bench/decode_transformers.py
     } 2>&1 | tee "$OUT/decode.txt"
+fi
+
+# A hybrid target's decode (issue #16): the Qwen3.6-27B shape's batch 1 and 64
+# next to its bandwidth limit (weights, KV cache of the full-attention layers,
+# recurrent states), then transformers' generate on the same random model.
+if want hydecode; then
+    {
+        section "bench --decode --hybrid"
+        timeout 300 ./dflash bench --decode --hybrid --device cuda --json "$OUT/hydecode.json"
+        section "transformers decode, hybrid"
+        PYTHONUNBUFFERED=1 timeout 280 python3 bench/hybrid_transformers.py --decode --repeat 2
+    } 2>&1 | tee "$OUT/hydecode.txt"
+fi
+
+# A speculative cycle's time against a greedy step (issue #16 item 4): a
+# coder-tiny drafter trained briefly on the GPU, then eval on the dev prompts
+# with the target's steps and the drafter's proposals replayed as graphs, and
+# with every op queued (--no-graphs).
+if want spec; then
+    {
+        section "train --device cuda (drafter for the timing)"
+        timeout 200 ./dflash train --device cuda --output /tmp/spec --target assets/coder-tiny \
+            --data assets/data/code-train.jsonl --draft-layers 2 --intermediate-size 512 --num-taps 3 \
+            --num-anchors 32 --token-budget 4096 --steps 400 --lr 1.5e-3 --save-every 400 2>&1 | tail -3
+        for g in "" --no-graphs; do
+            section "eval --device cuda $g"
+            timeout 200 ./dflash eval --device cuda $g --target assets/coder-tiny --draft /tmp/spec/final \
+                --input assets/data/code-dev.jsonl --max-new-tokens 128 --json "$OUT/eval$g.json" 2>&1 | tail -8
+        done
+    } 2>&1 | tee "$OUT/spec.txt"
 fi
 
 # The skinny GEMM (decode's products at 1..64 rows, issue #4): its test

@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "base/sort.h"
 #include "infer/target_decode.h"
+#include "model/target_memory.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -15,9 +16,26 @@
 
 double df_decode_weight_bytes(const DfTargetModel *m) {
     const DfModelConfig *c = &m->cfg;
-    double h = c->hidden_size, q = (double)c->num_heads * c->head_dim, kv = (double)c->num_kv_heads * c->head_dim;
-    double per_layer = 2 * h * q + 2 * h * kv + 3 * h * c->intermediate_size + 2 * h + (c->has_qk_norm ? 2.0 * c->head_dim : 0);
-    return (double)m->embed.elem_size * (c->num_layers * per_layer + h + (double)c->vocab_size * h);
+    size_t elem = m->embed.elem_size;
+    double all = (double)df_target_weight_bytes(c, c->num_layers, 1, elem);
+    /* a step gathers a few embedding rows; an untied head is read whole (a tied one is the embedding) */
+    return c->tie_word_embeddings ? all : all - (double)c->vocab_size * c->hidden_size * elem;
+}
+
+/* Decoder layers with a KV cache: all of a dense target's, a hybrid's full-attention ones. */
+static int kv_layers(const DfModelConfig *c) {
+    int n = 0;
+    for (int l = 0; l < c->num_layers; l++) n += !(c->is_hybrid && c->layer_is_linear[l]);
+    return n;
+}
+
+double df_decode_state_bytes(const DfModelConfig *c) {
+    if (!c->is_hybrid) return 0;
+    const DfLinearAttnConfig *la = &c->linear;
+    double conv_dim = 2.0 * la->num_key_heads * la->key_head_dim + (double)la->num_value_heads * la->value_head_dim;
+    double state = (double)la->num_value_heads * la->key_head_dim * la->value_head_dim;
+    double window = (double)(la->conv_kernel - 1) * conv_dim;
+    return (double)(c->num_layers - kv_layers(c)) * (state + window) * 4 /* F32 */ * 2 /* read + written */;
 }
 
 /* Per-step kernel time from the backend's op profile (CUDA only). */
@@ -91,8 +109,9 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     r->batch = batch, r->prompt_len = prompt_len, r->new_tokens = new_tokens;
     r->tokens_per_s = batch / (r->step_ms * 1e-3);
     r->weight_bytes = df_decode_weight_bytes(m);
-    r->kv_bytes = kv_rows / r->timed_steps * 2.0 * c->num_kv_heads * c->head_dim * c->num_layers * m->embed.elem_size;
-    r->limit_tokens_per_s = batch / ((r->weight_bytes + r->kv_bytes) / (bandwidth_gbs * 1e9));
+    r->kv_bytes = kv_rows / r->timed_steps * 2.0 * c->num_kv_heads * c->head_dim * kv_layers(c) * m->embed.elem_size;
+    r->state_bytes = batch * df_decode_state_bytes(c);
+    r->limit_tokens_per_s = batch / ((r->weight_bytes + r->kv_bytes + r->state_bytes) / (bandwidth_gbs * 1e9));
     rc = 0;
 done:
     df_target_decoder_free(&d);

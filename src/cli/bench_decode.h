@@ -1,8 +1,10 @@
 /* Batched decode throughput for the bench command (issue 4, "Speed"): a
  * batch of prompts prefilled, then one new token per sequence per step
  * (greedy, through df_target_decode as `generate` runs it), next to the
- * memory-bandwidth limit: the bytes one step must read (every weight once,
- * plus each sequence's cached keys and values) over the measured bandwidth. */
+ * memory-bandwidth limit: the bytes one step must move (every weight read
+ * once, each sequence's cached keys and values read, and a hybrid target's
+ * recurrent and convolution states read and written) over the measured
+ * bandwidth. */
 #ifndef DF_CLI_BENCH_DECODE_H
 #define DF_CLI_BENCH_DECODE_H
 
@@ -15,7 +17,8 @@ typedef struct DfDecodeBenchResult {
     double tokens_per_s;       /* batch / step time */
     double weight_bytes;       /* read per step */
     double kv_bytes;           /* read per step, mean over the timed steps */
-    double limit_tokens_per_s; /* batch / ((weight + kv bytes) / bandwidth) */
+    double state_bytes;        /* a hybrid's recurrent + convolution states, read and written per step */
+    double limit_tokens_per_s; /* batch / ((weight + kv + state bytes) / bandwidth) */
     double device_ms;          /* GPU: kernel time per step (0 elsewhere) */
     double attention_ms;       /* GPU: of which kv attention */
 } DfDecodeBenchResult;
@@ -23,6 +26,11 @@ typedef struct DfDecodeBenchResult {
 /* Bytes of the weights one decode step reads (element size of the model's
  * buffers; the embedding's gather of a few rows is not counted). */
 double df_decode_weight_bytes(const DfTargetModel *m);
+
+/* Bytes of one sequence's Gated DeltaNet states (the delta rule's and the
+ * convolution window, F32) that a decode step reads and writes back, over
+ * all linear-attention layers; 0 for a dense target. */
+double df_decode_state_bytes(const DfModelConfig *cfg);
 
 /* Prefills `batch` prompts of prompt_len tokens (fixed pseudo-random ids),
  * then runs new_tokens decode steps; times all but the first two (and, on

@@ -168,6 +168,28 @@ static DfModelConfig qwen3_8b_shape(void) {
     return c;
 }
 
+/* Qwen3.6-27B's text model (the public Qwen3.5-27B / Qwen3.6-27B config.json):
+ * 64 layers, every 4th full attention, hidden 5120, MLP 17408, 24 query / 4
+ * kv heads of 256 with a gated q_proj and rotary on 64 of them (partial
+ * factor 0.25, theta 1e7); DeltaNet 16 key / 48 value heads of 128, conv
+ * kernel 4; vocabulary 248320, untied head. With n_layers < 64 the first
+ * n_layers of that layout (the same 3:1 pattern). */
+static DfModelConfig qwen36_27b_shape(int n_layers) {
+    DfModelConfig c;
+    memset(&c, 0, sizeof c);
+    c.arch = DF_ARCH_QWEN3_5;
+    snprintf(c.architecture_name, sizeof c.architecture_name, "Qwen3_5ForCausalLM");
+    c.hidden_size = 5120, c.intermediate_size = 17408, c.num_layers = n_layers, c.num_heads = 24, c.num_kv_heads = 4;
+    c.head_dim = 256, c.rotary_dim = 64, c.vocab_size = 248320, c.max_position_embeddings = 262144;
+    c.rms_norm_eps = 1e-6, c.rope.theta = 1e7, c.rope.type = DF_ROPE_DEFAULT, c.has_qk_norm = 1;
+    c.tie_word_embeddings = 0, c.bos_token_id = -1;
+    c.is_hybrid = 1, c.attn_output_gate = 1, c.norm_unit_offset = 1;
+    c.linear = (DfLinearAttnConfig){.num_key_heads = 16, .num_value_heads = 48, .key_head_dim = 128,
+                                    .value_head_dim = 128, .conv_kernel = 4};
+    for (int i = 0; i < n_layers; i++) c.layer_is_linear[i] = (i + 1) % 4 != 0;
+    return c;
+}
+
 /* --- decode figures (--decode) --------------------------------------------- */
 
 static void report_decode(const char *name, const char *key, const DfDecodeBenchResult *r, int both_modes,
@@ -178,6 +200,7 @@ static void report_decode(const char *name, const char *key, const DfDecodeBench
            "weights + %.3f GB kv",
            label, r->batch, r->tokens_per_s, r->step_ms, r->limit_tokens_per_s, 100 * r->tokens_per_s / r->limit_tokens_per_s,
            r->weight_bytes / 1e9, r->kv_bytes / 1e9);
+    if (r->state_bytes > 0) printf(" + %.3f GB recurrent state (read + written)", r->state_bytes / 1e9);
     if (r->device_ms > 0) printf(" | kernels %.3f ms/step (kv attention %.3f)", r->device_ms, r->attention_ms);
     printf("\n");
     char name_buf[128];
@@ -186,7 +209,7 @@ static void report_decode(const char *name, const char *key, const DfDecodeBench
         double v;
     } fig[] = {{"tokens_per_s", r->tokens_per_s}, {"step_ms", r->step_ms}, {"limit_tokens_per_s", r->limit_tokens_per_s},
                {"fraction_of_limit", r->tokens_per_s / r->limit_tokens_per_s}, {"weight_gb", r->weight_bytes / 1e9},
-               {"kv_gb", r->kv_bytes / 1e9}, {"kernel_ms_per_step", r->device_ms},
+               {"kv_gb", r->kv_bytes / 1e9}, {"state_gb", r->state_bytes / 1e9}, {"kernel_ms_per_step", r->device_ms},
                {"kv_attention_ms_per_step", r->attention_ms}};
     for (size_t i = 0; i < sizeof fig / sizeof fig[0]; i++) {
         snprintf(name_buf, sizeof name_buf, "decode_%s_b%d_%s%s", key, r->batch, fig[i].suffix,
@@ -243,9 +266,15 @@ static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     df_target_free(&m);
     if (rc || !gpu) goto done;
     rc = -1;
-    cfg = qwen3_8b_shape();
+    /* with --hybrid the Qwen3.6-27B-shaped hybrid target instead of the Qwen3-8B shape */
+    cfg = o->hybrid ? qwen36_27b_shape(o->hybrid_layers) : qwen3_8b_shape();
+    double t0 = df_now_seconds();
     if (df_target_init_random(&m, be, &cfg, 1234, 1, err)) goto done;
-    rc = decode_batches(&m, "Qwen3-8B shape (random)", "qwen3_8b", o, bw, json, err);
+    printf("%-36s %9.1f s (%d layers)\n", "random weights built in", df_now_seconds() - t0, cfg.num_layers);
+    char name[64];
+    snprintf(name, sizeof name, o->hybrid ? "Qwen3.6-27B shape (random, %d layers)" : "Qwen3-8B shape (random)",
+             cfg.num_layers);
+    rc = decode_batches(&m, name, o->hybrid ? "qwen36_27b" : "qwen3_8b", o, bw, json, err);
     df_target_free(&m);
 done:
     df_backend_destroy(be);
@@ -483,28 +512,6 @@ static int bench_gpu_train_steps(DfBackend *be, const BenchOptions *o, double pe
     return 0;
 }
 
-/* Qwen3.6-27B's text model (the public Qwen3.5-27B / Qwen3.6-27B config.json):
- * 64 layers, every 4th full attention, hidden 5120, MLP 17408, 24 query / 4
- * kv heads of 256 with a gated q_proj and rotary on 64 of them (partial
- * factor 0.25, theta 1e7); DeltaNet 16 key / 48 value heads of 128, conv
- * kernel 4; vocabulary 248320, untied head. With n_layers < 64 the first
- * n_layers of that layout (the same 3:1 pattern). */
-static DfModelConfig qwen36_27b_shape(int n_layers) {
-    DfModelConfig c;
-    memset(&c, 0, sizeof c);
-    c.arch = DF_ARCH_QWEN3_5;
-    snprintf(c.architecture_name, sizeof c.architecture_name, "Qwen3_5ForCausalLM");
-    c.hidden_size = 5120, c.intermediate_size = 17408, c.num_layers = n_layers, c.num_heads = 24, c.num_kv_heads = 4;
-    c.head_dim = 256, c.rotary_dim = 64, c.vocab_size = 248320, c.max_position_embeddings = 262144;
-    c.rms_norm_eps = 1e-6, c.rope.theta = 1e7, c.rope.type = DF_ROPE_DEFAULT, c.has_qk_norm = 1;
-    c.tie_word_embeddings = 0, c.bos_token_id = -1;
-    c.is_hybrid = 1, c.attn_output_gate = 1, c.norm_unit_offset = 1;
-    c.linear = (DfLinearAttnConfig){.num_key_heads = 16, .num_value_heads = 48, .key_head_dim = 128,
-                                    .value_head_dim = 128, .conv_kernel = 4};
-    for (int i = 0; i < n_layers; i++) c.layer_is_linear[i] = (i + 1) % 4 != 0;
-    return c;
-}
-
 /* --hybrid: the GEMM peak, then the Qwen3.6-27B-shaped target's prefill
  * (taps only; all built layers + logits). With fewer than 64 layers the
  * 64-layer figures are estimated from the measured per-layer time (taps run
@@ -653,7 +660,8 @@ int df_cmd_bench(int argc, char **argv) {
         {"prompt-len", DF_OPT_INT, &o.prompt_len, "N", "--decode: prompt tokens per sequence (default 512)", 0, DF_RANGE(1, 1 << 20)},
         {"new-tokens", DF_OPT_INT, &o.new_tokens, "N", "--decode: decode steps (default 128)", 0, DF_RANGE(16, 1 << 20)},
         {"hybrid", DF_OPT_FLAG, &o.hybrid, NULL, "GPU: prefill tokens/s and MFU of a Qwen3.6-27B-shaped hybrid "
-                                                 "target with random weights, instead of the other figures", 0},
+                                                 "target with random weights, instead of the other figures (with "
+                                                 "--decode: its decode instead of the Qwen3-8B shape's)", 0},
         {"hybrid-layers", DF_OPT_INT, &o.hybrid_layers, "N",
          "--hybrid: decoder layers built, 4..64 (default 64; fewer also print a per-layer-scaled estimate)", 0, DF_RANGE(4, 64)},
     };
@@ -667,8 +675,8 @@ int df_cmd_bench(int argc, char **argv) {
                                 "forward + backward, optimizer) in sequences/s and MFU\nwith its split by phase, "
                                 "for coder-tiny's shape and Qwen3-8B's with a 5-layer drafter.\n"
                                 "With --decode: batched decode tokens/s (batch 1 and 64) of --target (and on CUDA a "
-                                "Qwen3-8B-shaped\nrandom target) next to the memory-bandwidth limit measured in the "
-                                "same run.",
+                                "Qwen3-8B-shaped\nrandom target, or with --hybrid a Qwen3.6-27B-shaped one) next to the "
+                                "memory-bandwidth limit measured in the same run.",
                                 options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err = {{0}};
@@ -690,15 +698,19 @@ int df_cmd_bench(int argc, char **argv) {
     if (o.prompt_len == 0) o.prompt_len = 512;
     if (o.new_tokens == 0) o.new_tokens = 128;
     cJSON *json = cJSON_CreateObject();
+    if (o.hybrid_layers == 0) o.hybrid_layers = 64;
     if (o.decode) {
         if (o.prompt_len < 1 || o.new_tokens < 16) {
             df_fail(&err, "--prompt-len must be positive and --new-tokens at least 16");
             goto fail;
         }
+        if (o.hybrid && !gpu) {
+            df_fail(&err, "--decode --hybrid needs --device cuda (the Qwen3.6-27B shape)");
+            goto fail;
+        }
         if (run_decode_bench(&o, json, &err) != 0) goto fail;
         goto write_json;
     }
-    if (o.hybrid_layers == 0) o.hybrid_layers = 64;
     if (o.hybrid && (!gpu || o.hybrid_layers < 4 || o.hybrid_layers > 64)) {
         df_fail(&err, "--hybrid needs --device cuda and --hybrid-layers in 4..64");
         goto fail;
