@@ -3,8 +3,8 @@
  *    scrambled slots, steps of 1 to 40 new rows, random non-zero states):
  *    conv_step (outputs, advanced windows, snapshots), delta_rule_step
  *    (outputs, advanced states, snapshots; the state-only replay), and
- *    kv_attention at the head dims the tensor-core kernel lacks (16, 40,
- *    256: the generic kernel), causal and as a block;
+ *    kv_attention at the head dims of hybrid targets (16, 40: the generic
+ *    kernel; 256: the tensor-core one), causal and as a block;
  *  - greedy generation on the hybrid fixture (tests/fixtures/hybrid/
  *    qwen35-random), batch 3 over 5 prompts (continuous batching), on the GPU
  *    (the same tokens with its steps recorded as CUDA graphs and queued op by

@@ -150,7 +150,7 @@ static void test_kv_ops_mixed(void **state) {
     static const int32_t one[5] = {1, 1, 1, 1, 1}, block[5] = {16, 16, 3, 16, 1};
     const struct {
         int heads, kv_heads, hd;
-    } shapes[] = {{4, 4, 64}, {8, 2, 128}, {8, 2, 64}, {4, 4, 128}};
+    } shapes[] = {{4, 4, 64}, {8, 2, 128}, {8, 2, 64}, {4, 4, 128}, {24, 4, 256}, {4, 4, 256}};
     uint64_t seed = 100;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int causal = 0; causal < 2; causal++)
@@ -181,6 +181,8 @@ static void test_kv_ops_batch_and_long(void **state) {
         check_case(f, &c, seed += 10);
         KvCase d = {"48 sequences, 16/16 heads of 64, blocks", 16, 16, 64, causal, N, N, 320, slots, lens, block};
         check_case(f, &d, seed += 10);
+        KvCase h = {"48 sequences, 24/4 heads of 256 (Qwen3.6's)", 24, 4, 256, causal, N, N, 320, slots, lens, one};
+        check_case(f, &h, seed += 10);
         static const int32_t s1[1] = {1}, l1[1] = {3000}, n1[1] = {1}, n16[1] = {16};
         KvCase e = {"1 sequence of 3000, 32/8 heads of 128", 32, 8, 128, causal, 1, 2, 3100, s1, l1, n1};
         check_case(f, &e, seed += 10);

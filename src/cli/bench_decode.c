@@ -1,5 +1,6 @@
 #include "cli/bench_decode.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,7 +40,7 @@ double df_decode_state_bytes(const DfModelConfig *c) {
 }
 
 /* Per-step kernel time from the backend's op profile (CUDA only). */
-static int profile_steps(DfTargetModel *m, int on, double *device_ms, double *attention_ms, DfError *err) {
+static int profile_steps(DfTargetModel *m, int on, DfDecodeBenchResult *r, DfError *err) {
 #ifdef DF_HAVE_CUDA
     if (strcmp(m->be->ops->name, "cuda") != 0) return 0;
     if (on) {
@@ -49,10 +50,16 @@ static int profile_steps(DfTargetModel *m, int on, double *device_ms, double *at
     double ms[DF_CUDA_OP_KINDS] = {0};
     df_cuda_profile_enable(m->be, 0);
     if (df_cuda_profile_read(m->be, ms, err)) return -1;
-    for (int k = 0; k < DF_CUDA_OP_KINDS; k++) *device_ms += ms[k];
-    *attention_ms = ms[DF_CUDA_OP_ATTENTION];
+    size_t used = 0;
+    for (int k = 0; k < DF_CUDA_OP_KINDS; k++) {
+        r->device_ms += ms[k];
+        if (ms[k] > 0 && used < sizeof r->kinds)
+            used += (size_t)snprintf(r->kinds + used, sizeof r->kinds - used, "%s%s %.3f", used ? ", " : "",
+                                     df_cuda_op_kind_name(k), ms[k] / PROFILED_STEPS);
+    }
+    r->attention_ms = ms[DF_CUDA_OP_ATTENTION];
 #else
-    (void)m, (void)on, (void)device_ms, (void)attention_ms, (void)err;
+    (void)m, (void)on, (void)r, (void)err;
 #endif
     return 0;
 }
@@ -93,7 +100,7 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     int timed_end = new_tokens - PROFILED_STEPS;
     double kv_rows = 0;
     for (int step = 0; step < new_tokens; step++) {
-        if (step == timed_end && profile_steps(m, 1, NULL, NULL, err)) goto done;
+        if (step == timed_end && profile_steps(m, 1, r, err)) goto done;
         double t0 = df_now_seconds();
         if (decode_step(&d, batch, slots, starts, next, err)) goto done;
         ms[step] = (df_now_seconds() - t0) * 1e3;
@@ -101,7 +108,7 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
         if (step >= WARMUP_STEPS && step < timed_end) kv_rows += (double)batch * (prompt_len + step + 1);
     }
     r->timed_steps = timed_end - WARMUP_STEPS;
-    if (profile_steps(m, 0, &r->device_ms, &r->attention_ms, err)) goto done;
+    if (profile_steps(m, 0, r, err)) goto done;
     r->device_ms /= PROFILED_STEPS;
     r->attention_ms /= PROFILED_STEPS;
     df_sort_doubles(ms + WARMUP_STEPS, (size_t)r->timed_steps);

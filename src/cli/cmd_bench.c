@@ -203,6 +203,7 @@ static void report_decode(const char *name, const char *key, const DfDecodeBench
     if (r->state_bytes > 0) printf(" + %.3f GB recurrent state (read + written)", r->state_bytes / 1e9);
     if (r->device_ms > 0) printf(" | kernels %.3f ms/step (kv attention %.3f)", r->device_ms, r->attention_ms);
     printf("\n");
+    if (r->kinds[0]) printf("    kernel ms per step by kind (profiled, op by op): %s\n", r->kinds);
     char name_buf[128];
     const struct {
         const char *suffix;

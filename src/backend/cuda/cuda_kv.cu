@@ -101,6 +101,16 @@ constexpr size_t kv_attention_smem() {
     return (size_t)(KV_MROWS + 2 * KV_STAGES * KV_BN) * (HD + 8) * sizeof(bf16); /* Q + the K and V stages */
 }
 
+/* Blocks an SM holds, which bounds the registers a thread gets: four at
+ * head_dim <= 128 (55 KiB of shared memory at 128); at 256 the 107 KiB of
+ * shared memory allow two, and the Q fragments and output accumulators of a
+ * 256-wide head need more than the 128 registers that four would leave
+ * (ptxas spilled 384 bytes). */
+template <int HD>
+constexpr int kv_blocks_per_sm() {
+    return HD <= 128 ? 4 : 2;
+}
+
 /* Keys key0 .. key0 + KV_BN - 1 of a slot's head slice into shared
  * [KV_BN][HD + 8]; keys at or past `end` zero-filled without a read. */
 template <int HD>
@@ -279,7 +289,7 @@ __device__ __forceinline__ void load_stage(bf16 *sk, bf16 *sv, const bf16 *kbase
 }
 
 template <int HD>
-__global__ void __launch_bounds__(KV_THREADS, 4) kv_attention_kernel(KvAttnParams p) {
+__global__ void __launch_bounds__(KV_THREADS, kv_blocks_per_sm<HD>()) kv_attention_kernel(KvAttnParams p) {
     constexpr int SD = HD + 8, KSTEPS = HD / 16;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sq = (bf16 *)smem_raw;              /* [KV_MROWS][SD] */
@@ -446,7 +456,7 @@ static void launch_kv_attention(DfBackend *be, KvAttnParams p, const DfKvBatch *
 void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                           const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal) {
     DfCudaState *st = df_cuda_state(be);
-    if (head_dim != 64 && head_dim != 128) { /* a hybrid target's 256 (16 in its test models): CUDA cores */
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) { /* e.g. a hybrid test model's 16: CUDA cores */
         df_cuda_kv_attention_generic(be, out, q, k_cache, v_cache, batch, heads, kv_heads, head_dim, scale, causal);
         return;
     }
@@ -485,6 +495,7 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
         p.part_ml = (float2 *)((char *)st->kv_ws + o_bytes);
     }
     if (head_dim == 64) launch_kv_attention<64>(be, p, batch, row_tiles);
-    else launch_kv_attention<128>(be, p, batch, row_tiles);
+    else if (head_dim == 128) launch_kv_attention<128>(be, p, batch, row_tiles);
+    else launch_kv_attention<256>(be, p, batch, row_tiles); /* a hybrid Qwen3.5 / 3.6 target's gated attention */
     df_cuda_prof_end(be);
 }
