@@ -150,14 +150,15 @@ int df_drafter_append_context(DfDrafterRunner *r, int slot, const float *feature
 }
 
 /* What a recording depends on besides the weights, the caches and the rope
- * tables, which stay put for the runner's life: the step's rows and
- * visible-key bucket, the workspace's generation (its buffers are
- * reallocated together) and the other buffers the step reads or writes. */
-static void step_key(const DfDrafterRunner *r, DfDecodeGraphKey *key, DfBuffer a, DfBuffer b) {
+ * tables, which stay put for the runner's life: the step's rows, the
+ * visible-key bucket where it attends (an append only writes the cache),
+ * the workspace's generation (its buffers are reallocated together) and the
+ * other buffers the step reads or writes. */
+static void step_key(const DfDrafterRunner *r, DfDecodeGraphKey *key, int attends, DfBuffer a, DfBuffer b) {
     df_decode_graph_key_clear(key);
     key->n_seqs = r->kb.n_seqs;
     key->n_rows = r->kb.n_rows;
-    key->visible_bound = df_kv_visible_bound(&r->kb);
+    key->visible_bound = attends ? df_kv_visible_bound(&r->kb) : 0;
     key->generation = r->ws_generation;
     key->bufs[0] = r->kb.pack.ptr;
     key->bufs[1] = a.ptr;
@@ -191,7 +192,7 @@ int df_drafter_append_context_buffer(DfDrafterRunner *r, int slot, DfBuffer feat
     if (ensure_workspace(r, n, err) || one_seq_batch(r, slot, n, err)) return df_context(err, "drafter context");
     AppendRun run = {r, df_buffer_view(features, 0, (size_t)n * nf), n};
     DfDecodeGraphKey key;
-    step_key(r, &key, run.feat, (DfBuffer){0});
+    step_key(r, &key, 0, run.feat, (DfBuffer){0});
     if (df_decode_graphs_run(&r->append_graphs, &key, enqueue_append, &run, err) || r->be->ops->sync(r->be, err))
         return -1;
     r->ctx.lens[slot] += n;
@@ -289,7 +290,7 @@ int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int blo
         enqueue_propose(&run);
     } else {
         DfDecodeGraphKey key;
-        step_key(r, &key, r->logits, r->argmax);
+        step_key(r, &key, 1, r->logits, r->argmax);
         if (df_decode_graphs_run(&r->propose_graphs, &key, enqueue_propose, &run, err)) return -1;
     }
     if (r->be->ops->sync(r->be, err) ||
