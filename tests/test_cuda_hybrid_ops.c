@@ -162,7 +162,8 @@ static void test_gated_delta_rule(void **state) {
 
 static void test_gated_rmsnorm(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
-    const int shapes[][2] = {{37, 24}, {64, 128}, {5, 7}};
+    /* a warp a row (short rows, vectorised or not) and a block a row (2048 and up) */
+    const int shapes[][2] = {{37, 24}, {64, 128}, {5, 7}, {3, 5120}, {2, 2051}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int rows = shapes[i][0], dim = shapes[i][1];
         size_t n = (size_t)rows * dim;
@@ -193,6 +194,19 @@ static void test_rmsnorm_f32_weight(void **state) {
     df_op_rmsnorm(f->cpu, out.c, x.c, wp.c, rows, dim, 1e-6f);
     df_op_rmsnorm(f->gpu, out.g, x.g, wp.g, rows, dim, 1e-6f);
     pair_compare(f, "rmsnorm with an F32 weight", out, OP_TOL);
+    /* a hidden-size row (a block a row), one and several rows, out of place */
+    for (int wide_rows = 1; wide_rows <= 5; wide_rows += 4) {
+        int wd = 5120;
+        Pair wx = pair_random(f, (size_t)wide_rows * wd, 61, 0.0f, 2.0f, DF_BUF_ACT);
+        Pair wout = df_test_pair_poisoned(f, (size_t)wide_rows * wd, DF_BUF_ACT);
+        Pair ww = pair_random(f, (size_t)wd, 62, 1.0f, 0.3f, DF_BUF_F32);
+        df_op_rmsnorm(f->cpu, wout.c, wx.c, ww.c, wide_rows, wd, 1e-6f);
+        df_op_rmsnorm(f->gpu, wout.g, wx.g, ww.g, wide_rows, wd, 1e-6f);
+        char what[96];
+        snprintf(what, sizeof what, "rmsnorm with an F32 weight, %d x %d", wide_rows, wd);
+        pair_compare(f, what, wout, OP_TOL);
+        df_test_pair_free(f, &wx), df_test_pair_free(f, &wout), df_test_pair_free(f, &ww);
+    }
     float *c = df_test_download(f->cpu, out.c), *g = df_test_download(f->gpu, out.g);
     double sum = 0;
     int counted = 0;

@@ -73,8 +73,11 @@ __device__ __forceinline__ float stage_value(const bf16 *qkv, const bf16 *b, con
     return __bfloat162float(b[(size_t)t * nv + hv]);
 }
 
-/* grid (value heads, sequences); block P * dv threads rounded up to a warp:
- * thread (j = tid / P, p = tid % P) owns state rows p, p+P, ... of column j.
+/* grid (value heads * column blocks, sequences); block P * cols threads
+ * rounded up to a warp, cols = the value columns of a column block (all dv
+ * in a forward; 32 in a decode step, see launch_delta_rule): thread
+ * (j = first column + tid / P, p = tid % P) owns state rows p, p+P, ... of
+ * column j.
  * The sequence goes by chunks of DELTA_CHUNK tokens: the block stages a
  * chunk's inputs in shared memory, then one warp per token turns them into
  * what the recurrence uses (q and k divided by their l2 norms, q also by
@@ -95,11 +98,12 @@ template <int P>
 __global__ void __launch_bounds__(DELTA_MAX_THREADS)
     k_gated_delta_rule(bf16 *out, const bf16 *qkv, const bf16 *b, const bf16 *a, const float *a_log,
                        const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv,
-                       DeltaStates sts) {
-    extern __shared__ float stage[]; /* [DELTA_CHUNK][2*dk + dv + 2] */
-    int hv = blockIdx.x, seq = blockIdx.y, hk = hv / (nv / nk);
-    int tid = threadIdx.x, j = tid / P, p = tid % P, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
-    bool active = j < dv;
+                       int col_blocks, int chunk, DeltaStates sts) {
+    extern __shared__ float stage[]; /* [chunk][2*dk + dv + 2] */
+    int hv = blockIdx.x / col_blocks, seq = blockIdx.y, hk = hv / (nv / nk);
+    int cols = (dv + col_blocks - 1) / col_blocks, col0 = (blockIdx.x % col_blocks) * cols;
+    int tid = threadIdx.x, j = col0 + tid / P, p = tid % P, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+    bool active = tid / P < cols && j < dv;
     int n_stage = 2 * dk + dv + 2;
     size_t key_dim = (size_t)nk * dk, width = 2 * key_dim + (size_t)nv * dv;
     size_t q_off = (size_t)hk * dk, k_off = key_dim + (size_t)hk * dk, v_off = 2 * key_dim + (size_t)hv * dv;
@@ -115,8 +119,8 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
         if (sts.save && active && i < dk) sts.save[head_state + (size_t)i * dv + j] = state[r];
     }
 
-    for (long c0 = begin; c0 < end; c0 += DELTA_CHUNK) {
-        int n = end - c0 < DELTA_CHUNK ? (int)(end - c0) : DELTA_CHUNK;
+    for (long c0 = begin; c0 < end; c0 += chunk) {
+        int n = end - c0 < chunk ? (int)(end - c0) : chunk;
         /* stage (the previous chunk's last reads ended at the barrier below) */
 #pragma unroll 4
         for (int i = tid; i < n * n_stage; i += blockDim.x) {
@@ -199,6 +203,7 @@ static int delta_threads_per_column(int dk, int dv) {
 struct DeltaLaunch {
     const int32_t *seq_starts;
     int n_seqs;
+    int max_tokens; /* of a sequence (a decode step's rows; 0: unknown, a forward) */
     DeltaStates sts;
 };
 
@@ -206,15 +211,25 @@ template <int P>
 static void launch_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                               DfBuffer dt_bias, const DeltaLaunch *l, const DfDeltaRuleShape *s) {
     DfCudaState *st = df_cuda_state(be);
-    unsigned threads = (unsigned)((P * s->value_dim + 31) / 32 * 32);
-    size_t smem = (size_t)DELTA_CHUNK * (2 * s->key_dim + s->value_dim + 2) * sizeof(float);
+    /* A decode step (states, a few tokens) is bound by loading and storing
+     * the states: CTAs of 32 value columns (a quarter of a 128-wide head), so
+     * that four fit an SM and one's loads overlap another's stores; a whole
+     * head a CTA took 0.45 ms a layer at batch 64 (Qwen3.6-27B shape, 23
+     * waves of one 512-thread CTA an SM). A forward walks long sequences
+     * serially: a head a CTA, so that no two CTAs stage the same inputs. The
+     * state math is the same either way (same P, same order). */
+    int col_blocks = l->sts.states ? (s->value_dim + 31) / 32 : 1, cols = (s->value_dim + col_blocks - 1) / col_blocks;
+    int chunk = l->max_tokens > 0 && l->max_tokens < DELTA_CHUNK ? l->max_tokens : DELTA_CHUNK;
+    unsigned threads = (unsigned)((P * cols + 31) / 32 * 32);
+    size_t smem = (size_t)chunk * (2 * s->key_dim + s->value_dim + 2) * sizeof(float);
     if (smem > 48 * 1024)
         DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_gated_delta_rule<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 (int)smem));
-    dim3 grid((unsigned)s->value_heads, (unsigned)l->n_seqs);
+    dim3 grid((unsigned)(s->value_heads * col_blocks), (unsigned)l->n_seqs);
     k_gated_delta_rule<P><<<grid, threads, smem, st->stream>>>(
         (bf16 *)out.ptr, (const bf16 *)qkv.ptr, (const bf16 *)b.ptr, (const bf16 *)a.ptr, (const float *)a_log.ptr,
-        (const float *)dt_bias.ptr, l->seq_starts, s->key_heads, s->value_heads, s->key_dim, s->value_dim, l->sts);
+        (const float *)dt_bias.ptr, l->seq_starts, s->key_heads, s->value_heads, s->key_dim, s->value_dim, col_blocks,
+        chunk, l->sts);
     DF_CUDA_CHECK_LAUNCH(be, "gated_delta_rule");
 }
 
@@ -237,7 +252,7 @@ static void run_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b
 
 void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                                   DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
-    DeltaLaunch l = {(const int32_t *)batch->seq_starts.ptr, batch->n_seqs, {NULL, NULL, NULL}};
+    DeltaLaunch l = {(const int32_t *)batch->seq_starts.ptr, batch->n_seqs, 0, {NULL, NULL, NULL}};
     run_delta_rule(be, out, qkv, b, a, a_log, dt_bias, &l, s);
 }
 
@@ -245,46 +260,105 @@ void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffe
  * from and into their slots' states. */
 void df_cuda_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
     const DfKvBatch *kb = a->batch;
-    DeltaLaunch l = {(const int32_t *)kb->row_starts.ptr, kb->n_seqs,
+    DeltaLaunch l = {(const int32_t *)kb->row_starts.ptr, kb->n_seqs, kb->max_new,
                      {(const int32_t *)kb->slots.ptr, (float *)a->state.ptr, (float *)a->save.ptr}};
     run_delta_rule(be, a->out, a->qkv, a->b, a->a, a->a_log, a->dt_bias, &l, &a->shape);
 }
 
 /* --- row norms: one warp per row ------------------------------------------------ */
 
-/* out = x * rsqrt(mean(x^2) + eps) * w (* silu(z) when z); out may be x. */
+/* One element: x * inv * w (* silu(z) when gated), rounded to bf16. */
+__device__ __forceinline__ bf16 norm_value(float x, float inv, float w, const bf16 *z, size_t at) {
+    float v = x * inv * w;
+    if (z) {
+        float g = __bfloat162float(z[at]);
+        v *= g * sigmoid_f(g);
+    }
+    return __float2bfloat16_rn(v);
+}
+
+/* The sum over a row's TPR threads (a warp, or a whole block of TPR / 32 warps). */
+template <int TPR>
+__device__ __forceinline__ float row_sum(float v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (TPR == 32) return v;
+    __shared__ float warp_sums[TPR / 32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int i = 0; i < TPR / 32; i++) total += warp_sums[i];
+    return total;
+}
+
+/* out = x * rsqrt(mean(x^2) + eps) * w (* silu(z) when z); out may be x.
+ * TPR threads a row: a warp for short rows (heads of 128 or 256, many of
+ * them), a block of 256 for the hidden size's. VEC: 8 values a thread per
+ * access (16 bytes of x and z, 32 of w). The first version, a warp a row
+ * with scalar loads, took ~65 us for a row of 5120 (160 dependent loads a
+ * lane): 8.6 ms of a 24 ms Qwen3.6-27B-shaped decode step. */
+template <int TPR, bool VEC>
 __global__ void k_rmsnorm_f32w(bf16 *out, const bf16 *x, const bf16 *z, const float *w, int rows, int dim,
                                float eps) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= rows) return;
+    int row = blockIdx.x * (blockDim.x / TPR) + threadIdx.x / TPR, tid = threadIdx.x % TPR;
+    if (row >= rows) return; /* TPR = blockDim: the whole block leaves together */
     const bf16 *xr = x + (size_t)row * dim;
+    const bf16 *zr = z ? z + (size_t)row * dim : NULL;
     bf16 *orow = out + (size_t)row * dim;
+    constexpr int STEP = VEC ? 8 : 1;
     float ss = 0.0f;
-    for (int i = lane; i < dim; i += 32) {
-        float f = __bfloat162float(xr[i]);
-        ss += f * f;
-    }
-    for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    float inv = rsqrtf(ss / (float)dim + eps);
-    /* each lane rewrites only the elements it read: in place is safe */
-    for (int i = lane; i < dim; i += 32) {
-        float v = __bfloat162float(xr[i]) * inv * w[i];
-        if (z) {
-            float g = __bfloat162float(z[(size_t)row * dim + i]);
-            v *= g * sigmoid_f(g);
+    for (int i = tid * STEP; i < dim; i += TPR * STEP) {
+        if (VEC) {
+            Pack8 p;
+            p.u = *(const uint4 *)(xr + i);
+            for (int j = 0; j < 4; j++) {
+                float2 f = __bfloat1622float2(p.h2[j]);
+                ss += f.x * f.x + f.y * f.y;
+            }
+        } else {
+            float f = __bfloat162float(xr[i]);
+            ss += f * f;
         }
-        orow[i] = __float2bfloat16_rn(v);
     }
+    float inv = rsqrtf(row_sum<TPR>(ss) / (float)dim + eps);
+    /* each thread rewrites only the elements it read: in place is safe */
+    for (int i = tid * STEP; i < dim; i += TPR * STEP) {
+        if (VEC) {
+            Pack8 p, o;
+            p.u = *(const uint4 *)(xr + i);
+            float4 w0 = *(const float4 *)(w + i), w1 = *(const float4 *)(w + i + 4);
+            float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+            for (int j = 0; j < 4; j++) {
+                float2 f = __bfloat1622float2(p.h2[j]);
+                o.h2[j] = __halves2bfloat162(norm_value(f.x, inv, wv[2 * j], zr, i + 2 * j),
+                                             norm_value(f.y, inv, wv[2 * j + 1], zr, i + 2 * j + 1));
+            }
+            *(uint4 *)(orow + i) = o.u;
+        } else {
+            orow[i] = norm_value(__bfloat162float(xr[i]), inv, w[i], zr, i);
+        }
+    }
+}
+
+template <int TPR, bool VEC>
+static void rmsnorm_kernel(cudaStream_t s, DfBuffer out, DfBuffer x, const void *z, DfBuffer w, int rows, int dim,
+                           float eps) {
+    constexpr int threads = 256, rows_per_block = threads / TPR;
+    unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
+    k_rmsnorm_f32w<TPR, VEC><<<blocks, threads, 0, s>>>((bf16 *)out.ptr, (const bf16 *)x.ptr, (const bf16 *)z,
+                                                        (const float *)w.ptr, rows, dim, eps);
 }
 
 static void rmsnorm_launch(DfBackend *be, DfBuffer out, DfBuffer x, const void *z, DfBuffer w, int rows, int dim,
                            float eps, const char *what) {
-    DfCudaState *st = df_cuda_state(be);
-    int rows_per_block = 8;
-    unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
-    k_rmsnorm_f32w<<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
-                                                                    (const bf16 *)z, (const float *)w.ptr, rows, dim,
-                                                                    eps);
+    cudaStream_t s = df_cuda_state(be)->stream;
+    bool vec = dim % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr) &&
+               (!z || df_cuda_aligned16(z));
+    bool wide = dim >= 2048; /* a hidden-size row: a block of 256 threads */
+    if (wide && vec) rmsnorm_kernel<256, true>(s, out, x, z, w, rows, dim, eps);
+    else if (wide) rmsnorm_kernel<256, false>(s, out, x, z, w, rows, dim, eps);
+    else if (vec) rmsnorm_kernel<32, true>(s, out, x, z, w, rows, dim, eps);
+    else rmsnorm_kernel<32, false>(s, out, x, z, w, rows, dim, eps);
     DF_CUDA_CHECK_LAUNCH(be, what);
 }
 
