@@ -12,16 +12,8 @@
  * chunks of ~64 tokens, as flash-linear-attention does) would turn the three
  * mat-vecs per token into tensor-core matmuls per chunk and the serial
  * steps into length / 64, at the price of a much larger kernel. */
+#include "backend/cuda/cuda_delta_math.h"
 #include "backend/cuda/cuda_internal.h"
-
-__device__ __forceinline__ float sigmoid_f(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
-
-/* torch.nn.functional.softplus: linear above 20 */
-__device__ __forceinline__ float softplus_f(float x) {
-    return x > 20.0f ? x : log1pf(expf(x));
-}
 
 /* --- causal depthwise conv1d + SiLU: one thread per (token, channel) -------- */
 
@@ -73,54 +65,37 @@ __device__ __forceinline__ float stage_value(const bf16 *qkv, const bf16 *b, con
     return __bfloat162float(b[(size_t)t * nv + hv]);
 }
 
-/* grid (value heads * column blocks, sequences); block P * cols threads
- * rounded up to a warp, cols = the value columns of a column block (all dv
- * in a forward; 32 in a decode step, see launch_delta_rule): thread
- * (j = first column + tid / P, p = tid % P) owns state rows p, p+P, ... of
- * column j.
+/* grid (value heads, sequences); block P * dv threads rounded up to a warp:
+ * thread (j = tid / P, p = tid % P) owns state rows p, p+P, ... of column j.
  * The sequence goes by chunks of DELTA_CHUNK tokens: the block stages a
  * chunk's inputs in shared memory, then one warp per token turns them into
  * what the recurrence uses (q and k divided by their l2 norms, q also by
  * sqrt(dk); a and b into the decay and beta), then every thread runs the
  * chunk's tokens with no barrier between them: a token costs two dk/P-long
- * FMA chains and two shuffle reductions. Three barriers per chunk. */
-/* Without states (a forward over whole sequences) the state starts at zero
- * and is dropped; with states (a decode step, DfDeltaStepArgs) sequence seq
- * starts from states[slots[seq]], saved into save[slot] when save is set,
- * and stores its last state back; out may then be NULL (state only). A
- * thread loads and stores exactly the state entries it owns. */
-struct DeltaStates {
-    const int32_t *slots;
-    float *states, *save;
-};
+ * FMA chains and two shuffle reductions. Three barriers per chunk. The
+ * state starts at zero and is dropped at the end (a forward over whole
+ * sequences); a decode step's, from and into slot states, is
+ * cuda_delta_rule_step.cu's kernel. */
 
 template <int P>
 __global__ void __launch_bounds__(DELTA_MAX_THREADS)
     k_gated_delta_rule(bf16 *out, const bf16 *qkv, const bf16 *b, const bf16 *a, const float *a_log,
-                       const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv,
-                       int col_blocks, int chunk, DeltaStates sts) {
-    extern __shared__ float stage[]; /* [chunk][2*dk + dv + 2] */
-    int hv = blockIdx.x / col_blocks, seq = blockIdx.y, hk = hv / (nv / nk);
-    int cols = (dv + col_blocks - 1) / col_blocks, col0 = (blockIdx.x % col_blocks) * cols;
-    int tid = threadIdx.x, j = col0 + tid / P, p = tid % P, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
-    bool active = tid / P < cols && j < dv;
+                       const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv) {
+    extern __shared__ float stage[]; /* [DELTA_CHUNK][2*dk + dv + 2] */
+    int hv = blockIdx.x, seq = blockIdx.y, hk = hv / (nv / nk);
+    int tid = threadIdx.x, j = tid / P, p = tid % P, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+    bool active = j < dv;
     int n_stage = 2 * dk + dv + 2;
     size_t key_dim = (size_t)nk * dk, width = 2 * key_dim + (size_t)nv * dv;
     size_t q_off = (size_t)hk * dk, k_off = key_dim + (size_t)hk * dk, v_off = 2 * key_dim + (size_t)hv * dv;
     long begin = seq_starts[seq], end = seq_starts[seq + 1];
     float neg_a = -expf(a_log[hv]), dtb = dt_bias[hv], q_scale = 1.0f / sqrtf((float)dk);
-    float state[DELTA_MAX_ROWS];
-    /* this head's [dk, dv] state of the sequence's slot: entry (i, j) at i * dv + j */
-    size_t head_state = sts.states ? ((size_t)sts.slots[seq] * nv + hv) * dk * dv : 0;
+    float state[DELTA_MAX_ROWS]; /* rows p, p + P, ... of column j of the [dk, dv] state */
 #pragma unroll
-    for (int r = 0; r < DELTA_MAX_ROWS; r++) {
-        int i = p + r * P;
-        state[r] = sts.states && active && i < dk ? sts.states[head_state + (size_t)i * dv + j] : 0.0f;
-        if (sts.save && active && i < dk) sts.save[head_state + (size_t)i * dv + j] = state[r];
-    }
+    for (int r = 0; r < DELTA_MAX_ROWS; r++) state[r] = 0.0f;
 
-    for (long c0 = begin; c0 < end; c0 += chunk) {
-        int n = end - c0 < chunk ? (int)(end - c0) : chunk;
+    for (long c0 = begin; c0 < end; c0 += DELTA_CHUNK) {
+        int n = end - c0 < DELTA_CHUNK ? (int)(end - c0) : DELTA_CHUNK;
         /* stage (the previous chunk's last reads ended at the barrier below) */
 #pragma unroll 4
         for (int i = tid; i < n * n_stage; i += blockDim.x) {
@@ -146,7 +121,7 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
                 ks[i] *= rk;
             }
             if (lane == 0) {
-                float decay = expf(neg_a * softplus_f(vs[dv] + dtb)), beta = sigmoid_f(vs[dv + 1]);
+                float decay = delta_decay(neg_a, vs[dv], dtb), beta = sigmoid_f(vs[dv + 1]);
                 vs[dv] = decay;
                 vs[dv + 1] = beta;
             }
@@ -178,15 +153,9 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
                 }
             }
             for (int o = P / 2; o > 0; o /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-            if (out && active && p == 0) out[(size_t)(c0 + u) * nv * dv + (size_t)hv * dv + j] = __float2bfloat16_rn(acc);
+            if (active && p == 0) out[(size_t)(c0 + u) * nv * dv + (size_t)hv * dv + j] = __float2bfloat16_rn(acc);
         }
         __syncthreads(); /* the chunk's inputs are read before the next chunk overwrites them */
-    }
-    if (!sts.states || !active) return;
-#pragma unroll
-    for (int r = 0; r < DELTA_MAX_ROWS; r++) {
-        int i = p + r * P;
-        if (i < dk) sts.states[head_state + (size_t)i * dv + j] = state[r];
     }
 }
 
@@ -198,38 +167,25 @@ static int delta_threads_per_column(int dk, int dv) {
     return 0;
 }
 
-/* What a launch runs over: sequences starting at seq_starts (device), their
- * count, and the states (all NULL for a forward). */
+/* What a launch runs over: sequences starting at seq_starts (device), and their count. */
 struct DeltaLaunch {
     const int32_t *seq_starts;
     int n_seqs;
-    int max_tokens; /* of a sequence (a decode step's rows; 0: unknown, a forward) */
-    DeltaStates sts;
 };
 
 template <int P>
 static void launch_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                               DfBuffer dt_bias, const DeltaLaunch *l, const DfDeltaRuleShape *s) {
     DfCudaState *st = df_cuda_state(be);
-    /* A decode step (states, a few tokens) is bound by loading and storing
-     * the states: CTAs of 32 value columns (a quarter of a 128-wide head), so
-     * that four fit an SM and one's loads overlap another's stores; a whole
-     * head a CTA took 0.45 ms a layer at batch 64 (Qwen3.6-27B shape, 23
-     * waves of one 512-thread CTA an SM). A forward walks long sequences
-     * serially: a head a CTA, so that no two CTAs stage the same inputs. The
-     * state math is the same either way (same P, same order). */
-    int col_blocks = l->sts.states ? (s->value_dim + 31) / 32 : 1, cols = (s->value_dim + col_blocks - 1) / col_blocks;
-    int chunk = l->max_tokens > 0 && l->max_tokens < DELTA_CHUNK ? l->max_tokens : DELTA_CHUNK;
-    unsigned threads = (unsigned)((P * cols + 31) / 32 * 32);
-    size_t smem = (size_t)chunk * (2 * s->key_dim + s->value_dim + 2) * sizeof(float);
+    unsigned threads = (unsigned)((P * s->value_dim + 31) / 32 * 32);
+    size_t smem = (size_t)DELTA_CHUNK * (2 * s->key_dim + s->value_dim + 2) * sizeof(float);
     if (smem > 48 * 1024)
         DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_gated_delta_rule<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 (int)smem));
-    dim3 grid((unsigned)(s->value_heads * col_blocks), (unsigned)l->n_seqs);
+    dim3 grid((unsigned)s->value_heads, (unsigned)l->n_seqs);
     k_gated_delta_rule<P><<<grid, threads, smem, st->stream>>>(
         (bf16 *)out.ptr, (const bf16 *)qkv.ptr, (const bf16 *)b.ptr, (const bf16 *)a.ptr, (const float *)a_log.ptr,
-        (const float *)dt_bias.ptr, l->seq_starts, s->key_heads, s->value_heads, s->key_dim, s->value_dim, col_blocks,
-        chunk, l->sts);
+        (const float *)dt_bias.ptr, l->seq_starts, s->key_heads, s->value_heads, s->key_dim, s->value_dim);
     DF_CUDA_CHECK_LAUNCH(be, "gated_delta_rule");
 }
 
@@ -252,17 +208,8 @@ static void run_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b
 
 void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                                   DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
-    DeltaLaunch l = {(const int32_t *)batch->seq_starts.ptr, batch->n_seqs, 0, {NULL, NULL, NULL}};
+    DeltaLaunch l = {(const int32_t *)batch->seq_starts.ptr, batch->n_seqs};
     run_delta_rule(be, out, qkv, b, a, a_log, dt_bias, &l, s);
-}
-
-/* A decode step: the same kernel over the step's sequences (row_starts),
- * from and into their slots' states. */
-void df_cuda_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
-    const DfKvBatch *kb = a->batch;
-    DeltaLaunch l = {(const int32_t *)kb->row_starts.ptr, kb->n_seqs, kb->max_new,
-                     {(const int32_t *)kb->slots.ptr, (float *)a->state.ptr, (float *)a->save.ptr}};
-    run_delta_rule(be, a->out, a->qkv, a->b, a->a, a->a_log, a->dt_bias, &l, &a->shape);
 }
 
 /* --- row norms: one warp per row ------------------------------------------------ */
