@@ -6,9 +6,6 @@
 #include "base/clock.h"
 #include "base/sort.h"
 #include "infer/target_decode.h"
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 #define WARMUP_STEPS 2
 #define PROFILED_STEPS 8
@@ -20,22 +17,19 @@ double df_decode_weight_bytes(const DfTargetModel *m) {
     return (double)m->embed.elem_size * (c->num_layers * per_layer + h + (double)c->vocab_size * h);
 }
 
-/* Per-step kernel time from the backend's op profile (CUDA only). */
+/* Per-step kernel time from the backend's op profile (where it has one). */
 static int profile_steps(DfTargetModel *m, int on, double *device_ms, double *attention_ms, DfError *err) {
-#ifdef DF_HAVE_CUDA
-    if (strcmp(m->be->ops->name, "cuda") != 0) return 0;
+    DfBackend *be = m->be;
+    if (!df_backend_has(be, DF_CAP_PROFILE)) return 0;
     if (on) {
-        df_cuda_profile_enable(m->be, 1);
+        be->ops->profile_enable(be, 1);
         return 0;
     }
-    double ms[DF_CUDA_OP_KINDS] = {0};
-    df_cuda_profile_enable(m->be, 0);
-    if (df_cuda_profile_read(m->be, ms, err)) return -1;
-    for (int k = 0; k < DF_CUDA_OP_KINDS; k++) *device_ms += ms[k];
-    *attention_ms = ms[DF_CUDA_OP_ATTENTION];
-#else
-    (void)m, (void)on, (void)device_ms, (void)attention_ms, (void)err;
-#endif
+    double ms[DF_OP_COUNT] = {0};
+    be->ops->profile_enable(be, 0);
+    if (be->ops->profile_read(be, ms, err)) return -1;
+    for (int k = 0; k < DF_OP_COUNT; k++) *device_ms += ms[k];
+    *attention_ms = ms[DF_OP_ID_kv_attention];
     return 0;
 }
 
