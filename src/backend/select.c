@@ -11,6 +11,14 @@
 #include "backend/cuda/cuda_backend.h"
 #endif
 
+const char *df_backends_built_in(void) {
+#ifdef DF_HAVE_CUDA
+    return "cpu cuda";
+#else
+    return "cpu";
+#endif
+}
+
 int df_device_is_cuda(const char *device) {
     return device && strncmp(device, "cuda", 4) == 0 && (device[4] == '\0' || device[4] == ':');
 }

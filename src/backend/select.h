@@ -21,6 +21,9 @@ typedef enum DfDeviceKind {
 } DfDeviceKind;
 DfDeviceKind df_device_kind(const char *device);
 
+/* The backends this dflash was built with, e.g. "cpu cuda" (dflash --version, run records). */
+const char *df_backends_built_in(void);
+
 /* 1 when the name asks for a CUDA backend ("cuda" or "cuda:N"). */
 int df_device_is_cuda(const char *device);
 
