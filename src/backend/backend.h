@@ -200,7 +200,7 @@ typedef struct DfDeltaRuleShape {
  * started from (the snapshot a speculative rollback restores: taken by the
  * op that reads the state anyway, so it costs one extra write).
  *
- * conv_step: the causal convolution + SiLU of model/gated_deltanet.h over
+ * conv_step: the causal convolution + SiLU of backend/gated_deltanet.h over
  * the new rows continuing the slot's window, F32 [n_slots, kernel-1,
  * channels] (its last kernel-1 inputs, oldest first), which advances past
  * them. x ACT [n_rows, channels]; out ACT [n_rows, channels] (distinct from

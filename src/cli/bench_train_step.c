@@ -11,7 +11,7 @@
 #include "model/drafter.h"
 #include "model/target.h"
 #include "model/target_random.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 #include "train/optimizer.h"
 
 const char *df_step_phase_name(int phase) {

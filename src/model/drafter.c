@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "model/drafter_internal.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 DfBuffer df_drafter_param(const DfDrafter *d, int index) {
     const DfParamInfo *p = &d->layout.params[index];

@@ -1,4 +1,4 @@
-/* The hybrid targets' ops on CUDA (formulas: model/gated_deltanet.h): the
+/* The hybrid targets' ops on CUDA (formulas: backend/gated_deltanet.h): the
  * causal depthwise convolution + SiLU, the gated delta rule, the gated
  * RMSNorm, the sigmoid output gate, partial RoPE and RMSNorm with an fp32
  * weight. Activations bf16, small parameters fp32, all math in fp32.
