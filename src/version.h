@@ -3,10 +3,6 @@
 
 #define DF_VERSION "0.1.0"
 
-#ifdef DF_HAVE_CUDA
-#define DF_BACKENDS "cpu cuda"
-#else
-#define DF_BACKENDS "cpu"
-#endif
+/* The backends built in: df_backends_built_in() (backend/select.h). */
 
 #endif

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/anchors.h"
+#include "model/anchors.h"
 #include "test_util.h"
 
 /* A mask with a prompt of `prompt` tokens, then response tokens with a few

@@ -385,17 +385,17 @@ static int cmp_double(const void *a, const void *b) {
 
 /* Median ms of `reps` runs of the forward (or the backward) after warm-up. */
 static double time_op(DfBackend *be, Run *r, int backward, int reps) {
-    DfCudaTimer *t = df_cuda_timer_create(be);
+    DfTimer *t = be->ops->timer_create(be, NULL);
     assert_non_null(t);
     double ms[64];
     for (int i = 0; i < 3 + reps; i++) {
-        df_cuda_timer_start(t);
+        be->ops->timer_start(be, t);
         if (backward) df_op_block_attention_backward(be, &r->args, &r->grads);
         else df_op_block_attention(be, &r->args);
-        double v = df_cuda_timer_stop(t);
+        double v = be->ops->timer_stop(be, t);
         if (i >= 3) ms[i - 3] = v;
     }
-    df_cuda_timer_destroy(t);
+    be->ops->timer_destroy(be, t);
     DfError err;
     if (be->ops->sync(be, &err)) fail_msg("sync: %s", err.msg);
     qsort(ms, (size_t)reps, sizeof ms[0], cmp_double);

@@ -1,5 +1,5 @@
 /* The hybrid targets' backend ops on CUDA against the CPU ops (which call the
- * host functions of model/gated_deltanet.c, themselves checked against
+ * host functions of backend/gated_deltanet.c, themselves checked against
  * transformers by test_hybrid_target.c), the whole hybrid forward on CUDA
  * against the CPU forward and transformers' fixture (within transformers'
  * own bf16 deviation), and random-weight hybrid targets; also the attention

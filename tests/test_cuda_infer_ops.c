@@ -28,6 +28,7 @@
 #include "text/tokenizer.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_variants.h"
 #endif
 
 #define OP_TOL 1e-2
@@ -225,7 +226,7 @@ static void test_kv_attention_speed(void **state) {
     DfBackend *be = f->gpu;
     DfError err;
     double copy_gbs = 0;
-    if (df_cuda_copy_bandwidth(be, (size_t)2 << 30, 10, &copy_gbs, &err)) fail_msg("%s", err.msg);
+    if (be->ops->copy_bandwidth(be, (size_t)2 << 30, 10, &copy_gbs, &err)) fail_msg("%s", err.msg);
     size_t cache_n = CACHE_ROWS_X_KVD;
     float *host = df_test_random_bf16(cache_n, 77, 1.f);
     DfBuffer kc[LAYERS], vc[LAYERS];

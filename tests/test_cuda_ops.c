@@ -22,6 +22,7 @@
 #include "model/target_random.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_variants.h"
 #endif
 
 #define OP_TOL 1e-2

@@ -155,20 +155,20 @@ static void test_adamw_bandwidth(void **state) {
     DfAdamWArgs a = args_of(&d, 0, 0.5f, df_adamw_scalars(&cfg, 1, 6e-4));
     for (int i = 0; i < 3; i++) df_op_adamw_step(f->gpu, &a); /* warm-up */
     double ss = 0;
-    DfCudaTimer *t = df_cuda_timer_create(f->gpu);
+    DfTimer *t = f->gpu->ops->timer_create(f->gpu, NULL);
     const int reps = 10;
-    df_cuda_timer_start(t);
+    f->gpu->ops->timer_start(f->gpu, t);
     for (int i = 0; i < reps; i++) df_op_adamw_step(f->gpu, &a);
-    double ms = df_cuda_timer_stop(t) / reps;
-    df_cuda_timer_start(t);
+    double ms = f->gpu->ops->timer_stop(f->gpu, t) / reps;
+    f->gpu->ops->timer_start(f->gpu, t);
     assert_int_equal(df_op_sum_squares(f->gpu, d.grads, &ss, &err), 0);
-    double ss_ms = df_cuda_timer_stop(t);
-    df_cuda_timer_destroy(t);
+    double ss_ms = f->gpu->ops->timer_stop(f->gpu, t);
+    f->gpu->ops->timer_destroy(f->gpu, t);
     assert_int_equal(f->gpu->ops->sync(f->gpu, &err), 0);
     /* read master, m, v, g; write master, m, v (fp32) and the bf16 params */
     double bytes = (double)n * (4 * 4 + 3 * 4 + 2);
     char desc[256];
-    df_cuda_describe(f->gpu, desc, sizeof desc);
+    df_backend_describe(f->gpu, desc, sizeof desc);
     printf("adamw_step, %zu parameters on %s: %.3f ms, %.0f GB/s (%.0f%% of ~4300 GB/s copy bandwidth)\n", n, desc, ms,
            bytes / ms / 1e6, 100 * bytes / ms / 1e6 / 4300);
     printf("sum_squares over the %zu gradients (one call, sync and copy-back included): %.3f ms, %.0f GB/s\n", n, ss_ms,

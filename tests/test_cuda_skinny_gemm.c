@@ -27,6 +27,7 @@
 #include "backend/backend.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_variants.h"
 #endif
 
 #define OP_TOL 1e-2
@@ -247,7 +248,7 @@ static void test_skinny_speed(void **state) {
     double step_skinny[3] = {0}, step_lt[3] = {0};
     DfError err;
     double copy_gbs = 0;
-    if (df_cuda_copy_bandwidth(be, (size_t)2 << 30, 10, &copy_gbs, &err)) fail_msg("%s", err.msg);
+    if (be->ops->copy_bandwidth(be, (size_t)2 << 30, 10, &copy_gbs, &err)) fail_msg("%s", err.msg);
     printf("    device-to-device copy: %.0f GB/s (read + write)\n", copy_gbs);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int n = shapes[s][0], k = shapes[s][1];

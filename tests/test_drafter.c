@@ -23,7 +23,7 @@
 #include "model/drafter.h"
 #include "model/drafter_split.h"
 #include "model/target.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 /* drafter_ref.py's det_uniform: splitmix64 of (seed << 32) + i, top 24 bits
  * to [0, 1), mapped to [-1, 1). */
@@ -155,7 +155,7 @@ static int parity_teardown(void **state) {
     return 0;
 }
 
-/* Block ids and positions as the drafter builds them (train/anchors.h) equal the reference's. */
+/* Block ids and positions as the drafter builds them (model/anchors.h) equal the reference's. */
 static void test_fixture_blocks(void **state) {
     Parity *p = *state;
     if (!p) skip();

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "formats/safetensors.h"
-#include "train/anchors.h"
-#include "train/metrics.h"
+#include "model/anchors.h"
+#include "model/metrics.h"
 #include "test_util.h"
 
 /* ------------------------------------------------ hand-made blocks */

@@ -127,13 +127,13 @@ static void test_cpu_has_training_ops(void **state) {
     (void)state;
     DfError err = {{0}};
     DfBackend *be = df_backend_cpu_create(&err);
-    assert_null(df_backend_missing_training_op(be));
+    assert_null(df_backend_missing_op(be));
     DfBackendOps ops = *be->ops;
     ops.adamw_step = NULL;
     DfBackend fake = {.ops = &ops, .impl = NULL};
-    assert_string_equal(df_backend_missing_training_op(&fake), "adamw_step");
+    assert_string_equal(df_backend_missing_op(&fake), "adamw_step");
     ops.sum_squares = NULL;
-    assert_string_equal(df_backend_missing_training_op(&fake), "sum_squares");
+    assert_string_equal(df_backend_missing_op(&fake), "sum_squares");
     df_backend_destroy(be);
 }
 

@@ -271,16 +271,16 @@ double df_test_gpu_median_ms(DfBackend *be, void (*work)(void *ctx), void *ctx, 
 #ifdef DF_HAVE_CUDA
     double ms[64];
     assert_true(reps >= 1 && reps <= 64 && per_run >= 1);
-    DfCudaTimer *t = df_cuda_timer_create(be);
+    DfTimer *t = be->ops->timer_create(be, NULL);
     assert_non_null(t);
     for (int rep = -warmup; rep < reps; rep++) {
-        df_cuda_timer_start(t);
+        be->ops->timer_start(be, t);
         work(ctx);
-        double v = df_cuda_timer_stop(t);
+        double v = be->ops->timer_stop(be, t);
         if (v < 0) fail_msg("a CUDA timer failed");
         if (rep >= 0) ms[rep] = v / per_run;
     }
-    df_cuda_timer_destroy(t);
+    be->ops->timer_destroy(be, t);
     DfError err;
     if (be->ops->sync(be, &err)) fail_msg("%s", err.msg);
     return df_median_sorting(ms, (size_t)reps);

@@ -23,28 +23,87 @@ DfBuffer df_buffer_view(DfBuffer b, size_t offset, size_t count) {
     return v;
 }
 
-const char *df_backend_missing_training_op(const DfBackend *be) {
+/* The need column of backend_ops.def as capability bits: 0 for every
+ * backend, DF_NEED_OPTIONAL for none. */
+#define DF_NEED_ALL 0u
+#define DF_NEED_OPTIONAL (~0u)
+#define DF_NEED_GRAPHS ((unsigned)DF_CAP_GRAPHS)
+#define DF_NEED_STREAMS ((unsigned)DF_CAP_STREAMS)
+#define DF_NEED_TIMING ((unsigned)DF_CAP_TIMING)
+#define DF_NEED_PROFILE ((unsigned)DF_CAP_PROFILE)
+
+static const char *const OP_NAMES[DF_OP_COUNT] = {
+#define DF_OP(ret, op, params, need) #op,
+#include "backend/backend_ops.def"
+};
+
+static const unsigned char OP_IS_COMPUTE[DF_OP_COUNT] = {
+#define DF_OP(ret, op, params, need) 0,
+#define DF_COMPUTE_OP(ret, op, params, need) 1,
+#include "backend/backend_ops.def"
+};
+
+const char *df_op_name(int id) {
+    return id >= 0 && id < DF_OP_COUNT ? OP_NAMES[id] : "?";
+}
+
+int df_op_is_compute(int id) {
+    return id >= 0 && id < DF_OP_COUNT && OP_IS_COMPUTE[id];
+}
+
+const char *df_backend_missing_op(const DfBackend *be) {
     const DfBackendOps *o = be->ops;
     const struct {
-        const void *fn;
-        const char *name;
-    } ops[] = {
-        {(const void *)o->download_i32, "download_i32"},
-        {(const void *)o->fill_zero, "fill_zero"},
-        {(const void *)o->linear_weight_grad, "linear_weight_grad"},
-        {(const void *)o->rmsnorm_backward, "rmsnorm_backward"},
-        {(const void *)o->rope_backward, "rope_backward"},
-        {(const void *)o->swiglu_backward, "swiglu_backward"},
-        {(const void *)o->block_attention, "block_attention"},
-        {(const void *)o->block_attention_backward, "block_attention_backward"},
-        {(const void *)o->lm_head_ce, "lm_head_ce"},
-        {(const void *)o->sum_squares, "sum_squares"},
-        {(const void *)o->adamw_step, "adamw_step"},
+        int present;
+        unsigned need;
+    } ops[DF_OP_COUNT] = {
+#define DF_OP(ret, op, params, need) {o->op != NULL, need},
+#include "backend/backend_ops.def"
     };
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (!ops[i].fn) return ops[i].name;
+    for (int i = 0; i < DF_OP_COUNT; i++) {
+        int needed = ops[i].need == DF_NEED_ALL || (ops[i].need != DF_NEED_OPTIONAL && (o->caps & ops[i].need));
+        if (needed && !ops[i].present) return OP_NAMES[i];
+    }
     return NULL;
 }
+
+int df_backend_has(const DfBackend *be, unsigned caps) {
+    return (be->ops->caps & caps) == caps;
+}
+
+void df_backend_describe(DfBackend *be, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    be->ops->describe(be, buf, cap);
+}
+
+void df_backend_reset_peak(DfBackend *be) {
+    if (be->ops->reset_peak) be->ops->reset_peak(be);
+}
+
+int df_backend_set_variant(DfBackend *be, const char *name, int value, DfError *err) {
+    if (be->ops->set_variant) return be->ops->set_variant(be, name, value, err);
+    if (!name) return 0;
+    return df_fail(err, "the %s backend has no kernel variant '%s'", be->ops->name, name);
+}
+
+void df_backend_variants(DfBackend *be, char *buf, size_t cap) {
+    if (cap) buf[0] = '\0';
+    if (be->ops->variants) be->ops->variants(be, buf, cap);
+}
+
+void *df_backend_native_stream(DfBackend *be) {
+    return df_backend_has(be, DF_CAP_STREAMS) ? be->ops->native_stream(be) : NULL;
+}
+
+/* Calls compute op `op` of the table, bracketed for the profiler where the
+ * backend has one (it records only while enabled). */
+#define DISPATCH(be, op, ...)                                                                                 \
+    do {                                                                                                      \
+        DfBackend *be_ = (be);                                                                                \
+        if (be_->ops->profile_begin) be_->ops->profile_begin(be_, DF_OP_ID_##op);                              \
+        be_->ops->op(be_, __VA_ARGS__);                                                                       \
+        if (be_->ops->profile_end) be_->ops->profile_end(be_);                                                \
+    } while (0)
 
 void df_backend_destroy(DfBackend *be) {
     if (be) be->ops->destroy(be);
@@ -82,7 +141,7 @@ void df_op_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int 
     require(fits(c, (size_t)m * n, DF_BUF_ACT) && fits(a, (size_t)m * k, DF_BUF_ACT) &&
                 fits(b, (size_t)k * n, DF_BUF_ACT),
             "matmul", "buffer smaller than its matrix");
-    be->ops->matmul(be, c, a, b, m, n, k, trans_a, trans_b, beta);
+    DISPATCH(be, matmul, c, a, b, m, n, k, trans_a, trans_b, beta);
 }
 
 void df_op_linear(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, int m, int n, int k, int accumulate) {
@@ -96,22 +155,22 @@ void df_op_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows
             "rmsnorm", "buffer smaller than [rows, dim]");
     if (w.kind == DF_BUF_F32) {
         require(be->ops->rmsnorm_f32_weight != NULL, "rmsnorm", "this backend has no rmsnorm with an F32 weight");
-        be->ops->rmsnorm_f32_weight(be, out, x, w, rows, dim, eps);
+        DISPATCH(be, rmsnorm_f32_weight, out, x, w, rows, dim, eps);
         return;
     }
-    be->ops->rmsnorm(be, out, x, w, rows, dim, eps);
+    DISPATCH(be, rmsnorm, out, x, w, rows, dim, eps);
 }
 
 void df_op_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x) {
     require(y.kind == DF_BUF_ACT && x.kind == DF_BUF_ACT && y.count == x.count, "add_inplace", "sizes differ");
-    be->ops->add_inplace(be, y, x);
+    DISPATCH(be, add_inplace, y, x);
 }
 
 void df_op_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim) {
     require(n_tokens > 0 && dim > 0 && fits(out, (size_t)n_tokens * dim, DF_BUF_ACT) && fits(ids, n_tokens, DF_BUF_I32) &&
                 table.kind == DF_BUF_ACT && table.count % (size_t)dim == 0,
             "embedding", "bad shapes");
-    be->ops->embedding(be, out, table, ids, n_tokens, dim);
+    DISPATCH(be, embedding, out, table, ids, n_tokens, dim);
 }
 
 void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
@@ -121,7 +180,7 @@ void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_tabl
                 cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
                 cos_table.count % (size_t)(head_dim / 2) == 0,
             "rope", "bad shapes");
-    be->ops->rope(be, x, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+    DISPATCH(be, rope, x, positions, cos_table, sin_table, n_tokens, heads, head_dim);
 }
 
 void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
@@ -132,12 +191,12 @@ void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBu
                 fits(k, t * kv_heads * head_dim, DF_BUF_ACT) && fits(v, t * kv_heads * head_dim, DF_BUF_ACT),
             "attention", "buffer smaller than [T, heads*head_dim]");
     require(!lse.ptr || fits(lse, t * heads, DF_BUF_F32), "attention", "lse smaller than [heads, T]");
-    be->ops->attention(be, out, lse, q, k, v, batch, heads, kv_heads, head_dim, scale);
+    DISPATCH(be, attention, out, lse, q, k, v, batch, heads, kv_heads, head_dim, scale);
 }
 
 void df_op_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up) {
     require(out.kind == DF_BUF_ACT && gate.count == out.count && up.count == out.count, "swiglu", "sizes differ");
-    be->ops->swiglu(be, out, gate, up);
+    DISPATCH(be, swiglu, out, gate, up);
 }
 
 void df_op_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols) {
@@ -145,11 +204,12 @@ void df_op_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_
     require(dst.kind == src.kind && dst.count >= (size_t)(rows - 1) * ld_dst + cols &&
                 src.count >= (size_t)(rows - 1) * ld_src + cols,
             "copy2d", "buffer smaller than the strided matrix");
-    be->ops->copy2d(be, dst, ld_dst, src, ld_src, rows, cols);
+    DISPATCH(be, copy2d, dst, ld_dst, src, ld_src, rows, cols);
 }
 
 int df_op_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err) {
     require(x.kind == DF_BUF_F32, "sum_squares", "x must be an F32 buffer");
+    /* not bracketed for the profiler: it waits for the queued work, and returns */
     return be->ops->sum_squares(be, x, result, err);
 }
 
@@ -160,7 +220,7 @@ void df_op_adamw_step(DfBackend *be, const DfAdamWArgs *a) {
             "adamw_step", "master, moments and grads must be F32, params ACT");
     require(a->exp_avg.count == n && a->exp_avg_sq.count == n && a->grads.count == n && a->params.count == n,
             "adamw_step", "buffers of different sizes");
-    be->ops->adamw_step(be, a);
+    DISPATCH(be, adamw_step, a);
 }
 
 int df_packed_batch_init(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err) {
@@ -208,7 +268,7 @@ void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be) {
 /* --- training ops --------------------------------------------------------- */
 
 void df_op_fill_zero(DfBackend *be, DfBuffer buf) {
-    if (buf.count) be->ops->fill_zero(be, buf);
+    if (buf.count) DISPATCH(be, fill_zero, buf);
 }
 
 void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k) {
@@ -216,7 +276,7 @@ void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer 
     require(fits(dw, (size_t)n * k, DF_BUF_F32) && fits(dy, (size_t)m * n, DF_BUF_ACT) &&
                 fits(x, (size_t)m * k, DF_BUF_ACT),
             "linear_weight_grad", "buffer smaller than its matrix");
-    be->ops->linear_weight_grad(be, dw, dy, x, m, n, k);
+    DISPATCH(be, linear_weight_grad, dw, dy, x, m, n, k);
 }
 
 void df_op_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
@@ -226,7 +286,7 @@ void df_op_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy
                 fits(w, dim, DF_BUF_ACT) && fits(dw, dim, DF_BUF_F32),
             "rmsnorm_backward", "buffer smaller than [rows, dim]");
     require(!accumulate || dx.ptr != dy.ptr, "rmsnorm_backward", "dx may alias dy only when overwriting");
-    be->ops->rmsnorm_backward(be, dx, dw, dy, x, w, rows, dim, eps, accumulate);
+    DISPATCH(be, rmsnorm_backward, dx, dw, dy, x, w, rows, dim, eps, accumulate);
 }
 
 void df_op_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
@@ -236,7 +296,7 @@ void df_op_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffe
                 cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
                 cos_table.count % (size_t)(head_dim / 2) == 0,
             "rope_backward", "bad shapes");
-    be->ops->rope_backward(be, dx, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+    DISPATCH(be, rope_backward, dx, positions, cos_table, sin_table, n_tokens, heads, head_dim);
 }
 
 void df_op_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate, DfBuffer up) {
@@ -244,7 +304,7 @@ void df_op_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuff
     require(fits(d_gate, n, DF_BUF_ACT) && fits(d_up, n, DF_BUF_ACT) && fits(gate, n, DF_BUF_ACT) &&
                 fits(up, n, DF_BUF_ACT) && d_out.kind == DF_BUF_ACT,
             "swiglu_backward", "sizes differ");
-    be->ops->swiglu_backward(be, d_gate, d_up, d_out, gate, up);
+    DISPATCH(be, swiglu_backward, d_gate, d_up, d_out, gate, up);
 }
 
 static void check_block_attn(const DfBlockAttnArgs *a, const char *op) {
@@ -262,7 +322,7 @@ static void check_block_attn(const DfBlockAttnArgs *a, const char *op) {
 
 void df_op_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
     check_block_attn(a, "block_attention");
-    be->ops->block_attention(be, a);
+    DISPATCH(be, block_attention, a);
 }
 
 void df_op_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g) {
@@ -274,7 +334,7 @@ void df_op_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, con
                 fits(g->dk_blk, q_rows * kvd, DF_BUF_ACT) && fits(g->dv_blk, q_rows * kvd, DF_BUF_ACT) &&
                 fits(g->dk_ctx, ctx * kvd, DF_BUF_ACT) && fits(g->dv_ctx, ctx * kvd, DF_BUF_ACT),
             "block_attention_backward", "gradient buffer smaller than the layout needs");
-    be->ops->block_attention_backward(be, a, g);
+    DISPATCH(be, block_attention_backward, a, g);
 }
 
 void df_op_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
@@ -284,7 +344,7 @@ void df_op_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
                 fits(a->labels, r, DF_BUF_I32) && fits(a->weights, r, DF_BUF_F32) && fits(a->ce, r, DF_BUF_F32) &&
                 fits(a->argmax, r, DF_BUF_I32) && (!a->d_x.ptr || fits(a->d_x, r * a->hidden, DF_BUF_ACT)),
             "lm_head_ce", "buffer smaller than its matrix");
-    be->ops->lm_head_ce(be, a);
+    DISPATCH(be, lm_head_ce, a);
 }
 
 static int32_t *copy_i32(const int32_t *src, int n) {
@@ -356,7 +416,7 @@ static void check_kv_batch(const DfKvBatch *kb, DfBuffer cache, int dim, const c
 void df_op_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim) {
     check_kv_batch(batch, cache, dim, "kv_cache_write");
     require(fits(rows, (size_t)batch->n_rows * dim, DF_BUF_ACT), "kv_cache_write", "rows smaller than [n_rows, dim]");
-    be->ops->kv_cache_write(be, cache, rows, batch, dim);
+    DISPATCH(be, kv_cache_write, cache, rows, batch, dim);
 }
 
 void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
@@ -366,7 +426,7 @@ void df_op_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cach
     check_kv_batch(batch, v_cache, kv_heads * head_dim, "kv_attention");
     size_t qn = (size_t)batch->n_rows * heads * head_dim;
     require(fits(out, qn, DF_BUF_ACT) && fits(q, qn, DF_BUF_ACT), "kv_attention", "q/out smaller than [n_rows, heads*hd]");
-    be->ops->kv_attention(be, out, q, k_cache, v_cache, batch, heads, kv_heads, head_dim, scale, causal);
+    DISPATCH(be, kv_attention, out, q, k_cache, v_cache, batch, heads, kv_heads, head_dim, scale, causal);
 }
 
 static void check_rope_tables(DfBuffer cos_table, DfBuffer sin_table, int head_dim, const char *op) {
@@ -393,14 +453,14 @@ void df_op_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a) {
             "q_norm / k_norm not ACT [head_dim]");
     require(fits(kb->positions, rows, DF_BUF_I32), op, "positions smaller than [n_rows]");
     check_rope_tables(a->cos_table, a->sin_table, hd, op);
-    be->ops->qkv_rope_cache(be, a);
+    DISPATCH(be, qkv_rope_cache, a);
 }
 
 void df_op_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter) {
     require(rows > 0 && inter > 0, "swiglu_packed", "empty dimension");
     require(fits(out, (size_t)rows * inter, DF_BUF_ACT) && fits(gate_up, (size_t)rows * 2 * inter, DF_BUF_ACT),
             "swiglu_packed", "out smaller than [rows, inter] or gate_up than [rows, 2*inter]");
-    be->ops->swiglu_packed(be, out, gate_up, rows, inter);
+    DISPATCH(be, swiglu_packed, out, gate_up, rows, inter);
 }
 
 void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols) {
@@ -408,7 +468,7 @@ void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x
     require(fits(x, (size_t)rows * cols, DF_BUF_ACT) && fits(index, (size_t)rows, DF_BUF_I32) &&
                 (!value.ptr || fits(value, (size_t)rows, DF_BUF_F32)),
             "argmax_rows", "buffer smaller than its matrix");
-    be->ops->argmax_rows(be, index, value, x, rows, cols);
+    DISPATCH(be, argmax_rows, index, value, x, rows, cols);
 }
 
 static int check_kv_layout(int n_seqs, const int32_t *slots, const int32_t *cache_lens, const int32_t *row_starts,
@@ -503,7 +563,7 @@ void df_op_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w,
     require(channels > 0 && kernel > 0 && fits(out, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) &&
                 fits(w, (size_t)channels * kernel, DF_BUF_F32) && out.ptr != x.ptr,
             "causal_conv_silu", "bad shapes (out, x ACT [T, channels], distinct; w F32 [channels, kernel])");
-    be->ops->causal_conv_silu(be, out, x, w, batch, channels, kernel);
+    DISPATCH(be, causal_conv_silu, out, x, w, batch, channels, kernel);
 }
 
 void df_op_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
@@ -516,19 +576,19 @@ void df_op_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer 
     require(fits(out, t * value, DF_BUF_ACT) && fits(qkv, t * width, DF_BUF_ACT) && fits(b, t * nv, DF_BUF_ACT) &&
                 fits(a, t * nv, DF_BUF_ACT) && fits(a_log, nv, DF_BUF_F32) && fits(dt_bias, nv, DF_BUF_F32),
             "gated_delta_rule", "bad shapes");
-    be->ops->gated_delta_rule(be, out, qkv, b, a, a_log, dt_bias, batch, s);
+    DISPATCH(be, gated_delta_rule, out, qkv, b, a, a_log, dt_bias, batch, s);
 }
 
 void df_op_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps) {
     size_t n = (size_t)rows * dim;
     require(rows > 0 && dim > 0 && fits(x, n, DF_BUF_ACT) && fits(z, n, DF_BUF_ACT) && fits(w, dim, DF_BUF_F32),
             "gated_rmsnorm", "bad shapes (x, z ACT [rows, dim]; w F32 [dim])");
-    be->ops->gated_rmsnorm(be, x, z, w, rows, dim, eps);
+    DISPATCH(be, gated_rmsnorm, x, z, w, rows, dim, eps);
 }
 
 void df_op_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate) {
     require(x.kind == DF_BUF_ACT && gate.kind == DF_BUF_ACT && x.count == gate.count, "sigmoid_gate", "sizes differ");
-    if (x.count) be->ops->sigmoid_gate(be, x, gate);
+    if (x.count) DISPATCH(be, sigmoid_gate, x, gate);
 }
 
 void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
@@ -539,7 +599,7 @@ void df_op_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer 
                 cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
                 cos_table.count % (size_t)(rotary_dim / 2) == 0,
             "rope_partial", "bad shapes");
-    be->ops->rope_partial(be, x, positions, cos_table, sin_table, n_tokens, heads, head_dim, rotary_dim);
+    DISPATCH(be, rope_partial, x, positions, cos_table, sin_table, n_tokens, heads, head_dim, rotary_dim);
 }
 
 /* --- hybrid targets' decode steps against per-slot states ----------------- */
@@ -561,7 +621,7 @@ void df_op_conv_step(DfBackend *be, const DfConvStepArgs *a) {
     require(fits(a->x, n, DF_BUF_ACT) && fits(a->w, (size_t)a->channels * a->kernel, DF_BUF_F32) &&
                 (!a->out.ptr || (fits(a->out, n, DF_BUF_ACT) && a->out.ptr != a->x.ptr)),
             "conv_step", "bad shapes (x, out ACT [n_rows, channels], distinct; w F32 [channels, kernel])");
-    be->ops->conv_step(be, a);
+    DISPATCH(be, conv_step, a);
 }
 
 void df_op_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
@@ -577,5 +637,5 @@ void df_op_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
                 fits(a->b, t * nv, DF_BUF_ACT) && fits(a->a, t * nv, DF_BUF_ACT) && fits(a->a_log, nv, DF_BUF_F32) &&
                 fits(a->dt_bias, nv, DF_BUF_F32),
             "delta_rule_step", "bad shapes");
-    be->ops->delta_rule_step(be, a);
+    DISPATCH(be, delta_rule_step, a);
 }

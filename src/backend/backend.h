@@ -200,7 +200,7 @@ typedef struct DfDeltaRuleShape {
  * started from (the snapshot a speculative rollback restores: taken by the
  * op that reads the state anyway, so it costs one extra write).
  *
- * conv_step: the causal convolution + SiLU of model/gated_deltanet.h over
+ * conv_step: the causal convolution + SiLU of backend/gated_deltanet.h over
  * the new rows continuing the slot's window, F32 [n_slots, kernel-1,
  * channels] (its last kernel-1 inputs, oldest first), which advances past
  * them. x ACT [n_rows, channels]; out ACT [n_rows, channels] (distinct from
@@ -234,153 +234,38 @@ typedef struct DfMemoryInfo {
     int host;          /* the device's memory is the host's (the CPU backend) */
 } DfMemoryInfo;
 
+typedef struct DfTimer DfTimer; /* a device timer (timer_create) */
+
+/* Capabilities a backend may have beyond the ops every backend has; each
+ * makes the ops the list marks DF_NEED_<CAP> required. */
+enum {
+    DF_CAP_GRAPHS = 1 << 0,  /* records a step's ops and replays them (record_begin ...) */
+    DF_CAP_STREAMS = 1 << 1, /* a native stream, side streams and events (native_stream ...) */
+    DF_CAP_NCCL = 1 << 2,    /* buffers NCCL can read and write on the native stream (with DF_CAP_STREAMS) */
+    DF_CAP_TIMING = 1 << 3,  /* device timers and a copy bandwidth (timer_create ...) */
+    DF_CAP_PROFILE = 1 << 4, /* a time per op (profile_enable ...) */
+};
+
+/* The table every backend fills: one field per entry of
+ * backend/backend_ops.def, where each op's signature and meaning are. */
 typedef struct DfBackendOps {
-    const char *name;
-
-    /* --- memory ---------------------------------------------------------- */
-    int (*alloc)(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, DfError *err);
-    void (*free)(DfBackend *be, DfBuffer *buf);
-    /* dst[0..n-1] (n = dst->count) from host fp32; dst is ACT or F32. */
-    int (*upload_f32)(DfBackend *be, DfBuffer dst, const float *src, DfError *err);
-    int (*download_f32)(DfBackend *be, float *dst, DfBuffer src, DfError *err);
-    int (*upload_i32)(DfBackend *be, DfBuffer dst, const int32_t *src, DfError *err);
-    /* Waits for queued work; returns -1 with the first failure since the last sync. */
-    int (*sync)(DfBackend *be, DfError *err);
-    void (*destroy)(DfBackend *be);
-    /* The device's memory (optional: NULL where a backend cannot tell). */
-    void (*memory_info)(DfBackend *be, DfMemoryInfo *info);
-
-    /* --- compute (all buffers ACT unless stated) ------------------------- */
-    /* C[M,N] = op(A) op(B) + beta * C, op(A) [M,K], op(B) [K,N]; A is stored
-     * [M,K] or, when trans_a, [K,M]; B is [K,N] or, when trans_b, [N,K]. */
-    void (*matmul)(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
-                   float beta);
-    /* out[r,:] = x[r,:] * rsqrt(mean(x[r,:]^2) + eps) * w, fp32 math; out may be x. */
-    void (*rmsnorm)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
-    /* y[i] += x[i] */
-    void (*add_inplace)(DfBackend *be, DfBuffer y, DfBuffer x);
-    /* out[t,:] = table[ids[t],:]; ids is I32 [T], already checked < rows of table. */
-    void (*embedding)(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
-    /* In place on x [T, heads, head_dim], rotate_half convention: with
-     * c = cos[pos, i], s = sin[pos, i] for i < head_dim/2 (F32 tables
-     * [max_pos, head_dim/2]), x1' = x1 c - x2 s, x2' = x2 c + x1 s, where x1
-     * is the first half of each head and x2 the second. */
-    void (*rope)(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
-                 int heads, int head_dim);
-    /* Causal self-attention inside each sequence of a packed batch, GQA
-     * (query head h reads kv head h / (heads / kv_heads)), softmax in fp32.
-     * q, out [T, heads*head_dim]; k, v [T, kv_heads*head_dim]. lse: empty,
-     * or F32 [heads, T] receiving each row's log-sum-exp of scaled scores. */
-    void (*attention)(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
-                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
-    /* out[i] = silu(gate[i]) * up[i] */
-    void (*swiglu)(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
-    /* dst[r * ld_dst + c] = src[r * ld_src + c] for r < rows, c < cols
-     * (e.g. a layer's output into its column block of the tap features). */
-    void (*copy2d)(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
-
-    /* --- training: backward ops and helpers ------------------------------ */
-    int (*download_i32)(DfBackend *be, int32_t *dst, DfBuffer src, DfError *err);
-    /* every element of buf (any kind) = 0 */
-    void (*fill_zero)(DfBackend *be, DfBuffer buf);
-    /* Weight gradient of a linear layer y = x W^T: dw[N,K] (F32) += dy[M,N]^T x[M,K]. */
-    void (*linear_weight_grad)(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
-    /* Backward of out = rmsnorm(x, w): with xh = x * r, r = rsqrt(mean(x^2) + eps),
-     * g = dy * w: dx = r * (g - xh * mean(g * xh)) (written, or added when
-     * accumulate; dx may be dy when not accumulating), dw (F32 [dim]) += sum over rows of dy * xh. */
-    void (*rmsnorm_backward)(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
-                             int dim, float eps, int accumulate);
-    /* Backward of rope, in place on the gradient: the inverse rotation (rope with -sin). */
-    void (*rope_backward)(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
-                          int n_tokens, int heads, int head_dim);
-    /* Backward of out = silu(gate) * up: d_gate = d_out * up * silu'(gate),
-     * d_up = d_out * silu(gate); d_gate may be gate and d_up may be up. */
-    void (*swiglu_backward)(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate, DfBuffer up);
-    /* DFlash block attention (see DfBlockAttnLayout): out and lse from q, k, v. */
-    void (*block_attention)(DfBackend *be, const DfBlockAttnArgs *a);
-    /* Its backward: probabilities recomputed from lse; dq written, dk/dv added to. */
-    void (*block_attention_backward)(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
-    void (*lm_head_ce)(DfBackend *be, const DfLmHeadCeArgs *a);
-    /* --- inference against KV caches (see DfKvBatch) --------------------- */
-    /* cache row (slots[i], cache_lens[i] + j) = rows[row_starts[i] + j] for
-     * each new row; rows [n_rows, dim], cache [n_slots * slot_capacity, dim]. */
-    void (*kv_cache_write)(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
-    /* GQA attention of the new query rows q [n_rows, heads*hd] against the
-     * cached keys/values of their slot (the new ones already written):
-     * new row j of sequence i sees cache rows 0 .. cache_lens[i] + j when
-     * causal, and all cache_lens[i] + n_i rows of its sequence otherwise
-     * (a DFlash block: bidirectional inside the new rows). Softmax in fp32;
-     * out [n_rows, heads*hd]. */
-    void (*kv_attention)(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
-                         const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
-    /* --- optimizer: the training state kept on the backend --------------- */
-    /* Waits for queued work, then *result = sum of x[i]^2 over the F32 buffer
-     * x, accumulated in double in an order that depends only on x.count (the
-     * same bits on every call: no atomics, no dependence on timing). */
-    int (*sum_squares)(DfBackend *be, DfBuffer x, double *result, DfError *err);
-    /* See DfAdamWArgs; one launch for all parameters. */
-    void (*adamw_step)(DfBackend *be, const DfAdamWArgs *a);
-    /* --- inference: greedy choice on the backend ------------------------- */
-    /* For each row r of x [rows, cols] (ACT): index[r] (I32) = the first
-     * column holding the row's maximum, exactly as a left-to-right scan
-     * with `>` finds it (df_argmax_f32: a NaN in column 0 wins, other NaNs
-     * are skipped); value[r] (F32) = that element, when value is not empty.
-     * Greedy decoding then downloads rows * 4 bytes instead of the logits. */
-    void (*argmax_rows)(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
-    /* --- hybrid targets' layers (Gated DeltaNet, gated attention) -------- */
-    /* Formulas: model/gated_deltanet.h. Packed batches restart every window
-     * and state at each sequence start (no padding). Small parameters are
-     * F32 buffers (bf16 cannot hold them: see model/hybrid_layer.h). */
-    /* out[t,c] = silu(sum_j w[c,j] x[t-(kernel-1)+j, c]), rows before t's
-     * sequence start counting as zero; x, out [T, channels] (distinct),
-     * w F32 [channels, kernel]. */
-    void (*causal_conv_silu)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
-                             int channels, int kernel);
-    /* The gated delta rule, state fp32 [key_dim, value_dim] per (sequence,
-     * value head), zero at each sequence start. qkv [T, 2*key_heads*key_dim
-     * + value_heads*value_dim]; b, a [T, value_heads] (raw projections);
-     * a_log, dt_bias F32 [value_heads]; out [T, value_heads*value_dim]. */
-    void (*gated_delta_rule)(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
-                             DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
-    /* In place: x = x * rsqrt(mean(x^2) + eps) * w * silu(z) per row of
-     * [rows, dim]; z [rows, dim]; w F32 [dim]. */
-    void (*gated_rmsnorm)(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
-    /* x[i] *= sigmoid(gate[i]); same count. */
-    void (*sigmoid_gate)(DfBackend *be, DfBuffer x, DfBuffer gate);
-    /* rope (same convention and tables [max_pos, rotary_dim/2]) on the first
-     * rotary_dim values of each head of x [T, heads*head_dim]; the other
-     * head_dim - rotary_dim values are left as they are. */
-    void (*rope_partial)(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
-                         int n_tokens, int heads, int head_dim, int rotary_dim);
-    /* rmsnorm (as above) with an F32 weight: a (1 + w) norm's weight, whose
-     * small w bf16 would round away (1 + w has 8 bits). df_op_rmsnorm
-     * dispatches here when w is F32. */
-    void (*rmsnorm_f32_weight)(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
-    /* --- hybrid targets' decode steps against per-slot states ------------ */
-    void (*conv_step)(DfBackend *be, const DfConvStepArgs *a);
-    void (*delta_rule_step)(DfBackend *be, const DfDeltaStepArgs *a);
-    /* --- a dense decoder layer's fused steps (one launch where there were several) --- */
-    /* See DfQkvRopeCacheArgs. */
-    void (*qkv_rope_cache)(DfBackend *be, const DfQkvRopeCacheArgs *a);
-    /* out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] for r < rows,
-     * i < inter: swiglu on the fused gate/up product (gate_up [rows, 2*inter],
-     * out [rows, inter]), rounded as swiglu rounds. */
-    void (*swiglu_packed)(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter);
-    /* --- recorded steps (optional: NULL where a backend has none) -------- */
-    /* The compute ops queued between record_begin and record_end are
-     * recorded into a graph instead of run (no upload, download or sync in
-     * between); graph_replay queues them again, with the buffers and launch
-     * shapes they were recorded with (a CUDA graph: one launch instead of
-     * hundreds). record_begin and graph_replay return 1, doing nothing, when
-     * a recording cannot serve now (profiling is on; the backend's own
-     * scratch memory moved since the recording): the caller then queues the
-     * ops itself. record_end returns 1 with *graph NULL when the recording
-     * is unusable (an op failed, or scratch memory moved while recording). */
-    int (*record_begin)(DfBackend *be, DfError *err);
-    int (*record_end)(DfBackend *be, DfGraph **graph, DfError *err);
-    int (*graph_replay)(DfBackend *be, DfGraph *graph, DfError *err);
-    void (*graph_free)(DfBackend *be, DfGraph *graph);
+    const char *name; /* for messages ("the cpu backend"); code asks caps and the ops, never the name */
+    unsigned caps;    /* DF_CAP_* */
+#define DF_OP(ret, op, params, need) ret(*op) params;
+#include "backend/backend_ops.def"
 } DfBackendOps;
+
+/* One id per op of the list (the profiler's kinds), DF_OP_COUNT of them. */
+typedef enum DfOpId {
+#define DF_OP(ret, op, params, need) DF_OP_ID_##op,
+#include "backend/backend_ops.def"
+    DF_OP_COUNT
+} DfOpId;
+
+/* "matmul" for DF_OP_ID_matmul; "?" outside 0..DF_OP_COUNT-1. */
+const char *df_op_name(int id);
+/* 1 for the ids of the list's compute ops (the ones the profiler times). */
+int df_op_is_compute(int id);
 
 struct DfBackend {
     const DfBackendOps *ops;
@@ -392,10 +277,10 @@ struct DfBackend {
  * is parallelized with OpenMP instead (see cpu/cpu_matmul.c). */
 DfBackend *df_backend_cpu_create(DfError *err);
 
-/* Name of the first drafter-training op (download_i32 .. lm_head_ce,
- * sum_squares, adamw_step) this
- * backend does not implement yet, or NULL when it has them all. */
-const char *df_backend_missing_training_op(const DfBackend *be);
+/* Name of the first op this backend lacks that backend_ops.def marks as
+ * needed (by every backend, or by a capability in its caps), or NULL when
+ * it has them all. df_backend_create refuses a backend that lacks one. */
+const char *df_backend_missing_op(const DfBackend *be);
 void df_backend_destroy(DfBackend *be);
 
 /* --- convenience wrappers: check shapes, then dispatch ------------------- */
@@ -405,6 +290,22 @@ int df_buffer_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, 
  * cannot tell: nothing in use, and nothing known of what is available
  * (SIZE_MAX). */
 void df_backend_memory_info(DfBackend *be, DfMemoryInfo *info);
+
+/* --- device queries (backend_ops.def) ------------------------------------- */
+
+/* 1 when the backend has every capability in caps (DF_CAP_*). */
+int df_backend_has(const DfBackend *be, unsigned caps);
+void df_backend_describe(DfBackend *be, char *buf, size_t cap);
+/* memory_info's peak restarts from what is in use now (nothing where the backend keeps none). */
+void df_backend_reset_peak(DfBackend *be);
+/* Kernel variants (backend_ops.def): -1 with a message when the backend has
+ * no knob of that name (a backend without variants has none); name NULL:
+ * every knob back to its default (nothing to do without variants). */
+int df_backend_set_variant(DfBackend *be, const char *name, int value, DfError *err);
+/* The knobs and their values, "" where the backend has none. */
+void df_backend_variants(DfBackend *be, char *buf, size_t cap);
+/* The native stream (NULL without DF_CAP_STREAMS: ops run as they are called). */
+void *df_backend_native_stream(DfBackend *be);
 /* Bytes of one element of a kind on the backend (ACT: 2 for bf16, 4 for fp32). */
 int df_backend_elem_size(DfBackend *be, DfBufKind kind);
 void df_buffer_free(DfBackend *be, DfBuffer *buf);

@@ -8,9 +8,6 @@
 #include "base/sort.h"
 #include "infer/target_decode.h"
 #include "model/target_memory.h"
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 #define WARMUP_STEPS 2
 #define PROFILED_STEPS 8
@@ -39,28 +36,25 @@ double df_decode_state_bytes(const DfModelConfig *c) {
     return (double)(c->num_layers - kv_layers(c)) * (state + window) * 4 /* F32 */ * 2 /* read + written */;
 }
 
-/* Per-step kernel time from the backend's op profile (CUDA only). */
+/* Per-step kernel time from the backend's op profile (where it has one). */
 static int profile_steps(DfTargetModel *m, int on, DfDecodeBenchResult *r, DfError *err) {
-#ifdef DF_HAVE_CUDA
-    if (strcmp(m->be->ops->name, "cuda") != 0) return 0;
+    DfBackend *be = m->be;
+    if (!df_backend_has(be, DF_CAP_PROFILE)) return 0;
     if (on) {
-        df_cuda_profile_enable(m->be, 1);
+        be->ops->profile_enable(be, 1);
         return 0;
     }
-    double ms[DF_CUDA_OP_KINDS] = {0};
-    df_cuda_profile_enable(m->be, 0);
-    if (df_cuda_profile_read(m->be, ms, err)) return -1;
+    double ms[DF_OP_COUNT] = {0};
+    be->ops->profile_enable(be, 0);
+    if (be->ops->profile_read(be, ms, err)) return -1;
     size_t used = 0;
-    for (int k = 0; k < DF_CUDA_OP_KINDS; k++) {
+    for (int k = 0; k < DF_OP_COUNT; k++) {
         r->device_ms += ms[k];
         if (ms[k] > 0 && used < sizeof r->kinds)
             used += (size_t)snprintf(r->kinds + used, sizeof r->kinds - used, "%s%s %.3f", used ? ", " : "",
-                                     df_cuda_op_kind_name(k), ms[k] / PROFILED_STEPS);
+                                     df_op_name(k), ms[k] / PROFILED_STEPS);
     }
-    r->attention_ms = ms[DF_CUDA_OP_ATTENTION];
-#else
-    (void)m, (void)on, (void)r, (void)err;
-#endif
+    r->attention_ms = ms[DF_OP_ID_kv_attention];
     return 0;
 }
 

@@ -21,7 +21,7 @@ typedef struct DfDecodeBenchResult {
     double limit_tokens_per_s; /* batch / ((weight + kv + state bytes) / bandwidth) */
     double device_ms;          /* GPU: kernel time per step (0 elsewhere) */
     double attention_ms;       /* GPU: of which kv attention */
-    char kinds[512];           /* GPU: ms per step of each op kind, as text ("" elsewhere) */
+    char kinds[1024];          /* where the backend profiles: ms per step of each op, as text ("" elsewhere) */
 } DfDecodeBenchResult;
 
 /* Bytes of the weights one decode step reads (element size of the model's

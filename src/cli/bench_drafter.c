@@ -6,7 +6,7 @@
 #include "base/clock.h"
 #include "model/drafter.h"
 #include "model/target.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 /* Fixed pseudo-random contents (never zeros), for ids and features. */
 static uint32_t next_u32(uint64_t *s) {

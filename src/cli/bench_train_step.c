@@ -11,11 +11,8 @@
 #include "model/drafter.h"
 #include "model/target.h"
 #include "model/target_random.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 #include "train/optimizer.h"
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 const char *df_step_phase_name(int phase) {
     static const char *const names[DF_STEP_PHASES] = {"target forward", "drafter fwd+bwd", "optimizer"};
@@ -153,12 +150,12 @@ int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepRes
     memset(r, 0, sizeof *r);
     if (s->repeat < 1 || s->n_seqs < 1 || s->seq_len < 2 || s->num_anchors < 1)
         return df_fail(err, "train-step bench: repeat, sequences, length and anchors must be positive");
+    if (df_backend_set_variant(be, NULL, 0, err)) return df_context(err, "train-step bench: default kernel variants");
+    df_backend_variants(be, r->variants, sizeof r->variants);
     StepBench b;
     memset(&b, 0, sizeof b);
     b.be = be;
-#ifdef DF_HAVE_CUDA
-    if (strcmp(be->ops->name, "cuda") == 0) df_cuda_reset_peak(be);
-#endif
+    df_backend_reset_peak(be);
     double *times = df_xmalloc((size_t)s->repeat * sizeof *times, "step times");
     int rc = -1;
     if (build_models(&b, s, err) || build_batch(&b, s, err)) goto done;
@@ -174,9 +171,9 @@ int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepRes
     count_flops(&b, s, r);
     r->seqs_per_s = s->n_seqs / r->step_s;
     r->tflops = r->tflop_per_step / r->step_s;
-#ifdef DF_HAVE_CUDA
-    if (strcmp(be->ops->name, "cuda") == 0) r->peak_bytes = df_cuda_peak_bytes(be);
-#endif
+    DfMemoryInfo mem;
+    df_backend_memory_info(be, &mem);
+    r->peak_bytes = mem.peak;
     rc = 0;
 done:
     free(times);
@@ -200,6 +197,7 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
         printf(" %s %.1f ms (%.0f%%)", df_step_phase_name(p), r->phase_s[p] * 1e3,
                total > 0 ? 100 * r->phase_s[p] / total : 0);
     printf("\n    peak GPU memory %.2f GiB\n", r->peak_bytes / 1073741824.0);
+    if (r->variants[0]) printf("    kernel variants: %s\n", r->variants);
     char name[160];
     const struct {
         const char *suffix;
@@ -216,4 +214,6 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
         snprintf(name, sizeof name, "%s_%s", key, fig[i].suffix);
         cJSON_AddNumberToObject(json, name, fig[i].v);
     }
+    snprintf(name, sizeof name, "%s_variants", key);
+    cJSON_AddStringToObject(json, name, r->variants);
 }

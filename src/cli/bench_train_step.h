@@ -31,11 +31,14 @@ typedef struct DfTrainStepResult {
     double target_tflop, drafter_tflop;  /* spec section 8 split of tflop_per_step */
     long long drafter_params;
     int target_layers_run;
-    size_t peak_bytes;                   /* backend peak (CUDA), 0 where not tracked */
+    size_t peak_bytes;                   /* the backend's memory_info peak, 0 where not tracked */
+    char variants[256];                  /* the kernel variants it ran with (df_backend_variants): the defaults */
 } DfTrainStepResult;
 
 const char *df_step_phase_name(int phase);
 
+/* Every kernel variant goes back to its default first (a benchmark before it
+ * may have chosen others: the training step is measured as training runs). */
 int df_bench_train_step(DfBackend *be, const DfTrainStepShape *shape, DfTrainStepResult *res, DfError *err);
 
 /* Prints the result (MFU against the measured GEMM peak and the nominal rate)

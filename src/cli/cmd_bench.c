@@ -39,9 +39,6 @@
 #include "model/target.h"
 #include "model/target_random.h"
 #include "text/tokenizer.h"
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 typedef struct BenchOptions {
     const char *target;
@@ -190,6 +187,14 @@ static DfModelConfig qwen36_27b_shape(int n_layers) {
     return c;
 }
 
+/* The device figures time ops with the device's own timers and split them
+ * with its per-op profile. */
+static int require_timing(DfBackend *be, const char *device, DfError *err) {
+    if (df_backend_has(be, DF_CAP_TIMING | DF_CAP_PROFILE)) return 0;
+    return df_fail(err, "--device %s: the %s backend has no device timers or op profile for these figures", device,
+                   be->ops->name);
+}
+
 /* --- decode figures (--decode) --------------------------------------------- */
 
 static void report_decode(const char *name, const char *key, const DfDecodeBenchResult *r, int both_modes,
@@ -235,7 +240,7 @@ static int decode_batches(DfTargetModel *m, const char *name, const char *key, c
 }
 
 static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
-    int gpu = df_device_is_cuda(o->device);
+    int gpu = df_device_kind(o->device) == DF_DEVICE_ACCELERATOR;
     DfBackend *be = df_backend_create(o->device, err);
     if (!be) return -1;
     int rc = -1;
@@ -243,14 +248,13 @@ static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     DfTargetModel m;
     DfModelConfig cfg;
     if (gpu) {
-#ifdef DF_HAVE_CUDA
         char desc[256];
-        df_cuda_describe(be, desc, sizeof desc);
+        df_backend_describe(be, desc, sizeof desc);
         printf("dflash bench --decode on %s: %s\n", o->device, desc);
         cJSON_AddStringToObject(json, "gpu", desc);
-        if (df_cuda_copy_bandwidth(be, (size_t)2 << 30, 20, &bw, err)) goto done;
+        if (require_timing(be, o->device, err) || be->ops->copy_bandwidth(be, (size_t)2 << 30, 20, &bw, err))
+            goto done;
         printf("%-36s %9.1f GB/s (device-to-device copy of 2 GiB, read + write, median of 20)\n", "bandwidth", bw);
-#endif
     } else {
         printf("dflash bench --decode on the CPU, %d threads\n", omp_get_max_threads());
         bw = df_host_copy_bandwidth((size_t)1 << 30, 3);
@@ -282,7 +286,6 @@ done:
     return rc;
 }
 
-#ifdef DF_HAVE_CUDA
 /* --- GPU figures (--device cuda) -------------------------------------------- */
 
 #define NOMINAL_BF16_TFLOPS 989.0 /* H100 / H200 SXM, dense bf16 */
@@ -309,28 +312,25 @@ static int fill_uniform(DfBackend *be, DfBuffer b, uint64_t seed, DfError *err) 
  * layer, timed one product at a time with CUDA events after a warm-up. */
 static int gpu_gemm_tflops(DfBackend *be, int m, int n, int k, int iters, double *tflops, DfError *err) {
     DfBuffer x = {0}, w = {0}, y = {0};
-    DfCudaTimer *timer = df_cuda_timer_create(be);
+    DfTimer *timer = be->ops->timer_create(be, err);
     double *ms = df_xmalloc((size_t)iters * sizeof *ms, "gemm times");
     int rc = -1;
-    if (!timer) {
-        df_fail(err, "cannot create CUDA events");
-        goto done;
-    }
+    if (!timer) goto done;
     if (df_buffer_alloc(be, &x, DF_BUF_ACT, (size_t)m * k, err) || df_buffer_alloc(be, &w, DF_BUF_ACT, (size_t)n * k, err) ||
         df_buffer_alloc(be, &y, DF_BUF_ACT, (size_t)m * n, err) || fill_uniform(be, x, 1, err) || fill_uniform(be, w, 2, err))
         goto done;
     for (int i = 0; i < 3; i++) df_op_linear(be, y, x, w, m, n, k, 0);
     for (int i = 0; i < iters; i++) {
-        df_cuda_timer_start(timer);
+        be->ops->timer_start(be, timer);
         df_op_linear(be, y, x, w, m, n, k, 0);
-        ms[i] = df_cuda_timer_stop(timer);
+        ms[i] = be->ops->timer_stop(be, timer);
     }
     if (be->ops->sync(be, err)) goto done;
     *tflops = 2.0 * m * n * k / (df_median_sorting(ms, (size_t)iters) * 1e-3) / 1e12;
     rc = 0;
 done:
     df_buffer_free(be, &x), df_buffer_free(be, &w), df_buffer_free(be, &y);
-    df_cuda_timer_destroy(timer);
+    if (timer) be->ops->timer_destroy(be, timer);
     free(ms);
     return rc;
 }
@@ -345,7 +345,7 @@ static int gpu_attention_tflops(DfBackend *be, int seq_len, int n_seqs, int head
     DfPackedBatch batch;
     DfBuffer q = {0}, k = {0}, v = {0}, o = {0}, no_lse = {0};
     no_lse.kind = DF_BUF_F32;
-    DfCudaTimer *timer = df_cuda_timer_create(be);
+    DfTimer *timer = be->ops->timer_create(be, err);
     double *ms = df_xmalloc((size_t)iters * sizeof *ms, "attention times");
     int rc = df_packed_batch_init(&batch, be, starts, n_seqs, err);
     free(starts);
@@ -360,9 +360,9 @@ static int gpu_attention_tflops(DfBackend *be, int seq_len, int n_seqs, int head
     float scale = 1.0f / sqrtf((float)hd);
     for (int i = 0; i < 3; i++) df_op_attention(be, o, no_lse, q, k, v, &batch, heads, kv_heads, hd, scale);
     for (int i = 0; i < iters; i++) {
-        df_cuda_timer_start(timer);
+        be->ops->timer_start(be, timer);
         df_op_attention(be, o, no_lse, q, k, v, &batch, heads, kv_heads, hd, scale);
-        ms[i] = df_cuda_timer_stop(timer);
+        ms[i] = be->ops->timer_stop(be, timer);
     }
     if (be->ops->sync(be, err)) goto done;
     *tflops = 2.0 * seq_len * (double)seq_len * heads * hd * n_seqs / (df_median_sorting(ms, (size_t)iters) * 1e-3) / 1e12;
@@ -371,7 +371,7 @@ done:
     df_packed_batch_free(&batch, be);
 done_nobatch:
     df_buffer_free(be, &q), df_buffer_free(be, &k), df_buffer_free(be, &v), df_buffer_free(be, &o);
-    df_cuda_timer_destroy(timer);
+    if (timer) be->ops->timer_destroy(be, timer);
     free(ms);
     return rc;
 }
@@ -380,7 +380,7 @@ typedef struct PrefillResult {
     double ms, tokens_per_s, tflops;
     int layers;
     size_t peak_bytes;
-    double op_ms[DF_CUDA_OP_KINDS];
+    double op_ms[DF_OP_COUNT]; /* by DfOpId */
 } PrefillResult;
 
 /* Buffers of one packed prefill batch on the GPU. */
@@ -423,35 +423,34 @@ static int gpu_prefill(DfBackend *be, DfTargetModel *m, int seq_len, int n_seqs,
     int taps[3];
     df_default_target_layer_ids(m->cfg.num_layers, 3, taps);
     PrefillBatch p;
-    DfCudaTimer *timer = df_cuda_timer_create(be);
+    DfTimer *timer = be->ops->timer_create(be, err);
     double *ms = df_xmalloc((size_t)repeat * sizeof *ms, "prefill times");
     int rc = -1;
-    if (!timer) {
-        df_fail(err, "cannot create CUDA events");
-        goto done;
-    }
+    if (!timer) goto done;
     if (prefill_batch_init(be, &m->cfg, seq_len, n_seqs, with_logits, &p, err)) goto done_batch;
     if (df_target_forward_batch(m, &p.batch, p.ids, taps, 3, p.features, p.logits, err)) goto done_batch;
     for (int i = 0; i < repeat; i++) {
-        df_cuda_timer_start(timer);
+        be->ops->timer_start(be, timer);
         if (df_target_forward_batch(m, &p.batch, p.ids, taps, 3, p.features, p.logits, err)) goto done_batch;
-        ms[i] = df_cuda_timer_stop(timer);
+        ms[i] = be->ops->timer_stop(be, timer);
     }
-    df_cuda_profile_enable(be, 1);
+    be->ops->profile_enable(be, 1);
     rc = df_target_forward_batch(m, &p.batch, p.ids, taps, 3, p.features, p.logits, err);
-    df_cuda_profile_enable(be, 0);
-    if (rc == 0) rc = df_cuda_profile_read(be, r->op_ms, err);
+    be->ops->profile_enable(be, 0);
+    if (rc == 0) rc = be->ops->profile_read(be, r->op_ms, err);
     if (rc == 0) {
         r->ms = df_median_sorting(ms, (size_t)repeat);
         r->layers = m->layers_run;
         r->tokens_per_s = (double)seq_len * n_seqs / (r->ms * 1e-3);
         r->tflops = df_target_forward_flops(&m->cfg, p.lens, n_seqs, m->layers_run, with_logits) / (r->ms * 1e-3) / 1e12;
-        r->peak_bytes = df_cuda_peak_bytes(be);
+        DfMemoryInfo mem;
+        df_backend_memory_info(be, &mem);
+        r->peak_bytes = mem.peak;
     }
 done_batch:
     prefill_batch_free(be, &p);
 done:
-    df_cuda_timer_destroy(timer);
+    if (timer) be->ops->timer_destroy(be, timer);
     free(ms);
     return rc;
 }
@@ -460,10 +459,10 @@ static void report_prefill(const char *label, const char *key, const PrefillResu
     printf("%-40s %9.0f tokens/s %8.2f ms %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of 989  (%d layers)\n", label,
            r->tokens_per_s, r->ms, r->tflops, 100 * r->tflops / peak, 100 * r->tflops / NOMINAL_BF16_TFLOPS, r->layers);
     double total = 0;
-    for (int k = 0; k < DF_CUDA_OP_KINDS; k++) total += r->op_ms[k];
+    for (int k = 0; k < DF_OP_COUNT; k++) total += r->op_ms[k];
     printf("%-40s", "    time by op kind");
-    for (int k = 0; k < DF_CUDA_OP_KINDS; k++)
-        if (r->op_ms[k] > 0) printf(" %s %.1f%%", df_cuda_op_kind_name(k), 100 * r->op_ms[k] / total);
+    for (int k = 0; k < DF_OP_COUNT; k++)
+        if (r->op_ms[k] > 0) printf(" %s %.1f%%", df_op_name(k), 100 * r->op_ms[k] / total);
     printf("\n");
     char name[128];
     const struct {
@@ -521,8 +520,12 @@ static int bench_gpu_train_steps(DfBackend *be, const BenchOptions *o, double pe
 static int run_hybrid_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     DfBackend *be = df_backend_create(o->device, err);
     if (!be) return -1;
+    if (require_timing(be, o->device, err)) {
+        df_backend_destroy(be);
+        return -1;
+    }
     char desc[256];
-    df_cuda_describe(be, desc, sizeof desc);
+    df_backend_describe(be, desc, sizeof desc);
     printf("dflash bench --hybrid on %s: %s; prefill batches of %d x %d tokens\n\n", o->device, desc, o->n_seqs,
            o->seq_len);
     cJSON_AddStringToObject(json, "gpu", desc);
@@ -535,7 +538,7 @@ static int run_hybrid_bench(const BenchOptions *o, cJSON *json, DfError *err) {
            NOMINAL_BF16_TFLOPS);
     add_number(json, "gemm_8192_tflops", peak);
     add_number(json, "hybrid_layers", o->hybrid_layers);
-    df_cuda_reset_peak(be);
+    df_backend_reset_peak(be);
     double t0 = df_now_seconds();
     if (df_target_init_random(&m, be, &cfg, 1234, 1, err)) goto done;
     printf("%-40s %9.1f s (%d of 64 layers)\n", "Qwen3.6-27B random weights built in", df_now_seconds() - t0,
@@ -568,8 +571,12 @@ done:
 static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     DfBackend *be = df_backend_create(o->device, err);
     if (!be) return -1;
+    if (require_timing(be, o->device, err)) {
+        df_backend_destroy(be);
+        return -1;
+    }
     char desc[256];
-    df_cuda_describe(be, desc, sizeof desc);
+    df_backend_describe(be, desc, sizeof desc);
     int t = o->seq_len * o->n_seqs;
     printf("dflash bench on %s: %s; prefill batches of %d x %d tokens\n\n", o->device, desc, o->n_seqs, o->seq_len);
     cJSON_AddStringToObject(json, "gpu", desc);
@@ -599,18 +606,19 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
         goto done;
     }
     for (int rows = 16; rows <= 32; rows += 16) {
-        df_cuda_set_attention_rows_per_warp(be, rows);
-        if (gpu_attention_tflops(be, o->seq_len, o->n_seqs, 32, 8, 128, 20, &tf, err)) goto done;
+        if (df_backend_set_variant(be, "attention_rows_per_warp", rows, err) ||
+            gpu_attention_tflops(be, o->seq_len, o->n_seqs, 32, 8, 128, 20, &tf, err))
+            goto done;
         printf("  Qwen3-8B attention, %2d rows per warp   %9.1f TFLOP/s (causal, 32/8 heads of 128)\n", rows, tf);
         add_number(json, rows == 16 ? "attention_rows16_tflops" : "attention_rows32_tflops", tf);
     }
-    df_cuda_set_attention_rows_per_warp(be, 0); /* automatic, as in every forward */
+    if (df_backend_set_variant(be, "attention_rows_per_warp", 0, err)) goto done; /* automatic, as in every forward */
     printf("\n");
 
     DfTargetModel m;
     DfModelConfig cfg;
     if (df_model_config_load(&cfg, o->target, err)) goto done;
-    df_cuda_reset_peak(be);
+    df_backend_reset_peak(be);
     if (df_target_load(&m, be, o->target, cfg.num_layers, 1, err)) goto done;
     rc = bench_model_prefill(be, &m, o->target, "target", o, peak, json, err);
     df_target_free(&m);
@@ -618,16 +626,16 @@ static int run_gpu_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     printf("\n");
 
     cfg = qwen3_8b_shape();
-    df_cuda_reset_peak(be);
+    df_backend_reset_peak(be);
     double t0 = df_now_seconds();
     if ((rc = df_target_init_random(&m, be, &cfg, 1234, 1, err)) != 0) goto done;
     printf("%-40s %9.1f s\n", "Qwen3-8B random weights built in", df_now_seconds() - t0);
     rc = bench_model_prefill(be, &m, "Qwen3-8B shape (random)", "qwen3_8b", o, peak, json, err);
     if (rc == 0) { /* the other attention kernel shape, for comparison */
         PrefillResult r;
-        df_cuda_set_attention_rows_per_warp(be, 16);
-        rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &r, err);
-        df_cuda_set_attention_rows_per_warp(be, 0); /* back to automatic before the training steps below */
+        rc = df_backend_set_variant(be, "attention_rows_per_warp", 16, err);
+        if (rc == 0) rc = gpu_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &r, err);
+        /* the training steps below set every variant back to its default themselves (df_bench_train_step) */
         if (rc == 0) report_prefill("Qwen3-8B full, attention 16 rows/warp", "qwen3_8b_full_rows16", &r, peak, json);
     }
     df_target_free(&m);
@@ -636,7 +644,6 @@ done:
     df_backend_destroy(be);
     return rc;
 }
-#endif
 
 int df_cmd_bench(int argc, char **argv) {
     /* seq_len, n_seqs, repeat 0: the device's default (CPU 4 x 1024, 3; GPU 8 x 2048, 10) */
@@ -683,8 +690,9 @@ int df_cmd_bench(int argc, char **argv) {
     DfError err = {{0}};
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
-    int gpu = df_device_is_cuda(o.device);
-    if (!gpu && strcmp(o.device, "cpu") != 0) {
+    DfDeviceKind kind = df_device_kind(o.device);
+    int gpu = kind == DF_DEVICE_ACCELERATOR;
+    if (kind == DF_DEVICE_UNKNOWN) {
         fprintf(stderr, "dflash: bench: unknown --device '%s' (expected cpu, cuda or cuda:N)\n", o.device);
         return 2;
     }
@@ -716,18 +724,13 @@ int df_cmd_bench(int argc, char **argv) {
         df_fail(&err, "--hybrid needs --device cuda and --hybrid-layers in 4..64");
         goto fail;
     }
-    if (gpu) {
-#ifdef DF_HAVE_CUDA
+    if (gpu) { /* df_backend_create says when this dflash was built without CUDA */
         if (o.hybrid) {
             if (run_hybrid_bench(&o, json, &err) != 0) goto fail;
             goto write_json;
         }
         if (run_gpu_bench(&o, json, &err) != 0) goto fail;
         goto write_json;
-#else
-        df_fail(&err, "--device %s: this dflash was built without CUDA", o.device);
-        goto fail;
-#endif
     }
     printf("dflash bench on %d threads\n\n", omp_get_max_threads());
 

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/select.h"
 #include "base/edit_distance.h"
 #include "cli/commands.h"
 #include "version.h"
@@ -28,7 +29,7 @@ static const Command COMMANDS[] = {
 };
 
 static void print_version(void) {
-    printf("dflash %s\nbackends: %s\n", DF_VERSION, DF_BACKENDS);
+    printf("dflash %s\nbackends: %s\n", DF_VERSION, df_backends_built_in());
 }
 
 static void print_usage(void) {

@@ -3,16 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
-
 static int init_nccl(DfComm *c, DfError *err) {
-#ifdef DF_HAVE_CUDA
-    return df_group_nccl_open(&c->nccl, c->group, "data parallel on CUDA", err);
-#else
-    return df_fail(err, "data parallel on the %s backend: this build has no CUDA, so no NCCL", c->be->ops->name);
-#endif
+    return df_group_nccl_open(&c->nccl, c->group, "data parallel on the device", err);
 }
 
 int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfDrafterLayout *layout, double bucket_mib,
@@ -21,7 +13,7 @@ int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfDrafterLa
     c->group = group;
     c->be = be;
     if (!group || df_dist_world_size(group) == 1) return 0;
-    if (strcmp(be->ops->name, "cuda") == 0) {
+    if (df_backend_has(be, DF_CAP_STREAMS | DF_CAP_NCCL)) { /* the gradients stay on the device */
         c->transport = DF_COMM_NCCL;
         if (df_grad_buckets_from_layout(&c->buckets, layout, bucket_mib, err)) return -1;
         c->have_buckets = 1;
@@ -38,9 +30,8 @@ const char *df_comm_transport_name(const DfComm *c) {
 }
 
 static int all_reduce_nccl(DfComm *c, DfBuffer grads, DfError *err) {
-#ifdef DF_HAVE_CUDA
     if (df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl.comm, err)) return -1;
-    void *stream = df_cuda_stream(c->be);
+    void *stream = df_backend_native_stream(c->be);
     float *base = grads.ptr;
     for (int i = 0; i < c->buckets.n; i++) {
         const DfGradBucket *b = &c->buckets.buckets[i];
@@ -52,10 +43,6 @@ static int all_reduce_nccl(DfComm *c, DfBuffer grads, DfError *err) {
             return df_context(err, "gradient bucket %d of %d", i + 1, c->buckets.n);
     }
     return 0;
-#else
-    (void)grads;
-    return df_fail(err, "internal: NCCL transport without CUDA");
-#endif
 }
 
 int df_comm_all_reduce_grads(DfComm *c, DfBuffer grads, DfError *err) {

@@ -20,15 +20,14 @@
 
 #include "dist/comm.h"
 
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
-
-#ifdef DF_HAVE_CUDA
+/* The NCCL transport runs only on a backend with DF_CAP_STREAMS (df_comm_init),
+ * whose table has the stream and event ops. */
 static int create_stream_and_events(DfComm *c, DfError *err) {
     DfCommOverlap *o = &c->overlap;
-    if (!(o->stream = df_cuda_side_stream_create(c->be, err)) ||
-        !(o->compute_mark = df_cuda_event_create(c->be, err)) || !(o->comm_mark = df_cuda_event_create(c->be, err)))
+    const DfBackendOps *ops = c->be->ops;
+    if (!df_backend_has(c->be, DF_CAP_STREAMS)) return df_fail(err, "internal: overlapped reduction without streams");
+    if (!(o->stream = ops->side_stream_create(c->be, err)) || !(o->compute_mark = ops->event_create(c->be, err)) ||
+        !(o->comm_mark = ops->event_create(c->be, err)))
         return df_context(err, "overlapped gradient reduction");
     return 0;
 }
@@ -38,7 +37,7 @@ static int create_stream_and_events(DfComm *c, DfError *err) {
 static int queue_buckets(DfComm *c, int upto, DfError *err) {
     DfCommOverlap *o = &c->overlap;
     if (o->queued >= upto) return 0;
-    if (df_cuda_stream_wait_stream(c->be, o->stream, NULL, o->compute_mark, err))
+    if (c->be->ops->stream_wait_stream(c->be, o->stream, NULL, o->compute_mark, err))
         return df_context(err, "ordering gradient bucket %d after the backward", o->queued + 1);
     float *base = o->grads.ptr;
     for (; o->queued < upto; o->queued++) {
@@ -50,11 +49,9 @@ static int queue_buckets(DfComm *c, int upto, DfError *err) {
     }
     return 0;
 }
-#endif
 
 int df_comm_enable_overlap(DfComm *c, DfError *err) {
     if (c->transport != DF_COMM_NCCL || c->overlap.enabled) return c->overlap.enabled;
-#ifdef DF_HAVE_CUDA
     if (create_stream_and_events(c, err)) {
         df_comm_overlap_free(c);
         return -1;
@@ -62,9 +59,6 @@ int df_comm_enable_overlap(DfComm *c, DfError *err) {
     df_grad_readiness_init(&c->overlap.readiness, &c->buckets);
     c->overlap.enabled = 1;
     return 1;
-#else
-    return df_fail(err, "internal: NCCL transport without CUDA");
-#endif
 }
 
 int df_comm_grads_begin(DfComm *c, DfBuffer grads, DfError *err) {
@@ -91,12 +85,7 @@ void df_comm_grad_ready(void *ctx, size_t offset, size_t count) {
         o->failed = 1;
         return;
     }
-#ifdef DF_HAVE_CUDA
     if (queue_buckets(c, complete, &o->error)) o->failed = 1;
-#else
-    o->failed = 1;
-    df_fail(&o->error, "internal: overlapped reduction without CUDA");
-#endif
 }
 
 int df_comm_overlap_finish(DfComm *c, DfBuffer grads, DfError *err) {
@@ -105,25 +94,21 @@ int df_comm_overlap_finish(DfComm *c, DfBuffer grads, DfError *err) {
     if (o->failed) return df_fail(err, "%s", o->error.msg);
     if (grads.ptr != o->grads.ptr || grads.count != o->grads.count)
         return df_fail(err, "internal: the gradient reduced is not the one the step began with");
-#ifdef DF_HAVE_CUDA
     /* the backward is fully queued: whatever was not reported (nothing, or
      * all of it on a rank without a backward) is final now */
     if (queue_buckets(c, c->buckets.n, err)) return -1;
-    if (df_cuda_stream_wait_stream(c->be, NULL, o->stream, o->comm_mark, err))
+    if (c->be->ops->stream_wait_stream(c->be, NULL, o->stream, o->comm_mark, err))
         return df_context(err, "ordering the optimizer after the gradient all-reduce");
     return df_dist_poll_failure(c->group, err) || df_nccl_check_async(&c->nccl.comm, err) ? -1 : 0;
-#else
-    return df_fail(err, "internal: overlapped reduction without CUDA");
-#endif
 }
 
 void df_comm_overlap_free(DfComm *c) {
     DfCommOverlap *o = &c->overlap;
-#ifdef DF_HAVE_CUDA
-    df_cuda_side_stream_destroy(c->be, o->stream);
-    df_cuda_event_destroy(c->be, o->compute_mark);
-    df_cuda_event_destroy(c->be, o->comm_mark);
-#endif
+    if (c->be && df_backend_has(c->be, DF_CAP_STREAMS)) {
+        c->be->ops->side_stream_destroy(c->be, o->stream);
+        if (o->compute_mark) c->be->ops->event_destroy(c->be, o->compute_mark);
+        if (o->comm_mark) c->be->ops->event_destroy(c->be, o->comm_mark);
+    }
     if (o->readiness.done) df_grad_readiness_free(&o->readiness);
     memset(o, 0, sizeof *o);
 }

@@ -8,9 +8,6 @@
 #include "base/clock.h"
 #include "dist/rendezvous_internal.h" /* the little-endian field helpers */
 #include "dist/tcp.h"
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 #define LINK_MAGIC 0x4c464644u /* "DFFL" */
 #define LINK_HEADER 32
@@ -86,11 +83,7 @@ static int recv_header(DfFeatureLinks *l, int peer, LinkHeader *h, DfError *err)
 
 /* A communicator over the whole group for the sends and receives. */
 static int open_nccl(DfFeatureLinks *l, DfError *err) {
-#ifdef DF_HAVE_CUDA
-    return df_group_nccl_open(&l->nccl, l->group, "the split layout's feature links on CUDA", err);
-#else
-    return df_fail(err, "the split layout on the %s backend: this build has no CUDA, so no NCCL", l->be->ops->name);
-#endif
+    return df_group_nccl_open(&l->nccl, l->group, "the split layout's feature links on the device", err);
 }
 
 /* Target rank: accepts the connections of the drafter ranks it serves. */
@@ -167,7 +160,7 @@ int df_feature_links_open(DfFeatureLinks *l, DfDistGroup *group, DfBackend *be, 
     }
     free(all);
     if (lfd >= 0) close(lfd);
-    l->use_nccl = strcmp(be->ops->name, "cuda") == 0;
+    l->use_nccl = df_backend_has(be, DF_CAP_STREAMS | DF_CAP_NCCL); /* features stay on the device */
     if (rc == 0 && l->use_nccl) rc = open_nccl(l, err);
     return rc;
 }
@@ -187,18 +180,13 @@ int df_feature_link_stop(DfFeatureLinks *l, int64_t last_step, DfError *err) {
 }
 
 static int transfer_nccl(DfFeatureLinks *l, int send, int peer, DfBuffer features, size_t count, DfError *err) {
-#ifdef DF_HAVE_CUDA
     if (df_nccl_check_async(&l->nccl.comm, err)) return -1;
     if (features.elem_size != 2 && features.elem_size != 4)
         return df_fail(err, "internal: features of %d-byte elements", features.elem_size);
     DfNcclType type = features.elem_size == 2 ? DF_NCCL_BF16 : DF_NCCL_F32;
-    void *stream = df_cuda_stream(l->be);
+    void *stream = df_backend_native_stream(l->be);
     return send ? df_nccl_send(&l->nccl.comm, features.ptr, count, type, peer, stream, err)
                 : df_nccl_recv(&l->nccl.comm, features.ptr, count, type, peer, stream, err);
-#else
-    (void)send, (void)peer, (void)features, (void)count;
-    return df_fail(err, "internal: NCCL feature link without CUDA");
-#endif
 }
 
 static void reserve_host(DfFeatureLinks *l, size_t count) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "model/drafter_internal.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 DfBuffer df_drafter_param(const DfDrafter *d, int index) {
     const DfParamInfo *p = &d->layout.params[index];
@@ -21,7 +21,7 @@ DfBuffer df_drafter_grad(const DfDrafter *d, int index) {
 static int drafter_begin(DfDrafter *d, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed, DfBuffer lm_head,
                          DfError *err) {
     memset(d, 0, sizeof *d);
-    const char *missing = df_backend_missing_training_op(be);
+    const char *missing = df_backend_missing_op(be);
     if (missing)
         return df_fail(err, "drafter: the %s backend does not implement drafter training yet (no '%s' op)",
                        be->ops->name, missing);

@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 
 /* One packed batch as the drafter sees it: the context sequences (with the
  * target's tap features already on the backend) and the anchors of each. */

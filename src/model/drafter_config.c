@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 void df_drafter_default_attention(const DfModelConfig *t, int *num_heads, int *num_kv_heads, int *head_dim) {
     if (t->is_hybrid) {

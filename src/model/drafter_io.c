@@ -24,7 +24,7 @@
 #include "base/numeric.h"
 #include "formats/safetensors.h"
 #include "model/dflash_py.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 #define DF_DEFAULT_BLOCK_SIZE 16
 /* Far above any real drafter; keeps a hostile config from sizing huge tables. */

@@ -1,5 +1,5 @@
 /* One drafter training step over a packed batch: checks the batch, builds
- * the blocks on the host (ids, positions, labels, weights: train/anchors.h),
+ * the blocks on the host (ids, positions, labels, weights: model/anchors.h),
  * runs the forward, the fused lm-head cross-entropy, the metrics, and (when
  * asked) the backward; in micro-batches (model/drafter_split.h) when the
  * batch has more block rows than the drafter's bound. */
@@ -8,7 +8,7 @@
 
 #include "model/drafter_internal.h"
 #include "model/drafter_split.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 static int check_batch(const DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
     const DfDrafterConfig *c = &d->cfg;

@@ -6,7 +6,7 @@
  *     [q | gate] per head = h Wq^T; k, v = h Wk^T, h Wv^T; q, k = q_norm, k_norm
  *     per head; RoPE on the first rotary_dim values of each head (partial);
  *     x += (attention(q, k, v) * sigmoid(gate)) Wo^T
- *   linear_attention (Gated DeltaNet, model/gated_deltanet.h):
+ *   linear_attention (Gated DeltaNet, backend/gated_deltanet.h):
  *     qkv = silu(causal_conv(h Wqkv^T)); z = h Wz^T; b = h Wb^T; a = h Wa^T
  *     o = gated_delta_rule(q, k, v, a, b); x += gated_rmsnorm(o, z) Wout^T
  *   x += MLP(post_norm(x)) (SwiGLU)

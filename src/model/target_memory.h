@@ -3,7 +3,7 @@
  * asked: `act_elem` is the size of a DF_BUF_ACT element on the backend that
  * will hold the target (2: bf16 on CUDA; 4: fp32 on the CPU); F32 and I32
  * elements are 4 bytes everywhere. Bytes are count * element size per
- * buffer, the way the CUDA backend counts them (df_cuda_bytes_in_use) and
+ * buffer, the way the CUDA backend counts them (the memory_info in_use of the op table) and
  * the CPU backend too (df_cpu_bytes_in_use, backend/cpu/cpu_memory.h); the
  * CPU's rounding of each allocation to 64 bytes is not included.
  *

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/rng.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 enum { MAX_BUCKETS = 64 };
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/select.h"
 #include "base/atomic_file.h"
 #include "version.h"
 
@@ -93,7 +94,7 @@ static void add_machine_options(cJSON *j, const DfTrainOptions *o) {
 char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "dflash_version", DF_VERSION);
-    cJSON_AddStringToObject(j, "backends", DF_BACKENDS);
+    cJSON_AddStringToObject(j, "backends", df_backends_built_in());
     add_data_options(j, o);
     add_drafter_options(j, dcfg);
     add_training_options(j, o, dcfg);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/anchors.h"
+#include "model/anchors.h"
 #include "train/rank_share.h"
 
 static int64_t grown(int64_t cap, int64_t need) {

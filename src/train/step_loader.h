@@ -5,7 +5,7 @@
  * A step batch holds everything of a step that needs no model: the global
  * batch's sample ids (from the epoch plan, train/batcher.h), this rank's
  * share of them (train/rank_share.h), packed back to back: token ids, loss
- * mask, sequence starts, and the anchors of each sample (train/anchors.h,
+ * mask, sequence starts, and the anchors of each sample (model/anchors.h,
  * keyed by seed, epoch and sample index). All of it is a pure function of
  * the options and the step number, so the steps train on the same inputs
  * whatever the queue depth.

@@ -65,7 +65,7 @@ void df_step_times_write_json(FILE *fp, const DfStepTimes *t);
 /* "load 1.2 wait 0.0 up 0.3 tgt 40.1 dft 80.2 red 0.0 opt 3.1 host 0.2" (ms). */
 void df_step_times_format(const DfStepTimes *t, char *buf, size_t cap);
 
-/* Default peak TFLOP/s of a device from its description (df_cuda_describe);
+/* Default peak TFLOP/s of a device from its description (df_backend_describe);
  * 0 when unknown. */
 double df_default_peak_tflops(const char *description);
 

@@ -17,9 +17,6 @@
 
 #include "backend/arena.h"
 #include "backend/select.h"
-#ifdef DF_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/progress.h"
@@ -35,11 +32,11 @@
 #include "model/target.h"
 #include "model/target_random.h"
 #include "plot/plot_run.h"
-#include "train/anchors.h"
+#include "model/anchors.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
 #include "train/init_from.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 #include "train/optimizer.h"
 #include "train/run_record.h"
 #include "train/schedule.h"
@@ -244,13 +241,8 @@ static int make_drafter_config(Trainer *t, DfError *err) {
                           .num_heads = o->draft_heads, .num_kv_heads = o->draft_kv_heads,
                           .head_dim = o->draft_head_dim};
     if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, &d, err)) return -1;
-    /* the CUDA block attention (forward and backward) is built for these head
-     * sizes only (cuda_block_attention.cu): refuse now rather than at the
-     * first step */
-    int hd = t->dcfg.head_dim;
-    if (df_device_is_cuda(o->device) && hd != 64 && hd != 128 && hd != 256)
-        return df_fail(err, "--draft-head-dim %d: the CUDA kernels take a drafter head_dim of 64, 128 or 256 (train "
-                       "on --device cpu for others)", hd);
+    /* refuse a head size the device's kernels lack now rather than at the first step */
+    if (df_device_check_drafter_head_dim(o->device, t->dcfg.head_dim, err)) return -1;
     if (o->gamma > 0) t->dcfg.gamma = o->gamma;
     if (df_drafter_set_sliding(&t->dcfg, o->sliding_window, o->sliding_layers, err)) return -1;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
@@ -290,7 +282,7 @@ static DfBackend *create_training_backend(const char *device, DfError *err) {
         df_context(err, "--device %s", device ? device : "cpu");
         return NULL;
     }
-    const char *missing = df_backend_missing_training_op(be);
+    const char *missing = df_backend_missing_op(be);
     if (missing) {
         df_fail(err,
                 "--device %s: the %s backend cannot train a drafter yet: it lacks the '%s' op (the drafter's "
@@ -992,7 +984,7 @@ static void trainer_free(Trainer *t) {
 }
 
 /* Data parallel: joins the group (blocks until every rank is there) and
- * picks this rank's device ("cuda" means cuda:LOCAL_RANK). */
+ * picks this rank's device (df_device_for_local_rank). */
 static int join_group(Trainer *t, DfError *err) {
     const DfDistEnv *env = t->opt->dist;
     t->world = t->share_world = 1;
@@ -1017,7 +1009,7 @@ static int join_group(Trainer *t, DfError *err) {
     t->rank = env->rank;
     t->world = env->world_size;
     if (t->role == ROLE_COLOCATED) t->share_rank = t->rank, t->share_world = t->world;
-    if (strcmp(t->device, "cuda") == 0) snprintf(t->device, sizeof t->device, "cuda:%d", env->local_rank);
+    df_device_for_local_rank(t->opt->device, env->local_rank, t->device, sizeof t->device);
     fprintf(stderr, "train: rank %d of %d (device %s, started by %s): joining the group at %s:%d\n", t->rank,
             t->world, t->device, env->launcher ? env->launcher : "torchrun", env->master_addr, env->master_port);
     if (!(t->group = df_dist_group_create(env, NULL, err))) return df_context(err, "data parallel");
@@ -1055,13 +1047,11 @@ static int setup_instrumentation(Trainer *t, DfError *err) {
     if (df_stage_table_init(&t->stages, names, DF_STEP_STAGES, err)) return -1;
     t->have_stages = 1;
     t->peak_tflops = t->opt->peak_tflops;
-#ifdef DF_HAVE_CUDA
-    if (t->peak_tflops <= 0 && strcmp(t->be->ops->name, "cuda") == 0) {
+    if (t->peak_tflops <= 0) { /* a GPU the description names, else none (no MFU) */
         char desc[256];
-        df_cuda_describe(t->be, desc, sizeof desc);
+        df_backend_describe(t->be, desc, sizeof desc);
         t->peak_tflops = df_default_peak_tflops(desc);
     }
-#endif
     return 0;
 }
 

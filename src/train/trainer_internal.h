@@ -18,7 +18,7 @@
 #include "train/batcher.h"
 #include "train/checkpoint.h"
 #include "train/memory_plan.h"
-#include "train/metrics.h"
+#include "model/metrics.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
 #include "train/step_loader.h"

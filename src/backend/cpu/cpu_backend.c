@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include <cblas.h>
+#include <omp.h>
+#include <unistd.h>
 
 #include "backend/cpu/cpu_memory.h"
 #include "backend/cpu/cpu_ops.h"
@@ -96,48 +98,28 @@ static void cpu_destroy(DfBackend *be) {
     free(be);
 }
 
+void df_cpu_describe(DfBackend *be, char *buf, size_t cap) {
+    (void)be;
+    snprintf(buf, cap, "CPU, %d OpenMP threads, %ld cores online", omp_get_max_threads(), sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 static const DfBackendOps CPU_OPS = {
     .name = "cpu",
+    .caps = 0, /* ops run as they are called, in host memory: no streams, timers, profile or graphs */
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload_f32 = cpu_upload_f32,
     .download_f32 = cpu_download_f32,
     .upload_i32 = cpu_upload_i32,
+    .download_i32 = df_cpu_download_i32,
     .sync = cpu_sync,
     .destroy = cpu_destroy,
+#define DF_OP(ret, op, params, need)
+#define DF_COMPUTE_OP(ret, op, params, need) .op = df_cpu_##op,
+#include "backend/backend_ops.def"
+    .describe = df_cpu_describe,
     .memory_info = df_cpu_memory_info,
-    .matmul = df_cpu_matmul,
-    .rmsnorm = df_cpu_rmsnorm,
-    .add_inplace = df_cpu_add_inplace,
-    .embedding = df_cpu_embedding,
-    .rope = df_cpu_rope,
-    .attention = df_cpu_attention,
-    .swiglu = df_cpu_swiglu,
-    .copy2d = df_cpu_copy2d,
-    .download_i32 = df_cpu_download_i32,
-    .fill_zero = df_cpu_fill_zero,
-    .linear_weight_grad = df_cpu_linear_weight_grad,
-    .rmsnorm_backward = df_cpu_rmsnorm_backward,
-    .rope_backward = df_cpu_rope_backward,
-    .swiglu_backward = df_cpu_swiglu_backward,
-    .block_attention = df_cpu_block_attention,
-    .block_attention_backward = df_cpu_block_attention_backward,
-    .lm_head_ce = df_cpu_lm_head_ce,
-    .kv_cache_write = df_cpu_kv_cache_write,
-    .kv_attention = df_cpu_kv_attention,
-    .sum_squares = df_cpu_sum_squares,
-    .adamw_step = df_cpu_adamw_step,
-    .argmax_rows = df_cpu_argmax_rows,
-    .causal_conv_silu = df_cpu_causal_conv_silu,
-    .gated_delta_rule = df_cpu_gated_delta_rule,
-    .gated_rmsnorm = df_cpu_gated_rmsnorm,
-    .sigmoid_gate = df_cpu_sigmoid_gate,
-    .rope_partial = df_cpu_rope_partial,
-    .rmsnorm_f32_weight = df_cpu_rmsnorm, /* F32 and ACT are the same floats here */
-    .conv_step = df_cpu_conv_step,
-    .delta_rule_step = df_cpu_delta_rule_step,
-    .qkv_rope_cache = df_cpu_qkv_rope_cache,
-    .swiglu_packed = df_cpu_swiglu_packed,
+    .reset_peak = df_cpu_reset_peak,
 };
 
 DfBackend *df_backend_cpu_create(DfError *err) {

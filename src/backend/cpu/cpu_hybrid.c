@@ -1,8 +1,8 @@
 /* The hybrid targets' ops on the CPU: the host functions of
- * model/gated_deltanet.h (fp32, OpenMP) on the buffers' arrays, and partial
+ * backend/gated_deltanet.h (fp32, OpenMP) on the buffers' arrays, and partial
  * RoPE. ACT and F32 are both float here. */
 #include "backend/cpu/cpu_ops.h"
-#include "model/gated_deltanet.h"
+#include "backend/gated_deltanet.h"
 
 void df_cpu_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
                              int channels, int kernel) {

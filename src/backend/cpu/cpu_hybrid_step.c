@@ -1,11 +1,11 @@
 /* The hybrid targets' decode steps on the CPU (the reference the CUDA ops
  * are tested against): per sequence of the step, the host functions of
- * model/gated_deltanet.h continuing from its slot's state. ACT and F32 are
+ * backend/gated_deltanet.h continuing from its slot's state. ACT and F32 are
  * both float here. */
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
-#include "model/gated_deltanet.h"
+#include "backend/gated_deltanet.h"
 
 void df_cpu_conv_step(DfBackend *be, const DfConvStepArgs *a) {
     (void)be;

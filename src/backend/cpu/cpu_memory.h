@@ -1,5 +1,5 @@
 /* What the CPU backend's buffers hold, counted as the CUDA backend counts
- * its device memory (df_cuda_bytes_in_use): count * elem_size per live
+ * its device memory (the memory_info in_use of the op table): count * elem_size per live
  * buffer from alloc, so that a memory plan can be checked on the CPU. The
  * 64-byte rounding of each allocation (cpu_backend.c) is not included.
  * Only for a backend made by df_backend_cpu_create. */

@@ -18,3 +18,8 @@ void df_cpu_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int row
         for (int i = 0; i < dim; i++) orow[i] = xr[i] * inv * ws[i];
     }
 }
+
+/* F32 and ACT are the same floats here. */
+void df_cpu_rmsnorm_f32_weight(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps) {
+    df_cpu_rmsnorm(be, out, x, w, rows, dim, eps);
+}

@@ -263,7 +263,6 @@ extern "C" void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows) {
 
 void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                        const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_ATTENTION);
     int rows = df_cuda_state(be)->attn_rows_per_warp;
     bool wide = rows == 32 || (rows == 0 && batch->max_seq_len >= WIDE_MIN_SEQ_LEN);
     if (batch->n_seqs > 65535 || heads > 65535)
@@ -283,5 +282,4 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
         launch<256, 1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
     else /* other head dims up to 256: CUDA cores, cuda_attention_generic.cu */
         df_cuda_attention_generic(be, out, lse, q, k, v, batch, heads, kv_heads, head_dim, scale);
-    df_cuda_prof_end(be);
 }

@@ -150,7 +150,7 @@ static int cuda_download_i32(DfBackend *be, int32_t *dst, DfBuffer src, DfError 
 }
 
 /* All-zero bytes are 0 in every kind (bf16, fp32, int32). */
-static void cuda_fill_zero(DfBackend *be, DfBuffer buf) {
+void df_cuda_fill_zero(DfBackend *be, DfBuffer buf) {
     DfCudaState *st = df_cuda_state(be);
     if (!buf.ptr) return;
     DF_CUDA_RECORD(be, cudaMemsetAsync(buf.ptr, 0, buf.count * (size_t)buf.elem_size, st->stream));
@@ -176,14 +176,6 @@ void *df_cuda_scratch(DfBackend *be, size_t bytes) {
     st->bytes_in_use += bytes;
     if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
     return st->scratch;
-}
-
-extern "C" void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows) {
-    df_cuda_state(be)->lm_chunk_rows = rows > 0 ? rows : 0;
-}
-
-extern "C" void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on) {
-    df_cuda_state(be)->lm_logits_bf16 = on != 0;
 }
 
 /* Turns a kernel's bad-data report into a message. */
@@ -242,7 +234,7 @@ static void cuda_destroy(DfBackend *be) {
     free(be);
 }
 
-static void cuda_memory_info(DfBackend *be, DfMemoryInfo *info) {
+extern "C" void df_cuda_memory_info(DfBackend *be, DfMemoryInfo *info) {
     DfCudaState *st = df_cuda_state(be);
     size_t free_bytes = 0, total = 0;
     if (cudaSetDevice(st->device) != cudaSuccess || cudaMemGetInfo(&free_bytes, &total) != cudaSuccess)
@@ -251,54 +243,26 @@ static void cuda_memory_info(DfBackend *be, DfMemoryInfo *info) {
                            .peak = st->peak_bytes, .op_scratch = df_cuda_lm_head_scratch_bytes(), .host = 0};
 }
 
-/* Designated initializers: an entry not implemented on CUDA yet stays NULL,
- * which df_backend_missing_training_op reports. */
+/* The memory ops, the compute ops df_cuda_<op> (generated from the list)
+ * and the device queries; df_backend_create checks that nothing the list
+ * needs is missing. */
 static const DfBackendOps CUDA_OPS = {
     .name = "cuda",
+    .caps = DF_CAP_GRAPHS | DF_CAP_STREAMS | DF_CAP_NCCL | DF_CAP_TIMING | DF_CAP_PROFILE,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload_f32 = cuda_upload_f32,
     .download_f32 = cuda_download_f32,
     .upload_i32 = cuda_upload_i32,
+    .download_i32 = cuda_download_i32,
     .sync = cuda_sync,
     .destroy = cuda_destroy,
-    .memory_info = cuda_memory_info,
-    .matmul = df_cuda_matmul,
-    .rmsnorm = df_cuda_rmsnorm,
-    .add_inplace = df_cuda_add_inplace,
-    .embedding = df_cuda_embedding,
-    .rope = df_cuda_rope,
-    .attention = df_cuda_attention,
-    .swiglu = df_cuda_swiglu,
-    .copy2d = df_cuda_copy2d,
-    .download_i32 = cuda_download_i32,
-    .fill_zero = cuda_fill_zero,
-    .linear_weight_grad = df_cuda_linear_weight_grad,
-    .rmsnorm_backward = df_cuda_rmsnorm_backward,
-    .rope_backward = df_cuda_rope_backward,
-    .swiglu_backward = df_cuda_swiglu_backward,
-    .block_attention = df_cuda_block_attention,
-    .block_attention_backward = df_cuda_block_attention_backward,
-    .lm_head_ce = df_cuda_lm_head_ce,
-    .kv_cache_write = df_cuda_kv_cache_write,
-    .kv_attention = df_cuda_kv_attention,
-    .sum_squares = df_cuda_sum_squares,
-    .adamw_step = df_cuda_adamw_step,
-    .argmax_rows = df_cuda_argmax_rows,
-    .causal_conv_silu = df_cuda_causal_conv_silu,
-    .gated_delta_rule = df_cuda_gated_delta_rule,
-    .gated_rmsnorm = df_cuda_gated_rmsnorm,
-    .sigmoid_gate = df_cuda_sigmoid_gate,
-    .rope_partial = df_cuda_rope_partial,
-    .rmsnorm_f32_weight = df_cuda_rmsnorm_f32_weight,
-    .conv_step = df_cuda_conv_step,
-    .delta_rule_step = df_cuda_delta_rule_step,
-    .qkv_rope_cache = df_cuda_qkv_rope_cache,
-    .swiglu_packed = df_cuda_swiglu_packed,
-    .record_begin = df_cuda_record_begin,
-    .record_end = df_cuda_record_end,
-    .graph_replay = df_cuda_graph_replay,
-    .graph_free = df_cuda_graph_free,
+#define DF_OP(ret, op, params, need)
+#define DF_COMPUTE_OP(ret, op, params, need) .op = df_cuda_##op,
+#include "backend/backend_ops.def"
+#define DF_OP(ret, op, params, need)
+#define DF_DEVICE_OP(ret, op, params, need) .op = df_cuda_##op,
+#include "backend/backend_ops.def"
 };
 
 static int init_state(DfCudaState *st, DfError *err) {
@@ -356,16 +320,8 @@ extern "C" void df_cuda_describe(DfBackend *be, char *buf, size_t cap) {
              p.totalGlobalMem / (1024.0 * 1024 * 1024), p.l2CacheSize >> 20);
 }
 
-extern "C" void *df_cuda_stream(DfBackend *be) {
+extern "C" void *df_cuda_native_stream(DfBackend *be) {
     return (void *)df_cuda_state(be)->stream;
-}
-
-extern "C" size_t df_cuda_bytes_in_use(DfBackend *be) {
-    return df_cuda_state(be)->bytes_in_use;
-}
-
-extern "C" size_t df_cuda_peak_bytes(DfBackend *be) {
-    return df_cuda_state(be)->peak_bytes;
 }
 
 extern "C" void df_cuda_reset_peak(DfBackend *be) {
@@ -375,26 +331,31 @@ extern "C" void df_cuda_reset_peak(DfBackend *be) {
 
 /* --- timing ---------------------------------------------------------------- */
 
-struct DfCudaTimer {
+struct DfTimer {
     cudaStream_t stream;
     cudaEvent_t start, stop;
 };
 
-extern "C" DfCudaTimer *df_cuda_timer_create(DfBackend *be) {
-    DfCudaTimer *t = (DfCudaTimer *)df_xcalloc(1, sizeof *t, "cuda timer");
+extern "C" DfTimer *df_cuda_timer_create(DfBackend *be, DfError *err) {
+    DfTimer *t = (DfTimer *)df_xcalloc(1, sizeof *t, "cuda timer");
     t->stream = df_cuda_state(be)->stream;
-    if (cudaEventCreate(&t->start) != cudaSuccess || cudaEventCreate(&t->stop) != cudaSuccess) {
+    cudaError_t e = cudaEventCreate(&t->start);
+    if (e == cudaSuccess) e = cudaEventCreate(&t->stop);
+    if (e != cudaSuccess) {
+        df_fail(err, "cuda backend: cannot create timing events: %s", cudaGetErrorString(e));
         free(t);
         return NULL;
     }
     return t;
 }
 
-extern "C" void df_cuda_timer_start(DfCudaTimer *t) {
+extern "C" void df_cuda_timer_start(DfBackend *be, DfTimer *t) {
+    (void)be;
     cudaEventRecord(t->start, t->stream);
 }
 
-extern "C" double df_cuda_timer_stop(DfCudaTimer *t) {
+extern "C" double df_cuda_timer_stop(DfBackend *be, DfTimer *t) {
+    (void)be;
     float ms = -1;
     if (cudaEventRecord(t->stop, t->stream) != cudaSuccess || cudaEventSynchronize(t->stop) != cudaSuccess ||
         cudaEventElapsedTime(&ms, t->start, t->stop) != cudaSuccess)
@@ -402,7 +363,8 @@ extern "C" double df_cuda_timer_stop(DfCudaTimer *t) {
     return ms;
 }
 
-extern "C" void df_cuda_timer_destroy(DfCudaTimer *t) {
+extern "C" void df_cuda_timer_destroy(DfBackend *be, DfTimer *t) {
+    (void)be;
     if (!t) return;
     cudaEventDestroy(t->start);
     cudaEventDestroy(t->stop);
@@ -449,18 +411,12 @@ extern "C" int df_cuda_copy_bandwidth(DfBackend *be, size_t bytes, int repeat, d
 
 /* --- per-op profile ---------------------------------------------------------- */
 
-extern "C" const char *df_cuda_op_kind_name(int kind) {
-    static const char *const names[DF_CUDA_OP_KINDS] = {"matmul", "attention", "rmsnorm",    "rope",
-                                                        "swiglu", "embedding", "add",        "copy2d",
-                                                        "delta_rule", "conv/gates"};
-    return kind >= 0 && kind < DF_CUDA_OP_KINDS ? names[kind] : "?";
-}
-
 extern "C" void df_cuda_profile_enable(DfBackend *be, int on) {
     df_cuda_state(be)->profiling = on;
 }
 
-void df_cuda_prof_begin(DfBackend *be, int kind) {
+/* The df_op_* wrappers call these around every compute op (op: its DfOpId). */
+extern "C" void df_cuda_profile_begin(DfBackend *be, int kind) {
     DfCudaState *st = df_cuda_state(be);
     if (!st->profiling) return;
     if (st->prof_count == st->prof_cap) {
@@ -479,14 +435,15 @@ void df_cuda_prof_begin(DfBackend *be, int kind) {
     cudaEventRecord(st->prof_events[2 * st->prof_count], st->stream);
 }
 
-void df_cuda_prof_end(DfBackend *be) {
+extern "C" void df_cuda_profile_end(DfBackend *be) {
     DfCudaState *st = df_cuda_state(be);
     if (!st->profiling || st->prof_count >= st->prof_cap) return;
     cudaEventRecord(st->prof_events[2 * st->prof_count + 1], st->stream);
     st->prof_count++;
 }
 
-extern "C" int df_cuda_profile_read(DfBackend *be, double ms[DF_CUDA_OP_KINDS], DfError *err) {
+/* ms: DF_OP_COUNT entries, indexed by DfOpId. */
+extern "C" int df_cuda_profile_read(DfBackend *be, double *ms, DfError *err) {
     DfCudaState *st = df_cuda_state(be);
     DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
     for (int i = 0; i < st->prof_count; i++) {

@@ -126,7 +126,6 @@ __global__ void k_rmsnorm_bwd_colsum(float *dw, const float *partial, int blocks
 void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
                               int dim, float eps, int accumulate) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
     bool vec = dim % 8 == 0 && df_cuda_aligned16(dx.ptr) && df_cuda_aligned16(dy.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr);
     int units = vec ? dim / 8 : dim, tpr = 1;
     while (tpr < units && tpr < RMS_BWD_THREADS) tpr *= 2;
@@ -153,7 +152,6 @@ void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer 
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (rows)");
     k_rmsnorm_bwd_colsum<<<(dim + 255) / 256, 256, 0, st->stream>>>((float *)dw.ptr, partial, blocks, dim);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (column sums)");
-    df_cuda_prof_end(be);
 }
 
 /* --- SwiGLU backward ----------------------------------------------------------
@@ -199,7 +197,6 @@ __global__ void k_swiglu_bwd(bf16 *d_gate, bf16 *d_up, const bf16 *d_out, const 
 void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate,
                              DfBuffer up) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
     size_t n = d_out.count;
     if (n % 8 == 0 && df_cuda_aligned16(d_gate.ptr) && df_cuda_aligned16(d_up.ptr) && df_cuda_aligned16(d_out.ptr) && df_cuda_aligned16(gate.ptr) &&
         df_cuda_aligned16(up.ptr))
@@ -211,5 +208,4 @@ void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBu
                                                                      (const bf16 *)d_out.ptr, (const bf16 *)gate.ptr,
                                                                      (const bf16 *)up.ptr, n);
     DF_CUDA_CHECK_LAUNCH(be, "swiglu_backward");
-    df_cuda_prof_end(be);
 }

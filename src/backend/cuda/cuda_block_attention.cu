@@ -744,7 +744,6 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
 } // namespace
 
 void df_cuda_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_ATTENTION);
     DfBuffer bufs[] = {a->q, a->k_ctx, a->v_ctx, a->k_blk, a->v_blk, a->out};
     if (!supported(be, a, "block_attention")) {
     } else if (misaligned(bufs, 6)) {
@@ -756,11 +755,9 @@ void df_cuda_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
     } else {
         launch_forward<256>(be, a);
     }
-    df_cuda_prof_end(be);
 }
 
 void df_cuda_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_ATTENTION);
     DfBuffer bufs[] = {a->q, a->k_ctx, a->v_ctx, a->k_blk, a->v_blk, a->out,
                        g->d_out, g->dq, g->dk_ctx, g->dv_ctx, g->dk_blk, g->dv_blk};
     if (!supported(be, a, "block_attention_backward")) {
@@ -774,5 +771,4 @@ void df_cuda_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, c
     } else {
         launch_backward<256>(be, a, g);
     }
-    df_cuda_prof_end(be);
 }

@@ -178,7 +178,6 @@ void df_cuda_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
                          (const int32_t *)kb->slots.ptr, (const int32_t *)kb->row_starts.ptr, (float *)a->state.ptr,
                          (float *)a->save.ptr,      s->key_heads,                  s->value_heads,
                          s->key_dim,                s->value_dim};
-    df_cuda_prof_begin(be, DF_CUDA_OP_DELTA_RULE);
     /* warps a CTA: enough that a thread holds at most DSTEP_MAX_ROWS key rows */
     if (s->key_dim <= 4 * DSTEP_MAX_ROWS) launch_delta_rule_step<4>(be, p, kb);
     else if (s->key_dim <= 8 * DSTEP_MAX_ROWS) launch_delta_rule_step<8>(be, p, kb);
@@ -186,5 +185,4 @@ void df_cuda_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
     else
         df_cuda_record_failure(be, __FILE__, __LINE__, "delta_rule_step: key head dim %d (at most %d on CUDA)",
                                s->key_dim, 16 * DSTEP_MAX_ROWS);
-    df_cuda_prof_end(be);
 }

@@ -63,7 +63,6 @@ __global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int rows, int
 
 void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
     int rows_per_block = 8;
     unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
     bool vec = dim % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr);
@@ -74,7 +73,6 @@ void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int ro
         k_rmsnorm<false><<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
                                                                           (const bf16 *)w.ptr, rows, dim, eps);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm");
-    df_cuda_prof_end(be);
 }
 
 /* --- RoPE: one thread per (token, head, pair i < half) ---------------------- */
@@ -139,7 +137,6 @@ __global__ void k_rope_vec(bf16 *x, const int32_t *pos, const float *cos_t, cons
 void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
                          DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_ROPE);
     int half = rotary_dim / 2;
     size_t total = (size_t)n_tokens * heads * half;
     int table_rows = (int)(cos_table.count / (size_t)half);
@@ -153,7 +150,6 @@ void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer pos
             (bf16 *)x.ptr, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr,
             sin_sign, n_tokens, heads, head_dim, half, table_rows, st->dev_error);
     DF_CUDA_CHECK_LAUNCH(be, op);
-    df_cuda_prof_end(be);
 }
 
 void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
@@ -193,13 +189,11 @@ __global__ void k_embedding(bf16 *out, const bf16 *table, const int32_t *ids, in
 
 void df_cuda_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_EMBEDDING);
     bool vec = dim % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(table.ptr);
     long vocab = (long)(table.count / (size_t)dim);
     k_embedding<<<(unsigned)n_tokens, 128, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)table.ptr,
                                                             (const int32_t *)ids.ptr, dim, vocab, vec, st->dev_error);
     DF_CUDA_CHECK_LAUNCH(be, "embedding");
-    df_cuda_prof_end(be);
 }
 
 /* --- SwiGLU and residual add ------------------------------------------------ */
@@ -228,7 +222,6 @@ __global__ void k_swiglu(bf16 *out, const bf16 *gate, const bf16 *up, size_t n) 
 
 void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
     size_t n = out.count;
     if (n % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(gate.ptr) && df_cuda_aligned16(up.ptr))
         k_swiglu_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>((uint4 *)out.ptr, (const uint4 *)gate.ptr,
@@ -237,7 +230,6 @@ void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up) {
         k_swiglu<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)gate.ptr,
                                                                  (const bf16 *)up.ptr, n);
     DF_CUDA_CHECK_LAUNCH(be, "swiglu");
-    df_cuda_prof_end(be);
 }
 
 /* swiglu on the fused gate/up product: row r's gate is gate_up[r, 0..inter),
@@ -268,7 +260,6 @@ __global__ void k_swiglu_packed(bf16 *out, const bf16 *gate_up, size_t rows, siz
 
 void df_cuda_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_SWIGLU);
     size_t n = (size_t)rows * inter;
     if (inter % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(gate_up.ptr))
         k_swiglu_packed_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>(
@@ -277,7 +268,6 @@ void df_cuda_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int ro
         k_swiglu_packed<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)gate_up.ptr,
                                                                         (size_t)rows, (size_t)inter);
     DF_CUDA_CHECK_LAUNCH(be, "swiglu_packed");
-    df_cuda_prof_end(be);
 }
 
 __global__ void k_add_vec(uint4 *y, const uint4 *x, size_t n8) {
@@ -300,14 +290,12 @@ __global__ void k_add(bf16 *y, const bf16 *x, size_t n) {
 
 void df_cuda_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_ADD);
     size_t n = y.count;
     if (n % 8 == 0 && df_cuda_aligned16(y.ptr) && df_cuda_aligned16(x.ptr))
         k_add_vec<<<df_cuda_blocks(n / 8, 256), 256, 0, st->stream>>>((uint4 *)y.ptr, (const uint4 *)x.ptr, n / 8);
     else
         k_add<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>((bf16 *)y.ptr, (const bf16 *)x.ptr, n);
     DF_CUDA_CHECK_LAUNCH(be, "add_inplace");
-    df_cuda_prof_end(be);
 }
 
 /* --- strided 2-D copy, in units of W bytes (16, 4 or 2) --------------------- */
@@ -324,7 +312,6 @@ __global__ void k_copy2d(char *dst, size_t ld_dst_bytes, const char *src, size_t
 
 void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_COPY);
     size_t es = (size_t)dst.elem_size;
     size_t row_bytes = (size_t)cols * es, ldd = (size_t)ld_dst * es, lds = (size_t)ld_src * es;
     uintptr_t all = (uintptr_t)dst.ptr | (uintptr_t)src.ptr | row_bytes | ldd | lds;
@@ -340,5 +327,4 @@ void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int l
         k_copy2d<uint16_t><<<df_cuda_blocks((size_t)rows * row_bytes / 2, 256), 256, 0, st->stream>>>(d, ldd, s, lds,
                                                                                                      rows, row_bytes / 2);
     DF_CUDA_CHECK_LAUNCH(be, "copy2d");
-    df_cuda_prof_end(be);
 }

@@ -1,4 +1,4 @@
-/* The hybrid targets' ops on CUDA (formulas: model/gated_deltanet.h): the
+/* The hybrid targets' ops on CUDA (formulas: backend/gated_deltanet.h): the
  * causal depthwise convolution + SiLU, the gated delta rule, the gated
  * RMSNorm, the sigmoid output gate, partial RoPE and RMSNorm with an fp32
  * weight. Activations bf16, small parameters fp32, all math in fp32.
@@ -37,14 +37,12 @@ __global__ void k_causal_conv_silu(bf16 *out, const bf16 *x, const float *w, con
 
 void df_cuda_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
                                   int channels, int kernel) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_HYBRID_ELEMENTWISE);
     DfCudaState *st = df_cuda_state(be);
     size_t total = (size_t)batch->n_tokens * channels;
     k_causal_conv_silu<<<df_cuda_blocks(total, 256), 256, 0, st->stream>>>(
         (bf16 *)out.ptr, (const bf16 *)x.ptr, (const float *)w.ptr, (const int32_t *)batch->positions.ptr,
         batch->n_tokens, channels, kernel);
     DF_CUDA_CHECK_LAUNCH(be, "causal_conv_silu");
-    df_cuda_prof_end(be);
 }
 
 /* --- gated delta rule --------------------------------------------------------- */
@@ -191,7 +189,6 @@ static void launch_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffe
 
 static void run_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                            DfBuffer dt_bias, const DeltaLaunch *l, const DfDeltaRuleShape *s) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_DELTA_RULE);
     switch (delta_threads_per_column(s->key_dim, s->value_dim)) {
     case 4: launch_delta_rule<4>(be, out, qkv, b, a, a_log, dt_bias, l, s); break;
     case 8: launch_delta_rule<8>(be, out, qkv, b, a, a_log, dt_bias, l, s); break;
@@ -203,7 +200,6 @@ static void run_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b
                                "(key dim at most %d, key dim x value dim within the block's registers)",
                                s->key_dim, s->value_dim, DELTA_MAX_ROWS * 32);
     }
-    df_cuda_prof_end(be);
 }
 
 void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
@@ -310,16 +306,12 @@ static void rmsnorm_launch(DfBackend *be, DfBuffer out, DfBuffer x, const void *
 }
 
 void df_cuda_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_HYBRID_ELEMENTWISE);
     rmsnorm_launch(be, x, x, z.ptr, w, rows, dim, eps, "gated_rmsnorm");
-    df_cuda_prof_end(be);
 }
 
 void df_cuda_rmsnorm_f32_weight(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim,
                                     float eps) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_RMSNORM);
     rmsnorm_launch(be, out, x, NULL, w, rows, dim, eps, "rmsnorm_f32_weight");
-    df_cuda_prof_end(be);
 }
 
 /* --- sigmoid gate ------------------------------------------------------------------- */
@@ -330,12 +322,10 @@ __global__ void k_sigmoid_gate(bf16 *x, const bf16 *gate, size_t n) {
 }
 
 void df_cuda_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_HYBRID_ELEMENTWISE);
     DfCudaState *st = df_cuda_state(be);
     k_sigmoid_gate<<<df_cuda_blocks(x.count, 256), 256, 0, st->stream>>>((bf16 *)x.ptr, (const bf16 *)gate.ptr,
                                                                          x.count);
     DF_CUDA_CHECK_LAUNCH(be, "sigmoid_gate");
-    df_cuda_prof_end(be);
 }
 
 /* --- partial RoPE: the rope kernels on the first rotary_dim values of each head */

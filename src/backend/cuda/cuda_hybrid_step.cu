@@ -70,7 +70,6 @@ void df_cuda_conv_step(DfBackend *be, const DfConvStepArgs *a) {
                                a->kernel, CONV_MAX_KEEP + 1);
         return;
     }
-    df_cuda_prof_begin(be, DF_CUDA_OP_HYBRID_ELEMENTWISE);
     ConvStepParams p;
     p.out = (bf16 *)a->out.ptr;
     p.x = (const bf16 *)a->x.ptr;
@@ -88,5 +87,4 @@ void df_cuda_conv_step(DfBackend *be, const DfConvStepArgs *a) {
     size_t n = (size_t)kb->n_seqs * a->channels;
     k_conv_step_window<<<df_cuda_blocks(n, 256), 256, 0, st->stream>>>(p);
     DF_CUDA_CHECK_LAUNCH(be, "conv_step (windows)");
-    df_cuda_prof_end(be);
 }

@@ -11,6 +11,7 @@
 extern "C" {
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_variants.h"
 }
 
 typedef __nv_bfloat16 bf16;
@@ -64,7 +65,7 @@ typedef struct DfCudaState {
 
     size_t bytes_in_use, peak_bytes;
 
-    int attn_rows_per_warp; /* 16 or 32: see df_cuda_set_attention_rows_per_warp */
+    int attn_rows_per_warp; /* 16 or 32, 0 automatic: see df_cuda_set_attention_rows_per_warp */
     int skinny_gemm;        /* DfCudaSkinnyGemm: which products take cuda_skinny_gemm.cu (df_cuda_set_skinny_gemm) */
     int *skinny_arrivals;   /* its split-K counters (device memory, zero between calls) */
     int skinny_arrivals_count;
@@ -127,9 +128,6 @@ void df_cuda_record_failure(DfBackend *be, const char *file, int line, const cha
             return df_fail(err, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));          \
     } while (0)
 
-/* Profiling brackets around one op (no-ops unless profiling is on). */
-void df_cuda_prof_begin(DfBackend *be, int kind);
-void df_cuda_prof_end(DfBackend *be);
 
 /* Blocks for a grid-stride loop over n items, capped. */
 static inline unsigned df_cuda_blocks(size_t n, int threads) {
@@ -173,77 +171,55 @@ int df_cuda_skinny_gemm_fits(const DfCudaGemm *g);
 int df_cuda_skinny_gemm_pays(const DfCudaGemm *g);
 void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g);
 
-/* ops, one file per family */
-void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
-                    float beta);
-void df_cuda_matmul_plans_free(DfCudaState *st);
-void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
-void df_cuda_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x);
-void df_cuda_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
-/* The rotation behind rope, rope_backward (sin_sign -1) and rope_partial
- * (rotary_dim < head_dim); op names the caller in errors (cuda_elementwise.cu). */
-void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
-                         DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign);
-void df_cuda_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
-                  int heads, int head_dim);
-void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
-                       const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
-void df_cuda_block_attention(DfBackend *be, const DfBlockAttnArgs *a);
-void df_cuda_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g);
-void df_cuda_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);
-void df_cuda_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_src, int rows, int cols);
-void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim);
-void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
-                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal);
-/* Recorded steps (cuda_graph.cu; backend.h record_begin). */
+/* The compute ops of backend_ops.def, one df_cuda_<op> each (one file per
+ * op family: cuda_matmul.cu, cuda_elementwise.cu, cuda_attention.cu, ...). */
+#define DF_OP(ret, op, params, need)
+#define DF_COMPUTE_OP(ret, op, params, need) ret df_cuda_##op params;
+#include "backend/backend_ops.def"
+
+/* Its device queries (cuda_backend.cu, cuda_streams.cu, cuda_profile.cu,
+ * cuda_variants.cu, cuda_graph.cu), in the table as backend_ops.def names them. */
+extern "C" {
+void df_cuda_describe(DfBackend *be, char *buf, size_t cap);
+void df_cuda_memory_info(DfBackend *be, DfMemoryInfo *info);
+void df_cuda_reset_peak(DfBackend *be);
+int df_cuda_set_variant(DfBackend *be, const char *name, int value, DfError *err);
+void df_cuda_variants(DfBackend *be, char *buf, size_t cap);
+void *df_cuda_native_stream(DfBackend *be);
+void *df_cuda_side_stream_create(DfBackend *be, DfError *err);
+void df_cuda_side_stream_destroy(DfBackend *be, void *stream);
+void *df_cuda_event_create(DfBackend *be, DfError *err);
+void df_cuda_event_destroy(DfBackend *be, void *event);
+int df_cuda_stream_wait_stream(DfBackend *be, void *waiter, void *signaler, void *event, DfError *err);
+DfTimer *df_cuda_timer_create(DfBackend *be, DfError *err);
+void df_cuda_timer_start(DfBackend *be, DfTimer *t);
+double df_cuda_timer_stop(DfBackend *be, DfTimer *t);
+void df_cuda_timer_destroy(DfBackend *be, DfTimer *t);
+int df_cuda_copy_bandwidth(DfBackend *be, size_t bytes, int repeat, double *gbs, DfError *err);
+void df_cuda_profile_enable(DfBackend *be, int on);
+void df_cuda_profile_begin(DfBackend *be, int op);
+void df_cuda_profile_end(DfBackend *be);
+int df_cuda_profile_read(DfBackend *be, double *ms, DfError *err);
 int df_cuda_record_begin(DfBackend *be, DfError *err);
 int df_cuda_record_end(DfBackend *be, DfGraph **graph, DfError *err);
 int df_cuda_graph_replay(DfBackend *be, DfGraph *graph, DfError *err);
 void df_cuda_graph_free(DfBackend *be, DfGraph *graph);
-void df_cuda_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);
+}
 
-/* a dense decoder layer's fused steps (cuda_qkv_rope_cache.cu, cuda_elementwise.cu) */
-void df_cuda_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a);
-void df_cuda_swiglu_packed(DfBackend *be, DfBuffer out, DfBuffer gate_up, int rows, int inter);
-
-/* training ops: cuda_matmul.cu, cuda_elementwise.cu (rope_backward),
- * cuda_backward.cu, cuda_lm_head_ce.cu */
-void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
-void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
-                              int dim, float eps, int accumulate);
-void df_cuda_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
-                           int n_tokens, int heads, int head_dim);
-void df_cuda_swiglu_backward(DfBackend *be, DfBuffer d_gate, DfBuffer d_up, DfBuffer d_out, DfBuffer gate,
-                             DfBuffer up);
-void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a);
+void df_cuda_matmul_plans_free(DfCudaState *st);
+/* The rotation behind rope, rope_backward (sin_sign -1) and rope_partial
+ * (rotary_dim < head_dim); op names the caller in errors (cuda_elementwise.cu). */
+void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
+                         DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign);
 /* The most scratch lm_head_ce takes (its chunk's logits), for memory_info. */
 size_t df_cuda_lm_head_scratch_bytes(void);
-
 /* attention for head dims other than 64 and 128, up to 256 (cuda_attention_generic.cu) */
 void df_cuda_attention_generic(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                                const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
-
-/* hybrid targets' layers (cuda_hybrid.cu) */
-void df_cuda_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, const DfPackedBatch *batch,
-                              int channels, int kernel);
-void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
-                              DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *shape);
-void df_cuda_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps);
-void df_cuda_sigmoid_gate(DfBackend *be, DfBuffer x, DfBuffer gate);
-/* hybrid targets' decode steps against per-slot states (cuda_hybrid_step.cu, cuda_hybrid.cu) */
-void df_cuda_conv_step(DfBackend *be, const DfConvStepArgs *a);
-void df_cuda_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a);
 /* kv_attention for head dims other than 64 and 128, up to 256 (cuda_kv_attention_generic.cu) */
 void df_cuda_kv_attention_generic(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                                   const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale,
                                   int causal);
-void df_cuda_rope_partial(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,
-                          int n_tokens, int heads, int head_dim, int rotary_dim);
-void df_cuda_rmsnorm_f32_weight(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps);
-
-/* optimizer (cuda_optimizer.cu) */
-extern "C" int df_cuda_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err);
-extern "C" void df_cuda_adamw_step(DfBackend *be, const DfAdamWArgs *a);
 
 /* fp32 <-> bf16 conversion on the stream (uploads and downloads of ACT). */
 void df_cuda_f32_to_bf16(cudaStream_t s, __nv_bfloat16 *dst, const float *src, size_t n);

@@ -66,7 +66,6 @@ __global__ void kv_cache_write_kernel(bf16 *cache, const bf16 *rows, const int32
 
 void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_COPY);
     int vec16 = dim % 8 == 0 && ((uintptr_t)cache.ptr % 16) == 0 && ((uintptr_t)rows.ptr % 16) == 0;
     size_t n = (size_t)batch->n_rows * (vec16 ? dim / 8 : dim);
     unsigned blocks = df_cuda_blocks(n, 256);
@@ -81,7 +80,6 @@ void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const 
                                                                     lens, starts, batch->n_seqs, batch->n_rows, dim,
                                                                     batch->slot_capacity);
     DF_CUDA_CHECK_LAUNCH(be, "kv_cache_write");
-    df_cuda_prof_end(be);
 }
 
 /* --- kv_attention --------------------------------------------------------- */
@@ -466,7 +464,6 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
             df_cuda_record_failure(be, __FILE__, __LINE__, "kv_attention: a buffer is not 16-byte aligned");
             return;
         }
-    df_cuda_prof_begin(be, DF_CUDA_OP_ATTENTION);
     int group = heads / kv_heads;
     int row_tiles = (batch->max_new * group + KV_MROWS - 1) / KV_MROWS;
     int chunk = kv_chunk(st, batch, kv_heads, row_tiles);
@@ -488,7 +485,6 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
         size_t rh = (size_t)splits * batch->n_rows * heads;
         size_t o_bytes = rh * head_dim * sizeof(float);
         if (ensure_kv_workspace(be, o_bytes + rh * sizeof(float2))) {
-            df_cuda_prof_end(be);
             return;
         }
         p.part_o = (float *)st->kv_ws;
@@ -497,5 +493,4 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
     if (head_dim == 64) launch_kv_attention<64>(be, p, batch, row_tiles);
     else if (head_dim == 128) launch_kv_attention<128>(be, p, batch, row_tiles);
     else launch_kv_attention<256>(be, p, batch, row_tiles); /* a hybrid Qwen3.5 / 3.6 target's gated attention */
-    df_cuda_prof_end(be);
 }

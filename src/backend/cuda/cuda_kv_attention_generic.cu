@@ -111,7 +111,6 @@ void df_cuda_kv_attention_generic(DfBackend *be, DfBuffer out, DfBuffer q, DfBuf
     p.n_seqs = batch->n_seqs, p.n_rows = batch->n_rows, p.heads = heads, p.kv_heads = kv_heads, p.hd = head_dim;
     p.capacity = batch->slot_capacity, p.causal = causal, p.scale = scale;
     int r = (head_dim + 31) / 32;
-    df_cuda_prof_begin(be, DF_CUDA_OP_ATTENTION);
     if (r <= 1) launch<1>(be, p);
     else if (r <= 2) launch<2>(be, p);
     else if (r <= 4) launch<4>(be, p);
@@ -119,5 +118,4 @@ void df_cuda_kv_attention_generic(DfBackend *be, DfBuffer out, DfBuffer q, DfBuf
     else
         df_cuda_record_failure(be, __FILE__, __LINE__, "kv_attention: head_dim %d is not supported (at most 256)",
                                head_dim);
-    df_cuda_prof_end(be);
 }

@@ -200,13 +200,11 @@ size_t df_cuda_lm_head_scratch_bytes(void) { return LM_SCRATCH_BYTES; }
 
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
     DfCudaState *st = df_cuda_state(be);
-    df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
     int logits_f32 = !st->lm_logits_bf16;
     size_t elem = logits_f32 ? sizeof(float) : sizeof(bf16);
     int H = a->hidden, V = a->vocab, chunk = chunk_rows(st, a->rows, V, elem);
     void *logits = df_cuda_scratch(be, (size_t)chunk * V * elem);
     if (!logits) {
-        df_cuda_prof_end(be);
         return;
     }
     const bf16 *x = (const bf16 *)a->x.ptr;
@@ -225,5 +223,4 @@ void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
         DfCudaGemm bwd = {d_x + (size_t)r0 * H, logits, a->head.ptr, n, H, V, 0, 0, ld_dlogits, H, H, 0, 0.0f};
         df_cuda_gemm(be, &bwd);
     }
-    df_cuda_prof_end(be);
 }

@@ -184,7 +184,6 @@ void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g) {
 
 void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
                     float beta) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
     DfCudaGemm g = {c.ptr, a.ptr, b.ptr, m, n, k, trans_a, trans_b, trans_a ? m : k, trans_b ? k : n, n, 0, beta};
     int skinny = df_cuda_state(be)->skinny_gemm;
     if (skinny != DF_SKINNY_GEMM_OFF && df_cuda_skinny_gemm_fits(&g) &&
@@ -192,13 +191,10 @@ void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, in
         df_cuda_skinny_gemm(be, &g); /* decoding's few rows against a weight matrix */
     else
         df_cuda_gemm(be, &g);
-    df_cuda_prof_end(be);
 }
 
 void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k) {
-    df_cuda_prof_begin(be, DF_CUDA_OP_MATMUL);
     /* dw [n, k] = dy^T (dy stored [m, n]) times x [m, k], fp32 C, accumulated */
     DfCudaGemm g = {dw.ptr, dy.ptr, x.ptr, n, k, m, 1, 0, n, k, k, 1, 1.0f};
     df_cuda_gemm(be, &g);
-    df_cuda_prof_end(be);
 }

@@ -60,7 +60,7 @@ __global__ void k_sum_squares_final(const double *partial, double *out) {
     if (threadIdx.x == 0) *out = total;
 }
 
-extern "C" int df_cuda_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err) {
+int df_cuda_sum_squares(DfBackend *be, DfBuffer x, double *result, DfError *err) {
     DfCudaState *st = df_cuda_state(be);
     *result = 0.0;
     if (x.count == 0) return 0;
@@ -125,7 +125,7 @@ __global__ void k_adamw(float *master, float *m, float *v, const float *g, bf16 
     }
 }
 
-extern "C" void df_cuda_adamw_step(DfBackend *be, const DfAdamWArgs *a) {
+void df_cuda_adamw_step(DfBackend *be, const DfAdamWArgs *a) {
     DfCudaState *st = df_cuda_state(be);
     size_t n = a->master.count;
     if (n == 0) return;

@@ -136,7 +136,6 @@ void df_cuda_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a) {
         df_cuda_record_failure(be, __FILE__, __LINE__, "qkv_rope_cache: %d sequences (at most 65535)", kb->n_seqs);
         return;
     }
-    df_cuda_prof_begin(be, DF_CUDA_OP_ROPE);
     QkvParams p = qkv_params(st, a);
     size_t warps = (size_t)kb->max_new * (size_t)(a->heads + 2 * a->kv_heads);
     dim3 grid((unsigned)((warps + QKV_WARPS_PER_BLOCK - 1) / QKV_WARPS_PER_BLOCK), (unsigned)kb->n_seqs);
@@ -144,5 +143,4 @@ void df_cuda_qkv_rope_cache(DfBackend *be, const DfQkvRopeCacheArgs *a) {
     else if (hd == 128) k_qkv_rope_cache<128><<<grid, 32 * QKV_WARPS_PER_BLOCK, 0, st->stream>>>(p);
     else k_qkv_rope_cache<256><<<grid, 32 * QKV_WARPS_PER_BLOCK, 0, st->stream>>>(p);
     DF_CUDA_CHECK_LAUNCH(be, "qkv_rope_cache");
-    df_cuda_prof_end(be);
 }

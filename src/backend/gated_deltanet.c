@@ -1,4 +1,4 @@
-#include "model/gated_deltanet.h"
+#include "backend/gated_deltanet.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,10 @@
-/* The host-side (fp32, C + OpenMP) pieces of a hybrid target's layers that
- * the backend op table has no op for: the Gated DeltaNet's causal
- * convolution, its gated delta rule recurrence and gated RMSNorm, and the
- * sigmoid output gate of the gated attention. Every function works on a
+/* The host-side (fp32, C + OpenMP) math of a hybrid target's layers: the
+ * Gated DeltaNet's causal convolution, its gated delta rule recurrence and
+ * gated RMSNorm, and the sigmoid output gate of the gated attention. The
+ * CPU backend's ops are these functions (cpu/cpu_hybrid.c,
+ * cpu_hybrid_step.c), and the reference the other backends are tested
+ * against; it lives in the backend so that the backends never include
+ * model/. Every function works on a
  * packed batch (sequences back to back, seq_starts[n_seqs + 1]) and restarts
  * its state at each sequence boundary, so no padding is ever processed.
  *
@@ -12,8 +15,8 @@
  *   g = -exp(A_log) * softplus(a + dt_bias); beta = sigmoid(b)
  *   S *= exp(g); delta = beta * (v - S^T k); S += k delta^T; o = S^T q
  * Key head h serves value heads h*r .. h*r+r-1, r = value_heads / key_heads. */
-#ifndef DF_MODEL_GATED_DELTANET_H
-#define DF_MODEL_GATED_DELTANET_H
+#ifndef DF_BACKEND_GATED_DELTANET_H
+#define DF_BACKEND_GATED_DELTANET_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-#include "train/metrics.h"
+#include "model/metrics.h"
 
 #include <stdbool.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "train/anchors.h"
+#include "model/anchors.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -20,8 +20,8 @@
  *
  * All fields are doubles in one flat array (counts stay exact up to 2^53), so
  * that a data-parallel run can all-reduce (sum) DfMetrics.values directly. */
-#ifndef DF_TRAIN_METRICS_H
-#define DF_TRAIN_METRICS_H
+#ifndef DF_MODEL_METRICS_H
+#define DF_MODEL_METRICS_H
 
 #include <stdint.h>
 

@@ -17,8 +17,8 @@
  *             valid(k)  = [k >= 1] * [a+k < S] * m[a+k]
  *             weight(k) = valid(k) * exp(-(k-1)/gamma)   (computed in double,
  *             stored as float). */
-#ifndef DF_TRAIN_ANCHORS_H
-#define DF_TRAIN_ANCHORS_H
+#ifndef DF_MODEL_ANCHORS_H
+#define DF_MODEL_ANCHORS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,0 +1,64 @@
+/* The CUDA backend's kernel variants by name (backend_ops.def set_variant,
+ * variants; the knobs themselves: cuda_variants.h), for benchmarks that
+ * compare kernel shapes and for tests. Every knob's default is 0. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_internal.h"
+
+extern "C" void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows) {
+    df_cuda_state(be)->lm_chunk_rows = rows > 0 ? rows : 0;
+}
+
+extern "C" void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on) {
+    df_cuda_state(be)->lm_logits_bf16 = on != 0;
+}
+
+/* skinny_gemm as a variant value: 0 (the default) auto, 1 off, 2 always. */
+static DfCudaSkinnyGemm skinny_mode(int value) {
+    return value == 1 ? DF_SKINNY_GEMM_OFF : value == 2 ? DF_SKINNY_GEMM_ALWAYS : DF_SKINNY_GEMM_AUTO;
+}
+
+static int skinny_value(int mode) {
+    return mode == DF_SKINNY_GEMM_OFF ? 1 : mode == DF_SKINNY_GEMM_ALWAYS ? 2 : 0;
+}
+
+static void reset_all(DfBackend *be) {
+    df_cuda_set_attention_rows_per_warp(be, 0);
+    df_cuda_set_lm_head_chunk_rows(be, 0);
+    df_cuda_set_lm_head_logits_bf16(be, 0);
+    df_cuda_set_skinny_gemm(be, DF_SKINNY_GEMM_AUTO);
+    df_cuda_set_kv_attention_blocks_per_sm(be, 0);
+}
+
+extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, DfError *err) {
+    if (!name) {
+        reset_all(be);
+        return 0;
+    }
+    if (strcmp(name, "attention_rows_per_warp") == 0) {
+        if (value != 0 && value != 16 && value != 32)
+            return df_fail(err, "cuda variant attention_rows_per_warp: %d (expected 0, 16 or 32)", value);
+        df_cuda_set_attention_rows_per_warp(be, value);
+    } else if (strcmp(name, "lm_head_chunk_rows") == 0) {
+        df_cuda_set_lm_head_chunk_rows(be, value);
+    } else if (strcmp(name, "lm_head_logits_bf16") == 0) {
+        df_cuda_set_lm_head_logits_bf16(be, value);
+    } else if (strcmp(name, "skinny_gemm") == 0) {
+        df_cuda_set_skinny_gemm(be, skinny_mode(value));
+    } else if (strcmp(name, "kv_attention_blocks_per_sm") == 0) {
+        df_cuda_set_kv_attention_blocks_per_sm(be, value);
+    } else {
+        return df_fail(err, "the cuda backend has no kernel variant '%s'", name);
+    }
+    return 0;
+}
+
+extern "C" void df_cuda_variants(DfBackend *be, char *buf, size_t cap) {
+    const DfCudaState *st = df_cuda_state(be);
+    snprintf(buf, cap,
+             "attention_rows_per_warp=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
+             "kv_attention_blocks_per_sm=%d",
+             st->attn_rows_per_warp, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
+             st->kv_blocks_per_sm);
+}

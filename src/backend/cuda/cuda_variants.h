@@ -1,0 +1,56 @@
+/* The CUDA backend's kernel variants, for its tests (tests/test_cuda_*.c)
+ * and kernel timings only: production code never includes this header; a
+ * benchmark chooses variants by name through the op table instead
+ * (df_backend_set_variant: the names are those of cuda_variants.cu).
+ * Results agree within rounding whichever variant runs. */
+#ifndef DF_BACKEND_CUDA_CUDA_VARIANTS_H
+#define DF_BACKEND_CUDA_CUDA_VARIANTS_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "attention_rows_per_warp": query rows per warp of the attention kernel:
+ * 16 (64 rows per block, Q in registers) or 32 (128 rows per block, every
+ * K/V fragment used twice); 0, the default, picks 32 when the batch's
+ * longest sequence has 512 tokens or more. */
+void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
+
+/* "lm_head_chunk_rows": rows of hidden states per chunk of lm_head_ce (the
+ * logits of one chunk are the op's scratch); 0, the default, picks chunks
+ * whose logits fit in 1 GiB. */
+void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows);
+
+/* "lm_head_logits_bf16": lm_head_ce's logits in bf16 (half the scratch
+ * traffic, logits rounded to 8 bits of mantissa before the softmax) instead
+ * of fp32, the default. */
+void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on);
+
+/* "skinny_gemm": which matrix products with at most 64 rows of activations
+ * against [N,K] weights (decoding's shapes) take the skinny-GEMM kernel
+ * (cuda_skinny_gemm.cu) instead of cuBLASLt: none; only the shapes where it
+ * measured faster on the H200 (the default: at most 16 rows against at most
+ * 2048 weight rows, a Qwen3-8B-sized k/v projection, 1.27x at one row;
+ * elsewhere cuBLASLt was as fast or faster, see bench/README.md); or every
+ * shape it fits (tests, timings). As a variant value: 0 auto, 1 off, 2 always. */
+typedef enum DfCudaSkinnyGemm { DF_SKINNY_GEMM_OFF, DF_SKINNY_GEMM_AUTO, DF_SKINNY_GEMM_ALWAYS } DfCudaSkinnyGemm;
+void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode);
+/* Products the skinny-GEMM kernel has run on this backend (tests check that
+ * the shapes meant for it take it). */
+size_t df_cuda_skinny_gemm_count(DfBackend *be);
+
+/* "kv_attention_blocks_per_sm": the blocks per SM that kv_attention's
+ * split-K aims for: the key range of each (sequence, kv head) is split until
+ * sequences x kv heads x splits reach this many blocks per SM (chunks of at
+ * least 64 keys); 0 restores the default. */
+void df_cuda_set_kv_attention_blocks_per_sm(DfBackend *be, int blocks);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
