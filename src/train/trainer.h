@@ -84,8 +84,16 @@
 
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "base/error.h"
 #include "dist/dist_env.h"
+
+/* Called after each step's target forward with this rank's tap features
+ * (ACT [tokens, n_taps * hidden] on the training backend, before the drafter
+ * reads them) and the step (from 1): lets a caller of df_train inspect or
+ * alter them, e.g. a test that puts NaN there to exercise the non-finite
+ * guard. Returns 0, or -1 with err set to stop the run. */
+typedef int (*DfTrainFeatureHook)(void *ctx, int64_t step, DfBackend *be, DfBuffer features, DfError *err);
 
 typedef struct DfTrainOptions {
     const char *target_dir;
@@ -134,6 +142,8 @@ typedef struct DfTrainOptions {
     int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
     int layout;              /* DfTrainLayout (data parallel only) */
     int target_ranks;        /* split layout: ranks 0..target_ranks-1 run the target (default 1) */
+    DfTrainFeatureHook feature_hook; /* NULL (the command line's), or called with each step's features */
+    void *feature_hook_ctx;
 } DfTrainOptions;
 
 typedef enum DfTrainLayout { DF_LAYOUT_COLOCATED, DF_LAYOUT_SPLIT } DfTrainLayout;
@@ -216,9 +226,9 @@ int df_train_check_device(const char *device, DfError *err);
  * that cannot fit fails with the sizes, before loading. The drafter's work
  * buffers are reserved once, for the largest micro-batch.
  *
- * Test hook: the environment variable DFLASH_TEST_POISON_STEPS ("N" or
- * "A-B", read once at start) fills the target features of those steps with
- * NaN, to exercise the guard (tests/test_reliability.c). */
+ * Features: opt->feature_hook, when set, sees (and may change) each step's
+ * tap features before the drafter does (tests/test_reliability.c fills some
+ * steps' with NaN through it, to exercise the guard). */
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err);
 
 #endif
