@@ -68,6 +68,8 @@ void df_train_options_default(DfTrainOptions *o) {
     o->bucket_mib = 25;
     o->overlap_grad_reduce = 1;
     o->target_ranks = 1;
+    o->eval_prompts = 16;
+    o->eval_max_new_tokens = 128;
 }
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -199,8 +201,10 @@ static int load_models(Trainer *t, DfError *err) {
     int n_layers = df_trainer_target_layers(t);
     t->target_layers = n_layers;
     size_t before = df_trainer_bytes_in_use(t->be);
-    /* split layout: a drafter rank needs the embedding and the head, none of the layers */
-    if (load_target_weights(t, t->role == ROLE_DRAFTER ? 0 : n_layers, !tied, err)) return -1;
+    /* split layout: a drafter rank needs the embedding and the head, none of the layers; the held-out
+     * eval decodes with the whole target and its head (the step's forward still stops at the last tap) */
+    int load_layers = t->eval_here ? t->tcfg.num_layers : t->role == ROLE_DRAFTER ? 0 : n_layers;
+    if (load_target_weights(t, load_layers, !tied || t->eval_here, err)) return -1;
     t->target_bytes = df_trainer_bytes_in_use(t->be) - before;
     DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
     DfDrafterLayout layout;
@@ -216,6 +220,26 @@ static int load_models(Trainer *t, DfError *err) {
     if (df_drafter_reserve(&t->drafter, (int)t->peaks.tokens, (int)t->plan.block_rows, err))
         return df_context(err, "the drafter's work buffers (the memory plan's micro-batch of %lld block rows)",
                           (long long)t->plan.block_rows);
+    return 0;
+}
+
+/* The held-out eval's prompts (train --eval-data), read before the memory
+ * plan (which counts the eval's decoding) by the rank that writes OUTPUT. */
+static int read_eval_prompts(Trainer *t, DfError *err) {
+    const DfTrainOptions *o = t->opt;
+    if (!o->eval_data) return 0;
+    if (o->eval_every < 1) return df_fail(err, "--eval-data needs --eval-every N (a positive step count)");
+    if (o->eval_prompts < 1 || o->eval_max_new_tokens < 1)
+        return df_fail(err, "--eval-prompts and --eval-max-new-tokens must be positive (got %d, %d)", o->eval_prompts,
+                       o->eval_max_new_tokens);
+    t->eval_here = t->rank == t->writer && t->role != ROLE_TARGET;
+    if (!t->eval_here) return 0;
+    if (df_train_eval_read(&t->eval, o->target_dir, &t->tcfg, o->eval_data, o->eval_prompts, o->eval_max_new_tokens,
+                           t->dcfg.block_size, err))
+        return -1;
+    fprintf(stderr, "train: held-out eval every %lld steps: %d prompts of %s (up to %lld tokens), %d new tokens each\n",
+            (long long)o->eval_every, t->eval.n_prompts, o->eval_data, (long long)t->eval.max_prompt,
+            o->eval_max_new_tokens);
     return 0;
 }
 
@@ -645,6 +669,34 @@ static int next_batch(Trainer *t, DfStepBatch **b, DfError *err) {
     return 0;
 }
 
+static int eval_due(const Trainer *t) {
+    const DfTrainOptions *o = t->opt;
+    return o->eval_data && (t->progress.step % o->eval_every == 0 || t->progress.step == t->stop_step);
+}
+
+/* The held-out eval of the step reached, by the evaluating rank; the other
+ * ranks that run the drafter wait for it at a barrier (the split layout's
+ * target ranks wait for their next grant). */
+static int held_out_eval(Trainer *t, DfTrainSummary *s, const StepReport *rep, DfError *err) {
+    double t0 = df_now_seconds();
+    if (t->eval_here) {
+        DfTrainEvalResult r;
+        if (df_train_eval_run(&t->eval, t->progress.step, rep->elapsed_s, &r, err))
+            return df_context(err, "the held-out eval of step %lld", (long long)t->progress.step);
+        s->evals++;
+        fprintf(stderr, "train: eval at step %lld: tau %.3f over %d prompts (%lld tokens, %s) in %.1f s; best %.3f at "
+                        "step %lld\n",
+                (long long)t->progress.step, r.tau, t->eval.n_prompts, (long long)r.tokens,
+                r.mismatches ? "NOT lossless" : "lossless", r.seconds, t->eval.best_tau,
+                (long long)t->eval.best_step);
+    }
+    DfDistGroup *g = df_trainer_reduce_group(t);
+    if (g && df_dist_world_size(g) > 1 && df_dist_barrier(g, err)) return df_context(err, "waiting for the eval");
+    t->eval_pause_s = df_now_seconds() - t0;
+    s->eval_s += t->eval_pause_s;
+    return 0;
+}
+
 /* After a step: the metrics line, the progress line and the checkpoint. */
 static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, const StepResult *r,
                        const StepReport *rep, int64_t steps_here, double *last_print, int64_t *saved_at,
@@ -658,6 +710,7 @@ static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, cons
         df_trainer_print_progress(t, r, rep);
         *last_print = now;
     }
+    if (eval_due(t) && held_out_eval(t, s, rep, err)) return -1; /* before the checkpoint: a resume redoes it */
     int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
     if (periodic || t->progress.step == t->stop_step) {
         if (save_checkpoint(t, s, err)) return -1;
@@ -689,6 +742,8 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
             break;
         }
         StepReport rep = {0};
+        mark += t->eval_pause_s; /* an eval between two steps is neither's */
+        t->eval_pause_s = 0;
         double t0 = df_now_seconds();
         rep.times.s[DF_STEP_HOST] = t0 - mark; /* the previous step's bookkeeping */
         if (steps_here > 0) df_stage_record(&t->stages, DF_STEP_HOST, t0 - mark);
@@ -750,6 +805,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
 
 static void trainer_free(Trainer *t) {
     if (t->metrics_fp) fclose(t->metrics_fp);
+    df_train_eval_free(&t->eval);
     df_step_loader_free(&t->loader);
     if (t->have_stages) df_stage_table_free(&t->stages);
     df_comm_free(&t->comm);
@@ -805,14 +861,17 @@ static int setup(Trainer *t, DfError *err) {
         df_run_dir_remove_stale_temporaries(t->ckpt_dir);
         df_run_dir_remove_stale_temporaries(t->final_dir);
     }
-    if (make_drafter_config(t, err) || df_trainer_plan_memory(t, err)) return -1;
+    if (make_drafter_config(t, err) || read_eval_prompts(t, err) || df_trainer_plan_memory(t, err)) return -1;
     if (t->role == ROLE_TARGET) return setup_target_role(t, err);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
+    if (t->eval_here && df_train_eval_attach(&t->eval, &t->target, &t->dcfg, t->drafter.params, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
     t->options_json = df_run_options_json(t->opt, &t->dcfg, t->store, t->total_steps);
     if (t->rank == t->writer && write_run_record(t, err)) return -1;
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
+    if (t->eval_here && df_train_eval_open_log(&t->eval, o->output_dir, resumed ? t->progress.step : -1, err))
+        return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
     if (t->role == ROLE_DRAFTER && df_trainer_connect_split(t, err)) return -1;
     if (df_comm_init(&t->comm, df_trainer_reduce_group(t), t->be, &t->drafter.layout, o->bucket_mib, err) ||
@@ -863,6 +922,10 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         }
     }
     if (t.be) df_trainer_report_memory(&t, summary);
+    summary->eval_best_step = t.eval_here ? t.eval.best_step : -1;
+    summary->eval_best_tau = t.eval.best_tau;
+    summary->eval_last_step = t.eval_here ? t.eval.last_step : -1;
+    summary->eval_last_tau = t.eval.last_tau;
     trainer_free(&t);
     return rc;
 }

@@ -31,6 +31,9 @@
  *                       end (and at stop_at)
  *   final/              the exported drafter (spec section 7) when the run
  *                       reaches its last step or its stop_at step
+ *   eval.jsonl          with eval_data: one line per held-out eval
+ *                       (train/train_eval.h), every eval_every steps and at
+ *                       the stop step, before that step's checkpoint
  *
  * Pipeline: a loader thread (train/step_loader.h) assembles the host inputs
  * of the next queue_depth steps while the compute thread runs the current
@@ -142,6 +145,10 @@ typedef struct DfTrainOptions {
     int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
     int layout;              /* DfTrainLayout (data parallel only) */
     int target_ranks;        /* split layout: ranks 0..target_ranks-1 run the target (default 1) */
+    const char *eval_data;   /* held-out eval (train/train_eval.h): prompt or chat records; NULL: none */
+    int64_t eval_every;      /* an eval every N steps (and at the run's last step); needed with eval_data */
+    int eval_prompts;        /* the first K prompts of eval_data (default 16) */
+    int eval_max_new_tokens; /* tokens decoded per eval prompt at most (default 128) */
     DfTrainFeatureHook feature_hook; /* NULL (the command line's), or called with each step's features */
     void *feature_hook_ctx;
 } DfTrainOptions;
@@ -184,6 +191,12 @@ typedef struct DfTrainSummary {
     int checkpoints;          /* written by this call */
     double wait_s;            /* compute thread waiting for batches, summed */
     char stages_path[4200];   /* the stage report (rank 0; "" when no step ran) */
+    int64_t evals;            /* held-out evals of this call (the writing rank) */
+    double eval_s;            /* their time, summed */
+    int64_t eval_best_step;   /* over the whole run's eval.jsonl: the step of the best tau (-1: no eval) */
+    double eval_best_tau;
+    int64_t eval_last_step;   /* the newest eval (-1: none) */
+    double eval_last_tau;
 } DfTrainSummary;
 
 /* Fails (with a message naming the device and the missing op) unless the
@@ -225,6 +238,14 @@ int df_train_check_device(const char *device, DfError *err);
  * drafter's micro-batches (max_drafter_tokens block rows) to fit; a run
  * that cannot fit fails with the sizes, before loading. The drafter's work
  * buffers are reserved once, for the largest micro-batch.
+ *
+ * Held-out eval (opt->eval_data, train/train_eval.h): the writing rank
+ * loads the whole target with its head (not only the layers up to the
+ * deepest tap; the memory plan counts them and the decoding's buffers) and
+ * decodes the eval prompts speculatively with the drafter's training
+ * weights between steps; the other ranks wait at a barrier, so every rank
+ * starts the next step together. A resumed run keeps the eval.jsonl lines
+ * of steps up to the checkpoint's. The summary names the best step.
  *
  * Features: opt->feature_hook, when set, sees (and may change) each step's
  * tap features before the drafter does (tests/test_reliability.c fills some

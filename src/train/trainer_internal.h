@@ -25,6 +25,7 @@
 #include "train/schedule.h"
 #include "train/step_loader.h"
 #include "train/step_timing.h"
+#include "train/train_eval.h"
 #include "train/trainer.h"
 
 /* The step's device inputs (views of the activations arena, sized for the
@@ -73,6 +74,10 @@ typedef struct Trainer {
     double start_s;
     int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
     size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
+    /* held-out eval (train/train_eval.h) */
+    DfTrainEval eval;
+    int eval_here;       /* this rank evaluates (the writer, with opt->eval_data) */
+    double eval_pause_s; /* the last eval's time between two steps: not the next step's */
     int target_layers;   /* layers the target forward runs (for the FLOP count) */
     /* the pipeline and its instrumentation */
     DfStepLoader loader;

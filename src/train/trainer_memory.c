@@ -29,6 +29,12 @@ int df_trainer_plan_memory(Trainer *t, DfError *err) {
                             .host_state = mem.host, .step_tokens = t->peaks.tokens, .step_seqs = t->peaks.seqs,
                             .max_seq_len = t->peaks.max_len, .step_block_rows = t->peaks.block_rows,
                             .max_drafter_tokens = t->opt->max_drafter_tokens, .memory = mem};
+    if (t->eval_here) { /* the decoder needs every layer and the head */
+        in.target_layers = t->tcfg.num_layers;
+        in.with_head = 1;
+        in.eval_slot_rows = t->eval.slot_rows;
+        in.eval_prompt_rows = t->eval.max_prompt;
+    }
     if (df_memory_plan_make(&in, &t->plan, err)) return -1;
     if (t->rank == t->writer || t->rank == 0) df_memory_plan_print(&t->plan, t->device, stderr);
     return 0;
