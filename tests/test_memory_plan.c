@@ -6,14 +6,22 @@
  * - a given --max-drafter-tokens is kept when it fits and refused, naming
  *   the largest that fits, when it does not;
  * - a run that cannot fit one block fails with the sizes and what to lower;
+ * - the held-out eval's decoding (train --eval-data) adds its bytes to the
+ *   total, and they bound what its target decoder and drafter runner
+ *   allocate on the CPU backend (measured over a real speculative decode of
+ *   the bundled target), within 30%;
  * - the seed's configuration (a Qwen3.6-27B-shaped target, 5-layer drafter
  *   of the published shape, 16384-token steps) fits an H200 in
  *   micro-batches, and Qwen3-8B at the defaults an 80 GB card. */
 #include "test_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "infer/drafter_infer.h"
+#include "infer/speculative.h"
+#include "infer/target_decode.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
 #include "model/target_memory.h"
@@ -170,6 +178,72 @@ static void test_cannot_fit(void **state) {
     assert_non_null(strstr(err.msg, "split layout"));
 }
 
+static size_t cpu_in_use(DfBackend *be) {
+    DfMemoryInfo m;
+    df_backend_memory_info(be, &m);
+    return m.in_use;
+}
+
+static void test_eval_bytes_bound_the_decoding(void **state) {
+    (void)state;
+    DfTargetModel m;
+    DfBackend *be;
+    DfModelConfig cfg;
+    DfError err = {{0}};
+    if (df_model_config_load(&cfg, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
+    df_test_load_cpu_target(&m, &be, "assets/coder-tiny", cfg.num_layers, 1);
+    DfDrafterConfig d;
+    DfDrafterOptions o = {.num_layers = 2, .intermediate_size = 256, .block_size = 8, .n_taps = 2, .mask_token_id = 1};
+    if (df_drafter_config_from_target(&d, &m.cfg, &o, &err)) fail_msg("%s", err.msg);
+    DfDrafterLayout layout;
+    df_drafter_layout_build(&layout, &d);
+    float *host = df_test_random_array(layout.total, 5, 0.05f);
+    DfBuffer params = df_test_upload(be, host, layout.total, DF_BUF_ACT);
+    free(host);
+    enum { PROMPT = 150, NEW = 40 };
+    int rows = PROMPT + NEW + d.block_size;
+    size_t before = cpu_in_use(be);
+    DfTargetDecoder dec;
+    DfDrafterRunner r;
+    if (df_target_decoder_init(&dec, &m, 1, rows, d.target_layer_ids, d.n_taps, &err) ||
+        df_drafter_runner_init_on(&r, be, &d, params, m.embed, m.lm_head_tied ? m.embed : m.lm_head, 1, rows, &err))
+        fail_msg("%s", err.msg);
+    int32_t prompt[PROMPT];
+    for (int i = 0; i < PROMPT; i++) prompt[i] = 100 + (i * 37) % 5000;
+    DfSpecOptions spec = {.max_new_tokens = NEW, .block_size = d.block_size};
+    DfSpecResult res = {0};
+    if (df_speculative_generate(&dec, &r, 0, prompt, PROMPT, &spec, &res, &err)) fail_msg("%s", err.msg);
+    size_t used = cpu_in_use(be) - before, planned = df_memory_plan_eval_bytes(&m.cfg, &d, rows, PROMPT, 4);
+    fprintf(stderr, "eval decoding: %zu bytes allocated, %zu planned\n", used, planned);
+    assert_true(planned >= used);
+    assert_true((double)planned <= 1.3 * (double)used);
+    df_spec_result_free(&res);
+    df_drafter_runner_free(&r);
+    df_target_decoder_free(&dec);
+    df_buffer_free(be, &params);
+    df_drafter_layout_free(&layout);
+    df_target_free(&m);
+    df_backend_destroy(be);
+}
+
+static void test_eval_adds_to_the_plan(void **state) {
+    (void)state;
+    Case c;
+    make_case(&c, QWEN3_8B, 141.0, 8192);
+    DfMemoryPlan without, with;
+    DfError err;
+    c.in.target_layers = c.target.num_layers;
+    assert_int_equal(df_memory_plan_make(&c.in, &without, &err), 0);
+    c.in.eval_slot_rows = 2048 + 128 + 16;
+    c.in.eval_prompt_rows = 2048;
+    assert_int_equal(df_memory_plan_make(&c.in, &with, &err), 0);
+    size_t eval = df_memory_plan_eval_bytes(&c.target, &c.drafter, c.in.eval_slot_rows, 2048, 2);
+    assert_true(eval > 0 && with.eval == eval && without.eval == 0);
+    assert_true(with.total - with.drafter_work == without.total - without.drafter_work + eval);
+    /* 36 layers of 8 KV heads of 128, bf16, K and V, 2192 rows: the target decoder's cache alone */
+    assert_true(eval > (size_t)36 * 2 * 2192 * 8 * 128 * 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drafter_state_bytes),
@@ -177,6 +251,8 @@ int main(void) {
         cmocka_unit_test(test_qwen3_8b_defaults_fit_80gb),
         cmocka_unit_test(test_given_bound),
         cmocka_unit_test(test_cannot_fit),
+        cmocka_unit_test(test_eval_adds_to_the_plan),
+        cmocka_unit_test(test_eval_bytes_bound_the_decoding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

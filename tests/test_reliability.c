@@ -6,9 +6,9 @@
  *   resumes to the same weights); a second signal exits at once (143)
  *   leaving a loadable checkpoint; SIGTERM during dflash prepare leaves no
  *   store;
- * - non-finite steps (the DFLASH_TEST_POISON_STEPS hook): the update is
- *   skipped (weights unchanged), reported with the sample ids, and
- *   --max-bad-steps stops the run with a non-zero exit;
+ * - non-finite steps (NaN features through df_train's feature hook, in this
+ *   process): the update is skipped (weights unchanged), reported with the
+ *   sample ids, and max_bad_steps stops the run with an error;
  * - resource errors: a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) while
  *   writing a checkpoint, an output path that cannot be a directory or is
  *   not writable, a run too large for memory: clear messages, non-zero exit,
@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@
 #include "formats/safetensors.h"
 #include "formats/token_store.h"
 #include "text/tokenizer.h"
+#include "train/trainer.h"
 
 #define OUT_CAP 65536
 #define STEPS 24
@@ -355,18 +357,84 @@ static void test_sigterm_during_prepare_leaves_no_store(void **state) {
 
 /* ------------------------------------------------------- non-finite steps */
 
+/* NaN features for steps first..last, through df_train's feature hook. */
+typedef struct Poison {
+    int64_t first, last;
+    int calls;
+} Poison;
+
+static int poison_features(void *ctx, int64_t step, DfBackend *be, DfBuffer features, DfError *err) {
+    Poison *p = ctx;
+    if (step < p->first || step > p->last) return 0;
+    p->calls++;
+    float *nan_rows = malloc(features.count * sizeof *nan_rows);
+    assert_non_null(nan_rows);
+    for (size_t i = 0; i < features.count; i++) nan_rows[i] = NAN;
+    int rc = be->ops->upload_f32(be, features, nan_rows, err);
+    free(nan_rows);
+    return rc;
+}
+
+/* The options of TINY_OPTIONS for run directory f->dir/run, in process: the
+ * data the reference run prepared, its mask token. */
+static void nan_run_options(Fixture *f, const char *run, DfTrainOptions *o, char *output, char *store, size_t cap) {
+    char path[1200];
+    path_in(f, "reference/args.json", path, sizeof path);
+    char *text = df_test_read_file(path, NULL);
+    assert_non_null(text);
+    cJSON *args = cJSON_Parse(text);
+    free(text);
+    const cJSON *mask = cJSON_GetObjectItemCaseSensitive(args, "mask-token-id");
+    assert_true(cJSON_IsNumber(mask));
+    df_train_options_default(o);
+    o->mask_token_id = (int)mask->valuedouble;
+    cJSON_Delete(args);
+    path_in(f, run, output, cap);
+    path_in(f, "reference/data.store", store, cap);
+    o->target_dir = df_test_path("assets/coder-tiny");
+    o->data_source = f->data;
+    o->data_store = store;
+    o->output_dir = output;
+    o->draft_layers = 1, o->intermediate_size = 64, o->num_taps = 1, o->block_size = 4, o->num_anchors = 4;
+    o->token_budget = 128, o->lr = 3e-3, o->warmup = 0.1, o->seed = 7, o->max_length = 64, o->steps = STEPS;
+}
+
+/* df_train with its stderr in f->out; its return code. */
+static int train_in_process(Fixture *f, const DfTrainOptions *o, DfTrainSummary *s, DfError *err) {
+    char log[1024];
+    path_in(f, "in-process.log", log, sizeof log);
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    assert_true(saved >= 0 && fd >= 0);
+    dup2(fd, 2), close(fd);
+    int rc = df_train(o, s, err);
+    fflush(stderr);
+    dup2(saved, 2), close(saved);
+    char *text = df_test_read_file(log, NULL);
+    snprintf(f->out, sizeof f->out, "%s", text ? text : "");
+    free(text);
+    return rc;
+}
+
 static void test_nonfinite_step_is_skipped(void **state) {
     Fixture *f = *state;
-    char cmd[4096], a[1024], b[1024];
-    assert_int_equal(train_ok(f, "nan", "--steps 24 --stop-at 2"), 0);
+    char a[1200], b[1200], output[1200], store[1200];
+    DfTrainOptions o;
+    DfTrainSummary s;
+    DfError err = {{0}};
+    nan_run_options(f, "nan", &o, output, store, sizeof output);
+    o.stop_at = 2;
+    if (train_in_process(f, &o, &s, &err)) fail_msg("%s\n%s", err.msg, f->out);
     /* step 3 poisoned: reported, no update */
-    train_command(f, "nan", "--steps 24 --stop-at 3 --resume", cmd, sizeof cmd);
-    char full[4300];
-    snprintf(full, sizeof full, "DFLASH_TEST_POISON_STEPS=3 %s", cmd);
-    assert_int_equal(df_test_run(full, f->out, sizeof f->out), 0);
+    Poison p = {.first = 3, .last = 3};
+    o.feature_hook = poison_features, o.feature_hook_ctx = &p;
+    o.stop_at = 3, o.resume = 1;
+    if (train_in_process(f, &o, &s, &err)) fail_msg("%s\n%s", err.msg, f->out);
+    assert_int_equal(p.calls, 1);
     assert_non_null(strstr(f->out, "step 3: non-finite loss"));
     assert_non_null(strstr(f->out, "update skipped"));
     assert_non_null(strstr(f->out, "batch sample ids ["));
+    assert_int_equal(s.bad_steps, 1);
     path_in(f, "nan/checkpoints/step-00000002.safetensors", a, sizeof a);
     path_in(f, "nan/checkpoints/step-00000003.safetensors", b, sizeof b);
     size_t na, nb;
@@ -392,22 +460,25 @@ static void test_nonfinite_step_is_skipped(void **state) {
     cJSON_Delete(j);
     free(text);
 
-    /* steps 5.. poisoned with --max-bad-steps 3: stops at step 7, non-zero, writing no final/ (the
-     * --stop-at 3 run wrote one: removed first) */
+    /* steps 5.. poisoned with max_bad_steps 3: stops at step 7 with an error, writing no final/ (the
+     * stop_at 3 run wrote one: removed first) */
     path_in(f, "nan/final", a, sizeof a);
     df_test_rmtree(a);
-    train_command(f, "nan", "--steps 24 --save-every 1 --max-bad-steps 3 --resume", cmd, sizeof cmd);
-    snprintf(full, sizeof full, "DFLASH_TEST_POISON_STEPS=5-24 %s", cmd);
-    int rc = df_test_run(full, f->out, sizeof f->out);
-    assert_int_not_equal(rc, 0);
-    assert_non_null(strstr(f->out, "3 steps in a row (up to step 7)"));
-    assert_non_null(strstr(f->out, "--max-bad-steps 3"));
-    path_in(f, "nan/final", a, sizeof a);
+    p = (Poison){.first = 5, .last = STEPS};
+    o.stop_at = 0, o.save_every = 1, o.max_bad_steps = 3;
+    assert_int_not_equal(train_in_process(f, &o, &s, &err), 0);
+    assert_int_equal(p.calls, 3);
+    assert_non_null(strstr(err.msg, "3 steps in a row (up to step 7)"));
+    assert_non_null(strstr(err.msg, "--max-bad-steps 3"));
     assert_false(df_test_file_exists(a));
-    /* the checkpoints are good: the run continues from them */
-    assert_int_equal(train_ok(f, "nan", "--steps 24 --resume"), 0);
+    /* the checkpoints are good: the run continues from them, to the end */
+    memset(&err, 0, sizeof err);
+    o.feature_hook = NULL, o.feature_hook_ctx = NULL;
+    if (train_in_process(f, &o, &s, &err)) fail_msg("%s\n%s", err.msg, f->out);
     assert_non_null(strstr(f->out, "resuming from"));
-    assert_non_null(strstr(f->out, "drafter written to"));
+    assert_int_equal(s.first_step, 7);
+    assert_true(s.finished);
+    assert_int_equal(s.bad_steps, 0);
 }
 
 /* ------------------------------------------------------ resource errors */

@@ -133,14 +133,7 @@ static int eval_prompt(EvalRun *e, int i, EvalTotals *t, DfError *err) {
         fprintf(stderr, "eval: prompt %s: speculative output differs from greedy at token %zu (BUG)\n", p->id_json, k);
         t->mismatches++;
     }
-    for (size_t c = 0; c < r.accepted.len; c++) {
-        t->hist[r.accepted.data[c]]++;
-        t->accepted_sum += r.accepted.data[c];
-    }
-    t->cycles += (int64_t)r.accepted.len;
-    if (r.accepted.len) t->tau_prompt_sum += df_spec_tau(&r), t->prompts_with_cycles++;
-    t->tokens += (int64_t)r.tokens.len;
-    t->spec_passes += r.target_passes;
+    df_eval_totals_add(t, &r);
     t->greedy_passes += steps;
     if (e->have_out && write_prompt_record(e, p, &r, err)) goto done;
     rc = 0;
@@ -148,31 +141,6 @@ done:
     df_i32vec_free(&ids);
     df_i32vec_free(&greedy);
     df_spec_result_free(&r);
-    return rc;
-}
-
-/* Conversations become prompt records: the rendering of their last
- * generated turn's prompt with the target's chat template
- * (df_chat_last_turn_prompt), tokenized as any prompt. */
-static int render_conversations(EvalRun *e, DfError *err) {
-    const EvalArgs *a = e->args;
-    if (!e->prompts.n_chat) return 0;
-    DfError why;
-    DfChatTemplate *t = df_chat_template_load(a->target, &why);
-    if (!t)
-        return df_fail(err, "%s has %d conversations, rendered with the target's chat template: %s", a->input,
-                       e->prompts.n_chat, why.msg);
-    int rc = a->chat_date && df_chat_template_set_date(t, a->chat_date, &why) ? df_fail(err, "--chat-date: %s", why.msg) : 0;
-    for (int i = 0; rc == 0 && i < e->prompts.n; i++) {
-        DfPrompt *p = &e->prompts.items[i];
-        if (p->text) continue;
-        DfByteBuf text = {0};
-        if (df_chat_last_turn_prompt(t, p, &text, &why))
-            rc = df_fail(err, "%s:%lld (id %s): %s", a->input, (long long)p->line_no, p->id_json, why.msg);
-        else p->text = df_xstrdup(text.data ? text.data : "");
-        df_bytebuf_free(&text);
-    }
-    df_chat_template_free(t);
     return rc;
 }
 
@@ -189,7 +157,7 @@ static int run_eval(const EvalArgs *a, DfError *err) {
     e.args = a;
     EvalTotals t = {0};
     int rc = -1;
-    if (df_prompts_read_any(a->input, &e.prompts, err) || render_conversations(&e, err) || load_models(&e, err))
+    if (df_prompts_read_any(a->input, &e.prompts, err) || df_chat_render_last_turns(&e.prompts, a->target, a->chat_date, a->input, err) || load_models(&e, err))
         goto out;
     if (a->output) {
         if (df_atomic_open(&e.out, a->output, err)) goto out;

@@ -332,6 +332,11 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
                s->tokens_per_s, s->first_loss, s->last_loss, s->first_tau, s->last_tau);
     }
     printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
+    if (s->eval_best_step >= 0)
+        printf("train: held-out tau (%s/eval.jsonl): best %.3f at step %lld, last %.3f at step %lld (%lld eval(s) in "
+               "this run, %.1f s)\n",
+               o->output_dir, s->eval_best_tau, (long long)s->eval_best_step, s->eval_last_tau,
+               (long long)s->eval_last_step, (long long)s->evals, s->eval_s);
     print_memory(s);
     if (s->stages_path[0])
         printf("train: device busy %.1f%% of the loop's wall time (%.1f%% in steady state: without the first step "
@@ -367,7 +372,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     const char *config_path = NULL; /* read by df_config_args_expand */
     const char *layout = NULL, *overlap = NULL;
     double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
-    int heads = 0, kv_heads = 0, head_dim = 0;
+    int heads = 0, kv_heads = 0, head_dim = 0, eval_every = 0, eval_prompts = 0, eval_new = 0;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
         {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
@@ -398,6 +403,10 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
         {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0, DF_RANGE(1, 1 << 30)},
         {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0, DF_RANGE(0, INT_MAX)},
+        {"eval-data", DF_OPT_STRING, &o.eval_data, "FILE", "held-out prompts {\"prompt\"} or conversations {\"messages\"} / {\"conversations\"} (as eval takes them): greedy speculative decoding of them with the current drafter, on the training device, every --eval-every steps; tau, acceptance by position and the lossless check go to OUTPUT/eval.jsonl, the best step is named at the end", 0},
+        {"eval-every", DF_OPT_INT, &eval_every, "N", "a held-out eval every N steps and at the last step (needed with --eval-data)", 0, DF_RANGE(1, INT_MAX)},
+        {"eval-prompts", DF_OPT_INT, &eval_prompts, "K", "the first K prompts of --eval-data (default 16)", 0, DF_RANGE(1, 1 << 20)},
+        {"eval-max-new-tokens", DF_OPT_INT, &eval_new, "M", "tokens decoded per eval prompt at most (default 128)", 0, DF_RANGE(1, 1 << 20)},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
         {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0, DF_RANGE(0, INT_MAX)},
         {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0, DF_RANGE(1, 64)},
@@ -490,6 +499,17 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     if (GIVEN("log-every")) o.log_every = log_every;
     if (!isatty(STDERR_FILENO)) o.log_interval_s = 30; /* a log file, not a person watching: fewer lines */
     if (GIVEN("peak-tflops")) o.peak_tflops = peak_tflops;
+    if (GIVEN("eval-every")) o.eval_every = eval_every;
+    if (GIVEN("eval-prompts")) o.eval_prompts = eval_prompts;
+    if (GIVEN("eval-max-new-tokens")) o.eval_max_new_tokens = eval_new;
+    if ((GIVEN("eval-every") || GIVEN("eval-prompts") || GIVEN("eval-max-new-tokens")) && !o.eval_data) {
+        fprintf(stderr, "dflash train: --eval-every, --eval-prompts and --eval-max-new-tokens go with --eval-data\n");
+        return 2;
+    }
+    if (o.eval_data && !GIVEN("eval-every")) {
+        fprintf(stderr, "dflash train: --eval-data needs --eval-every N (an eval every N steps)\n");
+        return 2;
+    }
 #undef GIVEN
     DfDistEnv dist;
     if (df_dist_env_present()) {

@@ -6,21 +6,6 @@
 
 #include "base/atomic_file.h"
 
-double df_eval_tau(const DfEvalTotals *t) {
-    return t->cycles ? (double)(t->accepted_sum + t->cycles) / (double)t->cycles : 0;
-}
-
-/* Cycles whose draft was right up to position k (1..B-1), as a fraction. */
-static double reach_fraction(const DfEvalTotals *t, int k) {
-    int64_t reach = t->cycles;
-    for (int n = 0; n < k; n++) reach -= t->hist[n];
-    return t->cycles ? (double)reach / (double)t->cycles : 0;
-}
-
-static double prompt_tau_mean(const DfEvalTotals *t) {
-    return t->prompts_with_cycles ? t->tau_prompt_sum / t->prompts_with_cycles : 0.0;
-}
-
 /* Wall time per target pass, in ms: of speculative decoding (a cycle: one
  * proposal and its verification) and of greedy decoding (one step); the
  * prompts' prefill passes are counted in both. */
@@ -36,12 +21,12 @@ void df_eval_print_report(const DfEvalTotals *t, const DfEvalInfo *info) {
     int b = info->block_size;
     printf("prompts %d, new tokens %lld, cycles %lld, block size %d\n", info->prompts, (long long)t->tokens,
            (long long)t->cycles, b);
-    printf("tau %.3f (mean over cycles), %.3f (mean of per-prompt tau)\n", df_eval_tau(t), prompt_tau_mean(t));
+    printf("tau %.3f (mean over cycles), %.3f (mean of per-prompt tau)\n", df_eval_tau(t), df_eval_tau_prompt_mean(t));
     printf("accepted drafts per cycle (n; tau counts n + 1):\n");
     for (int n = 0; n < b; n++)
         printf("  n=%-3d %8lld  %5.1f%%\n", n, (long long)t->hist[n], t->cycles ? 100.0 * t->hist[n] / t->cycles : 0.0);
     printf("acceptance by block position (cycles whose draft was right up to k):\n");
-    for (int k = 1; k < b; k++) printf("  k=%-3d %5.1f%%\n", k, 100.0 * reach_fraction(t, k));
+    for (int k = 1; k < b; k++) printf("  k=%-3d %5.1f%%\n", k, 100.0 * df_eval_reach_fraction(t, k));
     printf("target forward passes: %lld speculative vs %lld greedy (%lld saved, %.2fx fewer)\n",
            (long long)t->spec_passes, (long long)t->greedy_passes, (long long)(t->greedy_passes - t->spec_passes),
            t->spec_passes ? (double)t->greedy_passes / t->spec_passes : 0.0);
@@ -70,13 +55,13 @@ static cJSON *summary_json(const DfEvalTotals *t, const DfEvalInfo *info) {
     cJSON_AddNumberToObject(j, "max_new_tokens", info->max_new_tokens);
     cJSON_AddNumberToObject(j, "block_size", info->block_size);
     cJSON_AddNumberToObject(j, "tau", df_eval_tau(t));
-    cJSON_AddNumberToObject(j, "tau_prompt_mean", prompt_tau_mean(t));
+    cJSON_AddNumberToObject(j, "tau_prompt_mean", df_eval_tau_prompt_mean(t));
     cJSON_AddNumberToObject(j, "new_tokens", (double)t->tokens);
     cJSON_AddNumberToObject(j, "cycles", (double)t->cycles);
     cJSON *hist = cJSON_AddArrayToObject(j, "accepted_hist");
     for (int n = 0; n < info->block_size; n++) cJSON_AddItemToArray(hist, cJSON_CreateNumber((double)t->hist[n]));
     cJSON *reach = cJSON_AddArrayToObject(j, "acceptance_by_position");
-    for (int k = 1; k < info->block_size; k++) cJSON_AddItemToArray(reach, cJSON_CreateNumber(reach_fraction(t, k)));
+    for (int k = 1; k < info->block_size; k++) cJSON_AddItemToArray(reach, cJSON_CreateNumber(df_eval_reach_fraction(t, k)));
     add_pair(j, "target_passes", (double)t->spec_passes, (double)t->greedy_passes);
     add_pair(j, "tokens_per_s", t->spec_s > 0 ? t->tokens / t->spec_s : 0, t->greedy_s > 0 ? t->tokens / t->greedy_s : 0);
     cJSON_AddNumberToObject(j, "cycle_ms", cycle_ms_of(t));

@@ -6,22 +6,13 @@
 #include <stdint.h>
 
 #include "base/error.h"
-
-typedef struct DfEvalTotals {
-    int64_t cycles, accepted_sum, tokens, spec_passes, greedy_passes, mismatches;
-    double spec_s, greedy_s, tau_prompt_sum;
-    int prompts_with_cycles;
-    int64_t *hist; /* [block_size]: cycles that accepted n drafts */
-} DfEvalTotals;
+#include "infer/spec_stats.h"
 
 /* What was evaluated: named in the summary. */
 typedef struct DfEvalInfo {
     const char *target, *draft, *input;
     int prompts, conversations, block_size, max_new_tokens;
 } DfEvalInfo;
-
-/* tau: mean over cycles of (accepted + 1); 0 without cycles. */
-double df_eval_tau(const DfEvalTotals *t);
 
 void df_eval_print_report(const DfEvalTotals *t, const DfEvalInfo *info);
 

@@ -86,3 +86,25 @@ int df_chat_end_of_turn_id(const DfChatTemplate *t, const DfTokenizer *tok, int3
                        df_chat_family_name(family));
     return 0;
 }
+
+int df_chat_render_last_turns(DfPromptSet *set, const char *target_dir, const char *chat_date, const char *input,
+                              DfError *err) {
+    if (!set->n_chat) return 0;
+    DfError why;
+    DfChatTemplate *t = df_chat_template_load(target_dir, &why);
+    if (!t)
+        return df_fail(err, "%s has %d conversations, rendered with the target's chat template: %s", input,
+                       set->n_chat, why.msg);
+    int rc = chat_date && df_chat_template_set_date(t, chat_date, &why) ? df_fail(err, "--chat-date: %s", why.msg) : 0;
+    for (int i = 0; rc == 0 && i < set->n; i++) {
+        DfPrompt *p = &set->items[i];
+        if (p->text) continue;
+        DfByteBuf text = {0};
+        if (df_chat_last_turn_prompt(t, p, &text, &why))
+            rc = df_fail(err, "%s:%lld (id %s): %s", input, (long long)p->line_no, p->id_json, why.msg);
+        else p->text = df_xstrdup(text.data ? text.data : "");
+        df_bytebuf_free(&text);
+    }
+    df_chat_template_free(t);
+    return rc;
+}

@@ -62,8 +62,9 @@ static int ensure_logits(DfDrafterRunner *r, int rows, DfError *err) {
     return 0;
 }
 
-int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, const float *params,
-                           DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err) {
+/* Everything but the weights: the shape, the rope tables, the context cache. */
+static int runner_init_common(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer embed,
+                              DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err) {
     memset(r, 0, sizeof *r);
     size_t vh = (size_t)cfg->vocab_size * cfg->hidden_size;
     if (embed.count < vh || lm_head.count < vh)
@@ -77,14 +78,21 @@ int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterCon
     size_t half = (size_t)cfg->head_dim / 2, n_rope = (size_t)slot_capacity * half;
     float *cs = df_xmalloc(n_rope * sizeof *cs, "rope cos"), *sn = df_xmalloc(n_rope * sizeof *sn, "rope sin");
     df_rope_tables(&cfg->rope, cfg->head_dim, slot_capacity, cs, sn);
-    int rc = df_buffer_alloc(be, &r->params, DF_BUF_ACT, r->layout.total, err) ||
-             be->ops->upload_f32(be, r->params, params, err) ||
-             df_buffer_alloc(be, &r->rope_cos, DF_BUF_F32, n_rope, err) || be->ops->upload_f32(be, r->rope_cos, cs, err) ||
+    int rc = df_buffer_alloc(be, &r->rope_cos, DF_BUF_F32, n_rope, err) || be->ops->upload_f32(be, r->rope_cos, cs, err) ||
              df_buffer_alloc(be, &r->rope_sin, DF_BUF_F32, n_rope, err) || be->ops->upload_f32(be, r->rope_sin, sn, err) ||
              df_kv_cache_init(&r->ctx, be, cfg->num_layers, n_slots, slot_capacity, cfg->num_kv_heads * cfg->head_dim,
                               err);
     free(cs);
     free(sn);
+    return rc ? -1 : 0;
+}
+
+int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, const float *params,
+                           DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err) {
+    int rc = runner_init_common(r, be, cfg, embed, lm_head, n_slots, slot_capacity, err);
+    if (rc == 0 && r->be)
+        rc = df_buffer_alloc(be, &r->params, DF_BUF_ACT, r->layout.total, err) ||
+             be->ops->upload_f32(be, r->params, params, err);
     if (rc) {
         df_drafter_runner_free(r);
         return -1;
@@ -100,6 +108,22 @@ void df_drafter_runner_set_graphs(DfDrafterRunner *r, int on) {
     df_decode_graphs_init(&r->append_graphs, r->be, on);
 }
 
+int df_drafter_runner_init_on(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer params,
+                              DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err) {
+    int rc = runner_init_common(r, be, cfg, embed, lm_head, n_slots, slot_capacity, err);
+    if (rc == 0 && (params.kind != DF_BUF_ACT || params.count != r->layout.total))
+        rc = df_fail(err, "drafter: weights of %zu values given, the layout of this config has %zu", params.count,
+                     r->layout.total);
+    if (rc) {
+        df_drafter_runner_free(r);
+        return -1;
+    }
+    r->params = params;
+    r->params_borrowed = 1;
+    df_drafter_runner_set_graphs(r, 1); /* the weights change in place: a recording reads them as they are */
+    return 0;
+}
+
 void df_drafter_runner_free(DfDrafterRunner *r) {
     if (!r->be) return;
     df_decode_graphs_free(&r->propose_graphs); /* before the buffers their recordings use */
@@ -111,7 +135,7 @@ void df_drafter_runner_free(DfDrafterRunner *r) {
     df_kv_batch_free(&r->window_kb, r->be);
     free(r->host_logits);
     df_kv_cache_free(&r->ctx, r->be);
-    df_buffer_free(r->be, &r->params);
+    if (!r->params_borrowed) df_buffer_free(r->be, &r->params);
     df_buffer_free(r->be, &r->rope_cos);
     df_buffer_free(r->be, &r->rope_sin);
     df_drafter_layout_free(&r->layout);

@@ -24,6 +24,7 @@ typedef struct DfDrafterRunner {
     DfDrafterLayout layout;
     DfBackend *be;
     DfBuffer params;           /* ACT [layout.total] */
+    int params_borrowed;       /* params are the caller's (df_drafter_runner_init_on): not freed here */
     DfBuffer embed, lm_head;   /* the target's [V, H], not owned */
     DfKvCache ctx;             /* context K/V per layer */
     int ws_rows;
@@ -46,6 +47,11 @@ typedef struct DfDrafterRunner {
  * slot_capacity: context rows + one block per slot. */
 int df_drafter_runner_init(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, const float *params,
                            DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err);
+/* The same over weights already on be (ACT [layout.total] in that layout,
+ * e.g. a training run's drafter weights): neither copied nor owned, so the
+ * runner proposes with them as they are at each call. */
+int df_drafter_runner_init_on(DfDrafterRunner *r, DfBackend *be, const DfDrafterConfig *cfg, DfBuffer params,
+                              DfBuffer embed, DfBuffer lm_head, int n_slots, int slot_capacity, DfError *err);
 void df_drafter_runner_free(DfDrafterRunner *r);
 
 /* Recorded proposals and appends on or off (on after init where the backend records). */

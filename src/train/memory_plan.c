@@ -26,6 +26,67 @@ size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int6
     return act * act_elem + (f32 + i32) * sizeof(float) + attn_scratch;
 }
 
+/* Workspaces grow by doubling from 16 rows (infer/target_decode.c, drafter_infer.c). */
+static size_t rows_allocated(int64_t rows) {
+    size_t n = 16;
+    while ((int64_t)n < rows) n *= 2;
+    return n;
+}
+
+/* A hybrid target's linear layers, per slot: the convolution window and the
+ * delta rule's state (F32), each kept twice (the rollback's snapshot), and
+ * the recorded step's inputs (ACT, one block). */
+static size_t hybrid_state_bytes(const DfModelConfig *t, int64_t block, size_t act_elem) {
+    if (!t->is_hybrid) return 0;
+    const DfLinearAttnConfig *la = &t->linear;
+    size_t conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + (size_t)la->num_value_heads * la->value_head_dim;
+    size_t window = (size_t)(la->conv_kernel - 1) * conv_dim;
+    size_t state = (size_t)la->num_value_heads * la->key_head_dim * la->value_head_dim;
+    size_t record = (size_t)block * (2 * conv_dim + 2 * (size_t)la->num_value_heads);
+    size_t per_layer = 2 * (window + state) * sizeof(float) + record * act_elem;
+    size_t n_linear = 0;
+    for (int l = 0; l < t->num_layers; l++) n_linear += t->layer_is_linear[l];
+    return n_linear * per_layer;
+}
+
+/* The target decoder's workspace for `rows` rows (infer/target_decode.c):
+ * a dense target's layers run fused (qkv and gate_up in place of k, v and
+ * up), a hybrid's split, with the hybrid layers' own activations. */
+static size_t decoder_workspace_bytes(const DfModelConfig *t, const DfDrafterConfig *d, size_t rows,
+                                      size_t act_elem) {
+    size_t H = (size_t)t->hidden_size, q = (size_t)t->num_heads * t->head_dim;
+    size_t kv = (size_t)t->num_kv_heads * t->head_dim, inter = (size_t)t->intermediate_size;
+    size_t per_row = 3 * H + 2 * q + inter + (size_t)d->n_taps * H; /* x, h, last; q, attn; gate; features */
+    per_row += t->is_hybrid ? 2 * kv + inter : q + 2 * kv + 2 * inter;
+    size_t bytes = rows * sizeof(int32_t) + rows * per_row * act_elem;
+    if (t->is_hybrid) {
+        DfBufSpec hybrid[DF_HYBRID_WS_BUFFERS];
+        df_hybrid_workspace_specs(t, (int)rows, hybrid);
+        for (int i = 0; i < DF_HYBRID_WS_BUFFERS; i++) bytes += df_buf_spec_bytes(hybrid[i], act_elem);
+    }
+    return bytes;
+}
+
+size_t df_memory_plan_eval_bytes(const DfModelConfig *t, const DfDrafterConfig *d, int64_t slot_rows,
+                                 int64_t prompt_rows, size_t act_elem) {
+    size_t rows = (size_t)slot_rows, B = (size_t)d->block_size, V = (size_t)t->vocab_size, H = (size_t)t->hidden_size;
+    size_t cached = 0;
+    for (int l = 0; l < t->num_layers; l++) cached += !t->is_hybrid || !t->layer_is_linear[l];
+    size_t kv = (size_t)t->num_kv_heads * t->head_dim;
+    size_t decoder = cached * 2 * rows * kv * act_elem + hybrid_state_bytes(t, d->block_size, act_elem);
+    size_t prefill = rows_allocated(prompt_rows > (int64_t)B ? prompt_rows : (int64_t)B);
+    decoder += decoder_workspace_bytes(t, d, prefill, act_elem) + B * V * act_elem + B * sizeof(int32_t) +
+               rows * (size_t)df_target_rope_dim(t) * sizeof(float);
+    size_t dkv = (size_t)d->num_kv_heads * d->head_dim, dq = (size_t)d->num_heads * d->head_dim;
+    size_t per_row = (size_t)d->n_taps * H + 2 * H + 2 * dq + 2 * dkv + 2 * (size_t)d->intermediate_size;
+    size_t runner = (size_t)d->num_layers * 2 * rows * dkv * act_elem + prefill * (per_row * act_elem + sizeof(int32_t)) +
+                    B * (V * act_elem + sizeof(int32_t)) + rows * (size_t)d->head_dim * sizeof(float);
+    /* the steps' layouts (DfKvBatch: grown by doubling to about 2 ints a row): the decoder's, the runner's
+     * two, a hybrid's record */
+    size_t layouts = 4 * 2 * (prefill + 8) * sizeof(int32_t);
+    return decoder + runner + layouts;
+}
+
 static size_t drafter_params(const DfDrafterConfig *c) {
     DfDrafterLayout layout;
     df_drafter_layout_build(&layout, c);
@@ -49,6 +110,8 @@ static void plan_fixed(const DfMemoryPlanInput *in, DfMemoryPlan *p) {
         if (in->host_state) p->host_copies = 3 * n * sizeof(float);    /* weights and moments for checkpoints */
         p->op_scratch = in->memory.op_scratch;
     }
+    if (in->eval_slot_rows > 0)
+        p->eval = df_memory_plan_eval_bytes(in->target, c, in->eval_slot_rows, in->eval_prompt_rows, in->act_elem);
     p->reserve = reserve_for(in);
     size_t have = in->memory.available > SIZE_MAX - in->memory.in_use ? SIZE_MAX /* nothing known */
                                                                        : in->memory.in_use + in->memory.available;
@@ -57,7 +120,8 @@ static void plan_fixed(const DfMemoryPlanInput *in, DfMemoryPlan *p) {
 
 /* What the backend's buffers hold whatever the micro-batch. */
 static size_t fixed_buffers(const DfMemoryPlan *p) {
-    return p->backend + p->target_weights + p->target_workspace + p->drafter_state + p->step_inputs + p->op_scratch;
+    return p->backend + p->target_weights + p->target_workspace + p->drafter_state + p->step_inputs + p->op_scratch +
+           p->eval;
 }
 
 static size_t fixed_total(const DfMemoryPlan *p) { return fixed_buffers(p) + p->host_copies; }
@@ -85,14 +149,18 @@ static int64_t rows_that_fit(const DfMemoryPlanInput *in, size_t room) {
 
 static int fail_too_small(const DfMemoryPlanInput *in, const DfMemoryPlan *p, DfError *err) {
     size_t one = work_for(in, in->drafter->block_size);
+    char eval_note[256] = "";
+    if (p->eval)
+        snprintf(eval_note, sizeof eval_note, " %.2f for --eval-data's decoding (the whole target is loaded for it; "
+                 "a lower --eval-max-new-tokens, shorter eval prompts or no --eval-data lower that),", p->eval / GIB);
     return df_fail(err,
                    "memory plan for %s: the run cannot fit: %.2f GiB for the target's weights, %.2f for its "
                    "forward over the largest step (%lld tokens), %.2f for the drafter's state, %.2f for the step's "
-                   "features, %.2f for the backend, and %.2f for a micro-batch of one block, against %.2f GiB usable "
+                   "features, %.2f for the backend,%s and %.2f for a micro-batch of one block, against %.2f GiB usable "
                    "(%.2f kept free%s); lower --token-budget or --max-length (the step), --draft-layers or "
                    "--intermediate-size (the drafter), or train with the split layout (the target on other GPUs)",
                    in->device, p->target_weights / GIB, p->target_workspace / GIB, (long long)in->step_tokens,
-                   (p->drafter_state + p->host_copies) / GIB, p->step_inputs / GIB, (p->backend + p->op_scratch) / GIB, one / GIB,
+                   (p->drafter_state + p->host_copies) / GIB, p->step_inputs / GIB, (p->backend + p->op_scratch) / GIB, eval_note, one / GIB,
                    p->capacity / GIB, p->reserve / GIB, p->host_copies ? ", the state's host copies counted" : "");
 }
 
@@ -137,6 +205,10 @@ void df_memory_plan_print(const DfMemoryPlan *p, const char *device, FILE *fp) {
             device, p->total / GIB, p->capacity / GIB, p->reserve / GIB, p->target_weights / GIB,
             p->target_workspace / GIB, p->drafter_state / GIB, p->step_inputs / GIB, (p->backend + p->op_scratch) / GIB,
             p->drafter_work / GIB);
+    if (p->eval)
+        fprintf(fp, "train: the held-out eval (--eval-data) adds %.2f GiB of decoding buffers; the target's weights "
+                    "are all of its layers and its head\n",
+                p->eval / GIB);
     if (p->block_rows > 0)
         fprintf(fp, "train: drafter micro-batches of up to %lld block rows (--max-drafter-tokens%s); the largest step "
                     "takes %lld of them\n",

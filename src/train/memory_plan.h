@@ -35,6 +35,10 @@ typedef struct DfMemoryPlanInput {
     int64_t max_seq_len;      /* the longest sequence */
     int64_t step_block_rows;  /* block rows of the step with the most (anchors x block size) */
     int64_t max_drafter_tokens; /* the user's bound on block rows per micro-batch (0: sized here) */
+    int64_t eval_slot_rows;   /* train --eval-data on this device: rows of the decoding slot (longest prompt +
+                                 new tokens + one block; 0: no eval here); target_layers and with_head must
+                                 then be the whole target's */
+    int64_t eval_prompt_rows; /* the longest eval prompt (its prefill) */
     DfMemoryInfo memory;      /* the device now (before loading) */
 } DfMemoryPlanInput;
 
@@ -48,6 +52,7 @@ typedef struct DfMemoryPlan {
     size_t step_inputs;       /* ids and tap features of the largest step */
     size_t op_scratch;        /* what the backend's ops take for scratch (memory_info) */
     size_t drafter_work;      /* work buffers of one micro-batch of block_rows rows */
+    size_t eval;              /* held-out eval's decoding (df_memory_plan_eval_bytes), beyond the weights */
     size_t capacity;          /* what the device has for the run: in use + available - reserve */
     size_t reserve;           /* kept free for what the backend does not count (allocator, libraries) */
     size_t total;             /* the planned peak of the backend's buffers (memory_info's peak): the sum of
@@ -61,6 +66,16 @@ typedef struct DfMemoryPlan {
  * n_q block rows: its three arenas and the block attention backward's
  * scratch (per step: the dsum rows and fp32 context dK/dV). */
 size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int64_t n_q, size_t act_elem);
+
+/* What held-out speculative decoding of one prompt at a time takes beside
+ * the target's weights (all layers and the head) and the drafter's (the
+ * training's, shared): the target decoder's KV cache (a hybrid target's
+ * recurrent states and their rollback copies for its linear layers), its
+ * workspace for the longest prefill with the block's logits and tap
+ * features, and the drafter runner's context cache, workspace, logits and
+ * rope tables, for one slot of slot_rows rows. */
+size_t df_memory_plan_eval_bytes(const DfModelConfig *target, const DfDrafterConfig *drafter, int64_t slot_rows,
+                                 int64_t prompt_rows, size_t act_elem);
 
 /* Makes the plan; fails (with the sizes, naming what to lower) when the
  * fixed part and one block per micro-batch do not fit, or when a given

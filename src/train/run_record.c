@@ -79,6 +79,14 @@ static void add_training_options(cJSON *j, const DfTrainOptions *o, const DfDraf
     cJSON_AddNumberToObject(j, "max-bad-steps", o->max_bad_steps);
 }
 
+static void add_eval_options(cJSON *j, const DfTrainOptions *o) {
+    add_path(j, "eval-data", o->eval_data);
+    add_or_null(j, "eval-every", o->eval_data ? (double)o->eval_every : 0);
+    /* null without --eval-data, which they go with */
+    add_or_null(j, "eval-prompts", o->eval_data ? o->eval_prompts : 0);
+    add_or_null(j, "eval-max-new-tokens", o->eval_data ? o->eval_max_new_tokens : 0);
+}
+
 static void add_machine_options(cJSON *j, const DfTrainOptions *o) {
     cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
     cJSON_AddNumberToObject(j, "queue-depth", o->queue_depth);
@@ -98,6 +106,7 @@ char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg) {
     add_data_options(j, o);
     add_drafter_options(j, dcfg);
     add_training_options(j, o, dcfg);
+    add_eval_options(j, o);
     add_machine_options(j, o);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);

@@ -20,12 +20,10 @@
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/progress.h"
-#include "base/hash64.h"
 #include "base/signals.h"
 #include "dist/comm.h"
 #include "dist/feature_link.h"
 #include "dist/rendezvous.h"
-#include "dist/tcp.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
 #include "model/drafter_io.h"
@@ -38,6 +36,8 @@
 #include "train/init_from.h"
 #include "model/metrics.h"
 #include "train/optimizer.h"
+#include "train/run_dir.h"
+#include "train/run_options.h"
 #include "train/run_record.h"
 #include "train/schedule.h"
 #include "train/step_loader.h"
@@ -65,139 +65,13 @@ void df_train_options_default(DfTrainOptions *o) {
     o->bucket_mib = 25;
     o->overlap_grad_reduce = 1;
     o->target_ranks = 1;
+    o->eval_prompts = 16;
+    o->eval_max_new_tokens = 128;
 }
-
-static const char *const ARENA_ROLES[N_ARENAS] = {"weights", "gradients", "optimizer state", "activations"};
-
-/* The group the drafter's reductions run over: every rank (colocated) or the
- * drafter ranks (split). */
-static DfDistGroup *reduce_group(const Trainer *t) { return t->role == ROLE_DRAFTER ? t->drafters : t->group; }
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static int make_dir(const char *path, DfError *err) {
-    if (mkdir(path, 0777) == 0 || errno == EEXIST) {
-        struct stat st;
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
-        return df_fail(err, "%s exists and is not a directory", path);
-    }
-    return df_fail_errno(err, "cannot create directory %s", path);
-}
-
-/* Removes the temporaries ("NAME.tmp.PID", base/atomic_file.h) that a
- * killed run left in dir: a checkpoint's can be as large as a checkpoint,
- * and a run that crashes now and then over days would fill the disk. Only
- * those of processes that no longer exist go (another process may be
- * writing its own). */
-static void remove_stale_temporaries(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));) {
-        const char *tmp = strstr(e->d_name, ".tmp.");
-        if (!tmp || !tmp[5]) continue;
-        char *end;
-        long pid = strtol(tmp + 5, &end, 10);
-        if (*end || pid <= 0) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* its writer is alive (or not ours to judge) */
-        char path[8192];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) == 0) fprintf(stderr, "train: removed %s, left by an interrupted run\n", path);
-    }
-    closedir(d);
-}
-
-/* Absolute path when it resolves, else the path as given. */
-static void canonical(const char *path, char *out, size_t cap) {
-    char *r = realpath(path, NULL);
-    snprintf(out, cap, "%s", r ? r : path);
-    free(r);
-}
-
 /* ---- the options that define a run -------------------------------------- */
-
-static char *options_json(const Trainer *t) {
-    const DfTrainOptions *o = t->opt;
-    char target[4096], data[4096];
-    canonical(o->target_dir, target, sizeof target);
-    canonical(o->data_source ? o->data_source : o->data_store, data, sizeof data);
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "target", target);
-    if (o->random_target_weights) cJSON_AddStringToObject(j, "target_weights", "random");
-    cJSON_AddStringToObject(j, "data", data);
-    cJSON_AddNumberToObject(j, "data_samples", (double)df_token_store_num_samples(t->store));
-    cJSON_AddNumberToObject(j, "data_tokens", (double)df_token_store_num_tokens(t->store));
-    char fp[32];
-    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)df_token_store_fingerprint(t->store));
-    cJSON_AddStringToObject(j, "tokenizer_fingerprint", fp);
-    cJSON_AddNumberToObject(j, "steps", (double)t->total_steps);
-    cJSON_AddNumberToObject(j, "epochs", o->steps ? 0.0 : (double)o->epochs);
-    cJSON_AddNumberToObject(j, "draft_layers", t->dcfg.num_layers);
-    cJSON_AddNumberToObject(j, "intermediate_size", t->dcfg.intermediate_size);
-    /* the resolved shape, so that a changed default cannot mix runs either */
-    cJSON_AddNumberToObject(j, "draft_heads", t->dcfg.num_heads);
-    cJSON_AddNumberToObject(j, "draft_kv_heads", t->dcfg.num_kv_heads);
-    cJSON_AddNumberToObject(j, "draft_head_dim", t->dcfg.head_dim);
-    cJSON_AddNumberToObject(j, "block_size", t->dcfg.block_size);
-    cJSON *taps = cJSON_AddArrayToObject(j, "target_layer_ids");
-    for (int i = 0; i < t->dcfg.n_taps; i++) cJSON_AddItemToArray(taps, cJSON_CreateNumber(t->dcfg.target_layer_ids[i]));
-    cJSON_AddNumberToObject(j, "num_anchors", (double)o->num_anchors);
-    cJSON_AddNumberToObject(j, "gamma", t->dcfg.gamma);
-    cJSON_AddNumberToObject(j, "lr", o->lr);
-    cJSON_AddNumberToObject(j, "warmup", o->warmup);
-    cJSON_AddNumberToObject(j, "token_budget", (double)o->token_budget);
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
-    cJSON_AddStringToObject(j, "seed", seed);
-    cJSON_AddNumberToObject(j, "max_length", (double)o->max_length);
-    cJSON_AddNumberToObject(j, "mask_token_id", t->dcfg.mask_token_id);
-    char *text = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    return text;
-}
-
-/* Options that older versions did not record: a checkpoint without them is
- * of the shape they name (the drafter's attention shape; the checkpoint's
- * drafter_config, checked when it loads, holds it), so their absence is no
- * difference. */
-static int recorded_later(const char *key) {
-    return strcmp(key, "draft_heads") == 0 || strcmp(key, "draft_kv_heads") == 0 || strcmp(key, "draft_head_dim") == 0;
-}
-
-/* The first option of `now` whose value differs from `old`'s: fails naming it. */
-static int first_difference(const cJSON *old_opts, const cJSON *now_opts, const char *path, DfError *err) {
-    const cJSON *item;
-    cJSON_ArrayForEach(item, now_opts) {
-        const cJSON *old = cJSON_GetObjectItemCaseSensitive(old_opts, item->string);
-        if (!old && recorded_later(item->string)) continue;
-        char *now_text = cJSON_PrintUnformatted(item);
-        char *old_text = old ? cJSON_PrintUnformatted(old) : NULL;
-        int same = old_text && strcmp(now_text, old_text) == 0;
-        if (!same)
-            df_fail(err, "--resume: option '%s' differs: the checkpoint %s has %s, this run %s (refusing to mix runs)",
-                    item->string, path, old_text ? old_text : "nothing", now_text);
-        cJSON_free(now_text);
-        cJSON_free(old_text);
-        if (!same) return -1;
-    }
-    return 0;
-}
-
-/* Fails naming the first option whose value differs. */
-static int compare_options(const char *stored, const char *current, const char *path, DfError *err) {
-    if (strcmp(stored, current) == 0) return 0;
-    cJSON *a = cJSON_Parse(stored), *b = cJSON_Parse(current);
-    int rc = 0;
-    if (!a || !b || first_difference(a, b, path, err)) rc = -1;
-    /* every option of this run matches: the checkpoint may still have more */
-    for (const cJSON *item = a ? a->child : NULL; rc == 0 && item; item = item->next)
-        if (!cJSON_GetObjectItemCaseSensitive(b, item->string))
-            rc = df_fail(err, "--resume: the checkpoint %s has option '%s', which this run does not (refusing to mix "
-                         "runs)", path, item->string);
-    if (rc && !(a && b)) df_fail(err, "--resume: the options of %s differ from this run's", path);
-    cJSON_Delete(a);
-    cJSON_Delete(b);
-    return rc;
-}
 
 /* OUTPUT/args.json: every option as resolved (train/run_record.h). */
 static int write_run_record(const Trainer *t, DfError *err) {
@@ -249,31 +123,6 @@ static int make_drafter_config(Trainer *t, DfError *err) {
     return 0;
 }
 
-/* The layers the target forward runs: up to the deepest tap. */
-static int target_layers_run(const Trainer *t) {
-    return df_target_layers_needed(&t->tcfg, t->dcfg.target_layer_ids, t->dcfg.n_taps, 0);
-}
-
-/* The memory plan (train/memory_plan.h) for this rank's role, before
- * anything is loaded: it sizes the drafter's micro-batches, or fails with
- * the sizes when the run cannot fit. */
-static int plan_memory(Trainer *t, DfError *err) {
-    df_batcher_step_peaks(&t->batcher, t->total_steps, t->opt->num_anchors, t->dcfg.block_size, &t->peaks);
-    DfMemoryInfo mem;
-    df_backend_memory_info(t->be, &mem);
-    int tied = t->tcfg.tie_word_embeddings;
-    DfMemoryPlanInput in = {.target = &t->tcfg, .drafter = &t->dcfg, .device = t->device,
-                            .act_elem = (size_t)df_backend_elem_size(t->be, DF_BUF_ACT),
-                            .target_layers = t->role == ROLE_DRAFTER ? 0 : target_layers_run(t),
-                            .with_head = t->role != ROLE_TARGET && !tied, .runs_drafter = t->role != ROLE_TARGET,
-                            .host_state = mem.host, .step_tokens = t->peaks.tokens, .step_seqs = t->peaks.seqs,
-                            .max_seq_len = t->peaks.max_len, .step_block_rows = t->peaks.block_rows,
-                            .max_drafter_tokens = t->opt->max_drafter_tokens, .memory = mem};
-    if (df_memory_plan_make(&in, &t->plan, err)) return -1;
-    if (t->rank == t->writer || t->rank == 0) df_memory_plan_print(&t->plan, t->device, stderr);
-    return 0;
-}
-
 /* The training device (--device), refused at once when it lacks an op of the
  * drafter's step or of the optimizer. */
 static DfBackend *create_training_backend(const char *device, DfError *err) {
@@ -300,20 +149,17 @@ int df_train_check_device(const char *device, DfError *err) {
     return be ? 0 : -1;
 }
 
-/* Tokens of the run's largest batch (the memory plan's scan). */
-static size_t max_batch_tokens(const Trainer *t) { return (size_t)t->peaks.tokens; }
-
 /* Sizes the arenas up front and cuts the training state and the step's
  * input buffers from them. */
 static int alloc_training_state(Trainer *t, size_t n, DfBuffer *params, DfBuffer *grads, DfError *err) {
     DfBackend *be = t->be;
-    size_t tokens = max_batch_tokens(t), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    size_t tokens = df_trainer_max_batch_tokens(t), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
     size_t act = df_arena_bytes_for(be, DF_BUF_ACT, n), f32 = df_arena_bytes_for(be, DF_BUF_F32, n);
     size_t sizes[N_ARENAS] = {act, f32, 3 * f32,
                               df_arena_bytes_for(be, DF_BUF_I32, tokens) +
                                   df_arena_bytes_for(be, DF_BUF_ACT, tokens * width)};
     for (int r = 0; r < N_ARENAS; r++)
-        if (df_arena_init(&t->arenas[r], be, ARENA_ROLES[r], sizes[r], err)) return -1;
+        if (df_arena_init(&t->arenas[r], be, df_trainer_arena_role(r), sizes[r], err)) return -1;
     DfArena *opt = &t->arenas[ARENA_OPTIMIZER], *acts = &t->arenas[ARENA_ACTIVATIONS];
     if (df_arena_alloc(&t->arenas[ARENA_WEIGHTS], params, DF_BUF_ACT, n, err) ||
         df_arena_alloc(&t->arenas[ARENA_GRADIENTS], grads, DF_BUF_F32, n, err) ||
@@ -340,23 +186,18 @@ static int load_target_weights(Trainer *t, int n_layers, int with_head, DfError 
     return 0;
 }
 
-/* What the backend's buffers hold now (0 where it cannot tell). */
-static size_t bytes_in_use(DfBackend *be) {
-    DfMemoryInfo mem;
-    df_backend_memory_info(be, &mem);
-    return mem.in_use;
-}
-
 static int load_models(Trainer *t, DfError *err) {
     /* Training loads and runs layers 0..max tap only; an untied lm head is
      * loaded on its own (the drafter needs it, the target's last layers not). */
     int tied = t->tcfg.tie_word_embeddings;
-    int n_layers = target_layers_run(t);
+    int n_layers = df_trainer_target_layers(t);
     t->target_layers = n_layers;
-    size_t before = bytes_in_use(t->be);
-    /* split layout: a drafter rank needs the embedding and the head, none of the layers */
-    if (load_target_weights(t, t->role == ROLE_DRAFTER ? 0 : n_layers, !tied, err)) return -1;
-    t->target_bytes = bytes_in_use(t->be) - before;
+    size_t before = df_trainer_bytes_in_use(t->be);
+    /* split layout: a drafter rank needs the embedding and the head, none of the layers; the held-out
+     * eval decodes with the whole target and its head (the step's forward still stops at the last tap) */
+    int load_layers = t->eval_here ? t->tcfg.num_layers : t->role == ROLE_DRAFTER ? 0 : n_layers;
+    if (load_target_weights(t, load_layers, !tied || t->eval_here, err)) return -1;
+    t->target_bytes = df_trainer_bytes_in_use(t->be) - before;
     DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
     DfDrafterLayout layout;
     df_drafter_layout_build(&layout, &t->dcfg);
@@ -374,18 +215,38 @@ static int load_models(Trainer *t, DfError *err) {
     return 0;
 }
 
+/* The held-out eval's prompts (train --eval-data), read before the memory
+ * plan (which counts the eval's decoding) by the rank that writes OUTPUT. */
+static int read_eval_prompts(Trainer *t, DfError *err) {
+    const DfTrainOptions *o = t->opt;
+    if (!o->eval_data) return 0;
+    if (o->eval_every < 1) return df_fail(err, "--eval-data needs --eval-every N (a positive step count)");
+    if (o->eval_prompts < 1 || o->eval_max_new_tokens < 1)
+        return df_fail(err, "--eval-prompts and --eval-max-new-tokens must be positive (got %d, %d)", o->eval_prompts,
+                       o->eval_max_new_tokens);
+    t->eval_here = t->rank == t->writer && t->role != ROLE_TARGET;
+    if (!t->eval_here) return 0;
+    if (df_train_eval_read(&t->eval, o->target_dir, &t->tcfg, o->eval_data, o->eval_prompts, o->eval_max_new_tokens,
+                           t->dcfg.block_size, err))
+        return -1;
+    fprintf(stderr, "train: held-out eval every %lld steps: %d prompts of %s (up to %lld tokens), %d new tokens each\n",
+            (long long)o->eval_every, t->eval.n_prompts, o->eval_data, (long long)t->eval.max_prompt,
+            o->eval_max_new_tokens);
+    return 0;
+}
+
 /* Split layout, a target rank: the target's layers up to the last tap (no
  * head, no drafter) and the step's input buffers. */
 static int load_target_role(Trainer *t, DfError *err) {
-    t->target_layers = target_layers_run(t);
-    size_t before = bytes_in_use(t->be);
+    t->target_layers = df_trainer_target_layers(t);
+    size_t before = df_trainer_bytes_in_use(t->be);
     if (load_target_weights(t, t->target_layers, 0, err)) return -1;
-    t->target_bytes = bytes_in_use(t->be) - before;
-    size_t tokens = max_batch_tokens(t), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
+    t->target_bytes = df_trainer_bytes_in_use(t->be) - before;
+    size_t tokens = df_trainer_max_batch_tokens(t), width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
     DfArena *acts = &t->arenas[ARENA_ACTIVATIONS];
     size_t bytes =
         df_arena_bytes_for(t->be, DF_BUF_I32, tokens) + df_arena_bytes_for(t->be, DF_BUF_ACT, tokens * width);
-    if (df_arena_init(acts, t->be, ARENA_ROLES[ARENA_ACTIVATIONS], bytes, err) ||
+    if (df_arena_init(acts, t->be, df_trainer_arena_role(ARENA_ACTIVATIONS), bytes, err) ||
         df_arena_alloc(acts, &t->buf.dev_ids, DF_BUF_I32, tokens, err) ||
         df_arena_alloc(acts, &t->buf.features, DF_BUF_ACT, tokens * width, err))
         return -1;
@@ -430,36 +291,6 @@ static int download_state(Trainer *t, DfError *err) {
            be->ops->download_f32(be, t->adamw.exp_avg_sq, t->exp_avg_sq, err);
 }
 
-/* Keeps the metrics lines of steps <= last_step (a torn last line is
- * dropped), rewriting the file atomically; returns the elapsed_s of the line
- * of last_step through *elapsed. */
-static int truncate_metrics(const char *path, int64_t last_step, double *elapsed, DfError *err) {
-    *elapsed = 0;
-    FILE *in = fopen(path, "r");
-    if (!in) return errno == ENOENT ? 0 : df_fail_errno(err, "cannot open %s", path);
-    DfAtomicFile out;
-    if (df_atomic_open(&out, path, err)) {
-        fclose(in);
-        return -1;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, in)) > 0) {
-        cJSON *j = cJSON_Parse(line);
-        const cJSON *step = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
-        if (cJSON_IsNumber(step) && step->valuedouble <= (double)last_step && line[n - 1] == '\n') {
-            fputs(line, out.fp);
-            const cJSON *el = cJSON_GetObjectItemCaseSensitive(j, "elapsed_s");
-            if (step->valuedouble == (double)last_step && cJSON_IsNumber(el)) *elapsed = el->valuedouble;
-        }
-        cJSON_Delete(j);
-    }
-    free(line);
-    fclose(in);
-    return df_atomic_commit(&out, err);
-}
-
 static int start_fresh(Trainer *t, DfError *err) {
     char *latest = df_checkpoint_latest(t->ckpt_dir, err);
     if (latest) {
@@ -496,7 +327,7 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
         return start_fresh(t, err);
     }
     if (rc != 0) return df_context(err, "--resume");
-    rc = compare_options(stored ? stored : "", t->options_json, path, err);
+    rc = df_run_options_compare(stored ? stored : "", t->options_json, path, err);
     if (rc == 0 && (t->progress.seed != t->opt->seed || t->progress.total_steps != t->total_steps))
         rc = df_fail(err, "--resume: %s is from a run with another seed or length", path);
     if (rc == 0 && t->progress.step > t->total_steps)
@@ -504,7 +335,8 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
                      (long long)t->progress.step, (long long)t->total_steps);
     if (rc == 0) {
         memcpy(t->params, loaded, t->drafter.layout.total * sizeof *t->params);
-        if (t->rank == t->writer) rc = truncate_metrics(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
+        if (t->rank == t->writer)
+            rc = df_run_dir_truncate_jsonl(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
     }
     if (rc == 0 && t->rank == t->writer && !(t->metrics_fp = fopen(t->metrics_path, "a")))
         rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
@@ -526,28 +358,6 @@ static int check_batch_fits(Trainer *t, size_t tokens, DfError *err) {
     if (tokens <= t->buf.dev_tokens_cap) return 0;
     return df_fail(err, "internal: a batch of %zu tokens exceeds the %zu the activations arena was sized for", tokens,
                    t->buf.dev_tokens_cap);
-}
-
-/* The test hook (trainer.h): NaN features for the steps named by
- * DFLASH_TEST_POISON_STEPS, read once at start. */
-static void read_poison_steps(Trainer *t) {
-    const char *v = getenv("DFLASH_TEST_POISON_STEPS");
-    long long a = 0, b = 0;
-    if (!v || !*v) return;
-    int n = sscanf(v, "%lld-%lld", &a, &b);
-    if (n < 1 || a < 1) return;
-    t->poison_first = a;
-    t->poison_last = n == 2 && b >= a ? b : a;
-    fprintf(stderr, "train: test hook DFLASH_TEST_POISON_STEPS: NaN features at steps %lld..%lld\n", a,
-            (long long)t->poison_last);
-}
-
-static int poison_features(Trainer *t, DfBuffer features, size_t count, DfError *err) {
-    float *nan_rows = df_xmalloc(count * sizeof *nan_rows, "poisoned features");
-    for (size_t i = 0; i < count; i++) nan_rows[i] = NAN;
-    int rc = t->be->ops->upload_f32(t->be, features, nan_rows, err);
-    free(nan_rows);
-    return rc;
 }
 
 /* The guard after the update: finite loss and gradient can still give
@@ -615,9 +425,8 @@ int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb
     if (df_target_forward_batch(&t->target, pb, ids, t->dcfg.target_layer_ids, t->dcfg.n_taps, features,
                                 (DfBuffer){0}, err))
         return -1;
-    if (t->poison_first && b->step >= t->poison_first && b->step <= t->poison_last &&
-        poison_features(t, features, tokens * width, err))
-        return -1;
+    if (t->opt->feature_hook && t->opt->feature_hook(t->opt->feature_hook_ctx, b->step, t->be, features, err))
+        return df_context(err, "the feature hook");
     *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
                            .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
     return stage_done(t, times, DF_STEP_TARGET, t0, err);
@@ -761,16 +570,6 @@ static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     return 0;
 }
 
-/* Whether dir holds a checkpoint (of this run or an earlier call). */
-static int has_checkpoint(const char *dir) {
-    DIR *d = opendir(dir);
-    int found = 0;
-    for (struct dirent *e; d && !found && (e = readdir(d));)
-        found = strncmp(e->d_name, "step-", 5) == 0 && strstr(e->d_name, ".safetensors") && !strstr(e->d_name, ".tmp.");
-    if (d) closedir(d);
-    return found;
-}
-
 /* Fails after max_bad_steps skipped steps in a row. */
 static int too_many_bad_steps(Trainer *t, const DfTrainSummary *s, DfError *err) {
     if (!(t->opt->max_bad_steps > 0 && t->bad_in_row >= t->opt->max_bad_steps)) return 0;
@@ -778,7 +577,7 @@ static int too_many_bad_steps(Trainer *t, const DfTrainSummary *s, DfError *err)
     if (s->last_checkpoint[0])
         snprintf(where, sizeof where, "the checkpoints in %s hold good weights (newest of this run: %s)", t->ckpt_dir,
                  s->last_checkpoint);
-    else if (has_checkpoint(t->ckpt_dir))
+    else if (df_run_dir_has_checkpoint(t->ckpt_dir))
         snprintf(where, sizeof where, "the checkpoints in %s hold good weights", t->ckpt_dir);
     else
         snprintf(where, sizeof where, "no checkpoint has been written yet (--save-every N writes them)");
@@ -862,6 +661,34 @@ static int next_batch(Trainer *t, DfStepBatch **b, DfError *err) {
     return 0;
 }
 
+static int eval_due(const Trainer *t) {
+    const DfTrainOptions *o = t->opt;
+    return o->eval_data && (t->progress.step % o->eval_every == 0 || t->progress.step == t->stop_step);
+}
+
+/* The held-out eval of the step reached, by the evaluating rank; the other
+ * ranks that run the drafter wait for it at a barrier (the split layout's
+ * target ranks wait for their next grant). */
+static int held_out_eval(Trainer *t, DfTrainSummary *s, const StepReport *rep, DfError *err) {
+    double t0 = df_now_seconds();
+    if (t->eval_here) {
+        DfTrainEvalResult r;
+        if (df_train_eval_run(&t->eval, t->progress.step, rep->elapsed_s, &r, err))
+            return df_context(err, "the held-out eval of step %lld", (long long)t->progress.step);
+        s->evals++;
+        fprintf(stderr, "train: eval at step %lld: tau %.3f over %d prompts (%lld tokens, %s) in %.1f s; best %.3f at "
+                        "step %lld\n",
+                (long long)t->progress.step, r.tau, t->eval.n_prompts, (long long)r.tokens,
+                r.mismatches ? "NOT lossless" : "lossless", r.seconds, t->eval.best_tau,
+                (long long)t->eval.best_step);
+    }
+    DfDistGroup *g = df_trainer_reduce_group(t);
+    if (g && df_dist_world_size(g) > 1 && df_dist_barrier(g, err)) return df_context(err, "waiting for the eval");
+    t->eval_pause_s = df_now_seconds() - t0;
+    s->eval_s += t->eval_pause_s;
+    return 0;
+}
+
 /* After a step: the metrics line, the progress line and the checkpoint. */
 static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, const StepResult *r,
                        const StepReport *rep, int64_t steps_here, double *last_print, int64_t *saved_at,
@@ -875,6 +702,7 @@ static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, cons
         df_trainer_print_progress(t, r, rep);
         *last_print = now;
     }
+    if (eval_due(t) && held_out_eval(t, s, rep, err)) return -1; /* before the checkpoint: a resume redoes it */
     int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
     if (periodic || t->progress.step == t->stop_step) {
         if (save_checkpoint(t, s, err)) return -1;
@@ -906,6 +734,8 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
             break;
         }
         StepReport rep = {0};
+        mark += t->eval_pause_s; /* an eval between two steps is neither's */
+        t->eval_pause_s = 0;
         double t0 = df_now_seconds();
         rep.times.s[DF_STEP_HOST] = t0 - mark; /* the previous step's bookkeeping */
         if (steps_here > 0) df_stage_record(&t->stages, DF_STEP_HOST, t0 - mark);
@@ -967,6 +797,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
 
 static void trainer_free(Trainer *t) {
     if (t->metrics_fp) fclose(t->metrics_fp);
+    df_train_eval_free(&t->eval);
     df_step_loader_free(&t->loader);
     if (t->have_stages) df_stage_table_free(&t->stages);
     df_comm_free(&t->comm);
@@ -981,63 +812,6 @@ static void trainer_free(Trainer *t) {
     free(t->buf.seq_lens);
     free(t->params), free(t->sizes);
     cJSON_free(t->options_json);
-}
-
-/* Data parallel: joins the group (blocks until every rank is there) and
- * picks this rank's device (df_device_for_local_rank). */
-static int join_group(Trainer *t, DfError *err) {
-    const DfDistEnv *env = t->opt->dist;
-    t->world = t->share_world = 1;
-    snprintf(t->device, sizeof t->device, "%s", t->opt->device ? t->opt->device : "cpu");
-    if (t->opt->layout == DF_LAYOUT_SPLIT) {
-        int world = env ? env->world_size : 1, targets = t->opt->target_ranks;
-        if (targets < 1 || targets >= world)
-            return df_fail(err, "--layout split with --target-ranks %d needs more processes than target ranks (this "
-                                "group has %d: start them with RANK, WORLD_SIZE, ... as torchrun does)",
-                           targets, world);
-        if (targets > world - targets)
-            return df_fail(err, "--layout split: %d target ranks for %d drafter ranks would leave target ranks idle "
-                                "(each serves drafter ranks d with d %% T equal to its rank)",
-                           targets, world - targets);
-        t->role = env->rank < targets ? ROLE_TARGET : ROLE_DRAFTER;
-        t->writer = targets;
-        t->share_rank = env->rank - targets;
-        t->share_world = world - targets;
-        if (t->role == ROLE_TARGET) t->share_rank = 0; /* a target rank plays each of its drafter ranks' parts */
-    }
-    if (!env || env->world_size <= 1) return 0;
-    t->rank = env->rank;
-    t->world = env->world_size;
-    if (t->role == ROLE_COLOCATED) t->share_rank = t->rank, t->share_world = t->world;
-    df_device_for_local_rank(t->opt->device, env->local_rank, t->device, sizeof t->device);
-    fprintf(stderr, "train: rank %d of %d (device %s, started by %s): joining the group at %s:%d\n", t->rank,
-            t->world, t->device, env->launcher ? env->launcher : "torchrun", env->master_addr, env->master_port);
-    if (!(t->group = df_dist_group_create(env, NULL, err))) return df_context(err, "data parallel");
-    return 0;
-}
-
-/* Every rank must start from the same step, schedule and weights (they read
- * the same checkpoint, or start from the same seed). */
-static int check_replicas_agree(Trainer *t, DfError *err) {
-    DfDistGroup *g = reduce_group(t);
-    int world = g ? df_dist_world_size(g) : 1;
-    if (world == 1) return 0;
-    uint64_t mine[3] = {(uint64_t)t->progress.step, (uint64_t)t->total_steps,
-                        df_hash64_chunked(t->params, t->drafter.layout.total * sizeof *t->params)};
-    uint64_t *all = df_xmalloc((size_t)world * sizeof mine, "replica states");
-    int rc = df_dist_all_gather(g, mine, sizeof mine, all, err);
-    for (int r = 1; rc == 0 && r < world; r++)
-        if (memcmp(all + 3 * r, all, sizeof mine) != 0)
-            rc = df_fail(err,
-                         "%srank %d starts at step %llu of %llu with weights %016llx, rank 0 at step %llu of %llu "
-                         "with %016llx: every rank must see the same OUTPUT (its checkpoints) and be given the same "
-                         "options",
-                         t->role == ROLE_DRAFTER ? "drafter " : "", r, (unsigned long long)all[3 * r],
-                         (unsigned long long)all[3 * r + 1],
-                         (unsigned long long)all[3 * r + 2], (unsigned long long)all[0], (unsigned long long)all[1],
-                         (unsigned long long)all[2]);
-    free(all);
-    return rc;
 }
 
 /* The stage table and the device's peak (for MFU). */
@@ -1055,161 +829,49 @@ static int setup_instrumentation(Trainer *t, DfError *err) {
     return 0;
 }
 
-/* Split layout: the drafter ranks form a group of their own (a second
- * rendezvous around the first drafter rank, on a port it picked) for the
- * reductions of the drafter's step; every rank takes part in the all-gather
- * that shares its address. */
-enum { ADDRESS_BYTES = 64 };
-typedef struct Endpoint {
-    char addr[ADDRESS_BYTES];
-    int32_t port;
-} Endpoint;
-
-static int open_drafter_group(Trainer *t, DfError *err) {
-    int first = t->opt->target_ranks;
-    Endpoint mine;
-    memset(&mine, 0, sizeof mine);
-    if (t->rank == first && t->world - first > 1) {
-        int fd = df_tcp_listen(0, err); /* a free port, released for the rendezvous to listen on */
-        if (fd < 0) return -1;
-        mine.port = df_tcp_local_port(fd);
-        close(fd);
-        if (df_dist_local_address(t->group, mine.addr, sizeof mine.addr, err)) return -1;
-    }
-    Endpoint *all = df_xmalloc((size_t)t->world * sizeof *all, "drafter group address");
-    int rc = df_dist_all_gather(t->group, &mine, sizeof mine, all, err);
-    if (rc == 0 && t->role == ROLE_DRAFTER) {
-        DfDistEnv env = {.rank = t->rank - first, .world_size = t->world - first,
-                         .local_rank = t->opt->dist->local_rank, .master_port = all[first].port};
-        memcpy(env.master_addr, all[first].addr, sizeof all[first].addr);
-        env.master_addr[sizeof all[first].addr - 1] = '\0';
-        if (env.world_size == 1) snprintf(env.master_addr, sizeof env.master_addr, "-");
-        if (!(t->drafters = df_dist_group_create(&env, NULL, err))) rc = -1;
-    }
-    free(all);
-    return rc;
-}
-
-/* Split layout: the drafter ranks' group and the feature links (every rank,
- * in the same order: both hold collectives of the whole group). */
-static int connect_split(Trainer *t, DfError *err) {
-    if (open_drafter_group(t, err)) return df_context(err, "split layout: the drafter ranks' group");
-    t->have_links = 1;
-    if (df_feature_links_open(&t->links, t->group, t->be, t->opt->target_ranks, err))
-        return df_context(err, "split layout: the feature links");
-    int peer = t->role == ROLE_DRAFTER ? df_feature_link_target_of(t->rank, t->opt->target_ranks) : -1;
-    char what[64] = "serving drafter rank(s)";
-    if (peer >= 0) snprintf(what, sizeof what, "fed by target rank %d", peer);
-    fprintf(stderr, "train: rank %d of %d: split layout, %s rank %s, features over %s\n", t->rank, t->world,
-            t->role == ROLE_TARGET ? "target" : "drafter", what, t->links.use_nccl ? "nccl" : "TCP");
-    return 0;
-}
-
-/* Split layout: every rank learns the position the first drafter rank
- * starts from (fresh or resumed); the target ranks start there too. */
-static int share_position(Trainer *t, DfError *err) {
-    int64_t mine[4] = {t->progress.step, t->progress.epoch, t->progress.batch_in_epoch, t->total_steps};
-    int64_t *all = df_xmalloc((size_t)t->world * sizeof mine, "positions");
-    int rc = df_dist_all_gather(t->group, mine, sizeof mine, all, err);
-    const int64_t *w = all + 4 * t->writer;
-    if (rc == 0 && w[3] != t->total_steps)
-        rc = df_fail(err, "rank %d plans %lld steps, the first drafter rank %d plans %lld: give every rank the same "
-                          "options",
-                     t->rank, (long long)t->total_steps, t->writer, (long long)w[3]);
-    if (rc == 0 && t->role == ROLE_TARGET) {
-        t->progress.step = w[0];
-        t->progress.epoch = w[1];
-        t->progress.batch_in_epoch = w[2];
-        t->progress.total_steps = t->total_steps;
-    }
-    free(all);
-    return rc;
-}
-
 /* Split layout, a target rank: the target, the step's buffers, the links. */
 static int setup_target_role(Trainer *t, DfError *err) {
-    if (load_target_role(t, err) || setup_instrumentation(t, err) || connect_split(t, err)) return -1;
-    return share_position(t, err);
+    if (load_target_role(t, err) || setup_instrumentation(t, err) || df_trainer_connect_split(t, err)) return -1;
+    return df_trainer_share_position(t, err);
 }
 
 static int setup(Trainer *t, DfError *err) {
     const DfTrainOptions *o = t->opt;
     if (o->queue_depth < 1) return df_fail(err, "--queue-depth %d: must be at least 1", o->queue_depth);
     if (df_model_config_load(&t->tcfg, o->target_dir, err)) return -1;
-    if (join_group(t, err)) return -1;
+    if (df_trainer_join_group(t, err)) return -1;
     if (!(t->be = create_training_backend(t->device, err))) return -1; /* before the data: fail early */
     if (load_data(t, err) || plan_steps(t, err)) return -1;
-    if (make_dir(o->output_dir, err)) return -1;
+    if (df_run_dir_make(o->output_dir, err)) return -1;
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
     snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
     snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
     if (t->rank == t->writer) {
-        remove_stale_temporaries(o->output_dir);
-        remove_stale_temporaries(t->ckpt_dir);
-        remove_stale_temporaries(t->final_dir);
+        df_run_dir_remove_stale_temporaries(o->output_dir);
+        df_run_dir_remove_stale_temporaries(t->ckpt_dir);
+        df_run_dir_remove_stale_temporaries(t->final_dir);
     }
-    if (make_drafter_config(t, err) || plan_memory(t, err)) return -1;
-    read_poison_steps(t);
+    if (make_drafter_config(t, err) || read_eval_prompts(t, err) || df_trainer_plan_memory(t, err)) return -1;
     if (t->role == ROLE_TARGET) return setup_target_role(t, err);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
+    if (t->eval_here && df_train_eval_attach(&t->eval, &t->target, &t->dcfg, t->drafter.params, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
-    t->options_json = options_json(t);
+    t->options_json = df_run_options_json(t->opt, &t->dcfg, t->store, t->total_steps);
     if (t->rank == t->writer && write_run_record(t, err)) return -1;
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
+    if (t->eval_here && df_train_eval_open_log(&t->eval, o->output_dir, resumed ? t->progress.step : -1, err))
+        return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
-    if (t->role == ROLE_DRAFTER && connect_split(t, err)) return -1;
-    if (df_comm_init(&t->comm, reduce_group(t), t->be, &t->drafter.layout, o->bucket_mib, err) ||
+    if (t->role == ROLE_DRAFTER && df_trainer_connect_split(t, err)) return -1;
+    if (df_comm_init(&t->comm, df_trainer_reduce_group(t), t->be, &t->drafter.layout, o->bucket_mib, err) ||
         setup_grad_overlap(t, err))
         return -1;
     if (t->world > 1)
         fprintf(stderr, "train: rank %d of %d: gradients summed over %s\n", t->rank, t->world,
                 df_comm_transport_name(&t->comm));
-    if (check_replicas_agree(t, err)) return -1;
-    return t->role == ROLE_DRAFTER ? share_position(t, err) : 0;
-}
-
-/* Leaves the group: after an error, telling the others (so they stop now
- * instead of waiting for this rank); else after a barrier (no rank leaves
- * while another still needs it). */
-static void leave_group(Trainer *t, int failed, const DfError *err) {
-    if (!t->group) return;
-    if (failed) {
-        df_comm_abort(&t->comm);
-        if (t->have_links) df_feature_links_abort(&t->links);
-        df_dist_abort(t->drafters, err->msg);
-        df_dist_abort(t->group, err->msg);
-    } else {
-        DfError ignored = {{0}};
-        if (t->drafters) df_dist_barrier(t->drafters, &ignored);
-        df_dist_barrier(t->group, &ignored);
-    }
-    /* the communicators unhook themselves from the groups: before these go */
-    df_comm_free(&t->comm);
-    if (t->have_links) df_feature_links_close(&t->links);
-    t->have_links = 0;
-    df_dist_group_close(t->drafters);
-    t->drafters = NULL;
-    df_dist_group_close(t->group);
-    t->group = NULL;
-}
-
-/* Peak use of each arena, and of the whole device where the backend knows it. */
-static void report_memory(const Trainer *t, DfTrainSummary *s) {
-    for (int r = 0; r < N_ARENAS; r++) {
-        DfTrainMemoryUse *m = &s->memory[r];
-        snprintf(m->role, sizeof m->role, "%s", ARENA_ROLES[r]);
-        m->capacity = t->arenas[r].capacity;
-        m->peak = t->arenas[r].peak;
-    }
-    s->n_memory = N_ARENAS;
-    snprintf(s->device, sizeof s->device, "%s", t->be ? t->be->ops->name : "");
-    DfMemoryInfo mem = {0};
-    if (t->be) df_backend_memory_info(t->be, &mem);
-    s->device_peak_bytes = mem.peak;
-    s->target_bytes = t->target_bytes;
-    s->planned_bytes = t->plan.total;
-    s->drafter_block_rows = t->plan.block_rows;
+    if (df_trainer_check_replicas_agree(t, err)) return -1;
+    return t->role == ROLE_DRAFTER ? df_trainer_share_position(t, err) : 0;
 }
 
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
@@ -1233,7 +895,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         if (t.rank == t.writer) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
         rc = t.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
     }
-    leave_group(&t, rc != 0, err);
+    df_trainer_leave_group(&t, rc != 0, err);
     summary->rank = t.rank;
     summary->world = t.world;
     summary->writer_rank = t.writer;
@@ -1249,7 +911,11 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
             snprintf(summary->final_dir, sizeof summary->final_dir, "%s", t.final_dir);
         }
     }
-    if (t.be) report_memory(&t, summary);
+    if (t.be) df_trainer_report_memory(&t, summary);
+    summary->eval_best_step = t.eval_here ? t.eval.best_step : -1;
+    summary->eval_best_tau = t.eval.best_tau;
+    summary->eval_last_step = t.eval_here ? t.eval.last_step : -1;
+    summary->eval_last_tau = t.eval.last_tau;
     trainer_free(&t);
     return rc;
 }

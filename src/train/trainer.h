@@ -31,6 +31,9 @@
  *                       end (and at stop_at)
  *   final/              the exported drafter (spec section 7) when the run
  *                       reaches its last step or its stop_at step
+ *   eval.jsonl          with eval_data: one line per held-out eval
+ *                       (train/train_eval.h), every eval_every steps and at
+ *                       the stop step, before that step's checkpoint
  *
  * Pipeline: a loader thread (train/step_loader.h) assembles the host inputs
  * of the next queue_depth steps while the compute thread runs the current
@@ -84,8 +87,16 @@
 
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "base/error.h"
 #include "dist/dist_env.h"
+
+/* Called after each step's target forward with this rank's tap features
+ * (ACT [tokens, n_taps * hidden] on the training backend, before the drafter
+ * reads them) and the step (from 1): lets a caller of df_train inspect or
+ * alter them, e.g. a test that puts NaN there to exercise the non-finite
+ * guard. Returns 0, or -1 with err set to stop the run. */
+typedef int (*DfTrainFeatureHook)(void *ctx, int64_t step, DfBackend *be, DfBuffer features, DfError *err);
 
 typedef struct DfTrainOptions {
     const char *target_dir;
@@ -134,6 +145,12 @@ typedef struct DfTrainOptions {
     int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
     int layout;              /* DfTrainLayout (data parallel only) */
     int target_ranks;        /* split layout: ranks 0..target_ranks-1 run the target (default 1) */
+    const char *eval_data;   /* held-out eval (train/train_eval.h): prompt or chat records; NULL: none */
+    int64_t eval_every;      /* an eval every N steps (and at the run's last step); needed with eval_data */
+    int eval_prompts;        /* the first K prompts of eval_data (default 16) */
+    int eval_max_new_tokens; /* tokens decoded per eval prompt at most (default 128) */
+    DfTrainFeatureHook feature_hook; /* NULL (the command line's), or called with each step's features */
+    void *feature_hook_ctx;
 } DfTrainOptions;
 
 typedef enum DfTrainLayout { DF_LAYOUT_COLOCATED, DF_LAYOUT_SPLIT } DfTrainLayout;
@@ -174,6 +191,12 @@ typedef struct DfTrainSummary {
     int checkpoints;          /* written by this call */
     double wait_s;            /* compute thread waiting for batches, summed */
     char stages_path[4200];   /* the stage report (rank 0; "" when no step ran) */
+    int64_t evals;            /* held-out evals of this call (the writing rank) */
+    double eval_s;            /* their time, summed */
+    int64_t eval_best_step;   /* over the whole run's eval.jsonl: the step of the best tau (-1: no eval) */
+    double eval_best_tau;
+    int64_t eval_last_step;   /* the newest eval (-1: none) */
+    double eval_last_tau;
 } DfTrainSummary;
 
 /* Fails (with a message naming the device and the missing op) unless the
@@ -216,9 +239,17 @@ int df_train_check_device(const char *device, DfError *err);
  * that cannot fit fails with the sizes, before loading. The drafter's work
  * buffers are reserved once, for the largest micro-batch.
  *
- * Test hook: the environment variable DFLASH_TEST_POISON_STEPS ("N" or
- * "A-B", read once at start) fills the target features of those steps with
- * NaN, to exercise the guard (tests/test_reliability.c). */
+ * Held-out eval (opt->eval_data, train/train_eval.h): the writing rank
+ * loads the whole target with its head (not only the layers up to the
+ * deepest tap; the memory plan counts them and the decoding's buffers) and
+ * decodes the eval prompts speculatively with the drafter's training
+ * weights between steps; the other ranks wait at a barrier, so every rank
+ * starts the next step together. A resumed run keeps the eval.jsonl lines
+ * of steps up to the checkpoint's. The summary names the best step.
+ *
+ * Features: opt->feature_hook, when set, sees (and may change) each step's
+ * tap features before the drafter does (tests/test_reliability.c fills some
+ * steps' with NaN through it, to exercise the guard). */
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err);
 
 #endif

@@ -1,7 +1,9 @@
 /* The training loop's state, shared by its files: trainer.c (setup, the
- * loop of a colocated or drafter rank, checkpoints, metrics) and
- * trainer_target_rank.c (the split layout's target ranks). Not a public
- * interface: train/trainer.h is. */
+ * loop of a colocated or drafter rank, checkpoints, the export),
+ * trainer_target_rank.c (the split layout's target ranks), trainer_report.c
+ * (metrics and progress), trainer_memory.c (the memory plan and report) and
+ * trainer_topology.c (the group, the roles). Not a public interface:
+ * train/trainer.h is. */
 #ifndef DF_TRAIN_TRAINER_INTERNAL_H
 #define DF_TRAIN_TRAINER_INTERNAL_H
 
@@ -23,6 +25,7 @@
 #include "train/schedule.h"
 #include "train/step_loader.h"
 #include "train/step_timing.h"
+#include "train/train_eval.h"
 #include "train/trainer.h"
 
 /* The step's device inputs (views of the activations arena, sized for the
@@ -70,8 +73,11 @@ typedef struct Trainer {
     double elapsed_offset; /* elapsed_s of the run before this call (resume) */
     double start_s;
     int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
-    int64_t poison_first, poison_last; /* test hook DFLASH_TEST_POISON_STEPS (0, 0: off) */
     size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
+    /* held-out eval (train/train_eval.h) */
+    DfTrainEval eval;
+    int eval_here;       /* this rank evaluates (the writer, with opt->eval_data) */
+    double eval_pause_s; /* the last eval's time between two steps: not the next step's */
     int target_layers;   /* layers the target forward runs (for the FLOP count) */
     /* the pipeline and its instrumentation */
     DfStepLoader loader;
@@ -132,6 +138,35 @@ int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const
  * batch *db; times the upload and target stages from *t0. */
 int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db,
                              DfStepTimes *times, double *t0, DfError *err);
+
+/* Memory (trainer_memory.c): the layers the target forward runs (up to the
+ * deepest tap); the memory plan of this rank's role, made before anything is
+ * loaded (it sizes the drafter's micro-batches, or fails with the sizes);
+ * the tokens of the run's largest batch; what the backend's buffers hold now
+ * (0 where it cannot tell); an arena's name; each arena's peak and the
+ * device's, into the summary. */
+int df_trainer_target_layers(const Trainer *t);
+int df_trainer_plan_memory(Trainer *t, DfError *err);
+size_t df_trainer_max_batch_tokens(const Trainer *t);
+size_t df_trainer_bytes_in_use(DfBackend *be);
+const char *df_trainer_arena_role(int arena);
+void df_trainer_report_memory(const Trainer *t, DfTrainSummary *s);
+
+/* Topology (trainer_topology.c): data parallel, joins the group (blocks
+ * until every rank is there), sets this rank's role and share and picks its
+ * device ("cuda" means cuda:LOCAL_RANK); the group the drafter's reductions
+ * run over (every rank, or the drafter ranks in the split layout); the check
+ * that every rank starts from the same step, schedule and weights; the split
+ * layout's drafter group and feature links (every rank, in the same order);
+ * the position the first drafter rank starts from, learnt by every rank;
+ * leaving the group (after an error telling the others, else after a
+ * barrier). */
+int df_trainer_join_group(Trainer *t, DfError *err);
+DfDistGroup *df_trainer_reduce_group(const Trainer *t);
+int df_trainer_check_replicas_agree(Trainer *t, DfError *err);
+int df_trainer_connect_split(Trainer *t, DfError *err);
+int df_trainer_share_position(Trainer *t, DfError *err);
+void df_trainer_leave_group(Trainer *t, int failed, const DfError *err);
 
 /* A split layout target rank's whole run: steps from the position the first
  * drafter rank resumed at, until the last one or until the drafter ranks

@@ -62,11 +62,14 @@ void df_trainer_print_progress(const Trainer *t, const StepResult *r, const Step
     df_step_times_format(&rep->times, stages, sizeof stages);
     double tflops = device_tflops(t, r, rep->wall_s);
     if (t->peak_tflops > 0) snprintf(mfu, sizeof mfu, "%.1f%%", 100 * tflops / t->peak_tflops);
+    char eval[64] = "";
+    if (t->eval_here && t->eval.evals)
+        snprintf(eval, sizeof eval, "  eval tau %.3f@%lld", t->eval.last_tau, (long long)t->eval.last_step);
     fprintf(stderr,
-            "step %lld/%lld  loss %.4f  tau %.3f  lr %.2e  |g| %.3f | %.0f tok/s %.2f seq/s %.3g TFLOP/s MFU %s "
+            "step %lld/%lld  loss %.4f  tau %.3f%s  lr %.2e  |g| %.3f | %.0f tok/s %.2f seq/s %.3g TFLOP/s MFU %s "
             "busy %.0f%% q %.1f/%d | ms: %s | %s ETA %s\n",
             (long long)t->progress.step, (long long)t->total_steps, df_metrics_loss(&t->metrics),
-            df_metrics_train_tau(&t->metrics), r->lr, (double)r->grad_norm,
+            df_metrics_train_tau(&t->metrics), eval, r->lr, (double)r->grad_norm,
             per_second((double)r->tokens, rep->wall_s), per_second((double)r->samples, rep->wall_s), tflops, mfu,
             100 * per_second(df_step_device_s(&rep->times), rep->wall_s), rep->queue_depth, t->opt->queue_depth,
             stages, el, eta);
@@ -102,13 +105,15 @@ int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const
         device += st.total_s;
     }
     s->busy = per_second(device, wall_s);
-    s->busy_steady = per_second(device - df_step_device_s(first), wall_s - first_wall_s - s->checkpoint_s);
+    s->busy_steady = per_second(device - df_step_device_s(first), wall_s - first_wall_s - s->checkpoint_s - s->eval_s);
     s->wait_s = q.consumer_wait_s;
     if (t->rank != t->writer) return 0;
+    char evals[96] = "";
+    if (s->evals) snprintf(evals, sizeof evals, ", and %lld held-out eval(s), %.1f s", (long long)s->evals, s->eval_s);
     fprintf(stderr,
             "train: where the time went (queue depth %d; device busy %.1f%% of the wall time, %.1f%% without the "
-            "first step and %d checkpoint write(s), %.1f s):\n",
-            t->opt->queue_depth, 100 * s->busy, 100 * s->busy_steady, s->checkpoints, s->checkpoint_s);
+            "first step and %d checkpoint write(s), %.1f s%s):\n",
+            t->opt->queue_depth, 100 * s->busy, 100 * s->busy_steady, s->checkpoints, s->checkpoint_s, evals);
     df_stage_report_print(stderr, &t->stages, wall_s, &q, 1);
     snprintf(s->stages_path, sizeof s->stages_path, "%s/stages.json", t->opt->output_dir);
     return df_stage_report_write_json(s->stages_path, &t->stages, wall_s, &q, 1, err);
