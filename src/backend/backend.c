@@ -223,8 +223,30 @@ void df_op_adamw_step(DfBackend *be, const DfAdamWArgs *a) {
     DISPATCH(be, adamw_step, a);
 }
 
+/* n values into *store (grown to n when smaller, never shrunk: the largest
+ * batch's size, as the memory plan counts it) through the backend's queue;
+ * *view: the first n of them. */
+static int upload_kept(DfBackend *be, DfBuffer *store, DfBuffer *view, const int32_t *src, size_t n, DfError *err) {
+    if (store->count < n) {
+        df_buffer_free(be, store);
+        if (df_buffer_alloc(be, store, DF_BUF_I32, n, err)) return -1;
+    }
+    *view = df_buffer_view(*store, 0, n);
+    return n ? be->ops->upload_i32(be, *view, src, err) : 0;
+}
+
 int df_packed_batch_init(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err) {
     memset(pb, 0, sizeof *pb);
+    int rc = df_packed_batch_set(pb, be, seq_starts, n_seqs, err);
+    if (rc) df_packed_batch_free(pb, be);
+    return rc;
+}
+
+int df_packed_batch_set(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err) {
+    free((void *)pb->host_seq_starts);
+    DfBuffer keep_starts = pb->seq_starts_store, keep_pos = pb->positions_store;
+    memset(pb, 0, sizeof *pb);
+    pb->seq_starts_store = keep_starts, pb->positions_store = keep_pos;
     if (n_seqs <= 0) return df_fail(err, "packed batch: no sequences");
     if (seq_starts[0] != 0) return df_fail(err, "packed batch: seq_starts[0] is %d, expected 0", (int)seq_starts[0]);
     int max_len = 0;
@@ -245,22 +267,15 @@ int df_packed_batch_init(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_st
     pb->n_seqs = n_seqs;
     pb->max_seq_len = max_len;
     pb->host_seq_starts = starts;
-    int rc = -1;
-    if (df_buffer_alloc(be, &pb->seq_starts, DF_BUF_I32, (size_t)n_seqs + 1, err) ||
-        be->ops->upload_i32(be, pb->seq_starts, starts, err) ||
-        df_buffer_alloc(be, &pb->positions, DF_BUF_I32, (size_t)t, err) ||
-        be->ops->upload_i32(be, pb->positions, pos, err))
-        goto done;
-    rc = 0;
-done:
+    int rc = upload_kept(be, &pb->seq_starts_store, &pb->seq_starts, starts, (size_t)n_seqs + 1, err) ||
+             upload_kept(be, &pb->positions_store, &pb->positions, pos, (size_t)t, err);
     free(pos);
-    if (rc) df_packed_batch_free(pb, be);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be) {
-    df_buffer_free(be, &pb->seq_starts);
-    df_buffer_free(be, &pb->positions);
+    df_buffer_free(be, &pb->seq_starts_store);
+    df_buffer_free(be, &pb->positions_store);
     free((void *)pb->host_seq_starts);
     memset(pb, 0, sizeof *pb);
 }
@@ -353,13 +368,27 @@ static int32_t *copy_i32(const int32_t *src, int n) {
     return dst;
 }
 
-static int upload_copy(DfBackend *be, DfBuffer *dst, const int32_t *src, int n, DfError *err) {
-    return df_buffer_alloc(be, dst, DF_BUF_I32, (size_t)n, err) || be->ops->upload_i32(be, *dst, src, err);
-}
-
 int df_block_attn_layout_init(DfBlockAttnLayout *l, DfBackend *be, int n_seqs, const int32_t *ctx_starts,
                               const int32_t *block_starts, const int32_t *anchors, int block_size, DfError *err) {
     memset(l, 0, sizeof *l);
+    int rc = df_block_attn_layout_set(l, be, n_seqs, ctx_starts, block_starts, anchors, block_size, err);
+    if (rc) df_block_attn_layout_free(l, be);
+    return rc;
+}
+
+/* The layout emptied, its backend storage kept. */
+static void layout_clear(DfBlockAttnLayout *l) {
+    free((void *)l->host_ctx_starts);
+    free((void *)l->host_block_starts);
+    free((void *)l->host_anchors);
+    DfBuffer a = l->ctx_starts_store, b = l->block_starts_store, c = l->anchors_store;
+    memset(l, 0, sizeof *l);
+    l->ctx_starts_store = a, l->block_starts_store = b, l->anchors_store = c;
+}
+
+int df_block_attn_layout_set(DfBlockAttnLayout *l, DfBackend *be, int n_seqs, const int32_t *ctx_starts,
+                             const int32_t *block_starts, const int32_t *anchors, int block_size, DfError *err) {
+    layout_clear(l);
     if (n_seqs <= 0 || block_size <= 0) return df_fail(err, "block attention: %d sequences, block size %d", n_seqs, block_size);
     if (ctx_starts[0] != 0 || block_starts[0] != 0)
         return df_fail(err, "block attention: context and block starts must begin at 0");
@@ -386,19 +415,19 @@ int df_block_attn_layout_init(DfBlockAttnLayout *l, DfBackend *be, int n_seqs, c
     l->host_ctx_starts = copy_i32(ctx_starts, n_seqs + 1);
     l->host_block_starts = copy_i32(block_starts, n_seqs + 1);
     l->host_anchors = copy_i32(anchors, n_blocks);
-    if (upload_copy(be, &l->ctx_starts, ctx_starts, n_seqs + 1, err) ||
-        upload_copy(be, &l->block_starts, block_starts, n_seqs + 1, err) ||
-        upload_copy(be, &l->anchors, anchors, n_blocks, err)) {
-        df_block_attn_layout_free(l, be);
+    if (upload_kept(be, &l->ctx_starts_store, &l->ctx_starts, ctx_starts, (size_t)n_seqs + 1, err) ||
+        upload_kept(be, &l->block_starts_store, &l->block_starts, block_starts, (size_t)n_seqs + 1, err) ||
+        upload_kept(be, &l->anchors_store, &l->anchors, anchors, (size_t)n_blocks, err)) {
+        layout_clear(l);
         return -1;
     }
     return 0;
 }
 
 void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be) {
-    df_buffer_free(be, &l->ctx_starts);
-    df_buffer_free(be, &l->block_starts);
-    df_buffer_free(be, &l->anchors);
+    df_buffer_free(be, &l->ctx_starts_store);
+    df_buffer_free(be, &l->block_starts_store);
+    df_buffer_free(be, &l->anchors_store);
     free((void *)l->host_ctx_starts);
     free((void *)l->host_block_starts);
     free((void *)l->host_anchors);

@@ -78,8 +78,9 @@ typedef struct DfPackedBatch {
     int n_seqs;
     int max_seq_len;
     const int32_t *host_seq_starts; /* [n_seqs + 1], owned by the batch */
-    DfBuffer seq_starts;            /* I32 [n_seqs + 1] */
-    DfBuffer positions;             /* I32 [n_tokens] */
+    DfBuffer seq_starts;            /* I32 [n_seqs + 1] (a view of its storage) */
+    DfBuffer positions;             /* I32 [n_tokens] (a view of its storage) */
+    DfBuffer seq_starts_store, positions_store; /* grown by df_packed_batch_set, kept for the next batch */
 } DfPackedBatch;
 
 /* DFlash block attention (spec section 4 step 3) over a packed batch.
@@ -99,7 +100,8 @@ typedef struct DfBlockAttnLayout {
     const int32_t *host_ctx_starts;   /* [n_seqs + 1], owned */
     const int32_t *host_block_starts; /* [n_seqs + 1], owned */
     const int32_t *host_anchors;      /* [n_blocks], owned */
-    DfBuffer ctx_starts, block_starts, anchors; /* I32 copies on the backend */
+    DfBuffer ctx_starts, block_starts, anchors; /* I32 copies on the backend (views of their storage) */
+    DfBuffer ctx_starts_store, block_starts_store, anchors_store; /* grown by _set, kept for the next layout */
 } DfBlockAttnLayout;
 
 /* Buffers of one block attention: q, out [Q, heads*hd]; k_ctx, v_ctx
@@ -346,6 +348,14 @@ void df_op_adamw_step(DfBackend *be, const DfAdamWArgs *a);
  * every sequence's blocks inside 0..n_blocks) and uploads it. */
 int df_block_attn_layout_init(DfBlockAttnLayout *l, DfBackend *be, int n_seqs, const int32_t *ctx_starts,
                               const int32_t *block_starts, const int32_t *anchors, int block_size, DfError *err);
+/* The same into a layout made before (or zeroed): its backend storage is
+ * reused where large enough, grown otherwise, so that a training step makes
+ * no allocation (a freed GPU buffer waits for the device). The uploads are
+ * queued in the backend's order: kernels queued before still read the
+ * previous layout. On failure the layout is left empty but keeps its
+ * storage (df_block_attn_layout_free releases it). */
+int df_block_attn_layout_set(DfBlockAttnLayout *l, DfBackend *be, int n_seqs, const int32_t *ctx_starts,
+                             const int32_t *block_starts, const int32_t *anchors, int block_size, DfError *err);
 void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be);
 
 /* --- packed batches ------------------------------------------------------- */
@@ -353,6 +363,9 @@ void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be);
 /* Checks seq_starts (seq_starts[0] = 0, strictly increasing: no empty
  * sequence) and uploads it with the per-token positions. */
 int df_packed_batch_init(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err);
+/* The same into a batch made before (or zeroed), its backend storage reused
+ * or grown as df_block_attn_layout_set's. */
+int df_packed_batch_set(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_starts, int n_seqs, DfError *err);
 void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be);
 
 /* --- inference ops against KV caches (see DfKvBatch) --------------------- */

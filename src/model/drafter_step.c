@@ -72,9 +72,9 @@ static int upload_batch(DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
     DfDrafterWork *w = d->work;
     DfDrafterHostBatch *h = &w->host;
     DfBackend *be = d->be;
-    df_block_attn_layout_free(&w->attn_layout, be);
-    if (df_block_attn_layout_init(&w->attn_layout, be, b->n_seqs, b->seq_starts, h->block_starts, h->anchors,
-                                  d->cfg.block_size, err))
+    /* the layout's storage is kept from the last micro-batch: no allocation in a step */
+    if (df_block_attn_layout_set(&w->attn_layout, be, b->n_seqs, b->seq_starts, h->block_starts, h->anchors,
+                                 d->cfg.block_size, err))
         return -1;
     return be->ops->upload_i32(be, w->ids, h->block_ids, err) || be->ops->upload_i32(be, w->kpos, h->kpos, err) ||
            be->ops->upload_i32(be, w->labels, h->labels, err) || be->ops->upload_f32(be, w->weights, h->weights, err);

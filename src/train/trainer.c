@@ -491,16 +491,15 @@ static int reduce_step_facts(Trainer *t, double flops, StepResult *r, DfError *e
 static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTimes *times, DfError *err) {
     memset(r, 0, sizeof *r);
     double t0 = df_now_seconds();
-    DfPackedBatch pb = {0};
     DfDrafterBatch db = {0};
-    int have_pb = 0, rc = -1;
+    int rc = -1;
     double local_weight = 0, flops = 0;
     if (t->role == ROLE_DRAFTER) {
         if (share_receive(t, b, &db, times, &t0, err)) return -1;
     } else if (b->n_seqs > 0) {
-        if (df_packed_batch_init(&pb, t->be, b->seq_starts, b->n_seqs, err)) return -1;
-        have_pb = 1;
-        if (df_trainer_share_forward(t, b, &pb, &db, times, &t0, err)) goto done;
+        if (df_packed_batch_set(&t->packed, t->be, b->seq_starts, b->n_seqs, err) ||
+            df_trainer_share_forward(t, b, &t->packed, &db, times, &t0, err))
+            goto done;
     }
     if (b->n_seqs > 0) {
         local_weight = df_drafter_batch_weight_sum(&t->dcfg, &db);
@@ -528,7 +527,6 @@ static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTim
     r->samples = b->n_samples;
     rc = 0;
 done:
-    if (have_pb) df_packed_batch_free(&pb, t->be);
     return rc;
 }
 
@@ -805,6 +803,7 @@ static void trainer_free(Trainer *t) {
     if (t->have_adamw) df_adamw_free(&t->adamw);
     if (t->have_drafter) df_drafter_free(&t->drafter);
     for (int r = 0; r < N_ARENAS; r++) df_arena_free(&t->arenas[r]);
+    if (t->be) df_packed_batch_free(&t->packed, t->be);
     df_target_free(&t->target);
     if (t->be) df_backend_destroy(t->be);
     df_batcher_free(&t->batcher);

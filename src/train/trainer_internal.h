@@ -50,6 +50,7 @@ typedef struct Trainer {
     int64_t total_steps, stop_step;
     DfBackend *be;
     DfTargetModel target;
+    DfPackedBatch packed; /* the step's packed batch for the target forward: its storage kept across steps */
     DfDrafter drafter;
     int have_drafter;
     /* The training state lives on the backend: the drafter's params (ACT)

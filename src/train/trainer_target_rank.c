@@ -17,12 +17,9 @@ static int target_share(Trainer *t, const DfStepBatch *b, DfBuffer *features, Df
     size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size;
     *features = df_buffer_view(t->buf.features, 0, (size_t)b->tokens * width);
     if (b->n_seqs == 0) return 0;
-    DfPackedBatch pb = {0};
-    if (df_packed_batch_init(&pb, t->be, b->seq_starts, b->n_seqs, err)) return -1;
     DfDrafterBatch db;
-    int rc = df_trainer_share_forward(t, b, &pb, &db, times, t0, err);
-    df_packed_batch_free(&pb, t->be);
-    return rc;
+    if (df_packed_batch_set(&t->packed, t->be, b->seq_starts, b->n_seqs, err)) return -1;
+    return df_trainer_share_forward(t, b, &t->packed, &db, times, t0, err);
 }
 
 /* The drafter ranks this target rank serves (global ranks, in turn order). */
