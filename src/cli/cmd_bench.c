@@ -32,6 +32,7 @@
 #include "cli/args.h"
 #include "cli/bench_data.h"
 #include "cli/bench_decode.h"
+#include "cli/bench_spec_cycle.h"
 #include "infer/decode_graphs.h"
 #include "cli/bench_drafter.h"
 #include "cli/bench_train_step.h"
@@ -239,6 +240,27 @@ static int decode_batches(DfTargetModel *m, const char *name, const char *key, c
     return 0;
 }
 
+/* One speculative cycle against one greedy step of the same target (batch 1, steps recorded where the backend records). */
+static int report_spec_cycle(DfTargetModel *m, const char *key, const BenchOptions *o, double bw, cJSON *json,
+                             DfError *err) {
+    DfDecodeBenchResult greedy;
+    DfSpecCycleResult spec;
+    if (df_bench_decode(m, 1, o->prompt_len, o->new_tokens, bw, 1, &greedy, err) ||
+        df_bench_spec_cycle(m, o->prompt_len, o->new_tokens, 16, 5, &spec, err))
+        return -1;
+    double ratio = spec.cycle_ms / greedy.step_ms;
+    printf("%-36s %8.3f ms (block %d, a %d-layer drafter of random weights, %d cycles) = %.2f greedy steps of "
+           "%.3f ms: speculative decoding pays from tau %.2f on (at tau 3: %.2fx greedy, at 4.77: %.2fx)\n",
+           "    speculative cycle, batch 1", spec.cycle_ms, spec.block_size, spec.draft_layers, spec.cycles, ratio,
+           greedy.step_ms, ratio, 3.0 / ratio, 4.77 / ratio);
+    char name[96];
+    snprintf(name, sizeof name, "decode_%s_spec_cycle_ms", key);
+    add_number(json, name, spec.cycle_ms);
+    snprintf(name, sizeof name, "decode_%s_spec_cycle_over_step", key);
+    add_number(json, name, ratio);
+    return 0;
+}
+
 static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     int gpu = df_device_kind(o->device) == DF_DEVICE_ACCELERATOR;
     DfBackend *be = df_backend_create(o->device, err);
@@ -268,6 +290,7 @@ static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     add_number(json, "decode_new_tokens", o->new_tokens);
     if (df_model_config_load(&cfg, o->target, err) || df_target_load(&m, be, o->target, cfg.num_layers, 1, err)) goto done;
     rc = decode_batches(&m, o->target, "target", o, bw, json, err);
+    if (rc == 0) rc = report_spec_cycle(&m, "target", o, bw, json, err);
     df_target_free(&m);
     if (rc || !gpu) goto done;
     rc = -1;
@@ -280,6 +303,7 @@ static int run_decode_bench(const BenchOptions *o, cJSON *json, DfError *err) {
     snprintf(name, sizeof name, o->hybrid ? "Qwen3.6-27B shape (random, %d layers)" : "Qwen3-8B shape (random)",
              cfg.num_layers);
     rc = decode_batches(&m, name, o->hybrid ? "qwen36_27b" : "qwen3_8b", o, bw, json, err);
+    if (rc == 0) rc = report_spec_cycle(&m, o->hybrid ? "qwen36_27b" : "qwen3_8b", o, bw, json, err);
     df_target_free(&m);
 done:
     df_backend_destroy(be);
