@@ -15,9 +15,11 @@ dest=${DEVPACK_DEST:-"$(cd "$(dirname "$0")/.." && pwd)/.devpack"}
 rm -rf "$dest" && mkdir -p "$dest/lib" "$dest/tests"
 make -C "$src" -j2 dflash $(cd "$src" && ls tests/test_*.c | grep -v test_util | sed 's|tests/\(.*\)\.c|build/tests/\1|') >/dev/null
 cp "$src/dflash" "$dest/"
-# the test programs that exercise the GPU (scripts/gpu_check.sh runs them): the CUDA ones and the
-# drafter's parity test, which also runs on the CUDA backend where there is one
-cp "$src"/build/tests/test_cuda_* "$src"/build/tests/test_drafter "$dest/tests/"
+# the test programs that exercise the GPU (scripts/gpu_check.sh runs them): the CUDA ones, and those
+# that also run on the CUDA backend where there is one (the drafter's parity, every op of the list
+# against the CPU, the bench's training step settings)
+cp "$src"/build/tests/test_cuda_* "$src"/build/tests/test_drafter "$src"/build/tests/test_backend_ops \
+    "$src"/build/tests/test_bench_train_step "$dest/tests/"
 rm -f "$dest"/tests/*.o "$dest"/tests/*.d
 strip --strip-debug "$dest/dflash" "$dest"/tests/*
 # each test program holds the whole library with its GPU code (about 2.8 MB): packed, a third of that

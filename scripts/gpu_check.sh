@@ -14,7 +14,8 @@
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
 #   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,skinny,hybrid,prefill,dp,
-#   train8b,seed,defaults8b,hydecode,spec (default: all but racecheck, prefill, dp, train8b, seed, defaults8b, hydecode and spec; dp = scripts/dp_check.sh: queue depths,
+#   train8b,seed,defaults8b,hydecode,spec,traineval (default: all but racecheck, prefill, dp, train8b, seed, defaults8b,
+#   hydecode, spec and traineval; dp = scripts/dp_check.sh: queue depths,
 #   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
 #   the 2-GPU machine)
 set -uo pipefail
@@ -38,7 +39,7 @@ fi
 
 if want tests; then
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw,memory.used --format=csv >> "$OUT/tests.log"
-    for t in "$T"/test_cuda_* "$T"/test_drafter; do
+    for t in "$T"/test_cuda_* "$T"/test_drafter "$T"/test_backend_ops "$T"/test_bench_train_step; do
         section "$t"
         timeout 300 "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -40
         echo "exit ${PIPESTATUS[0]}"
@@ -59,6 +60,26 @@ if want gputrain; then
     } > "$OUT/train_gpu.log" 2>&1
     tail -12 "$OUT/train_gpu.log"
     (cd /tmp/rg && tar czf "$OUT/train_gpu.tgz" metrics.jsonl checkpoints/step-00000030.safetensors)
+fi
+
+# Held-out tau during training on the GPU (issue #18 item 1): eval.jsonl's line
+# at step 8 against dflash eval of that step's exported checkpoint, on the same
+# prompts; they must agree.
+if want traineval; then
+    {
+        section "train --eval-data --device cuda"
+        head -12 assets/data/code-dev.jsonl > /tmp/te-train.jsonl
+        sed -n 13,15p assets/data/code-dev.jsonl > /tmp/te-held.jsonl
+        timeout 200 ./dflash train --device cuda --target assets/coder-tiny --data /tmp/te-train.jsonl --output /tmp/te \
+            --draft-layers 1 --intermediate-size 256 --num-taps 2 --block-size 8 --num-anchors 12 --token-budget 1100 \
+            --lr 3e-3 --warmup 0.1 --seed 7 --steps 12 --save-every 4 --keep-checkpoints 0 \
+            --eval-data /tmp/te-held.jsonl --eval-every 4 --eval-prompts 3 --eval-max-new-tokens 24 2>&1 | tail -4 &&
+        ./dflash export /tmp/te/checkpoints/step-00000008.safetensors --output /tmp/te8 &&
+        ./dflash eval --device cuda --target assets/coder-tiny --draft /tmp/te8 --input /tmp/te-held.jsonl \
+            --max-new-tokens 24 --json /tmp/te8.json > /dev/null &&
+        echo "eval.jsonl at step 8:" && sed -n 2p /tmp/te/eval.jsonl && echo "dflash eval:" && cat /tmp/te8.json
+        echo "exit $?"
+    } 2>&1 | tee "$OUT/traineval.txt"
 fi
 
 if want train; then
