@@ -209,13 +209,15 @@ static void case_rmsnorm(Run *r) {
 static void case_add_swiglu(Run *r) {
     const size_t n = 41;
     float *y0 = inputs(r, n, 50, 1), *x = inputs(r, n, 51, 1), *g = inputs(r, n, 52, 2), *u = inputs(r, n, 53, 1);
-    DfBuffer y = up(r, y0, n, DF_BUF_ACT), out = poisoned(r, n, DF_BUF_ACT), gu = poisoned(r, 2 * 3 * 7, DF_BUF_ACT);
+    /* swiglu_packed's output holds its rows x inter values only: a poisoned tail would be compared too */
+    DfBuffer y = up(r, y0, n, DF_BUF_ACT), out = poisoned(r, n, DF_BUF_ACT), packed_out = poisoned(r, 3 * 7, DF_BUF_ACT);
     df_op_add_inplace(r->be, y, up(r, x, n, DF_BUF_ACT));
     df_op_swiglu(r->be, out, up(r, g, n, DF_BUF_ACT), up(r, u, n, DF_BUF_ACT));
     /* swiglu_packed: rows 3, inter 7 over [gate | up] rows */
     float *packed = inputs(r, 2 * 3 * 7, 54, 2);
-    df_op_swiglu_packed(r->be, gu, up(r, packed, 2 * 3 * 7, DF_BUF_ACT), 3, 7);
-    float *sum = result(r, "add_inplace", y), *sw = result(r, "swiglu", out), *sp = result(r, "swiglu_packed", gu);
+    df_op_swiglu_packed(r->be, packed_out, up(r, packed, 2 * 3 * 7, DF_BUF_ACT), 3, 7);
+    float *sum = result(r, "add_inplace", y), *sw = result(r, "swiglu", out);
+    float *sp = result(r, "swiglu_packed", packed_out);
     if (!r->reference) return;
     double *w1 = dvec(r, n), *w2 = dvec(r, n), *w3 = dvec(r, 21);
     for (size_t i = 0; i < n; i++) w1[i] = (double)y0[i] + x[i], w2[i] = silu(g[i]) * u[i];
