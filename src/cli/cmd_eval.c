@@ -26,6 +26,7 @@ typedef struct EvalArgs {
     const char *target, *draft, *input, *output, *device, *json, *chat_date;
     int max_new_tokens, block_size;
     int no_graphs; /* --no-graphs: every op of every target step queued, none replayed */
+    int quiet;     /* --quiet: no drafter note, no progress; the report alone */
 } EvalArgs;
 
 typedef DfEvalTotals EvalTotals;
@@ -74,11 +75,13 @@ static int load_models(EvalRun *e, DfError *err) {
         df_drafter_runner_init(&e->drafter, e->be, &dcfg, params, e->model.embed, e->model.lm_head, 1, cap, err))
         goto done;
     if (a->no_graphs) df_target_decoder_set_graphs(&e->dec, 0);
-    fprintf(stderr, "eval: drafter %s: %d layers, %d heads of %d (%d kv heads), block size %d (running %d), taps",
-            a->draft, dcfg.num_layers, dcfg.num_heads, dcfg.head_dim, dcfg.num_kv_heads, dcfg.block_size,
-            e->spec.block_size);
-    for (int i = 0; i < dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", dcfg.target_layer_ids[i]);
-    fprintf(stderr, ", mask token %d\n", dcfg.mask_token_id);
+    if (!a->quiet) {
+        fprintf(stderr, "eval: drafter %s: %d layers, %d heads of %d (%d kv heads), block size %d (running %d), taps",
+                a->draft, dcfg.num_layers, dcfg.num_heads, dcfg.head_dim, dcfg.num_kv_heads, dcfg.block_size,
+                e->spec.block_size);
+        for (int i = 0; i < dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", dcfg.target_layer_ids[i]);
+        fprintf(stderr, ", mask token %d\n", dcfg.mask_token_id);
+    }
     rc = 0;
 done:
     free(params);
@@ -195,6 +198,7 @@ static int run_eval(const EvalArgs *a, DfError *err) {
     t.hist = df_xcalloc((size_t)e.spec.block_size, sizeof *t.hist, "histogram");
     DfProgress progress;
     df_progress_start(&progress, "eval", "prompts", e.prompts.n);
+    progress.quiet = a->quiet;
     char extra[64] = "";
     for (int i = 0; i < e.prompts.n; i++) {
         if (eval_prompt(&e, i, &t, err)) goto out;
@@ -223,7 +227,7 @@ out:
 }
 
 int df_cmd_eval(int argc, char **argv) {
-    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", NULL, NULL, 256, 0, 0};
+    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", NULL, NULL, 256, 0, 0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
         {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7) or a training checkpoint (OUTPUT/checkpoints/step-N.safetensors)", 1},
@@ -248,6 +252,7 @@ int df_cmd_eval(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
+    a.quiet = args.quiet;
     if (run_eval(&a, &err)) {
         fprintf(stderr, "dflash eval: %s\n", err.msg);
         return 1;
