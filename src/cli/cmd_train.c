@@ -426,11 +426,15 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     };
     const DfCommandSpec spec = {
         "train", "train a DFlash drafter for a target", NULL,
-        "Without --target, --data and --output (e.g. no arguments at all), runs the bundled default,\n"
-        "with paths relative to the current directory (other options still apply):\n"
+        "Without --target, --data (or --prompts) and --output (e.g. no arguments at all), runs the bundled\n"
+        "default, with paths relative to the current directory (other options still apply), on the\n"
+        "target's own responses to the prompts of assets/data/code-train.jsonl (make demo-data):\n"
         "  --target " DEFAULT_TARGET " --data " DEFAULT_DATA " --output " DEFAULT_OUTPUT "\n"
         "  --draft-layers 2 --intermediate-size 512 --num-taps 3 --num-anchors 32 --token-budget 2048\n"
         "  --steps 500 --lr 1.5e-3 --save-every 100   (a few minutes on two CPU cores).\n"
+        "--prompts FILE instead of --data: the target's responses to FILE's records are regenerated first\n"
+        "(dflash generate, with --max-new-tokens, --temperature, --top-p, --batch, --seed) into\n"
+        "OUTPUT/regenerated.jsonl, resumably, then trained on as --data would be.\n"
         "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
         "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.\n"
         "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 0; a second\n"
