@@ -152,6 +152,15 @@ static int write_ready(Writer *w, DfError *err) {
         g->tokens += r->tokens;
         record_state_free(r);
     }
+    /* set only where a caller installed the handler (train --prompts): stop
+     * when a record finishes, those before it in order written complete (the
+     * ones that finished ahead of them are made again by a rerun) */
+    int sig = df_stop_requested();
+    if (sig && w->next < w->n) {
+        if (fflush(g->out) != 0) return df_fail_errno(err, "writing %s", g->args->output);
+        return df_fail(err, "%s received: stopped after %d of %d records in %s (run again to continue)",
+                       df_signal_name(sig), w->first + w->next, w->first + w->n, g->args->output);
+    }
     if (!wrote) return 0;
     /* every complete line reaches the file at once (a restart continues after
      * it); fsync at most once a second */
@@ -165,12 +174,6 @@ static int write_ready(Writer *w, DfError *err) {
     snprintf(extra, sizeof extra, "%lld tokens, %.1f tokens/s", (long long)g->tokens,
              (double)g->tokens / (now - w->start_s));
     df_progress_update(&w->progress, w->next, extra);
-    /* set only where a caller installed the handler (train --prompts): stop
-     * between records, every one written so far complete, so a rerun continues */
-    int sig = df_stop_requested();
-    if (sig && w->next < w->n)
-        return df_fail(err, "%s received: stopped after %d of %d records in %s (run again to continue)",
-                       df_signal_name(sig), w->first + w->next, w->first + w->n, g->args->output);
     return 0;
 }
 
