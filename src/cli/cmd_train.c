@@ -213,7 +213,7 @@ static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *
         remove(key_path);
         char max_length[32];
         snprintf(max_length, sizeof max_length, "%lld", (long long)o->max_length);
-        char *argv[] = {"prepare", "--tokenizer", (char *)o->target_dir, "--input", (char *)o->data_source,
+        char *argv[] = {"prepare", "--target", (char *)o->target_dir, "--input", (char *)o->data_source,
                         "--output", store_path, "--max-length", max_length, o->quiet ? "--quiet" : NULL, NULL};
         if (df_cmd_prepare(DF_COUNT(argv) - 1 - !o->quiet, argv) != 0) {
             rc = df_fail(err, "could not prepare %s (see the message above)", o->data_source);
