@@ -21,9 +21,11 @@ void df_progress_start(DfProgress *p, const char *label, const char *unit, int64
     p->last_draw_s = 0;
     p->log_every_s = 30.0;
     p->tty = isatty(STDERR_FILENO);
+    p->quiet = 0;
 }
 
 static void draw(DfProgress *p, int64_t done, const char *extra, int final) {
+    if (p->quiet) return;
     double now = df_now_seconds();
     double elapsed = now - p->start_s;
     double rate = elapsed > 0 ? (double)done / elapsed : 0;

@@ -14,6 +14,7 @@ typedef struct DfProgress {
     double last_draw_s;
     double log_every_s;
     int tty;
+    int quiet;          /* set after df_progress_start (a command's --quiet): nothing is drawn */
 } DfProgress;
 
 void df_progress_start(DfProgress *p, const char *label, const char *unit, int64_t total);

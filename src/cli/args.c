@@ -11,8 +11,9 @@
 
 static const DfOption *find_option(const DfCommandSpec *spec, const char *name, size_t len) {
     for (int i = 0; i < spec->n_options; i++) {
-        const char *n = spec->options[i].name;
+        const char *n = spec->options[i].name, *alias = spec->options[i].alias;
         if (strlen(n) == len && strncmp(n, name, len) == 0) return &spec->options[i];
+        if (alias && strlen(alias) == len && strncmp(alias, name, len) == 0) return &spec->options[i];
     }
     return NULL;
 }
@@ -95,9 +96,10 @@ int df_option_given(const DfCommandSpec *spec, const DfParsedArgs *parsed, const
 
 /* "unknown option '--lenght'; did you mean '--length'?" when one is a typo away. */
 static int unknown_option(const DfCommandSpec *spec, const char *name, size_t len, DfError *err) {
-    const char *names[DF_MAX_OPTIONS];
+    const char *names[DF_MAX_OPTIONS + 1];
     for (int i = 0; i < spec->n_options; i++) names[i] = spec->options[i].name;
-    const char *near = df_closest_name(name, len, names, spec->n_options);
+    names[spec->n_options] = "quiet";
+    const char *near = df_closest_name(name, len, names, spec->n_options + 1);
     if (near)
         return df_fail(err, "%s: unknown option '--%.*s'; did you mean '--%s'? (see 'dflash %s --help')", spec->name,
                        (int)len, name, near, spec->name);
@@ -114,6 +116,10 @@ int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs
             df_print_command_help(spec);
             out->help_shown = 1;
             return 0;
+        }
+        if (strcmp(a, "--quiet") == 0) {
+            out->quiet = 1;
+            continue;
         }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
             if (!spec->positional) return df_fail(err, "%s: unexpected argument '%s' (see 'dflash %s --help')", spec->name, a, spec->name);
@@ -163,8 +169,11 @@ void df_print_command_help(const DfCommandSpec *spec) {
             df_range_text(&o->range, o->kind == DF_OPT_INT, text, sizeof text);
             snprintf(range, sizeof range, " (in %s)", text);
         }
-        printf("  %-28s %s%s%s\n", left, o->help, range, o->required ? " (required)" : "");
+        char alias[80] = "";
+        if (o->alias) snprintf(alias, sizeof alias, " (also --%s)", o->alias);
+        printf("  %-28s %s%s%s%s\n", left, o->help, range, alias, o->required ? " (required)" : "");
     }
+    printf("  %-28s %s\n", "--quiet", "no progress lines or notes: only errors and the result");
     printf("  %-28s %s\n", "--help", "show this help");
 }
 

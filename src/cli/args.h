@@ -38,6 +38,7 @@ typedef struct DfOption {
     const char *help;    /* one line; mention the default */
     int required;
     DfRange range;       /* INT and DOUBLE: refused outside it, naming the option and the range */
+    const char *alias;   /* an older name still accepted (.alias = "tokenizer"), or NULL */
 } DfOption;
 
 typedef struct DfCommandSpec {
@@ -55,11 +56,14 @@ typedef struct DfParsedArgs {
     const char *positional[16];
     int n_positional;
     int help_shown; /* --help was asked for and printed: the command should exit 0 */
+    int quiet;      /* --quiet (every command takes it): no progress or notes, only errors and the result */
     unsigned char given[DF_MAX_OPTIONS]; /* per option of the spec, in its order: given on the command line */
 } DfParsedArgs;
 
 /* Parses argv[1..argc-1] (argv[0] is the command name). Returns 0, or -1
- * with a message naming the bad option. */
+ * with a message naming the bad option. Besides the spec's options, every
+ * command takes --help and --quiet (out->quiet). An option's alias is
+ * accepted as its name. */
 int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs *out, DfError *err);
 void df_print_command_help(const DfCommandSpec *spec);
 

@@ -26,6 +26,7 @@ typedef struct EvalArgs {
     const char *target, *draft, *input, *output, *device, *json, *chat_date;
     int max_new_tokens, block_size;
     int no_graphs; /* --no-graphs: every op of every target step and proposal queued, none replayed */
+    int quiet;     /* --quiet: no drafter note, no progress; the report alone */
 } EvalArgs;
 
 typedef DfEvalTotals EvalTotals;
@@ -77,11 +78,13 @@ static int load_models(EvalRun *e, DfError *err) {
         df_target_decoder_set_graphs(&e->dec, 0);
         df_drafter_runner_set_graphs(&e->drafter, 0);
     }
-    fprintf(stderr, "eval: drafter %s: %d layers, %d heads of %d (%d kv heads), block size %d (running %d), taps",
-            a->draft, dcfg.num_layers, dcfg.num_heads, dcfg.head_dim, dcfg.num_kv_heads, dcfg.block_size,
-            e->spec.block_size);
-    for (int i = 0; i < dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", dcfg.target_layer_ids[i]);
-    fprintf(stderr, ", mask token %d\n", dcfg.mask_token_id);
+    if (!a->quiet) {
+        fprintf(stderr, "eval: drafter %s: %d layers, %d heads of %d (%d kv heads), block size %d (running %d), taps",
+                a->draft, dcfg.num_layers, dcfg.num_heads, dcfg.head_dim, dcfg.num_kv_heads, dcfg.block_size,
+                e->spec.block_size);
+        for (int i = 0; i < dcfg.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", dcfg.target_layer_ids[i]);
+        fprintf(stderr, ", mask token %d\n", dcfg.mask_token_id);
+    }
     rc = 0;
 done:
     free(params);
@@ -166,6 +169,7 @@ static int run_eval(const EvalArgs *a, DfError *err) {
     t.hist = df_xcalloc((size_t)e.spec.block_size, sizeof *t.hist, "histogram");
     DfProgress progress;
     df_progress_start(&progress, "eval", "prompts", e.prompts.n);
+    progress.quiet = a->quiet;
     char extra[64] = "";
     for (int i = 0; i < e.prompts.n; i++) {
         if (eval_prompt(&e, i, &t, err)) goto out;
@@ -194,7 +198,7 @@ out:
 }
 
 int df_cmd_eval(int argc, char **argv) {
-    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", NULL, NULL, 256, 0, 0};
+    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", NULL, NULL, 256, 0, 0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
         {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7) or a training checkpoint (OUTPUT/checkpoints/step-N.safetensors)", 1},
@@ -219,6 +223,7 @@ int df_cmd_eval(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
+    a.quiet = args.quiet;
     if (run_eval(&a, &err)) {
         fprintf(stderr, "dflash eval: %s\n", err.msg);
         return 1;

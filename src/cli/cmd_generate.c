@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/output_lock.h"
 #include "base/progress.h"
+#include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/generate_settings.h"
@@ -30,6 +31,7 @@ typedef struct GenerateArgs {
     double temperature, top_p;
     int seed;
     int no_graphs; /* --no-graphs: every op of every step queued, none replayed */
+    int quiet;     /* --quiet: no progress or notes; one result line on stdout */
 } GenerateArgs;
 
 typedef struct GenerateRun {
@@ -150,6 +152,15 @@ static int write_ready(Writer *w, DfError *err) {
         g->tokens += r->tokens;
         record_state_free(r);
     }
+    /* set only where a caller installed the handler (train --prompts): stop
+     * when a record finishes, those before it in order written complete (the
+     * ones that finished ahead of them are made again by a rerun) */
+    int sig = df_stop_requested();
+    if (sig && w->next < w->n) {
+        if (fflush(g->out) != 0) return df_fail_errno(err, "writing %s", g->args->output);
+        return df_fail(err, "%s received: stopped after %d of %d records in %s (run again to continue)",
+                       df_signal_name(sig), w->first + w->next, w->first + w->n, g->args->output);
+    }
     if (!wrote) return 0;
     /* every complete line reaches the file at once (a restart continues after
      * it); fsync at most once a second */
@@ -258,8 +269,9 @@ static int stream_records(Writer *w, int capacity, DfError *err) {
         if (rc == 0 || !w->need_capacity) return rc;
         int grown = capacity + capacity / 2;
         capacity = w->need_capacity > grown ? w->need_capacity : grown;
-        fprintf(stderr, "\ngenerate: %s; records %d and on rerun with %d-token slots\n", err->msg,
-                w->first + w->next + 1, capacity);
+        if (!g->args->quiet)
+            fprintf(stderr, "\ngenerate: %s; records %d and on rerun with %d-token slots\n", err->msg,
+                    w->first + w->next + 1, capacity);
         for (int i = w->next; i < w->n; i++) record_state_reset(&w->records[i]);
     }
 }
@@ -275,6 +287,7 @@ static int generate_remaining(GenerateRun *g, int first, DfError *err) {
                 capacity, g->opt.max_new_tokens, g->max_positions);
     w.start_s = w.last_sync_s = df_now_seconds();
     df_progress_start(&w.progress, "generate", "records", w.n);
+    w.progress.quiet = g->args->quiet;
     rc = stream_records(&w, capacity, err);
     if (rc == 0 && fsync(fileno(g->out)) != 0) rc = df_fail_errno(err, "writing %s", g->args->output);
     if (rc == 0) {
@@ -282,6 +295,8 @@ static int generate_remaining(GenerateRun *g, int first, DfError *err) {
         snprintf(extra, sizeof extra, "%lld tokens, %.1f tokens/s", (long long)g->tokens,
                  (double)g->tokens / (df_now_seconds() - w.start_s));
         df_progress_finish(&w.progress, w.n, extra);
+        if (g->args->quiet)
+            printf("generate: %d records in %s (%d new: %s)\n", g->prompts.n, g->args->output, w.n, extra);
     }
 out:
     writer_free(&w);
@@ -362,11 +377,12 @@ static int run_generate(const GenerateArgs *a, DfError *err) {
     if (!(g.tok = df_tokenizer_load(a->target, err)) || load_chat(&g, err)) goto out;
     if (check_settings(&g, &settings, err) || df_resume_scan(a->output, &g.prompts, &done, err)) goto out;
     if (done == g.prompts.n) {
-        fprintf(stderr, "generate: %s already holds all %d records\n", a->output, done);
+        if (a->quiet) printf("generate: %d records in %s (0 new: all were there)\n", done, a->output);
+        else fprintf(stderr, "generate: %s already holds all %d records\n", a->output, done);
         rc = 0;
         goto out;
     }
-    if (done) fprintf(stderr, "generate: resuming after %d of %d records already in %s\n", done, g.prompts.n, a->output);
+    if (done && !a->quiet) fprintf(stderr, "generate: resuming after %d of %d records already in %s\n", done, g.prompts.n, a->output);
     if (!(g.be = df_backend_create(a->device, err)) || df_target_load(&g.model, g.be, a->target, cfg.num_layers, 1, err))
         goto out;
     if (open_output(&g, settings, err) || generate_remaining(&g, done, err)) goto out;
@@ -385,7 +401,7 @@ out:
 }
 
 int df_cmd_generate(int argc, char **argv) {
-    GenerateArgs a = {NULL, NULL, NULL, "cpu", NULL, 256, 8, 0.0, 1.0, 0, 0};
+    GenerateArgs a = {NULL, NULL, NULL, "cpu", NULL, 256, 8, 0.0, 1.0, 0, 0, 0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face model directory (config, weights, tokenizer.json)", 1},
         {"input", DF_OPT_STRING, &a.input, "FILE",
@@ -425,6 +441,7 @@ int df_cmd_generate(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
+    a.quiet = args.quiet;
     if (run_generate(&a, &err)) {
         fprintf(stderr, "dflash generate: %s\n", err.msg);
         return 1;

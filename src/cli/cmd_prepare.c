@@ -38,6 +38,7 @@ typedef struct PrepareOptions {
     DfStringList inputs;
     int max_length, threads;
     int fail_on_bad; /* from on_bad_record */
+    int quiet;       /* --quiet: no progress line and no speed line */
 } PrepareOptions;
 
 /* One input line (or Arrow row) and what became of it. */
@@ -265,6 +266,7 @@ static void print_summary(const PrepareContext *ctx, double seconds) {
             for (int e = 0; e < EXAMPLES_PER_KIND && e < ctx->bad->count[k]; e++) printf("    %s\n", ctx->bad->example[k][e]);
         }
     }
+    if (ctx->opt->quiet) return;
     printf("prepare: %lld records, %.2f MB in %.2f s: %.0f records/s, %.2f MB/s\n", (long long)s->records,
            1e-6 * (double)s->bytes_done, seconds, seconds > 0 ? (double)s->records / seconds : 0.0,
            seconds > 0 ? 1e-6 * (double)s->bytes_done / seconds : 0.0);
@@ -307,6 +309,7 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
     ctx->writer = df_token_store_writer_open(opt->output, ctx->vocab_size, df_tokenizer_fingerprint(ctx->tok), err);
     int rc = ctx->writer ? 0 : -1;
     df_progress_start(&ctx->progress, "prepare", "kB", (int64_t)(ctx->stats.bytes_total / 1000));
+    ctx->progress.quiet = opt->quiet;
     for (int i = 0; rc == 0 && i < opt->inputs.count; i++) {
         const char *in = opt->inputs.items[i];
         rc = df_arrow_is_arrow_path(in) ? process_arrow(ctx, in, &c, err) : process_file(ctx, in, &c, err);
@@ -329,7 +332,7 @@ static int run_prepare(PrepareContext *ctx, DfError *err) {
 int df_cmd_prepare(int argc, char **argv) {
     PrepareOptions opt = {.max_length = 3072, .on_bad_record = "skip"};
     const DfOption options[] = {
-        {"tokenizer", DF_OPT_STRING, &opt.tokenizer, "DIR", "tokenizer.json, or the model directory holding it", 1},
+        {"target", DF_OPT_STRING, &opt.tokenizer, "DIR", "the target's directory (its tokenizer.json and tokenizer_config.json), or a tokenizer.json", 1, .alias = "tokenizer"},
         {"input", DF_OPT_STRING_LIST, &opt.inputs, "PATH", "JSONL records, an .arrow file or a datasets folder; repeat for several, read in order", 1},
         {"output", DF_OPT_STRING, &opt.output, "STORE", "token store to write (atomically)", 1},
         {"max-length", DF_OPT_INT, &opt.max_length, "N", "longest sample in tokens; longer records are bad (default 3072)", 0, DF_RANGE(1, 1 << 30)},
@@ -355,6 +358,7 @@ int df_cmd_prepare(int argc, char **argv) {
     DfError err = {{0}};
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &parsed, &exit_code)) return exit_code;
+    opt.quiet = parsed.quiet;
     opt.fail_on_bad = strcmp(opt.on_bad_record, "fail") == 0;
     if (!opt.fail_on_bad && strcmp(opt.on_bad_record, "skip") != 0) {
         fprintf(stderr, "dflash prepare: --on-bad-record must be skip or fail, not '%s'\n", opt.on_bad_record);

@@ -21,6 +21,7 @@
 #include "cli/args.h"
 #include "cli/config_args.h"
 #include "cli/commands.h"
+#include "cli/train_prompts.h"
 #include "formats/json_diff.h"
 #include "formats/model_config.h"
 #include "formats/token_store.h"
@@ -31,7 +32,9 @@
 /* The bundled default: a small drafter for assets/coder-tiny that trains in
  * a few minutes on two cores (paths relative to the current directory). */
 #define DEFAULT_TARGET "assets/coder-tiny"
-#define DEFAULT_DATA "assets/data/code-train.jsonl"
+/* the target's own responses to the prompts of assets/data/code-train.jsonl
+ * (spec section 5's recipe; `make demo-data` remakes it with dflash generate) */
+#define DEFAULT_DATA "assets/data/code-train.regenerated.jsonl"
 #define DEFAULT_OUTPUT "runs/coder-tiny"
 #define DEFAULT_EVAL_DATA "assets/data/code-dev.jsonl"
 
@@ -204,15 +207,15 @@ static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *
         snprintf(stored, sizeof stored, "%s", key);
     int rc = 0;
     if (cache_is_current(store_path, stored, key, fingerprint)) {
-        fprintf(stderr, "train: using the prepared data %s (made from %s)\n", store_path, o->data_source);
+        if (!o->quiet) fprintf(stderr, "train: using the prepared data %s (made from %s)\n", store_path, o->data_source);
     } else if ((rc = check_resume_source(o, stored, key, key_path, err)) == 0) {
-        fprintf(stderr, "train: preparing %s into %s\n", o->data_source, store_path);
+        if (!o->quiet) fprintf(stderr, "train: preparing %s into %s\n", o->data_source, store_path);
         remove(key_path);
         char max_length[32];
         snprintf(max_length, sizeof max_length, "%lld", (long long)o->max_length);
-        char *argv[] = {"prepare", "--tokenizer", (char *)o->target_dir, "--input", (char *)o->data_source,
-                        "--output", store_path, "--max-length", max_length, NULL};
-        if (df_cmd_prepare(DF_COUNT(argv) - 1, argv) != 0) {
+        char *argv[] = {"prepare", "--target", (char *)o->target_dir, "--input", (char *)o->data_source,
+                        "--output", store_path, "--max-length", max_length, o->quiet ? "--quiet" : NULL, NULL};
+        if (df_cmd_prepare(DF_COUNT(argv) - 1 - !o->quiet, argv) != 0) {
             rc = df_fail(err, "could not prepare %s (see the message above)", o->data_source);
         } else {
             rc = df_atomic_write_text(key_path, key, 0, err);
@@ -331,14 +334,16 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
                (long long)s->first_step, (long long)s->last_step, (long long)s->total_steps, s->seconds,
                s->tokens_per_s, s->first_loss, s->last_loss, s->first_tau, s->last_tau);
     }
-    printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
-    if (s->eval_best_step >= 0)
+    if (!o->quiet) {
+        printf("train: metrics in %s/metrics.jsonl, checkpoints in %s/checkpoints\n", o->output_dir, o->output_dir);
+        print_memory(s);
+    }
+    if (s->eval_best_step >= 0) /* a result line: printed under --quiet too */
         printf("train: held-out tau (%s/eval.jsonl): best %.3f at step %lld, last %.3f at step %lld (%lld eval(s) in "
                "this run, %.1f s)\n",
                o->output_dir, s->eval_best_tau, (long long)s->eval_best_step, s->eval_last_tau,
                (long long)s->eval_last_step, (long long)s->evals, s->eval_s);
-    print_memory(s);
-    if (s->stages_path[0])
+    if (s->stages_path[0] && !o->quiet)
         printf("train: device busy %.1f%% of the loop's wall time (%.1f%% in steady state: without the first step "
                "and the checkpoint writes); stage times in %s\n",
                100 * s->busy, 100 * s->busy_steady, s->stages_path);
@@ -348,7 +353,8 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
                (long long)s->bad_steps);
     if (s->finished) {
         printf("train: drafter written to %s (config.json, model.safetensors, dflash.py)\n", s->final_dir);
-        printf("evaluate it with:\n  ./dflash eval --target %s --draft %s --input %s --max-new-tokens 128\n", o->target_dir, s->final_dir,
+        if (!o->quiet)
+            printf("evaluate it with:\n  ./dflash eval --target %s --draft %s --input %s --max-new-tokens 128\n", o->target_dir, s->final_dir,
                DEFAULT_EVAL_DATA);
     } else {
         if (s->exported)
@@ -371,11 +377,20 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     int queue_depth = 0, log_every = 0, target_ranks = 0, drafter_tokens = 0, keep = 0;
     const char *config_path = NULL; /* read by df_config_args_expand */
     const char *layout = NULL, *overlap = NULL;
+    DfTrainPrompts prompts;
+    df_train_prompts_default(&prompts);
     double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
     int heads = 0, kv_heads = 0, head_dim = 0, eval_every = 0, eval_prompts = 0, eval_new = 0;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
         {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
+        {"prompts", DF_OPT_STRING, &prompts.path, "FILE", "instead of --data: prompt or conversation records (as generate takes them) whose responses the target regenerates first (dflash generate, on --device, resumable) into OUTPUT/regenerated.jsonl, then trained on", 0},
+        {"prompt-cuts", DF_OPT_INT, &prompts.cuts, "N", "--prompts: each prompt record's text (prompt + response) cut at N line boundaries into N prompts (OUTPUT/prompts.cut.jsonl) (default: the records as given)", 0, DF_RANGE(1, 1000)},
+        {"max-new-tokens", DF_OPT_INT, &prompts.max_new_tokens, "N", "--prompts: tokens generated at most per response, as for generate (default 256)", 0, DF_RANGE(1, 1 << 20)},
+        {"temperature", DF_OPT_DOUBLE, &prompts.temperature, "T", "--prompts: sampling temperature, as for generate; 0 = greedy (default)", 0, DF_RANGE(0, 100)},
+        {"top-p", DF_OPT_DOUBLE, &prompts.top_p, "P", "--prompts: nucleus sampling mass, as for generate (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
+        {"batch", DF_OPT_INT, &prompts.batch, "N", "--prompts: sequences decoded together, as for generate (default 8)", 0, DF_RANGE(1, 4096)},
+        {"no-graphs", DF_OPT_FLAG, &prompts.no_graphs, NULL, "--prompts on a GPU: no CUDA graphs in the regeneration, as for generate", 0},
         {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, checkpoints/, final/", 0},
         {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0, DF_RANGE(1, INT_MAX)},
         {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6)},
@@ -394,7 +409,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0, DF_RANGE(0, 1)},
         {"token-budget", DF_OPT_INT, &budget, "N", "context tokens per batch (default 8192)", 0, DF_RANGE(1, INT_MAX)},
         {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0, DF_RANGE(1, INT_MAX)},
-        {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors (default 0)", 0, DF_RANGE(0, INT_MAX)},
+        {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors, and --prompts' sampling (default 0)", 0, DF_RANGE(0, INT_MAX)},
         {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0, DF_RANGE(1, INT_MAX)},
         {"keep-checkpoints", DF_OPT_INT, &keep, "N", "newest checkpoints kept in OUTPUT/checkpoints (default 3, 0: all)", 0, DF_RANGE(0, INT_MAX)},
         {"init-from", DF_OPT_STRING, &o.init_from, "DIR", "start from this drafter's weights (a drafter directory, ours or another trainer's, or a checkpoint file) with a fresh optimizer; its shape must be this run's", 0},
@@ -420,11 +435,15 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     };
     const DfCommandSpec spec = {
         "train", "train a DFlash drafter for a target", NULL,
-        "Without --target, --data and --output (e.g. no arguments at all), runs the bundled default,\n"
-        "with paths relative to the current directory (other options still apply):\n"
+        "Without --target, --data (or --prompts) and --output (e.g. no arguments at all), runs the bundled\n"
+        "default, with paths relative to the current directory (other options still apply), on the\n"
+        "target's own responses to the prompts of assets/data/code-train.jsonl (make demo-data):\n"
         "  --target " DEFAULT_TARGET " --data " DEFAULT_DATA " --output " DEFAULT_OUTPUT "\n"
         "  --draft-layers 2 --intermediate-size 512 --num-taps 3 --num-anchors 32 --token-budget 2048\n"
         "  --steps 500 --lr 1.5e-3 --save-every 100   (a few minutes on two CPU cores).\n"
+        "--prompts FILE instead of --data: the target's responses to FILE's records are regenerated first\n"
+        "(dflash generate, with --max-new-tokens, --temperature, --top-p, --batch, --seed) into\n"
+        "OUTPUT/regenerated.jsonl, resumably, then trained on as --data would be.\n"
         "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
         "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.\n"
         "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 0; a second\n"
@@ -444,14 +463,28 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         return 2;
     }
     if (df_parse_command_line(&spec, config->argc, config->argv, &parsed, &exit_code)) return exit_code;
-    if (!o.target_dir && !o.data_source && !o.output_dir) {
+    o.quiet = parsed.quiet;
+    if (o.data_source && prompts.path) {
+        fprintf(stderr, "dflash train: give --data or --prompts, not both\n");
+        return 2;
+    }
+    if (!o.target_dir && !o.data_source && !prompts.path && !o.output_dir) {
         apply_bundled_default(&o);
-        fprintf(stderr, "train: no --target/--data/--output: the bundled default (see 'dflash train --help')\n");
-    } else if (!o.target_dir || !o.data_source || !o.output_dir) {
-        fprintf(stderr, "dflash train: --target, --data and --output go together (none of them: the bundled default)\n");
+        if (!o.quiet) fprintf(stderr, "train: no --target/--data/--output: the bundled default (see 'dflash train --help')\n");
+    } else if (!o.target_dir || !(o.data_source || prompts.path) || !o.output_dir) {
+        fprintf(stderr, "dflash train: --target, --data (or --prompts) and --output go together (none of them: the "
+                        "bundled default)\n");
         return 2;
     }
 #define GIVEN(name) df_option_given(&spec, &parsed, name)
+    static const char *const REGENERATION_OPTIONS[] = {"prompt-cuts", "max-new-tokens", "temperature", "top-p",
+                                                       "batch", "no-graphs"};
+    for (int i = 0; i < DF_COUNT(REGENERATION_OPTIONS) && !prompts.path; i++)
+        if (GIVEN(REGENERATION_OPTIONS[i])) {
+            fprintf(stderr, "dflash train: --%s goes with --prompts (the responses train regenerates)\n",
+                    REGENERATION_OPTIONS[i]);
+            return 2;
+        }
     if (GIVEN("steps") && GIVEN("epochs")) {
         fprintf(stderr, "dflash train: give --steps or --epochs, not both\n");
         return 2;
@@ -498,6 +531,10 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     if (GIVEN("target-ranks")) o.target_ranks = target_ranks;
     if (GIVEN("log-every")) o.log_every = log_every;
     if (!isatty(STDERR_FILENO)) o.log_interval_s = 30; /* a log file, not a person watching: fewer lines */
+    if (o.quiet && GIVEN("log-every")) {
+        fprintf(stderr, "dflash train: --log-every asks for progress lines, --quiet for none: give one of them\n");
+        return 2;
+    }
     if (GIVEN("peak-tflops")) o.peak_tflops = peak_tflops;
     if (GIVEN("eval-every")) o.eval_every = eval_every;
     if (GIVEN("eval-prompts")) o.eval_prompts = eval_prompts;
@@ -518,17 +555,27 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
             return 2;
         }
         o.dist = &dist;
+        if (prompts.path && dist.world_size > 1) {
+            fprintf(stderr, "dflash train: --prompts regenerates in one process; with %d ranks, run `dflash generate` "
+                            "once before they start and give its output as --data\n",
+                    dist.world_size);
+            return 2;
+        }
     }
     o.resume = resume;
     if (df_stop_signals_install(&err) != 0) { /* the loop polls the flag (base/signals.h) */
         fprintf(stderr, "dflash train: %s\n", err.msg);
         return 1;
     }
-    char store_path[4096];
+    char store_path[4096], regenerated[4200];
     DfTrainSummary summary;
     DfOutputLock lock = {-1, NULL};
     int rc = df_train_check_device(o.device, &err); /* before any data is prepared */
     if (rc == 0) rc = lock_run(&o, &lock, &err);
+    if (rc == 0 && prompts.path) {
+        rc = df_train_regenerate(&prompts, &o, o.quiet, regenerated, sizeof regenerated, &err);
+        o.data_source = regenerated; /* trained on as --data would be */
+    }
     if (rc == 0) rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
     if (rc == 0) {
         o.data_store = store_path;

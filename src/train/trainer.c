@@ -304,7 +304,7 @@ static int start_fresh(Trainer *t, DfError *err) {
     if (err->msg[0]) return -1;
     if (t->opt->init_from) {
         if (df_init_from_drafter(t->opt->init_from, &t->dcfg, &t->drafter.layout, t->params, err)) return -1;
-        if (t->rank == t->writer)
+        if (t->rank == t->writer && !t->opt->quiet)
             fprintf(stderr, "train: starting from the weights of %s (a fresh optimizer)\n", t->opt->init_from);
     } else {
         df_drafter_init_params(&t->drafter.layout, t->params, t->opt->seed);
@@ -323,7 +323,7 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
     int rc = df_checkpoint_latest_valid(t->ckpt_dir, &t->dcfg, &t->drafter.layout, &loaded, &t->adamw, &t->progress,
                                         &stored, &path, err);
     if (rc == 1) { /* killed before its first checkpoint, or a requeued job's first launch */
-        fprintf(stderr, "train: --resume: no checkpoint in %s yet: starting from step 0\n", t->ckpt_dir);
+        if (!t->opt->quiet) fprintf(stderr, "train: --resume: no checkpoint in %s yet: starting from step 0\n", t->ckpt_dir);
         return start_fresh(t, err);
     }
     if (rc != 0) return df_context(err, "--resume");
@@ -341,7 +341,7 @@ static int resume(Trainer *t, int *resumed, DfError *err) {
     if (rc == 0 && t->rank == t->writer && !(t->metrics_fp = fopen(t->metrics_path, "a")))
         rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
     *resumed = rc == 0;
-    if (rc == 0)
+    if (rc == 0 && !t->opt->quiet)
         fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)%s\n", path,
                 (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch,
                 t->opt->init_from ? "; --init-from applies to a fresh start only" : "");
@@ -880,7 +880,8 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     if (rc == 0) {
         summary->total_steps = t.total_steps;
         summary->skipped_samples = t.batcher.n_few_loss_tokens + t.batcher.n_too_long;
-        if (t.rank == t.writer)
+        int banner = t.rank == t.writer && !opt->quiet;
+        if (banner)
         fprintf(stderr,
                 "train: %lld steps (%lld trainable samples, %lld tokens an epoch; skipped %lld with fewer than %d "
                 "loss tokens, %lld longer than %lld); drafter %d layers, %d heads of %d (%d KV heads), %zu "
@@ -889,9 +890,9 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
                 (long long)t.batcher.n_few_loss_tokens, 2 * t.dcfg.block_size, (long long)t.batcher.n_too_long,
                 (long long)opt->max_length, t.dcfg.num_layers, t.dcfg.num_heads, t.dcfg.head_dim, t.dcfg.num_kv_heads,
                 t.drafter.layout.total);
-        for (int i = 0; i < t.dcfg.n_taps && t.rank == t.writer; i++)
+        for (int i = 0; i < t.dcfg.n_taps && banner; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
-        if (t.rank == t.writer) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
+        if (banner) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
         rc = t.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
     }
     df_trainer_leave_group(&t, rc != 0, err);

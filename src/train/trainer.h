@@ -130,6 +130,7 @@ typedef struct DfTrainOptions {
     const char *init_from;   /* a fresh run starts from this drafter's weights (a drafter directory or a
                                 checkpoint file, train/init_from.h) with a fresh optimizer; NULL: random init */
     double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
+    int quiet;               /* no progress lines, plan or stage tables on stderr (errors and warnings still) */
     int max_bad_steps;       /* stop after this many non-finite steps in a row (0: never) */
     const char *device;      /* training backend: NULL or "cpu", "cuda", "cuda:N" (not part of the run's
                                 identity: a checkpoint resumes on any device); "cuda" in a group of

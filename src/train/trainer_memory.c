@@ -36,7 +36,7 @@ int df_trainer_plan_memory(Trainer *t, DfError *err) {
         in.eval_prompt_rows = t->eval.max_prompt;
     }
     if (df_memory_plan_make(&in, &t->plan, err)) return -1;
-    if (t->rank == t->writer || t->rank == 0) df_memory_plan_print(&t->plan, t->device, stderr);
+    if ((t->rank == t->writer || t->rank == 0) && !t->opt->quiet) df_memory_plan_print(&t->plan, t->device, stderr);
     return 0;
 }
 

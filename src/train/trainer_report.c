@@ -56,6 +56,7 @@ int df_trainer_write_metrics(Trainer *t, int64_t epoch, const StepResult *r, con
 
 /* The compact progress line. */
 void df_trainer_print_progress(const Trainer *t, const StepResult *r, const StepReport *rep) {
+    if (t->opt->quiet) return;
     char eta[32], el[32], stages[256], mfu[32] = "-";
     df_format_duration(rep->eta_s, eta, sizeof eta);
     df_format_duration(rep->elapsed_s, el, sizeof el);
@@ -108,6 +109,8 @@ int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const
     s->busy_steady = per_second(device - df_step_device_s(first), wall_s - first_wall_s - s->checkpoint_s - s->eval_s);
     s->wait_s = q.consumer_wait_s;
     if (t->rank != t->writer) return 0;
+    snprintf(s->stages_path, sizeof s->stages_path, "%s/stages.json", t->opt->output_dir);
+    if (t->opt->quiet) return df_stage_report_write_json(s->stages_path, &t->stages, wall_s, &q, 1, err);
     char evals[96] = "";
     if (s->evals) snprintf(evals, sizeof evals, ", and %lld held-out eval(s), %.1f s", (long long)s->evals, s->eval_s);
     fprintf(stderr,
@@ -115,6 +118,5 @@ int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const
             "first step and %d checkpoint write(s), %.1f s%s):\n",
             t->opt->queue_depth, 100 * s->busy, 100 * s->busy_steady, s->checkpoints, s->checkpoint_s, evals);
     df_stage_report_print(stderr, &t->stages, wall_s, &q, 1);
-    snprintf(s->stages_path, sizeof s->stages_path, "%s/stages.json", t->opt->output_dir);
     return df_stage_report_write_json(s->stages_path, &t->stages, wall_s, &q, 1, err);
 }

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# make demo: the bundled default run, the recipe end to end on assets/coder-tiny.
+# `dflash train` with no data options trains on the target's own responses
+# (assets/data/code-train.regenerated.jsonl, made by `make demo-data` with
+# dflash generate), then `dflash eval` measures the drafter on the held-out
+# prompts (tau, acceptance, speed against greedy decoding). On a GPU when
+# nvidia-smi answers and ./dflash has the CUDA backend, else on the CPU.
+# --resume: a second `make demo` continues (or finds the run complete).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+device=cpu
+if nvidia-smi > /dev/null 2>&1; then
+    case "$(./dflash --version)" in *cuda*) device=cuda ;; *) echo "demo: a GPU answers, but ./dflash has no CUDA backend (no nvcc at build time): on the CPU" ;; esac
+fi
+echo "demo: on $device"
+./dflash train --device "$device" --resume
+./dflash eval --device "$device" --target assets/coder-tiny --draft runs/coder-tiny/final \
+    --input assets/data/code-dev.jsonl --max-new-tokens 128 --json runs/coder-tiny/eval.json

@@ -1,0 +1,83 @@
+#include "cli/train_prompts.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "base/atomic_file.h"
+#include "base/mapped_file.h"
+#include "infer/prompt_cuts.h"
+
+/* Whether two files hold the same bytes (a missing one holds none). */
+static int same_content(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    DfError ignored;
+    char *x = df_read_text_file(a, &na, &ignored), *y = df_read_text_file(b, &nb, &ignored);
+    int same = x && y && na == nb && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static int has_records(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_size > 0;
+}
+
+/* OUTPUT/prompts.cut.jsonl from the prompts. A rerun makes the same file;
+ * one that would not (another --prompt-cuts, a changed --prompts file) while
+ * the regenerated file holds records made from the earlier cuts is refused:
+ * generate's resume matches records by id, and the cuts' ids would match. */
+static int write_cuts(const DfTrainPrompts *p, const char *cut, const char *regenerated, int quiet, DfError *err) {
+    char next[4300];
+    snprintf(next, sizeof next, "%s.next", cut);
+    int n = 0;
+    if (df_prompt_cuts_write(p->path, p->cuts, next, &n, err)) return df_context(err, "--prompt-cuts");
+    struct stat st;
+    if (stat(cut, &st) == 0 && has_records(regenerated) && !same_content(cut, next)) {
+        remove(next);
+        return df_fail(err,
+                       "--prompt-cuts %d: the prompts cut from %s are not those in %s, which %s was generated from "
+                       "(another --prompt-cuts, or a changed --prompts file): give the earlier ones, or another "
+                       "--output",
+                       p->cuts, p->path, cut, regenerated);
+    }
+    if (rename(next, cut) != 0) return df_fail_errno(err, "cannot rename %s to %s", next, cut);
+    if (df_fsync_parent_dir(cut, err)) return -1;
+    if (!quiet) fprintf(stderr, "train: %d prompts cut from %s (--prompt-cuts %d) in %s\n", n, p->path, p->cuts, cut);
+    return 0;
+}
+
+void df_train_prompts_default(DfTrainPrompts *p) {
+    *p = (DfTrainPrompts){.max_new_tokens = 256, .temperature = 0.0, .top_p = 1.0, .batch = 8};
+}
+
+int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int quiet, char *data, size_t cap,
+                        DfError *err) {
+    char input[4200];
+    snprintf(input, sizeof input, "%s", p->path);
+    snprintf(data, cap, "%s/regenerated.jsonl", o->output_dir);
+    if (p->cuts > 0) {
+        snprintf(input, sizeof input, "%s/prompts.cut.jsonl", o->output_dir);
+        if (write_cuts(p, input, data, quiet, err)) return -1;
+    }
+    if (!quiet) fprintf(stderr, "train: the target's responses to %s into %s (dflash generate)\n", input, data);
+    char max_new[32], temperature[64], top_p[64], seed[32], batch[32];
+    snprintf(max_new, sizeof max_new, "%d", p->max_new_tokens);
+    snprintf(temperature, sizeof temperature, "%.17g", p->temperature);
+    snprintf(top_p, sizeof top_p, "%.17g", p->top_p);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+    snprintf(batch, sizeof batch, "%d", p->batch);
+    char *argv[24] = {"generate", "--target", (char *)o->target_dir, "--input", input, "--output", data,
+                      "--max-new-tokens", max_new, "--temperature", temperature, "--top-p", top_p, "--seed", seed,
+                      "--batch", batch, "--device", (char *)(o->device ? o->device : "cpu")};
+    int argc = 19;
+    if (p->no_graphs) argv[argc++] = "--no-graphs";
+    if (quiet) argv[argc++] = "--quiet";
+    argv[argc] = NULL;
+    if (df_cmd_generate(argc, argv) != 0) return df_fail(err, "--prompts %s: the regeneration failed (see above)", p->path);
+    return 0;
+}
