@@ -229,9 +229,10 @@ static int read_eval_prompts(Trainer *t, DfError *err) {
     if (df_train_eval_read(&t->eval, o->target_dir, &t->tcfg, o->eval_data, o->eval_prompts, o->eval_max_new_tokens,
                            t->dcfg.block_size, err))
         return -1;
-    fprintf(stderr, "train: held-out eval every %lld steps: %d prompts of %s (up to %lld tokens), %d new tokens each\n",
-            (long long)o->eval_every, t->eval.n_prompts, o->eval_data, (long long)t->eval.max_prompt,
-            o->eval_max_new_tokens);
+    if (!o->quiet)
+        fprintf(stderr, "train: held-out eval every %lld steps: %d prompts of %s (up to %lld tokens), %d new tokens each\n",
+                (long long)o->eval_every, t->eval.n_prompts, o->eval_data, (long long)t->eval.max_prompt,
+                o->eval_max_new_tokens);
     return 0;
 }
 
@@ -674,11 +675,12 @@ static int held_out_eval(Trainer *t, DfTrainSummary *s, const StepReport *rep, D
         if (df_train_eval_run(&t->eval, t->progress.step, rep->elapsed_s, &r, err))
             return df_context(err, "the held-out eval of step %lld", (long long)t->progress.step);
         s->evals++;
-        fprintf(stderr, "train: eval at step %lld: tau %.3f over %d prompts (%lld tokens, %s) in %.1f s; best %.3f at "
-                        "step %lld\n",
-                (long long)t->progress.step, r.tau, t->eval.n_prompts, (long long)r.tokens,
-                r.mismatches ? "NOT lossless" : "lossless", r.seconds, t->eval.best_tau,
-                (long long)t->eval.best_step);
+        if (!t->opt->quiet || r.mismatches) /* a lossless failure is said even under --quiet */
+            fprintf(stderr, "train: eval at step %lld: tau %.3f over %d prompts (%lld tokens, %s) in %.1f s; best %.3f at "
+                            "step %lld\n",
+                    (long long)t->progress.step, r.tau, t->eval.n_prompts, (long long)r.tokens,
+                    r.mismatches ? "NOT lossless" : "lossless", r.seconds, t->eval.best_tau,
+                    (long long)t->eval.best_step);
     }
     DfDistGroup *g = df_trainer_reduce_group(t);
     if (g && df_dist_world_size(g) > 1 && df_dist_barrier(g, err)) return df_context(err, "waiting for the eval");
