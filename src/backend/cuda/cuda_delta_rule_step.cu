@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(32 * W) k_delta_rule_step(DeltaStepParams p, i
 template <int W>
 static void launch_delta_rule_step(DfBackend *be, const DeltaStepParams &p, const DfKvBatch *kb) {
     DfCudaState *st = df_cuda_state(be);
-    int chunk = kb->max_new < DSTEP_CHUNK ? kb->max_new : DSTEP_CHUNK;
+    int chunk = kb->max_new < 1 ? 1 : kb->max_new < DSTEP_CHUNK ? kb->max_new : DSTEP_CHUNK;
     size_t smem = ((size_t)W * 32 + (size_t)chunk * (2 * p.dk + DSTEP_COLS + 2)) * sizeof(float);
     if (smem > 48 * 1024)
         DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_delta_rule_step<W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
