@@ -40,14 +40,21 @@ static void decode_step(Decoding *r, int n, const int32_t *slots, const int32_t 
     if (df_target_decode(&r->d, &step, &err)) fail_msg("%s", err.msg);
 }
 
+/* coder-tiny, all its layers and its head, on be. */
+static void load_coder_tiny(DfBackend *be, DfTargetModel *m) {
+    DfError err;
+    DfModelConfig cfg;
+    const char *dir = df_test_path("assets/coder-tiny");
+    if (df_model_config_load(&cfg, dir, &err) || df_target_load(m, be, dir, cfg.num_layers, 1, &err))
+        fail_msg("%s", err.msg);
+}
+
 static void test_recorded_steps_equal_op_by_op(void **state) {
     DfTestBackendPair *f = df_test_gpu_or_skip(state);
     DfError err;
-    DfModelConfig cfg;
     DfTargetModel m;
-    const char *dir = df_test_path("assets/coder-tiny");
-    if (df_model_config_load(&cfg, dir, &err) || df_target_load(&m, f->gpu, dir, cfg.num_layers, 1, &err))
-        fail_msg("%s", err.msg);
+    load_coder_tiny(f->gpu, &m);
+    const DfModelConfig cfg = m.cfg;
     int vocab = cfg.vocab_size;
     static const int prompt_len[N_SEQS] = {240, 100, 250};
     Decoding runs[2]; /* 0: recorded steps, 1: op by op */
@@ -133,11 +140,9 @@ static void speculate(DfTargetDecoder *d, DfDrafterRunner *r, const int32_t *pro
 static void test_recorded_proposals_equal_op_by_op(void **state) {
     DfTestBackendPair *f = df_test_gpu_or_skip(state);
     DfError err;
-    DfModelConfig cfg;
     DfTargetModel m;
-    const char *dir = df_test_path("assets/coder-tiny");
-    if (df_model_config_load(&cfg, dir, &err) || df_target_load(&m, f->gpu, dir, cfg.num_layers, 1, &err))
-        fail_msg("%s", err.msg);
+    load_coder_tiny(f->gpu, &m);
+    const DfModelConfig cfg = m.cfg;
     DfDrafterConfig dcfg;
     DfDrafterOptions dopt = {.num_layers = 2, .block_size = SPEC_B, .mask_token_id = cfg.vocab_size - 1};
     if (df_drafter_config_from_target(&dcfg, &cfg, &dopt, &err)) fail_msg("%s", err.msg);

@@ -75,17 +75,6 @@ static void assert_no_temporaries(void) {
     if (log[0]) fail_msg("temporaries left: %s", log);
 }
 
-static void write_prompts(const char *path, int n) {
-    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r"), *out = fopen(path, "w");
-    assert_non_null(in), assert_non_null(out);
-    char *line = NULL;
-    size_t cap = 0;
-    for (int i = 0; i < n && getline(&line, &cap, in) > 0; i++) fputs(line, out);
-    free(line);
-    fclose(in);
-    fclose(out);
-}
-
 /* Short pretokenized records (ids 100.., loss after the first 6 tokens). */
 static void write_records(const char *path, int n, int salt) {
     FILE *fp = fopen(path, "w");
@@ -110,7 +99,7 @@ static void write_records(const char *path, int n, int salt) {
 static void test_bad_numbers_refused(void **state) {
     char tgt[1024];
     snprintf(tgt, sizeof tgt, "%s", df_test_path("assets/coder-tiny"));
-    write_prompts(path_in("p.jsonl"), 2);
+    df_test_write_data_slice(path_in("p.jsonl"), 2);
     struct {
         const char *args, *want;
     } cases[] = {
@@ -177,7 +166,7 @@ static void test_special_files(void **state) {
     snprintf(tgt, sizeof tgt, "%s", df_test_path("assets/coder-tiny"));
     char args[4096];
     df_test_write_file(path_in("t.jsonl"), "{\"text\": \"hello\"}\n");
-    write_prompts(path_in("p.jsonl"), 2);
+    df_test_write_data_slice(path_in("p.jsonl"), 2);
     assert_int_equal(mkfifo(path_in("fifo"), 0644), 0);
     /* a FIFO as an input: refused at once */
     snprintf(args, sizeof args, "tokenize --tokenizer %s --input fifo", tgt);
@@ -280,7 +269,7 @@ static void test_one_writer_per_output(void **state) {
     assert_false(df_test_file_exists(path_in("lockrun/train.lock")));
 
     /* generate: the second is refused while the first goes on to the end */
-    write_prompts(path_in("lockp.jsonl"), 6);
+    df_test_write_data_slice(path_in("lockp.jsonl"), 6);
     snprintf(args, sizeof args, "generate " TARGET "--input lockp.jsonl --output lockg.jsonl --max-new-tokens 64", tgt);
     first = start(args, path_in("gfirst.log"));
     wait_for_file(path_in("lockg.jsonl.lock"));
@@ -302,7 +291,7 @@ static void test_generate_resume_checks(void **state) {
     char tgt[1024];
     snprintf(tgt, sizeof tgt, "%s", df_test_path("assets/coder-tiny"));
     char args[4096];
-    write_prompts(path_in("r.jsonl"), 2);
+    df_test_write_data_slice(path_in("r.jsonl"), 2);
     snprintf(args, sizeof args, "generate " TARGET "--input r.jsonl --output rg.jsonl --max-new-tokens 6", tgt);
     expect_ok(args);
     assert_true(df_test_file_exists(path_in("rg.jsonl.generate.json")));
@@ -324,7 +313,7 @@ static void test_generate_resume_checks(void **state) {
     /* its own input as the output, and an output generate did not write */
     snprintf(args, sizeof args, "generate " TARGET "--input r.jsonl --output r.jsonl", tgt);
     expect_refused(args, "is the input file");
-    write_prompts(path_in("foreign.jsonl"), 2);
+    df_test_write_data_slice(path_in("foreign.jsonl"), 2);
     snprintf(args, sizeof args, "generate " TARGET "--input r.jsonl --output foreign.jsonl", tgt);
     expect_refused(args, "not written by dflash generate");
     assert_no_temporaries();
@@ -417,7 +406,7 @@ static void test_config_larger_than_weights(void **state) {
         char name[64], args[4096];
         snprintf(name, sizeof name, "big-%s", fields[i]);
         const char *dir = target_with(name, fields[i], values[i]);
-        write_prompts(path_in("big-prompts.jsonl"), 1);
+        df_test_write_data_slice(path_in("big-prompts.jsonl"), 1);
         snprintf(args, sizeof args, "generate --target '%s' --input '%s' --output '%s' --max-new-tokens 2", dir,
                  path_in("big-prompts.jsonl"), path_in("big-out.jsonl"));
         expect_refused(args, "config.json implies");

@@ -215,18 +215,6 @@ static char *read_text(const char *path) {
     return buf;
 }
 
-/* The first n records of assets/data/code-dev.jsonl ({"id", "prompt", "response"}). */
-static void write_prompts(const char *path, int n) {
-    FILE *in = fopen(df_test_path("assets/data/code-dev.jsonl"), "r"), *out = fopen(path, "w");
-    assert_non_null(in), assert_non_null(out);
-    char *line = NULL;
-    size_t cap = 0;
-    for (int i = 0; i < n && getline(&line, &cap, in) > 0; i++) fputs(line, out);
-    free(line);
-    fclose(in);
-    fclose(out);
-}
-
 static void run_generate_with(const char *input, const char *output, const char *extra, int expect_ok) {
     char cmd[2048], log[4096];
     snprintf(cmd, sizeof cmd, "%s generate --target %s --input %s --output %s --max-new-tokens 12 %s",
@@ -251,8 +239,8 @@ static void test_generate_command_resumes(void **state) {
     snprintf(in6, sizeof in6, "%s/in6.jsonl", dir);
     snprintf(whole, sizeof whole, "%s/whole.jsonl", dir);
     snprintf(resumed, sizeof resumed, "%s/resumed.jsonl", dir);
-    write_prompts(in3, 3);
-    write_prompts(in6, 6);
+    df_test_write_data_slice(in3, 3);
+    df_test_write_data_slice(in6, 6);
     run_generate(in6, whole, 1);
     char *expected = read_text(whole);
     /* six lines, each {"id", "prompt", "response"} in input order */

@@ -36,18 +36,10 @@ static void train(Fixture *f, const char *output, const char *extra) {
     train_args(f, args, 1);
 }
 
-static char *read_in(const Fixture *f, const char *rel) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", f->dir, rel);
-    char *text = df_test_read_file(path, NULL);
-    if (!text) fail_msg("cannot read %s", path);
-    return text;
-}
-
 static cJSON *record_of(const Fixture *f, const char *run) {
     char rel[256];
     snprintf(rel, sizeof rel, "%s/args.json", run);
-    char *text = read_in(f, rel);
+    char *text = df_test_read_in(f, rel);
     cJSON *j = cJSON_Parse(text);
     free(text);
     assert_non_null(j);
@@ -64,7 +56,7 @@ static double number(const cJSON *j, const char *key) {
 static char *losses_of(const Fixture *f, const char *run) {
     char rel[256];
     snprintf(rel, sizeof rel, "%s/metrics.jsonl", run);
-    char *text = read_in(f, rel), *out = calloc(1, strlen(text) + 1);
+    char *text = df_test_read_in(f, rel), *out = calloc(1, strlen(text) + 1);
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         char *cut = strstr(line, ", \"tokens_per_s\"");
         assert_non_null(cut);

@@ -40,19 +40,11 @@ static void train_prompts(Fixture *f, const char *output, const char *extra) {
     dflash(f, args, 1);
 }
 
-static char *read_in(const Fixture *f, const char *rel) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", f->dir, rel);
-    char *text = df_test_read_file(path, NULL);
-    if (!text) fail_msg("cannot read %s", path);
-    return text;
-}
-
 /* The metrics lines up to the timing fields (wall-clock dependent). */
 static char *losses_of(const Fixture *f, const char *run) {
     char rel[256];
     snprintf(rel, sizeof rel, "%s/metrics.jsonl", run);
-    char *text = read_in(f, rel), *out = calloc(1, strlen(text) + 1);
+    char *text = df_test_read_in(f, rel), *out = calloc(1, strlen(text) + 1);
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         char *cut = strstr(line, ", \"tokens_per_s\"");
         assert_non_null(cut);
@@ -76,10 +68,10 @@ static void test_regenerates_then_trains(void **state) {
     snprintf(args, sizeof args, "generate --target '%s' --input prompts.jsonl --output g.jsonl " GEN_OPTIONS " --seed 7",
              df_test_path("assets/coder-tiny"));
     dflash(f, args, 1);
-    char *ra = read_in(f, "a/regenerated.jsonl"), *rg = read_in(f, "g.jsonl");
+    char *ra = df_test_read_in(f, "a/regenerated.jsonl"), *rg = df_test_read_in(f, "g.jsonl");
     assert_int_equal(count_lines(ra), N_PROMPTS);
     assert_string_equal(ra, rg);
-    char *sa = read_in(f, "a/regenerated.jsonl.generate.json"), *sg = read_in(f, "g.jsonl.generate.json");
+    char *sa = df_test_read_in(f, "a/regenerated.jsonl.generate.json"), *sg = df_test_read_in(f, "g.jsonl.generate.json");
     assert_string_equal(sa, sg);
     free(sa), free(sg), free(rg);
 
@@ -95,7 +87,7 @@ static void test_regenerates_then_trains(void **state) {
     train_prompts(f, "a", "--resume");
     assert_non_null(strstr(f->out, "already holds all 4 records"));
     assert_non_null(strstr(f->out, "already complete at step 3"));
-    char *again = read_in(f, "a/regenerated.jsonl");
+    char *again = df_test_read_in(f, "a/regenerated.jsonl");
     assert_string_equal(again, ra);
     free(again);
 
@@ -111,13 +103,13 @@ static void test_regenerates_then_trains(void **state) {
     assert_int_equal(mkdir(path, 0777), 0);
     snprintf(path, sizeof path, "%s/c/regenerated.jsonl", f->dir);
     df_test_write_file(path, ra);
-    char *settings = read_in(f, "a/regenerated.jsonl.generate.json");
+    char *settings = df_test_read_in(f, "a/regenerated.jsonl.generate.json");
     snprintf(path, sizeof path, "%s/c/regenerated.jsonl.generate.json", f->dir);
     df_test_write_file(path, settings);
     free(settings);
     train_prompts(f, "c", "");
     assert_non_null(strstr(f->out, "resuming after 2 of 4 records"));
-    char *rc = read_in(f, "c/regenerated.jsonl");
+    char *rc = df_test_read_in(f, "c/regenerated.jsonl");
     assert_int_equal(count_lines(rc), N_PROMPTS);
     assert_memory_equal(rc, ra, strlen(ra));
     free(rc);
@@ -177,7 +169,7 @@ static void test_prompt_cuts(void **state) {
 
     /* through train: 4 records of many lines, 2 cuts each */
     train_prompts(f, "cuts", "--prompt-cuts 2");
-    char *cut = read_in(f, "cuts/prompts.cut.jsonl"), *regen = read_in(f, "cuts/regenerated.jsonl");
+    char *cut = df_test_read_in(f, "cuts/prompts.cut.jsonl"), *regen = df_test_read_in(f, "cuts/regenerated.jsonl");
     assert_int_equal(count_lines(cut), 2 * N_PROMPTS);
     assert_int_equal(count_lines(regen), 2 * N_PROMPTS);
     assert_non_null(strstr(regen, "#2\""));
@@ -188,7 +180,7 @@ static void test_prompt_cuts(void **state) {
              " --steps 3 --prompt-cuts 3 --resume", df_test_path("assets/coder-tiny"));
     assert_int_equal(dflash(f, args, 0), 1);
     assert_non_null(strstr(f->out, "--prompt-cuts 3: the prompts cut from"));
-    cut = read_in(f, "cuts/prompts.cut.jsonl");
+    cut = df_test_read_in(f, "cuts/prompts.cut.jsonl");
     assert_int_equal(count_lines(cut), 2 * N_PROMPTS);
     free(cut);
 }

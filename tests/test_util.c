@@ -600,6 +600,14 @@ int df_test_run_dir_teardown(void **state) {
     return 0;
 }
 
+char *df_test_read_in(const DfTestRunDir *r, const char *rel) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", r->dir, rel);
+    char *text = df_test_read_file(path, NULL);
+    if (!text) fail_msg("cannot read %s", path);
+    return text;
+}
+
 int df_test_dflash_in(DfTestRunDir *r, int threads, const char *args) {
     size_t cap = strlen(r->dir) + strlen(args) + 4096;
     char *cmd = malloc(cap);

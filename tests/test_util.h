@@ -205,4 +205,7 @@ int df_test_run_dir_teardown(void **state);
 /* Runs `dflash ARGS` in r->dir with OMP_NUM_THREADS=threads; its exit status, its output in r->out. */
 int df_test_dflash_in(DfTestRunDir *r, int threads, const char *args);
 
+/* The text of r->dir/rel (the caller frees it); the test fails when it cannot be read. */
+char *df_test_read_in(const DfTestRunDir *r, const char *rel);
+
 #endif
