@@ -18,4 +18,31 @@ __device__ __forceinline__ float delta_decay(float neg_a, float a, float dt_bias
     return expf(neg_a * softplus_f(a + dt_bias));
 }
 
+/* A staged token's q and k [dk] divided by their l2 norms (q also by sqrt(dk):
+ * q_scale = 1 / sqrt(dk)), in place, by one warp; then its gates [2] (a, b as
+ * staged) turned into the decay and beta by lane 0. */
+__device__ __forceinline__ void delta_prepare_token(float *qs, float *ks, float *gates, int dk, float q_scale,
+                                                    float neg_a, float dt_bias) {
+    int lane = threadIdx.x % 32;
+    float sq = 0.0f, sk = 0.0f;
+    for (int i = lane; i < dk; i += 32) {
+        sq += qs[i] * qs[i];
+        sk += ks[i] * ks[i];
+    }
+    for (int o = 16; o > 0; o /= 2) {
+        sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        sk += __shfl_xor_sync(0xffffffffu, sk, o);
+    }
+    float rq = q_scale / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
+    for (int i = lane; i < dk; i += 32) {
+        qs[i] *= rq;
+        ks[i] *= rk;
+    }
+    if (lane == 0) {
+        float decay = delta_decay(neg_a, gates[0], dt_bias), beta = sigmoid_f(gates[1]);
+        gates[0] = decay;
+        gates[1] = beta;
+    }
+}
+
 #endif

@@ -57,30 +57,11 @@ __device__ void dstep_stage(float *tok, const DeltaStepParams &p, long r0, int n
         tok[e] = v;
     }
     __syncthreads();
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    int warp = threadIdx.x / 32, warps = blockDim.x / 32;
     float neg_a = -expf(p.a_log[hv]), dtb = p.dt_bias[hv], q_scale = 1.0f / sqrtf((float)p.dk);
     for (int u = warp; u < n; u += warps) {
-        float *qs = tok + (size_t)u * per, *ks = qs + p.dk, *gates = qs + 2 * p.dk + DSTEP_COLS;
-        float sq = 0.0f, sk = 0.0f;
-        for (int i = lane; i < p.dk; i += 32) {
-            sq += qs[i] * qs[i];
-            sk += ks[i] * ks[i];
-        }
-        for (int o = 16; o > 0; o /= 2) {
-            sq += __shfl_xor_sync(0xffffffffu, sq, o);
-            sk += __shfl_xor_sync(0xffffffffu, sk, o);
-        }
-        float rq = q_scale / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
-        __syncwarp();
-        for (int i = lane; i < p.dk; i += 32) {
-            qs[i] *= rq;
-            ks[i] *= rk;
-        }
-        if (lane == 0) {
-            float decay = delta_decay(neg_a, gates[0], dtb), beta = sigmoid_f(gates[1]);
-            gates[0] = decay;
-            gates[1] = beta;
-        }
+        float *qs = tok + (size_t)u * per;
+        delta_prepare_token(qs, qs + p.dk, qs + 2 * p.dk + DSTEP_COLS, p.dk, q_scale, neg_a, dtb);
     }
     __syncthreads();
 }

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
                        const float *dt_bias, const int32_t *seq_starts, int nk, int nv, int dk, int dv) {
     extern __shared__ float stage[]; /* [DELTA_CHUNK][2*dk + dv + 2] */
     int hv = blockIdx.x, seq = blockIdx.y, hk = hv / (nv / nk);
-    int tid = threadIdx.x, j = tid / P, p = tid % P, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+    int tid = threadIdx.x, j = tid / P, p = tid % P, warp = tid / 32, warps = blockDim.x / 32;
     bool active = j < dv;
     int n_stage = 2 * dk + dv + 2;
     size_t key_dim = (size_t)nk * dk, width = 2 * key_dim + (size_t)nv * dv;
@@ -103,26 +103,8 @@ __global__ void __launch_bounds__(DELTA_MAX_THREADS)
         __syncthreads();
         /* prepare: a warp per token */
         for (int u = warp; u < n; u += warps) {
-            float *tok = stage + (size_t)u * n_stage, *qs = tok, *ks = tok + dk, *vs = tok + 2 * dk;
-            float sq = 0.0f, sk = 0.0f;
-            for (int i = lane; i < dk; i += 32) {
-                sq += qs[i] * qs[i];
-                sk += ks[i] * ks[i];
-            }
-            for (int o = 16; o > 0; o /= 2) {
-                sq += __shfl_xor_sync(0xffffffffu, sq, o);
-                sk += __shfl_xor_sync(0xffffffffu, sk, o);
-            }
-            float rq = q_scale / sqrtf(sq + 1e-6f), rk = 1.0f / sqrtf(sk + 1e-6f);
-            for (int i = lane; i < dk; i += 32) {
-                qs[i] *= rq;
-                ks[i] *= rk;
-            }
-            if (lane == 0) {
-                float decay = delta_decay(neg_a, vs[dv], dtb), beta = sigmoid_f(vs[dv + 1]);
-                vs[dv] = decay;
-                vs[dv + 1] = beta;
-            }
+            float *tok = stage + (size_t)u * n_stage;
+            delta_prepare_token(tok, tok + dk, tok + 2 * dk + dv, dk, q_scale, neg_a, dtb);
         }
         __syncthreads();
         for (int u = 0; u < n; u++) {
