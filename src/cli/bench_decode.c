@@ -20,20 +20,9 @@ double df_decode_weight_bytes(const DfTargetModel *m) {
     return c->tie_word_embeddings ? all : all - (double)c->vocab_size * c->hidden_size * elem;
 }
 
-/* Decoder layers with a KV cache: all of a dense target's, a hybrid's full-attention ones. */
-static int kv_layers(const DfModelConfig *c) {
-    int n = 0;
-    for (int l = 0; l < c->num_layers; l++) n += !(c->is_hybrid && c->layer_is_linear[l]);
-    return n;
-}
-
 double df_decode_state_bytes(const DfModelConfig *c) {
-    if (!c->is_hybrid) return 0;
-    const DfLinearAttnConfig *la = &c->linear;
-    double conv_dim = 2.0 * la->num_key_heads * la->key_head_dim + (double)la->num_value_heads * la->value_head_dim;
-    double state = (double)la->num_value_heads * la->key_head_dim * la->value_head_dim;
-    double window = (double)(la->conv_kernel - 1) * conv_dim;
-    return (double)(c->num_layers - kv_layers(c)) * (state + window) * 4 /* F32 */ * 2 /* read + written */;
+    double linear_layers = c->num_layers - df_target_kv_layers(c);
+    return linear_layers * (double)df_target_recurrent_floats(c) * 4 /* F32 */ * 2 /* read + written */;
 }
 
 /* Per-step kernel time from the backend's op profile (where it has one). */
@@ -110,7 +99,7 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     r->batch = batch, r->prompt_len = prompt_len, r->new_tokens = new_tokens;
     r->tokens_per_s = batch / (r->step_ms * 1e-3);
     r->weight_bytes = df_decode_weight_bytes(m);
-    r->kv_bytes = kv_rows / r->timed_steps * 2.0 * c->num_kv_heads * c->head_dim * kv_layers(c) * m->embed.elem_size;
+    r->kv_bytes = kv_rows / r->timed_steps * 2.0 * c->num_kv_heads * c->head_dim * df_target_kv_layers(c) * m->embed.elem_size;
     r->state_bytes = batch * df_decode_state_bytes(c);
     r->limit_tokens_per_s = batch / ((r->weight_bytes + r->kv_bytes + r->state_bytes) / (bandwidth_gbs * 1e9));
     rc = 0;

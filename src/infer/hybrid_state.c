@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/target_memory.h"
+
 /* Layer li's part of a [n_linear][n_slots][per_slot] buffer. */
 static DfBuffer layer_part(const DfHybridState *s, DfBuffer b, int li, size_t per_slot) {
     return df_buffer_view(b, (size_t)li * s->n_slots * per_slot, (size_t)s->n_slots * per_slot);
@@ -30,7 +32,7 @@ int df_hybrid_state_init(DfHybridState *s, DfBackend *be, const DfModelConfig *c
         if (c->layer_is_linear[l]) s->linear_index[l] = s->n_linear++;
     s->n_slots = n_slots;
     s->value_heads = la->num_value_heads;
-    s->conv_dim = 2 * la->num_key_heads * la->key_head_dim + la->num_value_heads * la->value_head_dim;
+    s->conv_dim = (int)df_target_conv_channels(la);
     s->kernel = la->conv_kernel;
     s->shape = (DfDeltaRuleShape){la->num_key_heads, la->num_value_heads, la->key_head_dim, la->value_head_dim};
     s->window_floats = (size_t)(s->kernel - 1) * s->conv_dim;

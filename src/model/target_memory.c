@@ -1,6 +1,10 @@
 /* The target's memory in bytes from its config (see target_memory.h). */
 #include "model/target_memory.h"
 
+size_t df_target_conv_channels(const DfLinearAttnConfig *la) {
+    return 2 * (size_t)la->num_key_heads * la->key_head_dim + (size_t)la->num_value_heads * la->value_head_dim;
+}
+
 size_t df_buf_spec_bytes(DfBufSpec s, size_t act_elem) {
     return s.count * (s.kind == DF_BUF_ACT ? act_elem : 4);
 }
@@ -51,7 +55,7 @@ static size_t gated_attention_bytes(const DfModelConfig *c, size_t act_elem) {
 static size_t gated_deltanet_bytes(const DfModelConfig *c, size_t act_elem) {
     const DfLinearAttnConfig *la = &c->linear;
     size_t h = (size_t)c->hidden_size, nv = (size_t)la->num_value_heads;
-    size_t value_dim = nv * la->value_head_dim, conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + value_dim;
+    size_t value_dim = nv * la->value_head_dim, conv_dim = df_target_conv_channels(la);
     const DfBufSpec w[] = {
         {DF_BUF_ACT, conv_dim * h},                       /* in_proj_qkv */
         {DF_BUF_ACT, value_dim * h},                      /* in_proj_z */
@@ -117,7 +121,7 @@ void df_target_workspace_specs(const DfModelConfig *c, int n_tokens, DfBufSpec o
 void df_hybrid_workspace_specs(const DfModelConfig *c, int n_tokens, DfBufSpec out[DF_HYBRID_WS_BUFFERS]) {
     const DfLinearAttnConfig *la = &c->linear;
     size_t t = (size_t)n_tokens, q = (size_t)c->num_heads * c->head_dim, nv = (size_t)la->num_value_heads;
-    size_t value_dim = nv * la->value_head_dim, conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + value_dim;
+    size_t value_dim = nv * la->value_head_dim, conv_dim = df_target_conv_channels(la);
     const DfBufSpec s[DF_HYBRID_WS_BUFFERS] = {
         {DF_BUF_ACT, t * 2 * q},      /* qg: the gated q_proj's output */
         {DF_BUF_ACT, t * q},          /* attn_gate */
@@ -138,6 +142,19 @@ size_t df_target_workspace_bytes(const DfModelConfig *c, int n_tokens, size_t ac
     if (!c->is_hybrid) return total;
     df_hybrid_workspace_specs(c, n_tokens, hws);
     return total + SUM_SPECS(hws, act_elem);
+}
+
+int df_target_kv_layers(const DfModelConfig *c) {
+    int n = 0;
+    for (int l = 0; l < c->num_layers; l++) n += !c->is_hybrid || !c->layer_is_linear[l];
+    return n;
+}
+
+size_t df_target_recurrent_floats(const DfModelConfig *c) {
+    if (!c->is_hybrid) return 0;
+    const DfLinearAttnConfig *la = &c->linear;
+    size_t window = (size_t)(la->conv_kernel - 1) * df_target_conv_channels(la);
+    return window + (size_t)la->num_value_heads * la->key_head_dim * la->value_head_dim;
 }
 
 int df_target_rope_dim(const DfModelConfig *c) {

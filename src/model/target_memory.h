@@ -66,6 +66,21 @@ void df_hybrid_workspace_specs(const DfModelConfig *cfg, int n_tokens, DfBufSpec
  * workspace grows to the largest batch seen and is kept). */
 size_t df_target_workspace_bytes(const DfModelConfig *cfg, int n_tokens, size_t act_elem);
 
+/* --- decoding state ---------------------------------------------------------- */
+
+/* A Gated DeltaNet layer's convolution channels: its q, k and v inputs
+ * (2 * key heads * key dim + value heads * value dim). */
+size_t df_target_conv_channels(const DfLinearAttnConfig *la);
+
+/* Decoder layers with a KV cache: all of a dense target's, a hybrid's full-attention ones. */
+int df_target_kv_layers(const DfModelConfig *cfg);
+
+/* A hybrid target's Gated DeltaNet state of one slot in one linear layer, in
+ * F32 values: the convolution window [kernel - 1, conv_dim] and the delta
+ * rule's state [value_heads, key_dim, value_dim] (infer/hybrid_state.h);
+ * 0 for a dense target. */
+size_t df_target_recurrent_floats(const DfModelConfig *cfg);
+
 /* Values of a head that RoPE turns: head_dim, or a hybrid target's rotary_dim. */
 int df_target_rope_dim(const DfModelConfig *cfg);
 

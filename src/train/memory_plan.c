@@ -39,13 +39,9 @@ static size_t rows_allocated(int64_t rows) {
 static size_t hybrid_state_bytes(const DfModelConfig *t, int64_t block, size_t act_elem) {
     if (!t->is_hybrid) return 0;
     const DfLinearAttnConfig *la = &t->linear;
-    size_t conv_dim = 2 * (size_t)la->num_key_heads * la->key_head_dim + (size_t)la->num_value_heads * la->value_head_dim;
-    size_t window = (size_t)(la->conv_kernel - 1) * conv_dim;
-    size_t state = (size_t)la->num_value_heads * la->key_head_dim * la->value_head_dim;
-    size_t record = (size_t)block * (2 * conv_dim + 2 * (size_t)la->num_value_heads);
-    size_t per_layer = 2 * (window + state) * sizeof(float) + record * act_elem;
-    size_t n_linear = 0;
-    for (int l = 0; l < t->num_layers; l++) n_linear += t->layer_is_linear[l];
+    size_t record = (size_t)block * (2 * df_target_conv_channels(la) + 2 * (size_t)la->num_value_heads);
+    size_t per_layer = 2 * df_target_recurrent_floats(t) * sizeof(float) + record * act_elem;
+    size_t n_linear = (size_t)(t->num_layers - df_target_kv_layers(t));
     return n_linear * per_layer;
 }
 
@@ -70,8 +66,7 @@ static size_t decoder_workspace_bytes(const DfModelConfig *t, const DfDrafterCon
 size_t df_memory_plan_eval_bytes(const DfModelConfig *t, const DfDrafterConfig *d, int64_t slot_rows,
                                  int64_t prompt_rows, size_t act_elem) {
     size_t rows = (size_t)slot_rows, B = (size_t)d->block_size, V = (size_t)t->vocab_size, H = (size_t)t->hidden_size;
-    size_t cached = 0;
-    for (int l = 0; l < t->num_layers; l++) cached += !t->is_hybrid || !t->layer_is_linear[l];
+    size_t cached = (size_t)df_target_kv_layers(t);
     size_t kv = (size_t)t->num_kv_heads * t->head_dim;
     size_t decoder = cached * 2 * rows * kv * act_elem + hybrid_state_bytes(t, d->block_size, act_elem);
     size_t prefill = rows_allocated(prompt_rows > (int64_t)B ? prompt_rows : (int64_t)B);
