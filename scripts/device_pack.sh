@@ -36,4 +36,8 @@ done
 if [ "${DEVPACK_TOKENIZERS:-0}" = 1 ] && [ -d "$src/tests/.cache/tokenizers" ]; then
     tar czf "$dest/tokenizers.tgz" -C "$src/tests/.cache" tokenizers
 fi
+# the PyTorch peer trainer (gpu_check.sh part peer), where this checkout sits beside the project's
+# shared folder: never committed, carried in .devpack only
+peer="$src/../shared/tools/peer_dflash.py"
+[ -f "$peer" ] && cp "$peer" "$dest/"
 du -sh "$dest"

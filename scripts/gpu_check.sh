@@ -13,8 +13,8 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,lmhead,decode,skinny,hybrid,prefill,dp,
-#   train8b,seed,defaults8b,hydecode,spec,traineval (default: all but racecheck, prefill, dp, train8b, seed, defaults8b,
+#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,peer,lmhead,decode,skinny,hybrid,prefill,dp,
+#   train8b,seed,defaults8b,hydecode,spec,traineval (default: all but racecheck, peer, prefill, dp, train8b, seed, defaults8b,
 #   hydecode, spec and traineval; dp = scripts/dp_check.sh: queue depths,
 #   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
 #   the 2-GPU machine)
@@ -85,6 +85,20 @@ fi
 if want train; then
     section "bench --train-only" | tee "$OUT/bench_train.txt"
     timeout 400 ./dflash bench --device cuda --train-only --json "$OUT/bench_train.json" 2>&1 | tee -a "$OUT/bench_train.txt"
+fi
+
+# The PyTorch peer (built like SpecForge's trainer, at the same Qwen3-8B shape) beside the train part's
+# figure, in the same call: the ratio issue #17 asks for. device_pack.sh carries it when the project's
+# shared tools sit beside the checkout.
+if want peer; then
+    section "PyTorch peer: peer_dflash.py bench" | tee -a "$OUT/bench_train.txt"
+    if [ -f .devpack/peer_dflash.py ]; then
+        PYTHONUNBUFFERED=1 timeout 400 python3 .devpack/peer_dflash.py bench 2>&1 | grep -v '^step ' | tail -6 |
+            tee -a "$OUT/bench_train.txt"
+    else
+        echo "peer: .devpack/peer_dflash.py missing (device_pack.sh copies it from ../shared/tools)" |
+            tee -a "$OUT/bench_train.txt"
+    fi
 fi
 
 if want lmhead; then

@@ -135,6 +135,19 @@ static int run_step(StepBench *b, double *phase_s, DfError *err) {
     return b->be->ops->sync(b->be, err);
 }
 
+/* One more step, phase by phase, with the backend's per-op profile on. */
+static int profile_step(StepBench *b, DfTrainStepResult *r, DfError *err) {
+    DfBackend *be = b->be;
+    if (!df_backend_has(be, DF_CAP_PROFILE)) return 0;
+    be->ops->profile_enable(be, 1);
+    int rc = 0;
+    for (int p = 0; p < DF_STEP_PHASES && rc == 0; p++)
+        rc = run_phase(b, p, err) || be->ops->profile_read(be, r->op_ms[p], err);
+    be->ops->profile_enable(be, 0);
+    r->profiled = rc == 0;
+    return rc;
+}
+
 static void count_flops(StepBench *b, const DfTrainStepShape *s, DfTrainStepResult *r) {
     int *lens = df_xmalloc((size_t)s->n_seqs * sizeof *lens, "bench lengths");
     for (int i = 0; i < s->n_seqs; i++) lens[i] = s->seq_len;
@@ -165,7 +178,7 @@ int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepRes
         if (run_step(&b, NULL, err)) goto done;
         times[i] = df_now_seconds() - t0;
     }
-    if (run_step(&b, r->phase_s, err)) goto done;
+    if (run_step(&b, r->phase_s, err) || profile_step(&b, r, err)) goto done;
     df_sort_doubles(times, (size_t)s->repeat);
     r->step_s = times[s->repeat / 2];
     count_flops(&b, s, r);
@@ -179,6 +192,37 @@ done:
     free(times);
     free_bench(&b);
     return rc;
+}
+
+/* Op kinds of one phase, largest first, with their share of the phase's
+ * synced time; the rest of that time is gaps between the ops. */
+static void report_phase_ops(const char *key, int phase, const DfTrainStepResult *r, cJSON *json) {
+    const double *ms = r->op_ms[phase];
+    int order[DF_OP_COUNT], n = 0;
+    for (int k = 0; k < DF_OP_COUNT; k++)
+        if (ms[k] > 0) order[n++] = k;
+    for (int i = 1; i < n; i++) /* insertion sort, largest first */
+        for (int j = i; j > 0 && ms[order[j]] > ms[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    double phase_ms = r->phase_s[phase] * 1e3, sum = 0;
+    printf("      %s:", df_step_phase_name(phase));
+    char name[192];
+    for (int i = 0; i < n; i++) {
+        int k = order[i];
+        sum += ms[k];
+        printf(" %s %.2f", df_op_name(k), ms[k]);
+        snprintf(name, sizeof name, "%s_ops_%d_%s_ms", key, phase, df_op_name(k));
+        cJSON_AddNumberToObject(json, name, ms[k]);
+    }
+    printf(" | ops %.1f of %.1f ms (%.0f%%)\n", sum, phase_ms, phase_ms > 0 ? 100 * sum / phase_ms : 0);
+}
+
+static void report_op_profile(const char *key, const DfTrainStepResult *r, cJSON *json) {
+    printf("    kernel ms by op kind (one more step, every op timed by device events):\n");
+    for (int p = 0; p < DF_STEP_PHASES; p++) report_phase_ops(key, p, r, json);
 }
 
 void df_bench_train_step_report(const char *label, const char *key, const DfTrainStepShape *s,
@@ -196,7 +240,9 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
     for (int p = 0; p < DF_STEP_PHASES; p++)
         printf(" %s %.1f ms (%.0f%%)", df_step_phase_name(p), r->phase_s[p] * 1e3,
                total > 0 ? 100 * r->phase_s[p] / total : 0);
-    printf("\n    peak GPU memory %.2f GiB\n", r->peak_bytes / 1073741824.0);
+    printf("\n");
+    if (r->profiled) report_op_profile(key, r, json);
+    printf("    peak GPU memory %.2f GiB\n", r->peak_bytes / 1073741824.0);
     if (r->variants[0]) printf("    kernel variants: %s\n", r->variants);
     char name[160];
     const struct {

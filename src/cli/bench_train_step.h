@@ -32,6 +32,12 @@ typedef struct DfTrainStepResult {
     long long drafter_params;
     int target_layers_run;
     size_t peak_bytes;                   /* the backend's memory_info peak, 0 where not tracked */
+    /* One more step with every op timed by the device's events (where the
+     * backend has a profile): ms per op kind and phase, indexed by DfOpId.
+     * What a phase's synced time has beyond its ops' sum is launch gaps
+     * and host work. */
+    double op_ms[DF_STEP_PHASES][DF_OP_COUNT];
+    int profiled;
     char variants[256];                  /* the kernel variants it ran with (df_backend_variants): the defaults */
 } DfTrainStepResult;
 
