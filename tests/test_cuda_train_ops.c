@@ -393,6 +393,19 @@ static void test_lm_head_ce_speed(void **state) {
         }
     }
     df_cuda_set_lm_head_logits_bf16(be, 0);
+    /* rows per chunk: the d_x product of one chunk has rows x hidden outputs
+     * only, so its tiles fill whole waves of the SMs at some chunk sizes and
+     * leave most of a last wave idle at others */
+    static const int chunk_rows[] = {1024, 1280, 1536, 1664, 2048, 2560, 4096};
+    a.d_x = d_x;
+    for (size_t i = 0; i < sizeof chunk_rows / sizeof chunk_rows[0]; i++) {
+        df_cuda_set_lm_head_chunk_rows(be, chunk_rows[i]);
+        double ms = time_median(be, &a, logits, 0, reps), flop = 2 * flop1;
+        printf("    lm_head_ce logits fp32, d_x yes, %4d rows a chunk (%.2f GiB of logits): %.2f ms, %.0f TFLOP/s, "
+               "%.3f of the plain GEMM's rate\n",
+               chunk_rows[i], chunk_rows[i] * V * 4.0 / (1 << 30), ms, flop / ms / 1e9, (flop / ms) / (flop1 / gemm));
+    }
+    df_cuda_set_lm_head_chunk_rows(be, 0);
     printf("    peak GPU memory %.2f GiB\n", peak_bytes(be) / (1024.0 * 1024 * 1024));
     DfBuffer bufs[8] = {a.x, a.head, a.weights, a.labels, a.ce, a.argmax, d_x, logits};
     for (int i = 0; i < 8; i++) df_buffer_free(be, &bufs[i]);
