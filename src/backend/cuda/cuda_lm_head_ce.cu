@@ -1,7 +1,8 @@
 /* Fused frozen lm head + weighted cross-entropy on the GPU.
  *
- * Rows are processed in chunks whose logits fit one scratch buffer (1 GiB by
- * default, allocated once through df_cuda_scratch and reused). Per chunk:
+ * Rows are processed in chunks of at most 1024 rows whose logits fit one
+ * scratch buffer (at most 1 GiB, allocated once through df_cuda_scratch and
+ * reused). Per chunk:
  *   1. logits [n, vocab] = x_chunk head^T (cuBLASLt, fp32 out by default:
  *      see df_cuda_set_lm_head_logits_bf16);
  *   2. k_lm_rows, one block per row: max, argmax (first maximum), and the
@@ -20,6 +21,14 @@
 #define LM_SCRATCH_BYTES ((size_t)1 << 30)
 #define LM_THREADS 512
 #define LM_CHUNK_ALIGN 64 /* automatic chunk sizes are multiples of this (GEMM tiles) */
+/* Automatic chunks hold at most this many rows. The d_x product of a chunk
+ * has only rows x hidden outputs for a long vocab-wide reduction, so a last
+ * wave of its tiles that leaves most SMs idle costs a whole wave: on the
+ * H200 at hidden 4096 (8192 rows, vocab 151936, fp32 logits), 1024 rows a
+ * chunk ran the op in 33.4 ms, the 1664 that fill 1 GiB in 36.3, and 1280,
+ * 1536, 2048, 2560, 4096 in 35.6, 33.8, 33.9, 33.5, 34.5
+ * (bench/README.md, issue #17). */
+#define LM_CHUNK_MAX_ROWS 1024
 
 /* Running (max, sum of exp(v - max), first index of the max). */
 struct SoftmaxStat {
@@ -183,11 +192,13 @@ static void launch_rows(DfBackend *be, void *logits, int n, const DfLmHeadCeArgs
     DF_CUDA_CHECK_LAUNCH(be, "lm_head_ce (rows)");
 }
 
-/* Rows per chunk: the knob when set, else the fewest chunks whose logits fit
- * the scratch budget, evened out and rounded up to LM_CHUNK_ALIGN rows. */
+/* Rows per chunk: the knob when set, else the fewest chunks of at most
+ * LM_CHUNK_MAX_ROWS rows whose logits fit the scratch budget, evened out and
+ * rounded up to LM_CHUNK_ALIGN rows. */
 static int chunk_rows(const DfCudaState *st, int rows, int vocab, size_t elem) {
     if (st->lm_chunk_rows > 0) return st->lm_chunk_rows < rows ? st->lm_chunk_rows : rows;
     size_t max_rows = LM_SCRATCH_BYTES / ((size_t)vocab * elem);
+    if (max_rows > LM_CHUNK_MAX_ROWS) max_rows = LM_CHUNK_MAX_ROWS;
     if (max_rows < 1) max_rows = 1;
     size_t n_chunks = ((size_t)rows + max_rows - 1) / max_rows;
     size_t chunk = ((size_t)rows + n_chunks - 1) / n_chunks;

@@ -22,7 +22,7 @@ void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
 
 /* "lm_head_chunk_rows": rows of hidden states per chunk of lm_head_ce (the
  * logits of one chunk are the op's scratch); 0, the default, picks chunks
- * whose logits fit in 1 GiB. */
+ * of at most 1024 rows whose logits fit in 1 GiB. */
 void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows);
 
 /* "lm_head_logits_bf16": lm_head_ce's logits in bf16 (half the scratch
