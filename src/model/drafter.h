@@ -99,7 +99,9 @@ int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, doubl
                                 DfError *err);
 
 /* Argmax of every block row (Q = blocks * block_size, blocks in batch order)
- * of the last forward_backward, over all its micro-batches; NULL before the
+ * of the last forward_backward, over all its micro-batches; -1 for the rows
+ * without a loss weight (a block's anchor row, rows past the sequence or
+ * outside the loss mask), where the lm head does not run; NULL before the
  * first. */
 const int32_t *df_drafter_last_argmax(const DfDrafter *d, int *n_rows);
 

@@ -39,6 +39,13 @@ typedef struct DfDrafterHostBatch {
     int32_t *block_ids, *kpos, *labels, *argmax, *anchors, *block_starts;
     float *weights, *ce;
     uint8_t *valid;
+    /* the rows with a loss weight, which alone go through the lm head
+     * (drafter_loss_rows.c): n_loss of them, their row numbers, labels,
+     * weights, CE and argmax in that order; loss_slot[r] is row r's place
+     * among them, n_loss for a row without weight */
+    int n_loss;
+    int32_t *loss_rows, *loss_slot, *loss_labels, *loss_argmax;
+    float *loss_weights, *loss_ce;
     int host_capacity_ctx, host_capacity_q, host_capacity_seqs;
 } DfDrafterHostBatch;
 
@@ -49,6 +56,7 @@ struct DfDrafterWork {
     DfBuffer x_final, out;                    /* [Q, H]: last residual stream, norm of it */
     DfDrafterGradScratch g;
     DfBuffer ids, kpos, labels, weights, ce, argmax; /* I32/F32 per row; kpos [T+Q] */
+    DfBuffer loss_rows, loss_slot;            /* I32 [Q]: the host batch's lists of the same names */
     DfBuffer rope_cos, rope_sin;              /* F32 [rope_positions, hd/2] */
     int rope_positions;
     DfBlockAttnLayout attn_layout;
@@ -61,6 +69,16 @@ struct DfDrafterWork {
     int grads_final; /* this pass is the step's last: its backward reports gradient ranges final */
     int reserved;    /* the arenas were sized by df_drafter_reserve: grow them only when a batch needs more */
 };
+
+/* The rows with a loss weight (drafter_loss_rows.c): their lists from the
+ * host batch's valid flags and targets; the lm head with its cross-entropy
+ * on those rows only (their hidden states gathered first, d(loss)/d(out)
+ * scattered back into g.dx with zeros elsewhere); their CE and argmax back
+ * into the host batch's per-row arrays (0 and -1 for the other rows). */
+void df_drafter_loss_rows_build(DfDrafterHostBatch *h);
+int df_drafter_loss_rows_upload(DfDrafter *d, DfError *err);
+void df_drafter_lm_head(DfDrafter *d, double grad_scale);
+int df_drafter_loss_rows_download(DfDrafter *d, DfError *err);
 
 /* Lays the work buffers out for T context rows and Q block rows, growing the
  * arenas when needed (drafter_work.c). */

@@ -65,6 +65,7 @@ static int build_host_batch(DfDrafter *d, const DfDrafterBatch *b) {
         }
     }
     h->block_starts[b->n_seqs] = h->n_blocks;
+    df_drafter_loss_rows_build(h);
     return max_pos;
 }
 
@@ -77,16 +78,14 @@ static int upload_batch(DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
                                  d->cfg.block_size, err))
         return -1;
     return be->ops->upload_i32(be, w->ids, h->block_ids, err) || be->ops->upload_i32(be, w->kpos, h->kpos, err) ||
-           be->ops->upload_i32(be, w->labels, h->labels, err) || be->ops->upload_f32(be, w->weights, h->weights, err);
+           df_drafter_loss_rows_upload(d, err);
 }
 
 /* Loss sums and per-position hits into metrics. */
 static int collect_metrics(DfDrafter *d, DfMetrics *metrics, DfError *err) {
     DfDrafterWork *w = d->work;
     DfDrafterHostBatch *h = &w->host;
-    DfBackend *be = d->be;
-    if (be->ops->download_f32(be, h->ce, w->ce, err) || be->ops->download_i32(be, h->argmax, w->argmax, err))
-        return -1;
+    if (df_drafter_loss_rows_download(d, err)) return -1;
     double loss = 0, weight = 0;
     for (int r = 0; r < h->n_q; r++) {
         loss += (double)h->weights[r] * h->ce[r];
@@ -106,7 +105,6 @@ static int collect_metrics(DfDrafter *d, DfMetrics *metrics, DfError *err) {
  * buffers; the whole batch's argmax rows from first_row on get its argmax. */
 static int run_pass(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
                     size_t first_row, DfError *err) {
-    const DfDrafterConfig *c = &d->cfg;
     DfBackend *be = d->be;
     int max_pos = build_host_batch(d, batch);
     DfDrafterWork *w = d->work;
@@ -114,11 +112,7 @@ static int run_pass(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale
         upload_batch(d, batch, err))
         return -1;
     df_drafter_run_forward(d, batch);
-    DfLmHeadCeArgs ce = {.x = w->out, .head = d->lm_head, .labels = w->labels, .weights = w->weights, .ce = w->ce,
-                         .argmax = w->argmax, .rows = w->host.n_q, .hidden = c->hidden_size, .vocab = c->vocab_size,
-                         .grad_scale = (float)grad_scale};
-    if (grad_scale != 0) ce.d_x = w->g.dx;
-    df_op_lm_head_ce(be, &ce);
+    df_drafter_lm_head(d, grad_scale);
     if (be->ops->sync(be, err) || collect_metrics(d, metrics, err)) return -1;
     memcpy(w->batch_argmax + first_row, w->host.argmax, (size_t)w->host.n_q * sizeof *w->batch_argmax);
     if (grad_scale != 0) df_drafter_run_backward(d, batch);

@@ -47,6 +47,7 @@ static void lay_out(DfDrafter *d, Carver *act, Carver *f32, Carver *i32, size_t 
     g->dgate = carve(act, q * I), g->dup = carve(act, q * I), g->dact = carve(act, q * I);
     g->dctx = carve(act, t * H);
     w->ids = carve(i32, q), w->kpos = carve(i32, t + q), w->labels = carve(i32, q), w->argmax = carve(i32, q);
+    w->loss_rows = carve(i32, q), w->loss_slot = carve(i32, q);
     w->weights = carve(f32, q), w->ce = carve(f32, q);
 }
 
@@ -118,6 +119,12 @@ void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_se
         h->weights = regrow(h->weights, (size_t)n_q, sizeof *h->weights);
         h->ce = regrow(h->ce, (size_t)n_q, sizeof *h->ce);
         h->valid = regrow(h->valid, (size_t)n_q, sizeof *h->valid);
+        h->loss_rows = regrow(h->loss_rows, (size_t)n_q, sizeof *h->loss_rows);
+        h->loss_slot = regrow(h->loss_slot, (size_t)n_q, sizeof *h->loss_slot);
+        h->loss_labels = regrow(h->loss_labels, (size_t)n_q, sizeof *h->loss_labels);
+        h->loss_argmax = regrow(h->loss_argmax, (size_t)n_q, sizeof *h->loss_argmax);
+        h->loss_weights = regrow(h->loss_weights, (size_t)n_q, sizeof *h->loss_weights);
+        h->loss_ce = regrow(h->loss_ce, (size_t)n_q, sizeof *h->loss_ce);
         h->host_capacity_q = n_q;
         h->host_capacity_ctx = 0; /* kpos holds T + Q */
     }
@@ -145,6 +152,8 @@ void df_drafter_work_free(DfDrafter *d) {
     DfDrafterHostBatch *h = &w->host;
     free(h->block_ids), free(h->kpos), free(h->labels), free(h->argmax), free(h->anchors), free(h->block_starts);
     free(h->weights), free(h->ce), free(h->valid);
+    free(h->loss_rows), free(h->loss_slot), free(h->loss_labels), free(h->loss_argmax), free(h->loss_weights);
+    free(h->loss_ce);
     free(w->layers);
     free(w);
     d->work = NULL;
