@@ -24,54 +24,65 @@ void df_cuda_bf16_to_f32(cudaStream_t s, float *dst, const bf16 *src, size_t n) 
     k_bf16_to_f32<<<df_cuda_blocks(n, 256), 256, 0, s>>>(dst, src, n);
 }
 
-/* --- RMSNorm: one warp per row ----------------------------------------------- */
+/* --- RMSNorm: a group of lanes per row ------------------------------------------- */
 
+/* LPR lanes own a row (16-byte accesses: LPR = dim / 8 up to a warp), so a
+ * warp holds 32 / LPR rows: the q/k norms' 128-wide head rows take 16 lanes
+ * each instead of a warp with half of it idle. The sum of squares runs over
+ * the group with the lane layout and order of a warp whose lanes past the
+ * row add zeros (df_warp_sum): bit for bit the warp-per-row results, which
+ * qkv_rope_cache reproduces. */
 template <bool VEC>
-__global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int rows, int dim, float eps) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= rows) return;
+__global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int rows, int dim, float eps, int lpr) {
+    int lane = threadIdx.x % 32, group = lane / lpr, gl = lane % lpr;
+    int row = (blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) * (32 / lpr) + group;
+    if (row >= rows) return; /* whole groups: their shuffles stay inside the group */
+    unsigned mask = lpr == 32 ? 0xffffffffu : ((1u << lpr) - 1) << (group * lpr);
     const bf16 *xr = x + (size_t)row * dim;
     bf16 *orow = out + (size_t)row * dim;
     float ss = 0.0f;
     if (VEC) {
-        for (int i = lane * 8; i < dim; i += 32 * 8) {
+        for (int i = gl * 8; i < dim; i += lpr * 8) {
             Pack8 p;
             p.u = *(const uint4 *)(xr + i);
             ss = df_pack8_add_squares(ss, p);
         }
     } else {
-        for (int i = lane; i < dim; i += 32) {
+        for (int i = gl; i < dim; i += lpr) {
             float f = __bfloat162float(xr[i]);
             ss += f * f;
         }
     }
-    ss = df_warp_sum(ss);
+    for (int o = lpr / 2; o > 0; o /= 2) ss += __shfl_xor_sync(mask, ss, o);
     float inv = df_rms_inverse(ss, dim, eps);
     /* each lane rewrites only the elements it read: in place (out == x) is safe */
     if (VEC) {
-        for (int i = lane * 8; i < dim; i += 32 * 8) {
+        for (int i = gl * 8; i < dim; i += lpr * 8) {
             Pack8 p, wp;
             p.u = *(const uint4 *)(xr + i);
             wp.u = *(const uint4 *)(w + i);
             *(uint4 *)(orow + i) = df_pack8_rmsnorm(p, wp, inv);
         }
     } else {
-        for (int i = lane; i < dim; i += 32)
+        for (int i = gl; i < dim; i += lpr)
             orow[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * inv * __bfloat162float(w[i]));
     }
 }
 
 void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps) {
     DfCudaState *st = df_cuda_state(be);
-    int rows_per_block = 8;
-    unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
+    const int warps_per_block = 8;
     bool vec = dim % 8 == 0 && df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr);
+    int lpr = 32;
+    while (vec && lpr > 8 && lpr / 2 * 8 >= dim) lpr /= 2; /* the fewest lanes that still cover the row once */
+    int rows_per_block = warps_per_block * (32 / lpr);
+    unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
     if (vec)
-        k_rmsnorm<true><<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
-                                                                         (const bf16 *)w.ptr, rows, dim, eps);
+        k_rmsnorm<true><<<blocks, 32 * warps_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
+                                                                          (const bf16 *)w.ptr, rows, dim, eps, lpr);
     else
-        k_rmsnorm<false><<<blocks, 32 * rows_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
-                                                                          (const bf16 *)w.ptr, rows, dim, eps);
+        k_rmsnorm<false><<<blocks, 32 * warps_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
+                                                                           (const bf16 *)w.ptr, rows, dim, eps, lpr);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm");
 }
 
