@@ -69,6 +69,17 @@ $(BUILD)/tests/%: tests/%.c $(TEST_COMMON) $(BUILD)/libdflash.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -DDF_SOURCE_DIR=\"$(CURDIR)\" -o $@ $< $(TEST_COMMON) $(BUILD)/libdflash.a $(LDLIBS) -lcmocka
 
+# test_backend_ops: the registry (tests/test_backend_ops.c) and its cases, one file per family of ops
+OPS_CASES_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/backend_ops/*.c))
+$(BUILD)/tests/backend_ops/%.o: tests/backend_ops/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/test_backend_ops: tests/test_backend_ops.c $(TEST_COMMON) $(OPS_CASES_OBJ) $(BUILD)/libdflash.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -DDF_SOURCE_DIR=\"$(CURDIR)\" -o $@ $< $(TEST_COMMON) $(OPS_CASES_OBJ) $(BUILD)/libdflash.a \
+		$(LDLIBS) -lcmocka
+
 # tools/nccl_check: two or more processes joined by the RANK/WORLD_SIZE/...
 # rendezvous check NCCL collectives on GPUs and print the bus bandwidth.
 nccl-check: $(BUILD)/tools/nccl_check
