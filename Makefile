@@ -35,7 +35,7 @@ NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -Xcompiler -Wall,-Wextra
 endif
 
-.PHONY: all test clean demo demo-data test-sanitize fuzz fuzz-build nccl-check
+.PHONY: all test clean demo demo-data test-sanitize fuzz fuzz-build nccl-check dev
 all: dflash
 
 dflash: $(BUILD)/src/cli/main.o $(BUILD)/libdflash.a
@@ -87,6 +87,17 @@ $(BUILD)/tools/nccl_check: tools/nccl_check.c $(BUILD)/libdflash.a
 	@test -n "$(CUDA_OBJ)" || { echo "make nccl-check needs CUDA (no nvcc found)" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(BUILD)/libdflash.a $(LDLIBS)
+
+# dev/cuda: the kernel benchmarks, a program per op family (each kernel variant validated against the
+# CPU backend, then timed with device events; dev/cuda/dev_util.h). They build with or without CUDA, as
+# the tests do (without a GPU they say so and exit 1); scripts/gpu_check.sh runs them.
+DEV_SRC := $(filter-out dev/cuda/dev_util.c,$(wildcard dev/cuda/*.c))
+DEV_BIN := $(DEV_SRC:dev/cuda/%.c=$(BUILD)/dev/cuda/%)
+DEV_COMMON := $(BUILD)/dev/cuda/dev_util.o
+dev: $(DEV_COMMON) $(DEV_BIN)
+$(BUILD)/dev/cuda/bench_%: dev/cuda/bench_%.c $(DEV_COMMON) $(BUILD)/libdflash.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(DEV_COMMON) $(BUILD)/libdflash.a $(LDLIBS)
 
 test: dflash $(TEST_BIN)
 	bash scripts/fetch_test_tokenizers.sh
