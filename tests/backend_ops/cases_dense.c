@@ -207,12 +207,8 @@ const OpCase CASE_RMSNORM = {"rmsnorm (ACT and F32 weights)", "rmsnorm rmsnorm_f
 
 /* ---- elementwise ------------------------------------------------------------------ */
 
-typedef struct CountShape {
-    size_t n;
-} CountShape;
-
 static void run_add_swiglu(Run *r, const void *shape) {
-    size_t n = ((const CountShape *)shape)->n;
+    size_t n = ((const OpsCount *)shape)->n;
     ops_label(r, "n=%zu", n);
     float *y0 = ops_inputs(r, n, 50 + n, 2), *x = ops_inputs(r, n, 51 + n, 4), *g = ops_inputs(r, n, 52 + n, 4);
     float *u = ops_inputs(r, n, 53 + n, 2);
@@ -227,7 +223,7 @@ static void run_add_swiglu(Run *r, const void *shape) {
     ops_near(r, "swiglu", sw, w2, n, 1e-5);
 }
 
-static const CountShape ELEMENTWISE_SHAPES[] = {{41}, {4096}, {999}, {1}};
+static const OpsCount ELEMENTWISE_SHAPES[] = {{41}, {4096}, {999}, {1}};
 
 const OpCase CASE_ADD_SWIGLU = {"add_inplace, swiglu", "add_inplace swiglu", run_add_swiglu,
                                 OPS_SHAPES(ELEMENTWISE_SHAPES), 1e-2, OPS_NO_VARIANTS};

@@ -172,12 +172,8 @@ const OpCase CASE_DELTA_RULE = {"gated_delta_rule", "gated_delta_rule", run_delt
 
 /* ---- gated_rmsnorm, sigmoid_gate --------------------------------------------------------- */
 
-typedef struct RowsDimShape {
-    int rows, dim;
-} RowsDimShape;
-
 static void run_gated_rmsnorm(Run *r, const void *shape) {
-    const RowsDimShape *s = shape;
+    const OpsRowsDim *s = shape;
     int rows = s->rows, dim = s->dim;
     size_t n = (size_t)rows * dim;
     ops_label(r, "%d x %d", rows, dim);
@@ -204,7 +200,7 @@ static void run_gated_rmsnorm(Run *r, const void *shape) {
 }
 
 /* a warp a row (short rows, vectorised or not) and a block a row (2048 and up) */
-static const RowsDimShape GATED_NORM_SHAPES[] = {{3, 11}, {37, 24}, {64, 128}, {5, 7}, {3, 5120}, {2, 2051}, {1, 1001}};
+static const OpsRowsDim GATED_NORM_SHAPES[] = {{3, 11}, {37, 24}, {64, 128}, {5, 7}, {3, 5120}, {2, 2051}, {1, 1001}};
 
 const OpCase CASE_GATED_RMSNORM = {"gated_rmsnorm, sigmoid_gate", "gated_rmsnorm sigmoid_gate", run_gated_rmsnorm,
                                    OPS_SHAPES(GATED_NORM_SHAPES), 1e-2, OPS_NO_VARIANTS};

@@ -95,13 +95,9 @@ static void ref_rmsnorm_backward(const float *x, const float *w, const float *dy
     }
 }
 
-typedef struct RowsDimShape {
-    int rows, dim;
-} RowsDimShape;
-
 /* mode 0: dx into a buffer of its own; 1: added to dx; 2: dx is dy. */
 static void run_rmsnorm_backward(Run *r, const void *shape) {
-    const RowsDimShape *s = shape;
+    const OpsRowsDim *s = shape;
     int rows = s->rows, dim = s->dim;
     size_t n = (size_t)rows * dim;
     ops_label(r, "rows=%d dim=%d", rows, dim);
@@ -129,7 +125,7 @@ static void run_rmsnorm_backward(Run *r, const void *shape) {
 
 /* the vector path (dim % 8 == 0) from one group a block to 32; the scalar
  * path at odd dims; more rows than blocks (several rows a block) */
-static const RowsDimShape NORM_BACKWARD_SHAPES[] = {
+static const OpsRowsDim NORM_BACKWARD_SHAPES[] = {
     {3, 17}, {5, 64}, {37, 4096}, {3, 100}, {1001, 128}, {9, 7}, {2000, 24}, {4100, 8}, {17, 2056},
 };
 
@@ -156,13 +152,9 @@ static void swiglu_fwd(Run *r, const float *x, float *out, void *ctx) {
     df_buffer_free(r->be, &a), df_buffer_free(r->be, &b), df_buffer_free(r->be, &o);
 }
 
-typedef struct CountShape {
-    size_t n;
-} CountShape;
-
 /* d_gate and d_up into buffers of their own, then in place (d_gate in gate, d_up in up). */
 static void run_swiglu_backward(Run *r, const void *shape) {
-    size_t n = ((const CountShape *)shape)->n;
+    size_t n = ((const OpsCount *)shape)->n;
     ops_label(r, "n=%zu", n);
     float *g = ops_inputs(r, n, 110 + n, 4), *u = ops_inputs(r, n, 111 + n, 2), *d = ops_inputs(r, n, 112 + n, 1);
     for (int in_place = 0; in_place < 2; in_place++) {
@@ -186,7 +178,7 @@ static void run_swiglu_backward(Run *r, const void *shape) {
     }
 }
 
-static const CountShape SWIGLU_BACKWARD_SHAPES[] = {{29}, {8000}, {1001}, {3}}; /* 8000: the 16-byte path */
+static const OpsCount SWIGLU_BACKWARD_SHAPES[] = {{29}, {8000}, {1001}, {3}}; /* 8000: the 16-byte path */
 
 const OpCase CASE_SWIGLU_BACKWARD = {"swiglu_backward", "swiglu_backward", run_swiglu_backward,
                                      OPS_SHAPES(SWIGLU_BACKWARD_SHAPES), 1e-2, OPS_NO_VARIANTS};
@@ -707,7 +699,7 @@ const OpCase CASE_ADAMW = {"adamw_step (three steps, the same bits)", "adamw_ste
 /* sum_squares: the same bits on every call, within 1e-6 relative of a long
  * double host sum (the CPU's double sum within 1e-12); on every backend. */
 static void run_sum_squares(Run *r, const void *shape) {
-    size_t n = ((const CountShape *)shape)->n;
+    size_t n = ((const OpsCount *)shape)->n;
     ops_label(r, "n=%zu", n);
     float *x = ops_track(r, df_test_random_array(n, 9 + n, 2.0f));
     DfBuffer b = ops_up(r, x, n, DF_BUF_F32);
@@ -732,7 +724,7 @@ static void run_sum_squares(Run *r, const void *shape) {
     assert_true(zero == 0.0);
 }
 
-static const CountShape SUM_SQUARES_SHAPES[] = {{53}, {1}, {1000}, {1000003}};
+static const OpsCount SUM_SQUARES_SHAPES[] = {{53}, {1}, {1000}, {1000003}};
 
 const OpCase CASE_SUM_SQUARES = {"sum_squares", "sum_squares", run_sum_squares, OPS_SHAPES(SUM_SQUARES_SHAPES), -1,
                                  OPS_NO_VARIANTS};

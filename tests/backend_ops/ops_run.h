@@ -83,6 +83,14 @@ typedef struct OpCase {
     int n_variants;
 } OpCase;
 
+/* Shapes that several cases take. */
+typedef struct OpsCount {
+    size_t n;
+} OpsCount;
+typedef struct OpsRowsDim {
+    int rows, dim;
+} OpsRowsDim;
+
 #define OPS_SHAPES(a) (a), sizeof((a)[0]), (int)(sizeof(a) / sizeof((a)[0]))
 #define OPS_NO_SHAPES NULL, 0, 1
 #define OPS_VARIANTS(a) (a), (int)(sizeof(a) / sizeof((a)[0]))
