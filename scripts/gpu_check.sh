@@ -210,7 +210,7 @@ fi
 if want skinny; then
     {
         section "test_backend_ops (matmul at decoding's shapes)"
-        DFLASH_OPS_CASES=decoding timeout 300 "$T"/test_backend_ops 2>&1 | grep -v '^\[ RUN\|^\[       OK'
+        DFLASH_OPS_CASES='matmul at decoding' timeout 300 "$T"/test_backend_ops 2>&1 | grep -v '^\[ RUN\|^\[       OK'
         echo "exit ${PIPESTATUS[0]}"
         section "test_cuda_skinny_gemm"
         timeout 200 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\[ RUN\|^\[       OK'
