@@ -60,7 +60,8 @@ int main(void) {
     size_t cache_n = CACHE_ROWS_X_KVD;
     float *host = dev_random(cache_n, 77, 1.f);
     DfBuffer kc[LAYERS], vc[LAYERS];
-    for (int l = 0; l < LAYERS; l++) kc[l] = dev_upload(gpu, host, cache_n, DF_BUF_ACT), vc[l] = dev_upload(gpu, host, cache_n, DF_BUF_ACT);
+    for (int l = 0; l < LAYERS; l++)
+        kc[l] = dev_upload(gpu, host, cache_n, DF_BUF_ACT), vc[l] = dev_upload(gpu, host, cache_n, DF_BUF_ACT);
     DfBuffer q = dev_upload(gpu, host, (size_t)MAX_SEQS * 4 * 128, DF_BUF_ACT);
     DfBuffer out = dev_poisoned(gpu, (size_t)MAX_SEQS * 4 * 128, DF_BUF_ACT);
     static int32_t slots[MAX_SEQS], lens[MAX_SEQS], starts[MAX_SEQS + 1];

@@ -38,9 +38,11 @@ const OpCase CASE_MEMORY = {"memory", "alloc free upload_f32 download_f32 upload
 /* The op runs; the next sync returns -1 with a message holding `want`, the one after 0 (reported once). */
 static void expect_sync_error(Run *r, const char *op, const char *want) {
     DfError err = {{0}};
-    if (r->be->ops->sync(r->be, &err) != -1) fail_msg("%s on the %s backend: sync did not report the error", op, r->be->ops->name);
-    if (!strstr(err.msg, want)) fail_msg("%s on the %s backend: \"%s\" does not say \"%s\"", op, r->be->ops->name, err.msg, want);
-    if (r->be->ops->sync(r->be, &err)) fail_msg("%s on the %s backend: the error was reported twice: %s", op, r->be->ops->name, err.msg);
+    const char *be = r->be->ops->name;
+    if (r->be->ops->sync(r->be, &err) != -1) fail_msg("%s on the %s backend: sync did not report the error", op, be);
+    if (!strstr(err.msg, want)) fail_msg("%s on the %s backend: \"%s\" does not say \"%s\"", op, be, err.msg, want);
+    if (r->be->ops->sync(r->be, &err))
+        fail_msg("%s on the %s backend: the error was reported twice: %s", op, be, err.msg);
 }
 
 static void run_sync_errors(Run *r, const void *shape) {
@@ -49,7 +51,8 @@ static void run_sync_errors(Run *r, const void *shape) {
     /* embedding: vocab 11, an id of 11 */
     float *table = ops_inputs(r, 11 * 4, 5, 1);
     int32_t ids[3] = {0, 11, 3};
-    df_op_embedding(r->be, ops_poisoned(r, 3 * 4, DF_BUF_ACT), ops_up(r, table, 11 * 4, DF_BUF_ACT), ops_up_i32(r, ids, 3), 3, 4);
+    df_op_embedding(r->be, ops_poisoned(r, 3 * 4, DF_BUF_ACT), ops_up(r, table, 11 * 4, DF_BUF_ACT),
+                    ops_up_i32(r, ids, 3), 3, 4);
     expect_sync_error(r, "embedding", "outside the vocabulary");
     /* rope: a table of 8 positions, position 8 */
     float *cs = ops_inputs(r, 8 * 3, 6, 1);

@@ -102,7 +102,8 @@ static void run_causal_conv(Run *r, const void *shape) {
     DfPackedBatch pb;
     DfError err;
     if (df_packed_batch_init(&pb, r->be, starts, n_seqs, &err)) fail_msg("%s", err.msg);
-    float *x = ops_inputs(r, (size_t)t * ch, 190 + (uint64_t)ch, 2), *w = ops_inputs(r, (size_t)ch * kernel, 191 + (uint64_t)ch, 1);
+    float *x = ops_inputs(r, (size_t)t * ch, 190 + (uint64_t)ch, 2);
+    float *w = ops_inputs(r, (size_t)ch * kernel, 191 + (uint64_t)ch, 1);
     DfBuffer conv = ops_poisoned(r, (size_t)t * ch, DF_BUF_ACT);
     df_op_causal_conv_silu(r->be, conv, ops_up(r, x, (size_t)t * ch, DF_BUF_ACT),
                            ops_up(r, w, (size_t)ch * kernel, DF_BUF_F32), &pb, ch, kernel);
@@ -265,7 +266,9 @@ const OpCase CASE_ROPE_PARTIAL = {"rope_partial", "rope_partial", run_rope_parti
 
 /* ---- decode steps: two steps equal the packed op ---------------------------------------------- */
 
-static DfDeltaRuleShape small_delta(void) { return (DfDeltaRuleShape){.key_heads = 2, .value_heads = 4, .key_dim = 8, .value_dim = 6}; }
+static DfDeltaRuleShape small_delta(void) {
+    return (DfDeltaRuleShape){.key_heads = 2, .value_heads = 4, .key_dim = 8, .value_dim = 6};
+}
 
 static void kv_batch(Run *r, DfKvBatch *kb, int32_t *slots, int32_t *lens, int32_t *row_starts, int n_seqs,
                      int n_slots, int capacity) {

@@ -83,7 +83,8 @@ static void ref_kv_attention(const KvShape *s, const KvLayout *l, const float *q
     for (int i = 0; i < l->n_seqs; i++)
         for (int j = 0; j < l->n_new[i]; j++) {
             int row = l->starts[i] + j, n = causal ? l->lens[i] + j + 1 : l->lens[i] + l->n_new[i];
-            const float *kslot = kc + (size_t)l->slots[i] * s->capacity * kvd, *vslot = vc + (size_t)l->slots[i] * s->capacity * kvd;
+            size_t slot_at = (size_t)l->slots[i] * s->capacity * kvd;
+            const float *kslot = kc + slot_at, *vslot = vc + slot_at;
             for (int h = 0; h < s->heads; h++) {
                 const float *qv = q + ((size_t)row * s->heads + h) * hd;
                 int g = h / group;

@@ -211,7 +211,8 @@ double ops_compare(const OpCase *c, const Run *cpu, const Run *other, char *wors
     double fraction = 0;
     for (int i = 0; i < cpu->n_out; i++) {
         const OpsOut *w = &cpu->out[i], *g = &other->out[i];
-        if (w->n != g->n) fail_msg("%s [%s]: %s has %zu values on the CPU, %zu elsewhere", c->name, cpu->label, w->name, w->n, g->n);
+        if (w->n != g->n)
+            fail_msg("%s [%s]: %s has %zu values on the CPU, %zu elsewhere", c->name, cpu->label, w->name, w->n, g->n);
         double tol = g->tol, e = 0;
         size_t at = 0;
         switch (w->check) {

@@ -59,7 +59,7 @@ typedef struct Run {
     int reference;             /* the CPU run: also checked against the reference */
     int compared_ok;           /* OPS_COMPARED shapes run (another backend is present) */
     int model_ok;              /* OPS_MODEL shapes run (and not the quick mode) */
-    int skipped;               /* the shape's scope left it out */
+    int skipped;               /* the shape's scope left it out, or its case does not run it under this variant */
     const OpsVariant *variant; /* the kernel variants set on be (NULL: the defaults) */
     double tol;                /* the case's tolerance: each output's unless set otherwise */
     char label[192];           /* the shape, for messages */
