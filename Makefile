@@ -35,7 +35,7 @@ NVCCFLAGS ?= -O3
 NVCCFLAGS += -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -Xcompiler -Wall,-Wextra
 endif
 
-.PHONY: all test clean demo demo-data test-sanitize fuzz fuzz-build nccl-check
+.PHONY: all test clean demo demo-data test-sanitize fuzz fuzz-build nccl-check dev
 all: dflash
 
 dflash: $(BUILD)/src/cli/main.o $(BUILD)/libdflash.a
@@ -69,6 +69,17 @@ $(BUILD)/tests/%: tests/%.c $(TEST_COMMON) $(BUILD)/libdflash.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -DDF_SOURCE_DIR=\"$(CURDIR)\" -o $@ $< $(TEST_COMMON) $(BUILD)/libdflash.a $(LDLIBS) -lcmocka
 
+# test_backend_ops: the registry (tests/test_backend_ops.c) and its cases, one file per family of ops
+OPS_CASES_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/backend_ops/*.c))
+$(BUILD)/tests/backend_ops/%.o: tests/backend_ops/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/test_backend_ops: tests/test_backend_ops.c $(TEST_COMMON) $(OPS_CASES_OBJ) $(BUILD)/libdflash.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -DDF_SOURCE_DIR=\"$(CURDIR)\" -o $@ $< $(TEST_COMMON) $(OPS_CASES_OBJ) $(BUILD)/libdflash.a \
+		$(LDLIBS) -lcmocka
+
 # tools/nccl_check: two or more processes joined by the RANK/WORLD_SIZE/...
 # rendezvous check NCCL collectives on GPUs and print the bus bandwidth.
 nccl-check: $(BUILD)/tools/nccl_check
@@ -76,6 +87,17 @@ $(BUILD)/tools/nccl_check: tools/nccl_check.c $(BUILD)/libdflash.a
 	@test -n "$(CUDA_OBJ)" || { echo "make nccl-check needs CUDA (no nvcc found)" >&2; exit 1; }
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -o $@ $< $(BUILD)/libdflash.a $(LDLIBS)
+
+# dev/cuda: the kernel benchmarks, a program per op family (each kernel variant validated against the
+# CPU backend, then timed with device events; dev/cuda/dev_util.h). They build with or without CUDA, as
+# the tests do (without a GPU they say so and exit 1); scripts/gpu_check.sh runs them.
+DEV_SRC := $(filter-out dev/cuda/dev_util.c,$(wildcard dev/cuda/*.c))
+DEV_BIN := $(DEV_SRC:dev/cuda/%.c=$(BUILD)/dev/cuda/%)
+DEV_COMMON := $(BUILD)/dev/cuda/dev_util.o
+dev: $(DEV_COMMON) $(DEV_BIN)
+$(BUILD)/dev/cuda/bench_%: dev/cuda/bench_%.c $(DEV_COMMON) $(BUILD)/libdflash.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(DEV_COMMON) $(BUILD)/libdflash.a $(LDLIBS)
 
 test: dflash $(TEST_BIN)
 	bash scripts/fetch_test_tokenizers.sh

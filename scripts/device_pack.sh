@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Packs what a run on the GPU machine needs into .devpack/ (git-ignored; name it in the
-# device tool's `carry`): ./dflash and the GPU test programs built here (the GPU machine has
-# nvcc, gcc and OpenBLAS but not cJSON, utf8proc or cmocka), plus those shared libraries.
+# device tool's `carry`): ./dflash, the GPU test programs and the kernel benchmarks (dev/cuda/,
+# make dev) built here (the GPU machine has nvcc, gcc and OpenBLAS but not cJSON, utf8proc or
+# cmocka), plus those shared libraries.
 # On the GPU machine: export LD_LIBRARY_PATH=$PWD/.devpack/lib; .devpack/dflash ... (the test programs
-# come as .devpack/tests.tgz: tar xzf .devpack/tests.tgz -C .devpack)
-# or the whole check: bash scripts/gpu_check.sh (see there).
+# and the benchmarks come as .devpack/tests.tgz: tar xzf .devpack/tests.tgz -C .devpack gives
+# .devpack/tests/ and .devpack/dev/) or the whole check: bash scripts/gpu_check.sh (see there).
 # Usage: [DEVPACK_DEST=DIR] [DEVPACK_TOKENIZERS=1] bash scripts/device_pack.sh [SOURCE_TREE]
 #   SOURCE_TREE defaults to this checkout, DIR to .devpack/ in it. The programs are stripped of their
 #   debug information and the real tokenizers (7 MB, for gpu_check.sh's fixtures part) come only with
@@ -12,18 +13,24 @@
 set -euo pipefail
 src=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 dest=${DEVPACK_DEST:-"$(cd "$(dirname "$0")/.." && pwd)/.devpack"}
-rm -rf "$dest" && mkdir -p "$dest/lib" "$dest/tests"
-make -C "$src" -j2 dflash $(cd "$src" && ls tests/test_*.c | grep -v test_util | sed 's|tests/\(.*\)\.c|build/tests/\1|') >/dev/null
+rm -rf "$dest" && mkdir -p "$dest/lib" "$dest/tests" "$dest/dev"
+make -C "$src" -j2 dflash dev $(cd "$src" && ls tests/test_*.c | grep -v test_util | sed 's|tests/\(.*\)\.c|build/tests/\1|') >/dev/null
 cp "$src/dflash" "$dest/"
-# the test programs that exercise the GPU (scripts/gpu_check.sh runs them): the CUDA ones, and those
-# that also run on the CUDA backend where there is one (the drafter's parity, every op of the list
-# against the CPU, the bench's training step settings)
-cp "$src"/build/tests/test_cuda_* "$src"/build/tests/test_drafter "$src"/build/tests/test_backend_ops \
-    "$src"/build/tests/test_bench_train_step "$dest/tests/"
-rm -f "$dest"/tests/*.o "$dest"/tests/*.d
-strip --strip-debug "$dest/dflash" "$dest"/tests/*
-# each test program holds the whole library with its GPU code (about 2.8 MB): packed, a third of that
-tar czf "$dest/tests.tgz" -C "$dest" tests && rm -rf "$dest/tests"
+# the test programs that exercise the GPU (scripts/gpu_check.sh runs them): the CUDA ones (those of
+# this tree's sources, not older programs left in build/), and those that also run on the CUDA
+# backend where there is one (the drafter's parity, every op of the list against the CPU, the bench's
+# training step settings)
+for t in $(cd "$src" && ls tests/test_cuda_*.c | sed 's|tests/\(.*\)\.c|\1|') test_drafter test_backend_ops \
+         test_bench_train_step; do
+    cp "$src/build/tests/$t" "$dest/tests/"
+done
+# the kernel benchmarks (each validates its kernels against the CPU, then times them)
+for b in $(cd "$src" && ls dev/cuda/bench_*.c | sed 's|dev/cuda/\(.*\)\.c|\1|'); do
+    cp "$src/build/dev/cuda/$b" "$dest/dev/"
+done
+strip --strip-debug "$dest/dflash" "$dest"/tests/* "$dest"/dev/*
+# each program holds the whole library with its GPU code (about 2.8 MB): packed, a third of that
+tar czf "$dest/tests.tgz" -C "$dest" tests dev && rm -rf "$dest/tests" "$dest/dev"
 for lib in libcjson.so.1 libutf8proc.so.2 libcmocka.so.0 libonig.so.5 libcairo.so.2; do
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$dest/lib/"
 done

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check, in one call of the device tool, most important first: every
-# CUDA test program, a short coder-tiny training on the GPU, the benchmarks of
-# training (whole step, lm-head CE, block attention, AdamW), the reference
-# fixtures that need transformers (chat templates, hybrid targets),
-# compute-sanitizer memcheck on the training-op tests (racecheck too, as the
-# part racecheck: the training, optimizer and inference op tests), the
-# decode benchmarks (ours and transformers'), the skinny GEMM's check,
+# CUDA test program and test_backend_ops (every op against the CPU), a short
+# coder-tiny training on the GPU, the benchmarks of training (whole step, and
+# dev/cuda's lm-head CE, block attention, AdamW), the reference fixtures that
+# need transformers (chat templates, hybrid targets), compute-sanitizer
+# memcheck on test_backend_ops' training and optimizer ops (racecheck too, as
+# the part racecheck: those and the inference ops), the decode benchmarks
+# (ours and transformers', dev/cuda's kv_attention), the skinny GEMM's check,
 # sanitizers and timings against cuBLASLt, the hybrid target's prefill (ours
 # and transformers'). Runs on the GPU
 # machine from the root of a tree holding .devpack/ (scripts/device_pack.sh);
@@ -26,7 +27,10 @@ export LD_LIBRARY_PATH=$PWD/.devpack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
 cp .devpack/dflash ./dflash
 [ -f .devpack/tests.tgz ] && tar xzf .devpack/tests.tgz -C .devpack
-T=.devpack/tests
+T=.devpack/tests D=.devpack/dev # the test programs; the kernel benchmarks (dev/cuda/, make dev)
+# test_backend_ops' cases of the training and optimizer ops, and of the inference ops (the sanitizers' runs)
+TRAIN_OPS=memory,fill_zero,rmsnorm_backward,rope_backward,swiglu_backward,linear_weight_grad,lm_head_ce,adamw,sum_squares
+INFER_OPS=kv_cache_write,argmax
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 section() { echo "== $1 ($(date +%T))"; }
 
@@ -101,13 +105,14 @@ if want peer; then
     fi
 fi
 
+# dev/cuda's benchmarks of the training kernels: each validates its variants against the CPU first
 if want lmhead; then
     section "lm head CE timing" >> "$OUT/bench_train.txt"
-    DFLASH_BENCH_LM_HEAD=1 timeout 120 "$T"/test_cuda_train_ops 2>&1 | grep -v '^\[' | tee -a "$OUT/bench_train.txt"
+    timeout 300 "$D"/bench_lm_head 2>&1 | tee -a "$OUT/bench_train.txt"
     section "block attention timing" >> "$OUT/bench_train.txt"
-    DFLASH_BLOCK_ATTN_TIMING=1 timeout 60 "$T"/test_cuda_block_attention 2>&1 | grep -v '^\[' | tee -a "$OUT/bench_train.txt"
+    timeout 180 "$D"/bench_block_attention 2>&1 | tee -a "$OUT/bench_train.txt"
     section "AdamW timing" >> "$OUT/bench_train.txt"
-    DFLASH_BENCH_ADAMW=1 timeout 60 "$T"/test_cuda_optimizer 2>&1 | grep -v '^\[' | tee -a "$OUT/bench_train.txt"
+    timeout 120 "$D"/bench_adamw 2>&1 | tee -a "$OUT/bench_train.txt"
 fi
 
 if want fixtures; then
@@ -125,7 +130,7 @@ if want fixtures; then
             timeout 180 python3 "$hybrid" /tmp/fx/hybrid
         fi
         # transformers' own bf16 forward of the hybrid fixture against its fp32 one: the
-        # yardstick of test_cuda_hybrid_ops' whole-model check
+        # yardstick of test_cuda_hybrid_target's whole-model check
         section "hybrid_bf16_ref"
         mkdir -p /tmp/fx/hybrid-bf16 && cp -r tests/fixtures/hybrid/qwen35-random* /tmp/fx/hybrid-bf16/
         timeout 180 python3 tests/ref/hybrid_bf16_ref.py /tmp/fx/hybrid-bf16
@@ -133,22 +138,23 @@ if want fixtures; then
     } 2>&1 | tee -a "$OUT/tests.log"
 fi
 
+# memcheck: test_backend_ops' training and optimizer ops at their small shapes (DFLASH_OPS_QUICK=1)
 if want memcheck; then
-    for t in "$T"/test_cuda_train_ops "$T"/test_cuda_optimizer; do
-        [ -x "$t" ] || continue
-        section "memcheck $t"
-        timeout 100 compute-sanitizer --tool memcheck --target-processes application-only "$t" 2>&1 | tail -4
-    done 2>&1 | tee "$OUT/memcheck.log"
+    {
+        section "memcheck test_backend_ops ($TRAIN_OPS)"
+        DFLASH_OPS_QUICK=1 DFLASH_OPS_CASES=$TRAIN_OPS timeout 200 compute-sanitizer --tool memcheck \
+            --target-processes application-only "$T"/test_backend_ops 2>&1 | tail -4
+    } 2>&1 | tee "$OUT/memcheck.log"
 fi
 
 # racecheck: shared-memory hazards in the kernels with barriers (block attention's
-# and test_cuda_ops' runs are in bench/README.md); each program up to 120 s
+# and the dense ops' runs are in bench/README.md): test_backend_ops' training and optimizer ops, then its
+# inference ops, each run up to 120 s
 if want racecheck; then
-    for t in "$T"/test_cuda_train_ops "$T"/test_cuda_optimizer "$T"/test_cuda_infer_ops; do
-        [ -x "$t" ] || continue
-        section "racecheck $t"
-        timeout ${RACECHECK_TIMEOUT:-120} compute-sanitizer --tool racecheck --racecheck-report hazard \
-            --target-processes application-only "$t" > /tmp/racecheck.txt 2>&1
+    for cases in $TRAIN_OPS $INFER_OPS; do
+        section "racecheck test_backend_ops ($cases)"
+        DFLASH_OPS_QUICK=1 DFLASH_OPS_CASES=$cases timeout ${RACECHECK_TIMEOUT:-120} compute-sanitizer --tool racecheck \
+            --racecheck-report hazard --target-processes application-only "$T"/test_backend_ops > /tmp/racecheck.txt 2>&1
         echo "exit $?"
         grep 'PASSED\|FAILED\|SUMMARY' /tmp/racecheck.txt
         grep -m 6 -A 2 'Race reported' /tmp/racecheck.txt | cut -c 1-300
@@ -160,8 +166,7 @@ if want decode; then
         section "bench --decode"
         timeout 300 ./dflash bench --decode --device cuda
         section "kv_attention timings"
-        DFLASH_BENCH_KV=1 DFLASH_TEST_FILTER=test_kv_attention_speed timeout 120 "$T"/test_cuda_infer_ops 2>&1 |
-            grep -v '^\['
+        timeout 120 "$D"/bench_kv_attention
         section "transformers decode"
         PYTHONUNBUFFERED=1 timeout 300 python3 bench/decode_transformers.py
     } 2>&1 | tee "$OUT/decode.txt"
@@ -197,12 +202,16 @@ if want spec; then
     } 2>&1 | tee "$OUT/spec.txt"
 fi
 
-# The skinny GEMM (decode's products at 1..64 rows, issue #4): its test
-# against the CPU, memcheck and racecheck on it (small shapes), then its timings next to
-# cuBLASLt's at the Qwen3-8B shapes (M = 1, 16, 64; GB/s of weights read);
+# The skinny GEMM (decode's products at 1..64 rows, issue #4): its products against the CPU under
+# every routing (test_backend_ops' decoding case) and its routing and determinism (test_cuda_skinny_gemm),
+# memcheck and racecheck on the latter (small shapes), then its timings next to cuBLASLt's at the
+# Qwen3-8B shapes (M = 1, 16, 64; GB/s of weights read; dev/cuda/bench_skinny_gemm);
 # appended to decode.txt (at most 8 files come back).
 if want skinny; then
     {
+        section "test_backend_ops (matmul at decoding's shapes)"
+        DFLASH_OPS_CASES='matmul at decoding' timeout 300 "$T"/test_backend_ops 2>&1 | grep -v '^\[ RUN\|^\[       OK'
+        echo "exit ${PIPESTATUS[0]}"
         section "test_cuda_skinny_gemm"
         timeout 200 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\[ RUN\|^\[       OK'
         echo "exit ${PIPESTATUS[0]}"
@@ -212,7 +221,7 @@ if want skinny; then
                 "$T"/test_cuda_skinny_gemm 2>&1 | tail -4
         done
         section "skinny GEMM timing"
-        DFLASH_BENCH_SKINNY=1 DFLASH_SKINNY_QUICK=1 timeout 200 "$T"/test_cuda_skinny_gemm 2>&1 | grep -v '^\['
+        timeout 300 "$D"/bench_skinny_gemm
     } 2>&1 | tee -a "$OUT/decode.txt"
 fi
 

@@ -1,15 +1,14 @@
-/* The CUDA fused decoder-layer ops (qkv_rope_cache, swiglu_packed): against
- * the CPU ops on the same bf16-rounded random inputs (max|a-b| / max|b| <=
- * 1e-2; the V cache rows, plain copies, exact), and against the separate
- * CUDA ops they replace (q, k, v copied out of the fused product, rmsnorm
- * per head, rope, kv_cache_write; swiglu on copies of the gate and up
- * halves): bit for bit. Caches and outputs start NaN-poisoned, so an
- * unwritten value, or one written outside the new rows, fails. Cases:
+/* The CUDA fused decoder-layer ops (qkv_rope_cache, swiglu_packed) against
+ * the separate CUDA ops they replace (q, k, v copied out of the fused
+ * product, rmsnorm per head, rope, kv_cache_write; swiglu on copies of the
+ * gate and up halves): bit for bit. Caches and outputs start NaN-poisoned,
+ * so an unwritten value, or one written outside the new rows, fails. Cases:
  * several sequences with different cache lengths (0 included), slots out
  * of order, 1 and several new rows, with and without q/k norm, GQA group 1
  * and 4, head_dim 64, 128 and 256; a head_dim the kernel lacks is refused at
  * sync. End to end: the CUDA decoder on coder-tiny with fused layers against
- * its separate ops. Everything skips when no GPU is present. */
+ * its separate ops. The fused ops against the CPU's are test_backend_ops'
+ * cases. Everything skips when no GPU is present. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +18,6 @@
 
 #include "model/target.h"
 
-#define OP_TOL 1e-2
 /* One fused product for q/k/v (another N) may take another cuBLASLt
  * algorithm and round differently in the last bit: bounded as the other
  * GPU-against-GPU comparisons are. Measured on the H200 (2026-11-30): 0, the
@@ -41,16 +39,6 @@ static const DfTestQkvCase CASES[] = {
     {"decode, no norm, gqa 1, hd 256", 2, 2, 256, 0, 3, 4, 64, SLOTS3, LENS3, ONE3},
 };
 #define N_CASES (sizeof CASES / sizeof CASES[0])
-
-static void test_qkv_rope_cache_against_cpu(void **state) {
-    Fixture *f = df_test_gpu_or_skip(state);
-    for (size_t i = 0; i < N_CASES; i++) {
-        DfTestQkvRun g = df_test_qkv_run(f->gpu, &CASES[i], 200 + i, 1), c = df_test_qkv_run(f->cpu, &CASES[i], 200 + i, 1);
-        df_test_qkv_compare(&CASES[i], &g, &c, OP_TOL, 0.0);
-        df_test_qkv_run_free(&g);
-        df_test_qkv_run_free(&c);
-    }
-}
 
 static void test_qkv_rope_cache_bit_identical_to_separate_ops(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
@@ -84,20 +72,17 @@ static void test_qkv_rope_cache_refuses_head_dim(void **state) {
     df_kv_batch_free(&kb, be);
 }
 
-static void test_swiglu_packed(void **state) {
+static void test_swiglu_packed_bit_identical_to_swiglu(void **state) {
     Fixture *f = df_test_gpu_or_skip(state);
     const int shapes[][2] = {{1, 64}, {5, 37}, {16, 256}, {3, 12288}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int rows = shapes[i][0], inter = shapes[i][1];
         size_t n = (size_t)rows * inter;
         float *g = df_test_swiglu_run(f->gpu, rows, inter, 9 + i, 1), *split = df_test_swiglu_run(f->gpu, rows, inter, 9 + i, 0);
-        float *c = df_test_swiglu_run(f->cpu, rows, inter, 9 + i, 1);
         for (size_t j = 0; j < n; j++)
             if (!(g[j] == split[j]))
                 fail_msg("swiglu_packed [%d, %d]: value %zu is %g, swiglu gives %g", rows, inter, j, g[j], split[j]);
-        double e = df_rel_error(g, c, n);
-        if (!(e <= OP_TOL)) fail_msg("swiglu_packed [%d, %d]: relative error %g against the CPU", rows, inter, e);
-        free(g), free(split), free(c);
+        free(g), free(split);
     }
 }
 
@@ -120,10 +105,9 @@ static void test_decoder_fused_against_separate(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_qkv_rope_cache_against_cpu),
         cmocka_unit_test(test_qkv_rope_cache_bit_identical_to_separate_ops),
         cmocka_unit_test(test_qkv_rope_cache_refuses_head_dim),
-        cmocka_unit_test(test_swiglu_packed),
+        cmocka_unit_test(test_swiglu_packed_bit_identical_to_swiglu),
         cmocka_unit_test(test_decoder_fused_against_separate),
     };
     return cmocka_run_group_tests(tests, df_test_backend_pair_setup, df_test_backend_pair_teardown);

@@ -1,19 +1,14 @@
 /* Hybrid targets (Gated DeltaNet + gated attention) decoding on CUDA:
- *  - the decode-step ops against the CPU ops on random inputs (odd sizes,
- *    scrambled slots, steps of 1 to 40 new rows, random non-zero states):
- *    conv_step (outputs, advanced windows, snapshots), delta_rule_step
- *    (outputs, advanced states, snapshots; the state-only replay), and
- *    kv_attention at the head dims of hybrid targets (16, 40: the generic
- *    kernel; 256: the tensor-core one), causal and as a block;
  *  - greedy generation on the hybrid fixture (tests/fixtures/hybrid/
  *    qwen35-random), batch 3 over 5 prompts (continuous batching), on the GPU
  *    (the same tokens with its steps recorded as CUDA graphs and queued op by
  *    op) against the CPU: token for token, except where the CPU's fp32 logits,
  *    teacher-forced on the GPU's tokens, show a near tie (the margin of
- *    test_cuda_infer_ops.c);
+ *    test_cuda_generate.c);
  *  - a verification block rolled back to every length 0..B on the GPU
- *    continues as the same prefix decoded without the block (bf16-close;
- *    printed when bit-identical), with the same bits recorded or not;
+ *    continues as the same prefix decoded without the block (bf16-close,
+ *    max|a-b| / max|b| <= 1e-2; printed when bit-identical), with the same
+ *    bits recorded or not;
  *  - speculative decoding on the GPU with a random drafter, and with drafts
  *    right for a varying number of positions (every acceptance length,
  *    every rollback position), equals the GPU's greedy decoding token for
@@ -23,11 +18,9 @@
  *    first record) and `dflash eval
  *    --device cuda` (which fails on any difference from greedy) on the
  *    fixture, given a byte-level tokenizer of its 256 ids.
- * Tolerances as in test_cuda_hybrid_ops.c: max|a-b| / max|b| <= 1e-2 for
- * bf16 outputs; fp32 states within 1e-3 (the delta rule's step is
- * non-expanding, so its fp32 rounding adds up at most linearly: <= 3 T dk
- * 2^-24 ~ 1e-3 for 40 tokens of dk 128); windows and snapshots are copies
- * (exact). Everything skips without a GPU. */
+ * The decode-step ops one by one against the CPU (conv_step, delta_rule_step,
+ * kv_attention at the hybrid head dims) are test_backend_ops' cases.
+ * Everything skips without a GPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +31,6 @@
 #include "test_util.h"
 
 #include "backend/backend.h"
-#include "base/numeric.h"
 #include "infer/decode_graphs.h"
 #include "infer/drafter_infer.h"
 #include "infer/generate.h"
@@ -50,180 +42,9 @@
 #include "model/target.h"
 
 #define OP_TOL 1e-2
-#define STATE_TOL 1e-3
-#define COPY_TOL 0.0
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"
-#define N_SLOTS 9 /* coprime to 5: slot of sequence i = (5 i + 3) % N_SLOTS, all distinct */
-#define CAPACITY 64
 
 typedef DfTestBackendPair Fixture;
-typedef DfTestPair Pair;
-
-/* Uniform in [center - half, center + half] (never exactly zero in practice), rounded to bf16 for ACT. */
-static Pair pair_random(const Fixture *f, size_t n, uint64_t seed, float center, float half, DfBufKind kind) {
-    float *x = df_test_random_array(n, seed, half);
-    for (size_t i = 0; i < n; i++) {
-        x[i] += center;
-        if (kind == DF_BUF_ACT) x[i] = df_bf16_to_f32(df_f32_to_bf16(x[i]));
-    }
-    Pair p = df_test_pair_upload(f, x, n, kind);
-    free(x);
-    return p;
-}
-
-/* max|g-c| / max|c| <= tol, every value finite (tol 0: equal). */
-static void pair_compare(const Fixture *f, const char *what, Pair p, double tol) {
-    DfError err;
-    if (f->cpu->ops->sync(f->cpu, &err) || f->gpu->ops->sync(f->gpu, &err)) fail_msg("%s: %s", what, err.msg);
-    float *c = df_test_download(f->cpu, p.c), *g = df_test_download(f->gpu, p.g);
-    for (size_t i = 0; i < p.c.count; i++)
-        if (!isfinite(g[i]) || !isfinite(c[i])) fail_msg("%s: value %zu is %g on CUDA, %g on the CPU", what, i, g[i], c[i]);
-    double e = df_rel_error(g, c, p.c.count);
-    printf("  %-64s relative error %.3g\n", what, e);
-    if (!(e <= tol)) fail_msg("%s: relative error %g over %zu values (tolerance %g)", what, e, p.c.count, tol);
-    free(c), free(g);
-}
-
-/* A step's layout on both backends: sequence i in slot (5 i + 3) % N_SLOTS with lens[i] new rows. */
-typedef struct StepPair {
-    DfKvBatch c, g;
-    int n_rows;
-} StepPair;
-
-static StepPair step_pair(const Fixture *f, const int *lens, int n_seqs) {
-    int32_t slots[N_SLOTS], cache_lens[N_SLOTS], starts[N_SLOTS + 1] = {0};
-    assert_true(n_seqs <= N_SLOTS);
-    for (int i = 0; i < n_seqs; i++) {
-        slots[i] = (5 * i + 3) % N_SLOTS;
-        cache_lens[i] = (7 * i) % 5;
-        starts[i + 1] = starts[i] + lens[i];
-    }
-    StepPair s;
-    DfError err;
-    if (df_kv_batch_init(&s.c, f->cpu, n_seqs, slots, cache_lens, starts, N_SLOTS, CAPACITY, &err) ||
-        df_kv_batch_init(&s.g, f->gpu, n_seqs, slots, cache_lens, starts, N_SLOTS, CAPACITY, &err))
-        fail_msg("%s", err.msg);
-    s.n_rows = starts[n_seqs];
-    return s;
-}
-
-static void step_pair_free(const Fixture *f, StepPair *s) {
-    df_kv_batch_free(&s->c, f->cpu);
-    df_kv_batch_free(&s->g, f->gpu);
-}
-
-static const int DECODE[] = {1, 1, 1, 1, 1, 1, 1};
-static const int MIXED[] = {1, 3, 1, 7, 2};
-static const int LONG[] = {40, 1, 5};
-
-/* --- conv_step ---------------------------------------------------------------- */
-
-static void check_conv_step(const Fixture *f, const int *lens, int n_seqs, int ch, int kernel, int with_out,
-                            uint64_t seed) {
-    StepPair b = step_pair(f, lens, n_seqs);
-    size_t n = (size_t)b.n_rows * ch, wn = (size_t)N_SLOTS * (kernel - 1) * ch;
-    Pair x = pair_random(f, n, seed, 0.0f, 2.0f, DF_BUF_ACT);
-    Pair w = pair_random(f, (size_t)ch * kernel, seed + 1, 0.0f, 1.0f, DF_BUF_F32);
-    Pair win = pair_random(f, wn, seed + 2, 0.5f, 1.0f, DF_BUF_F32);
-    Pair save = pair_random(f, wn, seed + 3, -0.5f, 1.0f, DF_BUF_F32); /* other slots' must stay */
-    Pair out = df_test_pair_poisoned(f, n, DF_BUF_ACT);
-    DfBuffer none = {0};
-    DfConvStepArgs ac = {&b.c, with_out ? out.c : none, x.c, w.c, win.c, save.c, ch, kernel};
-    DfConvStepArgs ag = {&b.g, with_out ? out.g : none, x.g, w.g, win.g, save.g, ch, kernel};
-    df_op_conv_step(f->cpu, &ac);
-    df_op_conv_step(f->gpu, &ag);
-    char what[160];
-    snprintf(what, sizeof what, "conv_step %d ch, kernel %d, %d seqs, %d rows%s", ch, kernel, n_seqs, b.n_rows,
-             with_out ? "" : " (window only)");
-    if (with_out) pair_compare(f, what, out, OP_TOL);
-    pair_compare(f, "  advanced windows", win, COPY_TOL);
-    pair_compare(f, "  snapshots", save, COPY_TOL);
-    df_test_pair_free(f, &x), df_test_pair_free(f, &w), df_test_pair_free(f, &win), df_test_pair_free(f, &save);
-    df_test_pair_free(f, &out);
-    step_pair_free(f, &b);
-}
-
-static void test_conv_step_matches_cpu(void **state) {
-    Fixture *f = df_test_gpu_or_skip(state);
-    check_conv_step(f, DECODE, 7, 37, 4, 1, 10);
-    check_conv_step(f, MIXED, 5, 160, 4, 1, 20);   /* the fixture's conv_dim */
-    check_conv_step(f, MIXED, 5, 33, 3, 1, 30);    /* rows < and >= the window */
-    check_conv_step(f, LONG, 3, 10240, 4, 1, 40);  /* Qwen3.6-27B's conv_dim */
-    check_conv_step(f, MIXED, 5, 101, 4, 0, 50);   /* a rollback's replay: windows only */
-    check_conv_step(f, DECODE, 3, 24, 2, 1, 60);
-}
-
-/* --- delta_rule_step ---------------------------------------------------------- */
-
-static void check_delta_step(const Fixture *f, const int *lens, int n_seqs, DfDeltaRuleShape s, int with_out,
-                             uint64_t seed) {
-    StepPair b = step_pair(f, lens, n_seqs);
-    size_t t = (size_t)b.n_rows, nv = (size_t)s.value_heads;
-    size_t width = 2 * (size_t)s.key_heads * s.key_dim + nv * s.value_dim;
-    size_t sn = (size_t)N_SLOTS * nv * s.key_dim * s.value_dim;
-    Pair qkv = pair_random(f, t * width, seed, 0.0f, 1.0f, DF_BUF_ACT);
-    Pair beta = pair_random(f, t * nv, seed + 1, 0.0f, 3.0f, DF_BUF_ACT);
-    Pair a = pair_random(f, t * nv, seed + 2, 0.0f, 3.0f, DF_BUF_ACT);
-    float log16 = logf(16.0f);
-    Pair a_log = pair_random(f, nv, seed + 3, log16 / 2, log16 / 2, DF_BUF_F32);
-    Pair dt_bias = pair_random(f, nv, seed + 4, 1.0f, 0.5f, DF_BUF_F32);
-    Pair st = pair_random(f, sn, seed + 5, 0.1f, 0.5f, DF_BUF_F32);
-    Pair save = pair_random(f, sn, seed + 6, -0.1f, 0.5f, DF_BUF_F32);
-    Pair out = df_test_pair_poisoned(f, t * nv * s.value_dim, DF_BUF_ACT);
-    DfBuffer none = {0};
-    DfDeltaStepArgs ac = {&b.c, with_out ? out.c : none, qkv.c, beta.c, a.c, a_log.c, dt_bias.c, st.c, save.c, s};
-    DfDeltaStepArgs ag = {&b.g, with_out ? out.g : none, qkv.g, beta.g, a.g, a_log.g, dt_bias.g, st.g, save.g, s};
-    df_op_delta_rule_step(f->cpu, &ac);
-    df_op_delta_rule_step(f->gpu, &ag);
-    char what[160];
-    snprintf(what, sizeof what, "delta_rule_step %d/%d heads, %d x %d, %d seqs, %d rows%s", s.key_heads,
-             s.value_heads, s.key_dim, s.value_dim, n_seqs, b.n_rows, with_out ? "" : " (state only)");
-    if (with_out) pair_compare(f, what, out, OP_TOL);
-    pair_compare(f, "  advanced states", st, STATE_TOL);
-    pair_compare(f, "  snapshots", save, COPY_TOL);
-    Pair *all[] = {&qkv, &beta, &a, &a_log, &dt_bias, &st, &save, &out};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) df_test_pair_free(f, all[i]);
-    step_pair_free(f, &b);
-}
-
-static void test_delta_rule_step_matches_cpu(void **state) {
-    Fixture *f = df_test_gpu_or_skip(state);
-    check_delta_step(f, DECODE, 7, (DfDeltaRuleShape){2, 4, 16, 24}, 1, 100); /* the fixture's heads */
-    check_delta_step(f, MIXED, 5, (DfDeltaRuleShape){1, 3, 64, 37}, 1, 200);  /* odd value dim */
-    check_delta_step(f, MIXED, 5, (DfDeltaRuleShape){2, 6, 128, 128}, 1, 300); /* Qwen3.6's 128 x 128 */
-    check_delta_step(f, LONG, 3, (DfDeltaRuleShape){1, 2, 128, 128}, 1, 400);  /* across a staged chunk */
-    check_delta_step(f, DECODE, 3, (DfDeltaRuleShape){1, 1, 256, 64}, 1, 500); /* 8 threads per column */
-    check_delta_step(f, MIXED, 5, (DfDeltaRuleShape){2, 4, 16, 24}, 0, 600);  /* a rollback's replay */
-}
-
-/* --- kv_attention at the generic head dims --------------------------------------- */
-
-static void check_kv_attention(const Fixture *f, int heads, int kv_heads, int hd, int causal, uint64_t seed) {
-    const int lens[] = {1, 4, 2, 1};
-    StepPair b = step_pair(f, lens, 4);
-    size_t cache = (size_t)N_SLOTS * CAPACITY * kv_heads * hd, qn = (size_t)b.n_rows * heads * hd;
-    Pair k = pair_random(f, cache, seed, 0.0f, 2.0f, DF_BUF_ACT);
-    Pair v = pair_random(f, cache, seed + 1, 0.0f, 1.0f, DF_BUF_ACT);
-    Pair q = pair_random(f, qn, seed + 2, 0.0f, 1.0f, DF_BUF_ACT);
-    Pair out = df_test_pair_poisoned(f, qn, DF_BUF_ACT);
-    float scale = 1.0f / sqrtf((float)hd);
-    df_op_kv_attention(f->cpu, out.c, q.c, k.c, v.c, &b.c, heads, kv_heads, hd, scale, causal);
-    df_op_kv_attention(f->gpu, out.g, q.g, k.g, v.g, &b.g, heads, kv_heads, hd, scale, causal);
-    char what[128];
-    snprintf(what, sizeof what, "kv_attention %d/%d heads of %d, %s", heads, kv_heads, hd, causal ? "causal" : "block");
-    pair_compare(f, what, out, OP_TOL);
-    df_test_pair_free(f, &k), df_test_pair_free(f, &v), df_test_pair_free(f, &q), df_test_pair_free(f, &out);
-    step_pair_free(f, &b);
-}
-
-static void test_kv_attention_generic_head_dims(void **state) {
-    Fixture *f = df_test_gpu_or_skip(state);
-    for (int causal = 0; causal < 2; causal++) {
-        check_kv_attention(f, 4, 2, 16, causal, 700); /* the fixture's attention */
-        check_kv_attention(f, 6, 3, 40, causal, 710);
-        check_kv_attention(f, 8, 2, 256, causal, 720); /* Qwen3.6's */
-    }
-}
 
 /* --- the fixture model on both backends ------------------------------------------------ */
 
@@ -244,7 +65,7 @@ static void random_ids(int32_t *ids, int n, int vocab, uint64_t seed) {
     }
 }
 
-/* The near-tie margin of test_cuda_infer_ops.c: 4 bf16 ulps of the largest fp32 logit (at least of 1). */
+/* The near-tie margin of test_cuda_generate.c: 4 bf16 ulps of the largest fp32 logit (at least of 1). */
 #define NEAR_TIE_ULPS 4
 
 static double near_tie_margin(float l_max) {
@@ -255,7 +76,7 @@ static double near_tie_margin(float l_max) {
 }
 
 /* The logits [n, V] of one sequence by the batched forward (the prefill
- * path, checked against transformers' in test_cuda_hybrid_ops). */
+ * path, checked against transformers' in test_cuda_hybrid_target). */
 static float *forward_logits(DfTargetModel *m, const int32_t *ids, int n) {
     DfError err;
     int32_t starts[2] = {0, n};
@@ -274,7 +95,7 @@ static float *forward_logits(DfTargetModel *m, const int32_t *ids, int n) {
  * GPU's batched bf16 forward of the same tokens: a choice between two
  * logits that close is bf16's to make (this random fixture's logits are
  * small and nearly flat, and the hybrid layers' bf16 error reaches a tenth
- * of them: test_cuda_hybrid_ops). The decoder under test does not enter
+ * of them: test_cuda_hybrid_target). The decoder under test does not enter
  * that margin: it comes from the forward. Returns the flips (choices that
  * are not the fp32 argmax). */
 static int check_near_ties(DfTargetModel *cpu, DfTargetModel *gpu, int p, const int32_t *prompt, int np,
@@ -659,9 +480,6 @@ static void test_commands_on_gpu(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_conv_step_matches_cpu),
-        cmocka_unit_test(test_delta_rule_step_matches_cpu),
-        cmocka_unit_test(test_kv_attention_generic_head_dims),
         cmocka_unit_test(test_greedy_matches_cpu),
         cmocka_unit_test(test_rollback_on_gpu),
         cmocka_unit_test(test_speculative_lossless_on_gpu),

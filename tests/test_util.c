@@ -2,7 +2,6 @@
 #include "test_util.h"
 
 #include "base/numeric.h"
-#include "base/sort.h"
 #include "formats/safetensors.h"
 #include "infer/target_decode.h"
 #include "model/rope.h"
@@ -262,35 +261,6 @@ DfTestBackendPair *df_test_gpu_or_skip(void **state) {
     return f;
 }
 
-void df_test_skip_unless_env(const char *name) {
-    const char *v = getenv(name);
-    if (!v || strcmp(v, "1") != 0) skip();
-}
-
-double df_test_gpu_median_ms(DfBackend *be, void (*work)(void *ctx), void *ctx, int warmup, int reps, int per_run) {
-#ifdef DF_HAVE_CUDA
-    double ms[64];
-    assert_true(reps >= 1 && reps <= 64 && per_run >= 1);
-    DfTimer *t = be->ops->timer_create(be, NULL);
-    assert_non_null(t);
-    for (int rep = -warmup; rep < reps; rep++) {
-        be->ops->timer_start(be, t);
-        work(ctx);
-        double v = be->ops->timer_stop(be, t);
-        if (v < 0) fail_msg("a CUDA timer failed");
-        if (rep >= 0) ms[rep] = v / per_run;
-    }
-    be->ops->timer_destroy(be, t);
-    DfError err;
-    if (be->ops->sync(be, &err)) fail_msg("%s", err.msg);
-    return df_median_sorting(ms, (size_t)reps);
-#else
-    (void)be, (void)work, (void)ctx, (void)warmup, (void)reps, (void)per_run;
-    fail_msg("df_test_gpu_median_ms without CUDA");
-    return 0;
-#endif
-}
-
 DfTestAdamWState df_test_adamw_state_new(DfBackend *be, const float *init, size_t n) {
     DfTestAdamWState s;
     float *zeros = calloc(n, sizeof *zeros);
@@ -307,30 +277,6 @@ DfTestAdamWState df_test_adamw_state_new(DfBackend *be, const float *init, size_
 void df_test_adamw_state_free(DfBackend *be, DfTestAdamWState *s) {
     df_buffer_free(be, &s->master), df_buffer_free(be, &s->m), df_buffer_free(be, &s->v);
     df_buffer_free(be, &s->grads), df_buffer_free(be, &s->params);
-}
-
-DfTestPair df_test_pair_upload(const DfTestBackendPair *f, const float *host, size_t n, DfBufKind kind) {
-    return (DfTestPair){df_test_upload(f->cpu, host, n, kind), df_test_upload(f->gpu, host, n, kind)};
-}
-
-DfTestPair df_test_pair_upload_i32(const DfTestBackendPair *f, const int32_t *host, size_t n) {
-    return (DfTestPair){df_test_upload_i32(f->cpu, host, n), df_test_upload_i32(f->gpu, host, n)};
-}
-
-DfTestPair df_test_pair_poisoned(const DfTestBackendPair *f, size_t n, DfBufKind kind) {
-    return (DfTestPair){df_test_upload_poisoned(f->cpu, n, kind), df_test_upload_poisoned(f->gpu, n, kind)};
-}
-
-void df_test_pair_compare(const DfTestBackendPair *f, const char *what, DfTestPair p, double tol) {
-    float *g = df_test_download(f->gpu, p.g), *c = df_test_download(f->cpu, p.c);
-    double e = df_rel_error(g, c, p.c.count);
-    if (!(e <= tol)) fail_msg("%s: relative error %g over %zu values (tolerance %g)", what, e, p.c.count, tol);
-    free(g), free(c);
-}
-
-void df_test_pair_free(const DfTestBackendPair *f, DfTestPair *p) {
-    df_buffer_free(f->cpu, &p->c);
-    df_buffer_free(f->gpu, &p->g);
 }
 
 int df_test_backend_pair_teardown(void **state) {

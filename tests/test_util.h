@@ -92,8 +92,9 @@ double df_test_tap_error(const float *features, int n_taps, int j, const DfTarge
 void df_test_load_cpu_target(DfTargetModel *m, DfBackend **be, const char *dir, int n_layers, int with_head);
 
 /* A CPU backend and, when a GPU is present (and CUDA is built in), a CUDA
- * one: the cmocka group state of the tests that compare the two
- * (tests/test_cuda_*.c). The GPU tests skip where gpu is NULL. */
+ * one: the cmocka group state of the tests that run on both
+ * (test_backend_ops, tests/test_cuda_*.c). The GPU tests skip where gpu is
+ * NULL. */
 typedef struct DfTestBackendPair {
     DfBackend *cpu, *gpu;
 } DfTestBackendPair;
@@ -101,16 +102,6 @@ int df_test_backend_pair_setup(void **state);
 int df_test_backend_pair_teardown(void **state);
 /* The pair of the group state; skips the test when there is no GPU. */
 DfTestBackendPair *df_test_gpu_or_skip(void **state);
-
-/* Skips the calling test unless the environment variable `name` is "1"
- * (the GPU tests' benchmark modes: DFLASH_BENCH_KV=1 and the like). */
-void df_test_skip_unless_env(const char *name);
-
-/* The timings of the GPU tests' benchmark modes (DFLASH_BENCH_*): median
- * milliseconds of `reps` (at most 64) runs of work(ctx) on be's stream, each
- * between two CUDA events, after `warmup` untimed runs, divided by per_run
- * (the units one run holds: layers, weight copies). CUDA backends only. */
-double df_test_gpu_median_ms(DfBackend *be, void (*work)(void *ctx), void *ctx, int warmup, int reps, int per_run);
 
 /* AdamW's buffers on a backend (the trainer's layout): fp32 master weights
  * and the ACT parameters both set from init, the moments and the gradient
@@ -120,18 +111,6 @@ typedef struct DfTestAdamWState {
 } DfTestAdamWState;
 DfTestAdamWState df_test_adamw_state_new(DfBackend *be, const float *init, size_t n);
 void df_test_adamw_state_free(DfBackend *be, DfTestAdamWState *s);
-
-/* The same buffer on both backends of a pair: c on the CPU, g on the GPU. */
-typedef struct DfTestPair {
-    DfBuffer c, g;
-} DfTestPair;
-DfTestPair df_test_pair_upload(const DfTestBackendPair *f, const float *host, size_t n, DfBufKind kind);
-DfTestPair df_test_pair_upload_i32(const DfTestBackendPair *f, const int32_t *host, size_t n);
-/* n NaNs on each side: an op's output (df_test_upload_poisoned). */
-DfTestPair df_test_pair_poisoned(const DfTestBackendPair *f, size_t n, DfBufKind kind);
-/* Fails the test unless max|g - c| / max|c| <= tol (df_rel_error: NaN never passes). */
-void df_test_pair_compare(const DfTestBackendPair *f, const char *what, DfTestPair p, double tol);
-void df_test_pair_free(const DfTestBackendPair *f, DfTestPair *p);
 
 /* n values in [-scale, scale] (df_test_random_array) rounded to bf16, so
  * that a bf16 backend and the fp32 CPU see the same inputs; heap. */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How far transformers' own bf16 forward of the hybrid fixture model lies
 from its fp32 forward: the yardstick for our bf16 GPU forward of the same
-model (tests/test_cuda_hybrid_ops.c), measured with the same figure the C
+model (tests/test_cuda_hybrid_target.c), measured with the same figure the C
 test uses (max |a - b| over max |b|, per decoder layer output and for the
 logits).
 
