@@ -1,7 +1,8 @@
 /* The CUDA backend's kernel variants, for its tests (tests/test_cuda_*.c)
- * and kernel timings only: production code never includes this header; a
- * benchmark chooses variants by name through the op table instead
- * (df_backend_set_variant: the names are those of cuda_variants.cu).
+ * and the kernel timings (dev/cuda/) only: production code never includes
+ * this header; the registry of op tests and the benchmarks choose variants by
+ * name through the op table instead (df_backend_set_variant: the names are
+ * those of cuda_variants.cu).
  * Results agree within rounding whichever variant runs. */
 #ifndef DF_BACKEND_CUDA_CUDA_VARIANTS_H
 #define DF_BACKEND_CUDA_CUDA_VARIANTS_H
