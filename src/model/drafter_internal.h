@@ -71,7 +71,7 @@ struct DfDrafterWork {
 };
 
 /* The rows with a loss weight (drafter_loss_rows.c): their lists from the
- * host batch's valid flags and targets; the lm head with its cross-entropy
+ * host batch's weights and labels; the lm head with its cross-entropy
  * on those rows only (their hidden states gathered first, d(loss)/d(out)
  * scattered back into g.dx with zeros elsewhere); their CE and argmax back
  * into the host batch's per-row arrays (0 and -1 for the other rows). */

@@ -10,8 +10,6 @@
  * those rows with one zero row appended. Both gathers are the embedding op
  * (rows of a table by index). Loss, gradients and the weighted rows' argmax
  * are those of the whole-rows op. */
-#include <string.h>
-
 #include "model/drafter_internal.h"
 
 void df_drafter_loss_rows_build(DfDrafterHostBatch *h) {
