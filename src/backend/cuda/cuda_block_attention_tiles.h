@@ -1,0 +1,216 @@
+/* The parts of the DFlash block attention kernels (cuda_block_attention.cu,
+ * the forward; cuda_block_attention_backward.cu, the backward) that both
+ * use: the layout every kernel gets by value, the query rows of a chunk, the
+ * tile loaders, the warp-level products over 64-row tiles, and the host-side
+ * checks. The design is described at the top of cuda_block_attention.cu.
+ * Everything is in an anonymous namespace: each kernel file has its own. */
+#ifndef DF_BACKEND_CUDA_CUDA_BLOCK_ATTENTION_TILES_H
+#define DF_BACKEND_CUDA_CUDA_BLOCK_ATTENTION_TILES_H
+
+#include <math.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_mma.h"
+
+namespace {
+
+constexpr int WARPS = 4;
+constexpr int ROWS = 16 * WARPS; /* query rows per chunk; also keys per dK/dV tile */
+constexpr int BN = 64;           /* keys per tile of the query-major kernels */
+constexpr float LOG2E = 1.4426950408889634f;
+
+/* The query-major kernels hold a warp's Q fragments in registers across the
+ * key tiles up to head_dim 128. At 256 the O (or dQ) accumulators alone take
+ * 128 registers a thread, so Q is re-read from shared memory at each k-step
+ * instead (as in cuda_attention.cu), which keeps them clear of spills. */
+template <int D>
+constexpr bool q_in_regs = D <= 128;
+
+/* The layout and sizes every kernel needs, passed by value. */
+struct Shape {
+    const int32_t *ctx_starts, *block_starts, *anchors;
+    int n_seqs, n_blocks, B, G, heads, kv_heads, n_q;
+    int chunks; /* ceil(G*B / ROWS) */
+    float scale, scale_log2;
+    int window; /* 0: every context row below the anchor */
+};
+
+/* The first context row (relative to the sequence's) visible to a block anchored at `anchor`. */
+__device__ __forceinline__ int window_start(const Shape &s, int anchor) {
+    return s.window > 0 && anchor > s.window ? anchor - s.window : 0;
+}
+
+/* The sequence of block j: the last s with block_starts[s] <= j (sequences
+ * without blocks share their start with the next one). */
+__device__ int seq_of_block(const Shape &s, int j) {
+    int lo = 0, hi = s.n_seqs;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (s.block_starts[mid] <= j) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Row i of chunk c of block j, kv head g: query head g*G + flat/B, block
+ * row flat%B (flat = c*ROWS + i); invalid past the group's G*B rows. */
+struct QRow {
+    bool valid;
+    size_t off;     /* element offset in q, out, d_out, dq */
+    size_t lse_idx; /* index in lse and dsum ([heads, n_q]) */
+};
+
+template <int D>
+__device__ QRow q_row(const Shape &s, int j, int g, int c, int i) {
+    int flat = c * ROWS + i;
+    QRow q;
+    q.valid = flat < s.G * s.B;
+    int h = g * s.G + flat / s.B, r = flat % s.B;
+    q.off = (size_t)(j * s.B + r) * s.heads * D + (size_t)h * D;
+    q.lse_idx = (size_t)h * s.n_q + (size_t)j * s.B + r;
+    return q;
+}
+
+/* The chunk's ROWS query-like rows (q or d_out) into shared [ROWS][D+8]; zero past the group. */
+template <int D>
+__device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int j, int g, int c) {
+    constexpr int SD = D + 8, CH = D / 8;
+    for (int t = threadIdx.x; t < ROWS * CH; t += WARPS * 32) {
+        int i = t / CH, col = (t % CH) * 8;
+        QRow q = q_row<D>(s, j, g, c, i);
+        cp_async16(dst + i * SD + col, q.valid ? src + q.off + col : src, q.valid ? 16 : 0);
+    }
+}
+
+/* Visible keys t0 .. t0+BN-1 of block j (context rows c0.. below the anchor,
+ * then the block's own rows) of kv head g into shared [BN][D+8]; zero past them. */
+template <int D>
+__device__ void load_visible_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const Shape &s, int c0, int anchor,
+                                  int j, int g, int t0) {
+    constexpr int SD = D + 8, CH = D / 8;
+    size_t ldk = (size_t)s.kv_heads * D;
+    for (int t = threadIdx.x; t < BN * CH; t += WARPS * 32) {
+        int i = t / CH, col = (t % CH) * 8, key = t0 + i;
+        const bf16 *p = nullptr;
+        if (key < anchor) p = ctx + (size_t)(c0 + key) * ldk + (size_t)g * D;
+        else if (key < anchor + s.B) p = blk + (size_t)(j * s.B + key - anchor) * ldk + (size_t)g * D;
+        cp_async16(dst + i * SD + col, p ? p + col : ctx, p ? 16 : 0);
+    }
+}
+
+/* acc[n] (16 rows x 8n..8n+7) += A (16 x D, fragments a[kk]) times the
+ * tile's rows as columns: S = Q K^T with 64 rows of K in shared memory. */
+template <int D>
+__device__ __forceinline__ void rows_times_tile_t(float acc[8][4], const uint32_t (*a)[4], const bf16 *tile, int lane) {
+    constexpr int SD = D + 8;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldmatrix_x4(b, tile + (np * 16 + (lane & 7) + ((lane >> 4) & 1) * 8) * SD + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma_bf16(acc[2 * np], a[kk], b[0], b[1]);
+            mma_bf16(acc[2 * np + 1], a[kk], b[2], b[3]);
+        }
+}
+
+/* Same, with the A fragments read from 16 rows of shared memory at each k-step. */
+template <int D>
+__device__ __forceinline__ void smem_rows_times_tile_t(float acc[8][4], const bf16 *rows16, const bf16 *tile,
+                                                       int lane) {
+    constexpr int SD = D + 8;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t a[4];
+        ldmatrix_x4(a, rows16 + (lane & 15) * SD + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b[4];
+            ldmatrix_x4(b, tile + (np * 16 + (lane & 7) + ((lane >> 4) & 1) * 8) * SD + kk * 16 + ((lane >> 3) & 1) * 8);
+            mma_bf16(acc[2 * np], a, b[0], b[1]);
+            mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* acc (16 x D) += P (16 x 64, fp32 accumulators, rounded to bf16) times the
+ * 64-row tile [64][D+8]: O += P V, dQ += dS K, dV += P^T dO, dK += dS^T Q. */
+template <int D>
+__device__ __forceinline__ void probs_times_tile(float acc[D / 8][4], const float p[8][4], const bf16 *tile,
+                                                 int lane) {
+    constexpr int SD = D + 8;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t pa[4];
+        pa[0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
+        pa[1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
+        pa[2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        pa[3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+#pragma unroll
+        for (int dp = 0; dp < D / 16; dp++) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + dp * 16 +
+                                     ((lane >> 4) & 1) * 8);
+            mma_bf16(acc[2 * dp], pa, b[0], b[1]);
+            mma_bf16(acc[2 * dp + 1], pa, b[2], b[3]);
+        }
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+}
+
+/* --- host side, shared by the forward and backward launches ------------------------ */
+
+inline Shape shape_of(const DfBlockAttnArgs *a) {
+    const DfBlockAttnLayout *l = a->layout;
+    Shape s;
+    s.ctx_starts = (const int32_t *)l->ctx_starts.ptr;
+    s.block_starts = (const int32_t *)l->block_starts.ptr;
+    s.anchors = (const int32_t *)l->anchors.ptr;
+    s.n_seqs = l->n_seqs, s.n_blocks = l->n_blocks, s.B = l->block_size;
+    s.G = a->heads / a->kv_heads, s.heads = a->heads, s.kv_heads = a->kv_heads;
+    s.n_q = l->n_blocks * l->block_size;
+    s.chunks = (s.G * s.B + ROWS - 1) / ROWS;
+    s.scale = a->scale, s.scale_log2 = a->scale * LOG2E;
+    s.window = a->window;
+    return s;
+}
+
+inline bool misaligned(const DfBuffer *bufs, int n) {
+    uintptr_t bits = 0;
+    for (int i = 0; i < n; i++) bits |= (uintptr_t)bufs[i].ptr;
+    return (bits & 15u) != 0;
+}
+
+/* What the kernels cannot take, as a recorded failure; true when it can run. */
+inline bool supported(DfBackend *be, const DfBlockAttnArgs *a, const char *op) {
+    const DfBlockAttnLayout *l = a->layout;
+    int chunks = (a->heads / a->kv_heads * l->block_size + ROWS - 1) / ROWS;
+    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256)
+        df_cuda_record_failure(be, __FILE__, __LINE__, "%s: head_dim %d is not supported (64, 128 or 256)", op,
+                               a->head_dim);
+    else if (l->block_size > ROWS)
+        df_cuda_record_failure(be, __FILE__, __LINE__, "%s: block size %d is over %d", op, l->block_size, ROWS);
+    else if ((long)a->kv_heads * chunks > 65535)
+        df_cuda_record_failure(be, __FILE__, __LINE__, "%s: %d kv heads x %d row chunks exceed the grid", op,
+                               a->kv_heads, chunks);
+    else
+        return true;
+    return false;
+}
+
+template <typename K>
+bool set_smem(DfBackend *be, K kernel, size_t bytes, const char *op) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e == cudaSuccess) return true;
+    df_cuda_record_failure(be, __FILE__, __LINE__, "%s: %zu bytes of shared memory: %s", op, bytes, cudaGetErrorString(e));
+    return false;
+}
+
+} // namespace
+
+#endif
