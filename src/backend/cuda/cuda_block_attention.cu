@@ -342,29 +342,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                     o[mt][d][3] *= alpha[1];
                 }
             }
-            /* O += P V, each V fragment for both m-tiles */
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                uint32_t pa[MT][4];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    pa[mt][0] = pack_bf16(sc[mt][2 * kk][0], sc[mt][2 * kk][1]);
-                    pa[mt][1] = pack_bf16(sc[mt][2 * kk][2], sc[mt][2 * kk][3]);
-                    pa[mt][2] = pack_bf16(sc[mt][2 * kk + 1][0], sc[mt][2 * kk + 1][1]);
-                    pa[mt][3] = pack_bf16(sc[mt][2 * kk + 1][2], sc[mt][2 * kk + 1][3]);
-                }
-#pragma unroll
-                for (int dp = 0; dp < D / 16; dp++) {
-                    uint32_t b[4];
-                    ldmatrix_x4_trans(b, svb + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + dp * 16 +
-                                             ((lane >> 4) & 1) * 8);
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma_bf16(o[mt][2 * dp], pa[mt], b[0], b[1]);
-                        mma_bf16(o[mt][2 * dp + 1], pa[mt], b[2], b[3]);
-                    }
-                }
-            }
+            probs_times_tile_mt<D, MT>(o, sc, svb, lane); /* O += P V, each V fragment for both m-tiles */
         }
         __syncthreads(); /* this buffer is refilled in the next iteration */
     }

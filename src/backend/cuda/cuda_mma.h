@@ -57,4 +57,37 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     return *(uint32_t *)&h;
 }
 
+/* acc[mt] (16 x D) += P[mt] (16 x 64: fp32 accumulators, rounded to bf16 as
+ * A fragments, the m16n8 layout of two adjacent n-tiles being the m16k16 A
+ * layout) times a 64-row tile [64][D+8] of shared memory, for MT m-tiles at
+ * once: each B fragment (ldmatrix .trans) feeds every m-tile. O += P V of
+ * the flash-attention kernels. */
+template <int D, int MT>
+__device__ __forceinline__ void probs_times_tile_mt(float (&acc)[MT][D / 8][4], const float (&p)[MT][8][4],
+                                                    const bf16 *tile, int lane) {
+    constexpr int SD = D + 8;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            pa[mt][0] = pack_bf16(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+            pa[mt][1] = pack_bf16(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+            pa[mt][2] = pack_bf16(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+            pa[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < D / 16; dp++) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SD + dp * 16 +
+                                     ((lane >> 4) & 1) * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma_bf16(acc[mt][2 * dp], pa[mt], b[0], b[1]);
+                mma_bf16(acc[mt][2 * dp + 1], pa[mt], b[2], b[3]);
+            }
+        }
+    }
+}
+
 #endif
