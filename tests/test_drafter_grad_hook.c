@@ -16,11 +16,9 @@
 
 #include "test_util.h"
 
-#include "backend/backend.h"
-#include "backend/select.h"
 #include "model/drafter.h"
 
-enum { H = 16, V = 37, B = 4, TAPS = 2, T = 22, LAYERS = 3, MAX_RANGES = 16 };
+enum { B = DF_TINY_B, LAYERS = 3, MAX_RANGES = 16 };
 
 typedef struct Recorder {
     DfDrafter *d;
@@ -46,69 +44,31 @@ static void record_range(void *ctx, size_t offset, size_t count) {
         r->failed = 1;
 }
 
+/* The shared tiny drafter (test_util.h), 3 layers, with 3 + 2 anchors in its two sequences. */
 typedef struct Tiny {
-    DfBackend *be;
-    DfDrafter d;
-    DfBuffer embed, head, features;
-    int32_t ids[T], seq_starts[3];
-    uint8_t mask[T];
+    DfTestTinyDrafter t;
     int64_t anchors[5], anchor_starts[3];
     DfDrafterBatch batch;
 } Tiny;
 
-static DfBuffer upload_random(DfBackend *be, size_t n, uint64_t seed, float scale) {
-    DfError err;
-    DfBuffer b;
-    float *host = df_test_random_array(n, seed, scale);
-    assert_int_equal(df_buffer_alloc(be, &b, DF_BUF_ACT, n, &err), 0);
-    assert_int_equal(be->ops->upload_f32(be, b, host, &err), 0);
-    free(host);
-    return b;
-}
-
 static void tiny_init(Tiny *f) {
-    DfError err;
     memset(f, 0, sizeof *f);
-    f->be = df_backend_cpu_create(&err);
-    assert_non_null(f->be);
-    DfDrafterConfig c = {.hidden_size = H, .num_heads = 2, .num_kv_heads = 1, .head_dim = 8, .intermediate_size = 24,
-                         .num_layers = LAYERS, .vocab_size = V, .block_size = B, .mask_token_id = V - 1,
-                         .num_target_layers = 4, .n_taps = TAPS, .target_layer_ids = {1, 2},
-                         .rms_norm_eps = 1e-6, .rope = {.theta = 10000.0, .type = DF_ROPE_DEFAULT},
-                         .max_position_embeddings = 64, .gamma = 4.0};
-    f->embed = upload_random(f->be, (size_t)V * H, 1, 1.0f);
-    f->head = upload_random(f->be, (size_t)V * H, 2, 1.0f);
-    f->features = upload_random(f->be, (size_t)T * TAPS * H, 3, 2.0f);
-    if (df_drafter_create(&f->d, f->be, &c, f->embed, f->head, &err)) fail_msg("%s", err.msg);
-    float *params = malloc(f->d.layout.total * sizeof *params);
-    df_drafter_init_params(&f->d.layout, params, 7);
-    for (size_t i = 0; i < f->d.layout.total; i++) params[i] *= 10; /* 0.2 std: gradients well above rounding */
-    assert_int_equal(df_drafter_set_params(&f->d, params, &err), 0);
-    free(params);
-    f->seq_starts[0] = 0, f->seq_starts[1] = 13, f->seq_starts[2] = T;
-    for (int i = 0; i < T; i++) {
-        f->ids[i] = (i * 17 + 5) % (V - 1);
-        f->mask[i] = (i % 13) >= 3;
-    }
+    df_test_tiny_drafter_init(&f->t, LAYERS);
     const int64_t anchors[5] = {2, 5, 8, 1, 4};
     memcpy(f->anchors, anchors, sizeof anchors);
     f->anchor_starts[0] = 0, f->anchor_starts[1] = 3, f->anchor_starts[2] = 5;
-    f->batch = (DfDrafterBatch){.n_seqs = 2, .seq_starts = f->seq_starts, .ids = f->ids, .loss_mask = f->mask,
-                                .features = f->features, .anchor_starts = f->anchor_starts, .anchors = f->anchors};
+    f->batch = (DfDrafterBatch){.n_seqs = 2, .seq_starts = f->t.seq_starts, .ids = f->t.ids, .loss_mask = f->t.mask,
+                                .features = f->t.features, .anchor_starts = f->anchor_starts, .anchors = f->anchors};
 }
 
-static void tiny_free(Tiny *f) {
-    df_drafter_free(&f->d);
-    df_buffer_free(f->be, &f->embed), df_buffer_free(f->be, &f->head), df_buffer_free(f->be, &f->features);
-    df_backend_destroy(f->be);
-}
+static void tiny_free(Tiny *f) { df_test_tiny_drafter_free(&f->t); }
 
 /* One zeroed forward_backward; the final gradient into grads. */
 static void step(Tiny *f, double grad_scale, float *grads) {
     DfError err;
-    df_drafter_zero_grads(&f->d);
-    if (df_drafter_forward_backward(&f->d, &f->batch, grad_scale, NULL, &err)) fail_msg("%s", err.msg);
-    assert_int_equal(df_drafter_get_grads(&f->d, grads, &err), 0);
+    df_drafter_zero_grads(&f->t.d);
+    if (df_drafter_forward_backward(&f->t.d, &f->batch, grad_scale, NULL, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(df_drafter_get_grads(&f->t.d, grads, &err), 0);
 }
 
 /* The range edges the backward must report, from the layout by name:
@@ -162,30 +122,30 @@ static void test_hook_ranges_and_values(void **state) {
     (void)state;
     Tiny *f = malloc(sizeof *f);
     tiny_init(f);
-    size_t total = f->d.layout.total;
+    size_t total = f->t.d.layout.total;
     float *plain = malloc(total * sizeof *plain), *hooked = malloc(total * sizeof *hooked);
     step(f, 0.5, plain); /* no hook */
 
-    Recorder r = {.d = &f->d, .snapshot = malloc(total * sizeof(float))};
+    Recorder r = {.d = &f->t.d, .snapshot = malloc(total * sizeof(float))};
     for (size_t i = 0; i < total; i++) r.snapshot[i] = NAN;
-    df_drafter_set_grad_ready(&f->d, record_range, &r);
+    df_drafter_set_grad_ready(&f->t.d, record_range, &r);
     step(f, 0.5, hooked);
-    check_ranges(&r, &f->d.layout);
+    check_ranges(&r, &f->t.d.layout);
     check_snapshots(&r, hooked, "same call");
     check_snapshots(&r, plain, "a call without hook");
 
     /* again: the same ranges, the same values */
-    Recorder again = {.d = &f->d, .snapshot = malloc(total * sizeof(float))};
-    df_drafter_set_grad_ready(&f->d, record_range, &again);
+    Recorder again = {.d = &f->t.d, .snapshot = malloc(total * sizeof(float))};
+    df_drafter_set_grad_ready(&f->t.d, record_range, &again);
     step(f, 0.5, hooked);
-    check_ranges(&again, &f->d.layout);
+    check_ranges(&again, &f->t.d.layout);
     check_snapshots(&again, plain, "second call");
 
     /* no backward, or no hook: no report */
     again.n = 0;
     step(f, 0.0, hooked);
     assert_int_equal(again.n, 0);
-    df_drafter_set_grad_ready(&f->d, NULL, &again);
+    df_drafter_set_grad_ready(&f->t.d, NULL, &again);
     step(f, 0.5, hooked);
     assert_int_equal(again.n, 0);
     assert_memory_equal(hooked, plain, total * sizeof *plain);
@@ -199,15 +159,15 @@ static void test_hook_with_micro_batches(void **state) {
     (void)state;
     Tiny *f = malloc(sizeof *f);
     tiny_init(f);
-    size_t total = f->d.layout.total;
+    size_t total = f->t.d.layout.total;
     float *plain = malloc(total * sizeof *plain), *hooked = malloc(total * sizeof *hooked);
-    df_drafter_set_max_block_rows(&f->d, 2 * B); /* 5 blocks: parts of 2, 2 and 1 (rounded even: 1, 2, 2) */
+    df_drafter_set_max_block_rows(&f->t.d, 2 * B); /* 5 blocks: parts of 2, 2 and 1 (rounded even: 1, 2, 2) */
     step(f, 0.5, plain);
-    Recorder r = {.d = &f->d, .snapshot = malloc(total * sizeof(float))};
+    Recorder r = {.d = &f->t.d, .snapshot = malloc(total * sizeof(float))};
     for (size_t i = 0; i < total; i++) r.snapshot[i] = NAN;
-    df_drafter_set_grad_ready(&f->d, record_range, &r);
+    df_drafter_set_grad_ready(&f->t.d, record_range, &r);
     step(f, 0.5, hooked);
-    check_ranges(&r, &f->d.layout);
+    check_ranges(&r, &f->t.d.layout);
     check_snapshots(&r, hooked, "micro-batches");
     check_snapshots(&r, plain, "micro-batches without hook");
     free(r.snapshot), free(plain), free(hooked);

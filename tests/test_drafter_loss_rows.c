@@ -14,62 +14,11 @@
 
 #include "test_util.h"
 
-#include "backend/backend.h"
-#include "backend/select.h"
 #include "model/drafter.h"
 #include "model/metrics.h"
 
-enum { H = 16, V = 37, B = 4, TAPS = 2, T = 22 };
-
-typedef struct Tiny {
-    DfBackend *be;
-    DfDrafter d;
-    DfBuffer embed, head, features;
-    int32_t ids[T], seq_starts[3];
-    uint8_t mask[T];
-} Tiny;
-
-static DfBuffer upload_random(DfBackend *be, size_t n, uint64_t seed, float scale) {
-    DfError err;
-    DfBuffer b;
-    float *host = df_test_random_array(n, seed, scale);
-    assert_int_equal(df_buffer_alloc(be, &b, DF_BUF_ACT, n, &err), 0);
-    assert_int_equal(be->ops->upload_f32(be, b, host, &err), 0);
-    free(host);
-    return b;
-}
-
-static void tiny_init(Tiny *f) {
-    DfError err;
-    memset(f, 0, sizeof *f);
-    f->be = df_backend_cpu_create(&err);
-    assert_non_null(f->be);
-    DfDrafterConfig c = {.hidden_size = H, .num_heads = 2, .num_kv_heads = 1, .head_dim = 8, .intermediate_size = 24,
-                         .num_layers = 2, .vocab_size = V, .block_size = B, .mask_token_id = V - 1,
-                         .num_target_layers = 4, .n_taps = TAPS, .target_layer_ids = {1, 2},
-                         .rms_norm_eps = 1e-6, .rope = {.theta = 10000.0, .type = DF_ROPE_DEFAULT},
-                         .max_position_embeddings = 64, .gamma = 4.0};
-    f->embed = upload_random(f->be, (size_t)V * H, 1, 1.0f);
-    f->head = upload_random(f->be, (size_t)V * H, 2, 1.0f);
-    f->features = upload_random(f->be, (size_t)T * TAPS * H, 3, 2.0f);
-    if (df_drafter_create(&f->d, f->be, &c, f->embed, f->head, &err)) fail_msg("%s", err.msg);
-    float *params = malloc(f->d.layout.total * sizeof *params);
-    df_drafter_init_params(&f->d.layout, params, 7);
-    for (size_t i = 0; i < f->d.layout.total; i++) params[i] *= 10; /* gradients well above rounding */
-    assert_int_equal(df_drafter_set_params(&f->d, params, &err), 0);
-    free(params);
-    f->seq_starts[0] = 0, f->seq_starts[1] = 13, f->seq_starts[2] = T;
-    for (int i = 0; i < T; i++) {
-        f->ids[i] = (i * 17 + 5) % (V - 1);
-        f->mask[i] = (i % 13) >= 3;
-    }
-}
-
-static void tiny_free(Tiny *f) {
-    df_drafter_free(&f->d);
-    df_buffer_free(f->be, &f->embed), df_buffer_free(f->be, &f->head), df_buffer_free(f->be, &f->features);
-    df_backend_destroy(f->be);
-}
+enum { B = DF_TINY_B, V = DF_TINY_V };
+typedef DfTestTinyDrafter Tiny;
 
 typedef struct Outcome {
     float *grads;
@@ -96,7 +45,7 @@ static Outcome step(Tiny *f, const int64_t *anchors, int n0, int n) {
 static void test_unweighted_blocks_change_nothing(void **state) {
     (void)state;
     Tiny f;
-    tiny_init(&f);
+    df_test_tiny_drafter_init(&f, 2);
     /* sequence 0 has 13 tokens, sequence 1 has 9: blocks anchored at 12 and 8 lie past the ends */
     const int64_t plain[5] = {2, 5, 8, 1, 4}, padded[7] = {2, 12, 5, 8, 1, 8, 4};
     Outcome a = step(&f, plain, 3, 5);
@@ -119,20 +68,20 @@ static void test_unweighted_blocks_change_nothing(void **state) {
     double e = df_rel_error(b.grads, a.grads, f.d.layout.total);
     if (!(e <= 1e-5)) fail_msg("gradient with the unweighted blocks: relative error %g", e);
     free(a.grads), free(b.grads);
-    tiny_free(&f);
+    df_test_tiny_drafter_free(&f);
 }
 
 static void test_no_weighted_row_gives_zero_gradients(void **state) {
     (void)state;
     Tiny f;
-    tiny_init(&f);
+    df_test_tiny_drafter_init(&f, 2);
     const int64_t past_end[2] = {12, 8};
     Outcome o = step(&f, past_end, 1, 2);
     assert_true(o.weight_sum == 0 && o.loss_sum == 0);
     for (size_t i = 0; i < f.d.layout.total; i++)
         if (o.grads[i] != 0) fail_msg("gradient %zu is %g without any weighted row", i, o.grads[i]);
     free(o.grads);
-    tiny_free(&f);
+    df_test_tiny_drafter_free(&f);
 }
 
 int main(void) {

@@ -562,3 +562,45 @@ int df_test_dflash_in(DfTestRunDir *r, int threads, const char *args) {
     free(cmd);
     return rc;
 }
+
+static DfBuffer upload_random_act(DfBackend *be, size_t n, uint64_t seed, float scale) {
+    DfError err;
+    DfBuffer b;
+    float *host = df_test_random_array(n, seed, scale);
+    if (df_buffer_alloc(be, &b, DF_BUF_ACT, n, &err) || be->ops->upload_f32(be, b, host, &err)) fail_msg("%s", err.msg);
+    free(host);
+    return b;
+}
+
+void df_test_tiny_drafter_init(DfTestTinyDrafter *f, int layers) {
+    enum { H = DF_TINY_H, V = DF_TINY_V, T = DF_TINY_T };
+    DfError err;
+    memset(f, 0, sizeof *f);
+    f->be = df_backend_cpu_create(&err);
+    if (!f->be) fail_msg("CPU backend: %s", err.msg);
+    DfDrafterConfig c = {.hidden_size = H, .num_heads = 2, .num_kv_heads = 1, .head_dim = 8, .intermediate_size = 24,
+                         .num_layers = layers, .vocab_size = V, .block_size = DF_TINY_B, .mask_token_id = V - 1,
+                         .num_target_layers = 4, .n_taps = DF_TINY_TAPS, .target_layer_ids = {1, 2},
+                         .rms_norm_eps = 1e-6, .rope = {.theta = 10000.0, .type = DF_ROPE_DEFAULT},
+                         .max_position_embeddings = 64, .gamma = 4.0};
+    f->embed = upload_random_act(f->be, (size_t)V * H, 1, 1.0f);
+    f->head = upload_random_act(f->be, (size_t)V * H, 2, 1.0f);
+    f->features = upload_random_act(f->be, (size_t)T * DF_TINY_TAPS * H, 3, 2.0f);
+    if (df_drafter_create(&f->d, f->be, &c, f->embed, f->head, &err)) fail_msg("%s", err.msg);
+    float *params = malloc(f->d.layout.total * sizeof *params);
+    df_drafter_init_params(&f->d.layout, params, 7);
+    for (size_t i = 0; i < f->d.layout.total; i++) params[i] *= 10; /* 0.2 std: gradients well above rounding */
+    if (df_drafter_set_params(&f->d, params, &err)) fail_msg("%s", err.msg);
+    free(params);
+    f->seq_starts[0] = 0, f->seq_starts[1] = 13, f->seq_starts[2] = T;
+    for (int i = 0; i < T; i++) {
+        f->ids[i] = (i * 17 + 5) % (V - 1);
+        f->mask[i] = (i % 13) >= 3;
+    }
+}
+
+void df_test_tiny_drafter_free(DfTestTinyDrafter *f) {
+    df_drafter_free(&f->d);
+    df_buffer_free(f->be, &f->embed), df_buffer_free(f->be, &f->head), df_buffer_free(f->be, &f->features);
+    df_backend_destroy(f->be);
+}

@@ -13,6 +13,7 @@
 #include "base/buffer.h"
 #include "formats/model_config.h"
 #include "formats/safetensors.h"
+#include "model/drafter.h"
 #include "model/target.h"
 
 /* Absolute path of a file in the source tree (DFLASH_SOURCE_DIR overrides the
@@ -186,5 +187,21 @@ int df_test_dflash_in(DfTestRunDir *r, int threads, const char *args);
 
 /* The text of r->dir/rel (the caller frees it); the test fails when it cannot be read. */
 char *df_test_read_in(const DfTestRunDir *r, const char *rel);
+
+/* A tiny random drafter on the CPU backend (hidden 16, 2 heads of 8 with one
+ * KV head, vocab 37, block 4, 2 taps), its parameters scaled up so that
+ * gradients stand well above rounding, and the tokens of a two-sequence
+ * batch (13 + 9 tokens, the loss mask from each sequence's position 3; 2
+ * features of random [-2, 2] per token and tap). The caller adds anchors. */
+enum { DF_TINY_H = 16, DF_TINY_V = 37, DF_TINY_B = 4, DF_TINY_TAPS = 2, DF_TINY_T = 22 };
+typedef struct DfTestTinyDrafter {
+    DfBackend *be;
+    DfDrafter d;
+    DfBuffer embed, head, features;
+    int32_t ids[DF_TINY_T], seq_starts[3];
+    uint8_t mask[DF_TINY_T];
+} DfTestTinyDrafter;
+void df_test_tiny_drafter_init(DfTestTinyDrafter *f, int layers);
+void df_test_tiny_drafter_free(DfTestTinyDrafter *f);
 
 #endif
