@@ -53,11 +53,8 @@ void df_drafter_lm_head(DfDrafter *d, double grad_scale) {
     DfBackend *be = d->be;
     size_t n = (size_t)w->host.n_loss, q = (size_t)w->host.n_q, H = (size_t)d->cfg.hidden_size;
     int grads = grad_scale != 0;
-    if (n == q) { /* every row weighs: straight from out into g.dx */
-        lm_head_rows(d, first(w->out, q * H), grads ? first(w->g.dx, q * H) : (DfBuffer){0}, q, grad_scale);
-        return;
-    }
-    DfBuffer rows = first(w->g.dh, n * H); /* n < q: room for the zero row after them */
+    /* n < q: a block's first row never weighs (model/anchors.c), which leaves room for the zero row */
+    DfBuffer rows = first(w->g.dh, n * H);
     if (n > 0) {
         df_op_embedding(be, rows, first(w->out, q * H), first(w->loss_rows, n), (int)n, (int)H);
         lm_head_rows(d, rows, grads ? rows : (DfBuffer){0}, n, grad_scale);
