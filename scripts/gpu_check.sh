@@ -14,14 +14,14 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,peer,lmhead,decode,skinny,hybrid,prefill,dp,
+#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,peer,lmhead,gemm,decode,skinny,hybrid,prefill,dp,
 #   train8b,seed,defaults8b,hydecode,spec,traineval (default: all but racecheck, peer, prefill, dp, train8b, seed, defaults8b,
 #   hydecode, spec and traineval; dp = scripts/dp_check.sh: queue depths,
 #   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
 #   the 2-GPU machine)
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check}
-PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,decode,skinny,hybrid}
+PARTS=${1:-tests,memcheck,fixtures,gputrain,train,lmhead,gemm,decode,skinny,hybrid}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.devpack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
@@ -29,7 +29,7 @@ cp .devpack/dflash ./dflash
 [ -f .devpack/tests.tgz ] && tar xzf .devpack/tests.tgz -C .devpack
 T=.devpack/tests D=.devpack/dev # the test programs; the kernel benchmarks (dev/cuda/, make dev)
 # test_backend_ops' cases of the training and optimizer ops, and of the inference ops (the sanitizers' runs)
-TRAIN_OPS=memory,fill_zero,rmsnorm_backward,rope_backward,swiglu_backward,linear_weight_grad,lm_head_ce,adamw,sum_squares
+TRAIN_OPS=memory,fill_zero,rmsnorm,rope_backward,swiglu_backward,linear_weight_grad,block_attention,lm_head_ce,adamw,sum_squares
 INFER_OPS=kv_cache_write,argmax
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 section() { echo "== $1 ($(date +%T))"; }
@@ -113,6 +113,12 @@ if want lmhead; then
     timeout 180 "$D"/bench_block_attention 2>&1 | tee -a "$OUT/bench_train.txt"
     section "AdamW timing" >> "$OUT/bench_train.txt"
     timeout 120 "$D"/bench_adamw 2>&1 | tee -a "$OUT/bench_train.txt"
+fi
+
+# The step's matrix products under each of cuBLASLt's heuristic algorithms and the default's timed choice
+if want gemm; then
+    section "GEMM algorithms" | tee "$OUT/gemm.txt"
+    timeout 300 "$D"/bench_gemm 2>&1 | grep -v '^    validated' | tee -a "$OUT/gemm.txt"
 fi
 
 if want fixtures; then

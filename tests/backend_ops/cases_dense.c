@@ -52,14 +52,23 @@ static void run_matmul(Run *r, const void *shape) {
     }
 }
 
+/* The last is large enough that CUDA times cuBLASLt's candidates for it
+ * (cuda_matmul_search.cu): on the output, and with beta 1 on the C it adds to. */
 static const MatmulShape MATMUL_SHAPES[] = {
-    {5, 7, 13, OPS_CHECKED},   {1, 1, 1, OPS_CHECKED},       {7, 13, 5, OPS_CHECKED},
-    {33, 65, 17, OPS_CHECKED}, {128, 256, 64, OPS_CHECKED}, {300, 257, 129, OPS_CHECKED},
-    {1000, 384, 256, OPS_COMPARED},
+    {5, 7, 13, OPS_CHECKED},   {1, 1, 1, OPS_CHECKED},          {7, 13, 5, OPS_CHECKED},
+    {33, 65, 17, OPS_CHECKED}, {128, 256, 64, OPS_CHECKED},    {300, 257, 129, OPS_CHECKED},
+    {1000, 384, 256, OPS_COMPARED}, {1024, 4096, 2048, OPS_COMPARED},
+};
+
+/* The GEMM algorithm choices (CUDA): timed for large products (the default), the heuristic's first, its fourth */
+static const OpsVariant GEMM_ALGO_VARIANTS[] = {
+    {"gemm_algo 0 (the default)", {NULL}, {0}},
+    {"gemm_algo 1", {"gemm_algo"}, {1}},
+    {"gemm_algo 4", {"gemm_algo"}, {4}},
 };
 
 const OpCase CASE_MATMUL = {"matmul (every transpose, beta 0 and 1)", "matmul", run_matmul, OPS_SHAPES(MATMUL_SHAPES),
-                            1e-2, OPS_NO_VARIANTS};
+                            1e-2, OPS_VARIANTS(GEMM_ALGO_VARIANTS)};
 
 /* Decoding's products: M <= 65 rows of activations against [N,K] weights
  * (C = A W^T + beta C), every skinny-GEMM routing (auto, off, always: with

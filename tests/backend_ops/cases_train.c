@@ -205,12 +205,14 @@ static void linear_fwd(Run *r, const float *w, float *out, void *ctx) {
 
 typedef struct MnkShape {
     int m, n, k;
+    OpsScope scope;
 } MnkShape;
 
 static void run_linear_weight_grad(Run *r, const void *shape) {
     const MnkShape *s = shape;
     int m = s->m, n = s->n, k = s->k;
     ops_label(r, "M=%d N=%d K=%d", m, n, k);
+    if (ops_skip(r, s->scope)) return;
     size_t nw = (size_t)n * k;
     float *dy = ops_inputs(r, (size_t)m * n, 120 + nw, 1), *x = ops_inputs(r, (size_t)m * k, 121 + nw, 1);
     float *dw0 = ops_inputs(r, nw, 122 + nw, 4); /* F32: the += must keep it */
@@ -218,7 +220,7 @@ static void run_linear_weight_grad(Run *r, const void *shape) {
     df_op_linear_weight_grad(r->be, dw, ops_up(r, dy, (size_t)m * n, DF_BUF_ACT), ops_up(r, x, (size_t)m * k, DF_BUF_ACT),
                              m, n, k);
     float *got = ops_result(r, "dw", dw);
-    if (!r->reference) return;
+    if (!r->reference || s->scope != OPS_CHECKED) return;
     double *want = ops_dvec(r, nw);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < k; j++) {
@@ -233,12 +235,22 @@ static void run_linear_weight_grad(Run *r, const void *shape) {
     check_fd(r, "linear_weight_grad", linear_fwd, &c, w, nw, dy, (size_t)m * n, increment(r, got, dw0, nw), 2e-3);
 }
 
+/* The last is large enough that CUDA times cuBLASLt's candidates for it
+ * (cuda_matmul_search.cu), into the gradient it adds to: the += must survive. */
 static const MnkShape WEIGHT_GRAD_SHAPES[] = {
-    {7, 5, 9}, {1, 1, 1}, {7, 13, 5}, {33, 65, 17}, {300, 257, 129}, {1000, 384, 256}, {4099, 64, 96},
+    {7, 5, 9},        {1, 1, 1},       {7, 13, 5},   {33, 65, 17}, {300, 257, 129}, {1000, 384, 256},
+    {4099, 64, 96},   {2048, 4096, 2048, OPS_COMPARED},
+};
+
+/* The GEMM algorithm choices (CUDA): timed for large products (the default), the heuristic's first, its fourth */
+static const OpsVariant GEMM_ALGO_VARIANTS[] = {
+    {"gemm_algo 0 (the default)", {NULL}, {0}},
+    {"gemm_algo 1", {"gemm_algo"}, {1}},
+    {"gemm_algo 4", {"gemm_algo"}, {4}},
 };
 
 const OpCase CASE_LINEAR_WEIGHT_GRAD = {"linear_weight_grad", "linear_weight_grad", run_linear_weight_grad,
-                                        OPS_SHAPES(WEIGHT_GRAD_SHAPES), 1e-2, OPS_NO_VARIANTS};
+                                        OPS_SHAPES(WEIGHT_GRAD_SHAPES), 1e-2, OPS_VARIANTS(GEMM_ALGO_VARIANTS)};
 
 /* ---- block attention ------------------------------------------------------------------ */
 

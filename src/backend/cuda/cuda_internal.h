@@ -46,6 +46,7 @@ typedef struct DfCudaState {
     size_t lt_workspace_bytes;
     DfMatmulPlan *plans; /* cached per shape */
     int n_plans, cap_plans;
+    int gemm_algo; /* 0: large products time the heuristic's candidates; k: its k-th (df_cuda_set_gemm_algo) */
 
     float *staging; /* fp32 staging for ACT uploads/downloads */
     size_t staging_count;

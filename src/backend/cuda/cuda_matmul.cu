@@ -15,9 +15,11 @@
  * inside a wider one: the lm head's logits chunk) and an fp32 C (weight
  * gradients, logits); A and B are always bf16, accumulation always fp32.
  *
- * A plan (descriptors, layouts and the heuristic's algorithm) is built once
- * per (shape, transposes, leading dimensions, C type, pointer alignment) and
- * cached: the heuristic query costs far more than a launch. When cuBLASLt
+ * A plan (descriptors, layouts and an algorithm) is built once per (shape,
+ * transposes, leading dimensions, C type, pointer alignment) and cached: the
+ * heuristic query costs far more than a launch. Which of the heuristic's
+ * algorithms a plan runs is cuda_matmul_search.cu's (large products time
+ * them). When cuBLASLt
  * offers no algorithm (odd leading dimensions with 2-byte aligned pointers
  * can do that), a plain kernel, one thread per output element with fp32
  * accumulation, is used: slow, but only such shapes ever take it.
@@ -28,25 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_internal.h"
-
-struct DfMatmulPlan {
-    int m, n, k, trans_a, trans_b, align;
-    int lda, ldb, ldc, c_f32;
-    int fallback; /* cuBLASLt has no algorithm: use k_matmul_fallback */
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our B), B (our A), C */
-    cublasLtMatmulAlgo_t algo;
-};
-
-#define LT_TRY(call)                                                                                          \
-    do {                                                                                                      \
-        cublasStatus_t s_ = (call);                                                                           \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                    \
-            df_cuda_record_failure(be, __FILE__, __LINE__, "%s: %s", #call, cublasLtGetStatusString(s_));      \
-            return -1;                                                                                        \
-        }                                                                                                     \
-    } while (0)
+#include "backend/cuda/cuda_matmul_plan.h"
 
 static void plan_destroy(DfMatmulPlan *p) {
     if (p->desc) cublasLtMatmulDescDestroy(p->desc);
@@ -77,7 +61,7 @@ static int plan_matches(const DfMatmulPlan *p, const DfCudaGemm *g, int align) {
            p->c_f32 == (g->c_f32 != 0) && p->align == align;
 }
 
-static int plan_build(DfBackend *be, DfMatmulPlan *p) {
+static int plan_build(DfBackend *be, DfMatmulPlan *p, const DfCudaGemm *g) {
     DfCudaState *st = df_cuda_state(be);
     LT_TRY(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op_first = p->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -104,13 +88,13 @@ static int plan_build(DfBackend *be, DfMatmulPlan *p) {
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t cand[DF_GEMM_CANDIDATES];
     int found = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &result,
-                                                      &found);
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
+                                                      DF_GEMM_CANDIDATES, cand, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s == CUBLAS_STATUS_SUCCESS && found > 0)
-        p->algo = result.algo;
+        df_cuda_gemm_choose_algo(be, p, g, cand, found);
     else if (s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED)
         p->fallback = 1;
     else
@@ -130,7 +114,7 @@ static DfMatmulPlan *plan_for(DfBackend *be, const DfCudaGemm *g, int align) {
     memset(p, 0, sizeof *p);
     p->m = g->m, p->n = g->n, p->k = g->k, p->trans_a = g->trans_a != 0, p->trans_b = g->trans_b != 0;
     p->lda = g->lda, p->ldb = g->ldb, p->ldc = g->ldc, p->c_f32 = g->c_f32 != 0, p->align = align;
-    if (plan_build(be, p)) {
+    if (plan_build(be, p, g)) {
         plan_destroy(p);
         return NULL;
     }

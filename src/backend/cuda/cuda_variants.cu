@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_matmul_plan.h"
 
 extern "C" void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows) {
     df_cuda_state(be)->lm_chunk_rows = rows > 0 ? rows : 0;
@@ -12,6 +12,14 @@ extern "C" void df_cuda_set_lm_head_chunk_rows(DfBackend *be, int rows) {
 
 extern "C" void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on) {
     df_cuda_state(be)->lm_logits_bf16 = on != 0;
+}
+
+extern "C" void df_cuda_set_gemm_algo(DfBackend *be, int rank) {
+    DfCudaState *st = df_cuda_state(be);
+    int value = rank > 0 ? rank : 0;
+    if (value == st->gemm_algo) return;
+    st->gemm_algo = value;
+    df_cuda_matmul_plans_free(st); /* every plan chooses again */
 }
 
 /* skinny_gemm as a variant value: 0 (the default) auto, 1 off, 2 always. */
@@ -29,6 +37,7 @@ static void reset_all(DfBackend *be) {
     df_cuda_set_lm_head_logits_bf16(be, 0);
     df_cuda_set_skinny_gemm(be, DF_SKINNY_GEMM_AUTO);
     df_cuda_set_kv_attention_blocks_per_sm(be, 0);
+    df_cuda_set_gemm_algo(be, 0);
 }
 
 extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, DfError *err) {
@@ -46,6 +55,10 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
         df_cuda_set_lm_head_logits_bf16(be, value);
     } else if (strcmp(name, "skinny_gemm") == 0) {
         df_cuda_set_skinny_gemm(be, skinny_mode(value));
+    } else if (strcmp(name, "gemm_algo") == 0) {
+        if (value < 0 || value > DF_GEMM_CANDIDATES)
+            return df_fail(err, "cuda variant gemm_algo: %d (expected 0 to %d)", value, DF_GEMM_CANDIDATES);
+        df_cuda_set_gemm_algo(be, value);
     } else if (strcmp(name, "kv_attention_blocks_per_sm") == 0) {
         df_cuda_set_kv_attention_blocks_per_sm(be, value);
     } else {
@@ -58,7 +71,7 @@ extern "C" void df_cuda_variants(DfBackend *be, char *buf, size_t cap) {
     const DfCudaState *st = df_cuda_state(be);
     snprintf(buf, cap,
              "attention_rows_per_warp=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
-             "kv_attention_blocks_per_sm=%d",
+             "kv_attention_blocks_per_sm=%d gemm_algo=%d",
              st->attn_rows_per_warp, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
-             st->kv_blocks_per_sm);
+             st->kv_blocks_per_sm, st->gemm_algo);
 }

@@ -44,6 +44,13 @@ void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode);
  * the shapes meant for it take it). */
 size_t df_cuda_skinny_gemm_count(DfBackend *be);
 
+/* "gemm_algo": which of cuBLASLt's heuristic algorithms the matmul plans
+ * run: 0, the default, the fastest of its candidates where a product is large
+ * enough to time them (cuda_matmul_search.cu), its first elsewhere; k >= 1
+ * its k-th candidate (its last when it offers fewer) for every product. The
+ * plans are rebuilt. */
+void df_cuda_set_gemm_algo(DfBackend *be, int rank);
+
 /* "kv_attention_blocks_per_sm": the blocks per SM that kv_attention's
  * split-K aims for: the key range of each (sequence, kv head) is split until
  * sequences x kv heads x splits reach this many blocks per SM (chunks of at

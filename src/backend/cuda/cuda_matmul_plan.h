@@ -1,0 +1,37 @@
+/* A cuBLASLt matmul plan (cuda_matmul.cu builds and caches them) and the
+ * choice of its algorithm (cuda_matmul_search.cu). */
+#ifndef DF_BACKEND_CUDA_CUDA_MATMUL_PLAN_H
+#define DF_BACKEND_CUDA_CUDA_MATMUL_PLAN_H
+
+#include "backend/cuda/cuda_internal.h"
+
+/* How many of the heuristic's algorithms a plan considers. */
+#define DF_GEMM_CANDIDATES 8
+
+struct DfMatmulPlan {
+    int m, n, k, trans_a, trans_b, align;
+    int lda, ldb, ldc, c_f32;
+    int fallback; /* cuBLASLt has no algorithm: use k_matmul_fallback */
+    int searched; /* the algorithm was chosen by timing the candidates at this plan's shape */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc; /* cuBLASLt's A (our B), B (our A), C */
+    cublasLtMatmulAlgo_t algo;
+};
+
+#define LT_TRY(call)                                                                                          \
+    do {                                                                                                      \
+        cublasStatus_t s_ = (call);                                                                           \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                    \
+            df_cuda_record_failure(be, __FILE__, __LINE__, "%s: %s", #call, cublasLtGetStatusString(s_));      \
+            return -1;                                                                                        \
+        }                                                                                                     \
+    } while (0)
+
+/* Sets p->algo from the heuristic's n >= 1 candidates (best first by its
+ * own estimate) for the product g, the first one that will run at this plan:
+ * see cuda_matmul_search.cu for when candidates are timed. g's buffers are
+ * left as they were. */
+void df_cuda_gemm_choose_algo(DfBackend *be, DfMatmulPlan *p, const DfCudaGemm *g,
+                              const cublasLtMatmulHeuristicResult_t *cand, int n);
+
+#endif
