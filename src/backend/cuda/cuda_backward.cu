@@ -13,11 +13,17 @@
  * columns, so it adds its share of dw (dy * xh) into its own fp32 slots of a
  * shared-memory row per group: no atomics. At the end the block sums its
  * groups and writes one fp32 row of partial sums to the scratch.
- * Stage 2 (k_rmsnorm_bwd_colsum): dw[i] += the block partials of column i,
- * added in block order (deterministic). */
+ * Stage 2 (k_rmsnorm_bwd_colsum): dw[i] += the block partials of column i:
+ * a block of 32 x 32 threads takes 32 columns, row y of its threads sums the
+ * partials y, y + 32, ... and the 32 row sums are added in row order
+ * (deterministic). The blocks of stage 1 fill the SMs (RMS_BWD_BLOCKS_PER_SM
+ * each): at 512 blocks in all, about 4 an SM, the drafter step's norms at
+ * 16,384 rows (dim 4096, and 128-wide q/k heads) waited on memory latency. */
 
 #define RMS_BWD_THREADS 256
-#define RMS_BWD_MAX_BLOCKS 512
+#define RMS_BWD_BLOCKS_PER_SM (2048 / RMS_BWD_THREADS)
+#define RMS_COLSUM_COLS 32
+#define RMS_COLSUM_ROWS 32
 
 /* Sum of v over the TPR threads of a group (all threads of the block call it
  * the same number of times). red: 2 floats per warp of shared memory. */
@@ -115,12 +121,26 @@ __global__ void k_rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, con
     }
 }
 
-__global__ void k_rmsnorm_bwd_colsum(float *dw, const float *partial, int blocks, int dim) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= dim) return;
+__global__ void __launch_bounds__(RMS_COLSUM_COLS *RMS_COLSUM_ROWS)
+    k_rmsnorm_bwd_colsum(float *dw, const float *partial, int blocks, int dim) {
+    __shared__ float rows_sum[RMS_COLSUM_ROWS][RMS_COLSUM_COLS];
+    int tx = threadIdx.x % RMS_COLSUM_COLS, ty = threadIdx.x / RMS_COLSUM_COLS;
+    int i = blockIdx.x * RMS_COLSUM_COLS + tx;
     float s = 0.0f;
-    for (int b = 0; b < blocks; b++) s += partial[(size_t)b * dim + i];
-    dw[i] += s;
+    if (i < dim)
+        for (int b = ty; b < blocks; b += RMS_COLSUM_ROWS) s += partial[(size_t)b * dim + i];
+    rows_sum[ty][tx] = s;
+    __syncthreads();
+    if (ty != 0 || i >= dim) return;
+    float total = 0.0f;
+    for (int y = 0; y < RMS_COLSUM_ROWS; y++) total += rows_sum[y][tx];
+    dw[i] += total;
+}
+
+static int sm_count(DfCudaState *st) {
+    if (!st->sm_count && cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
+        st->sm_count = 132;
+    return st->sm_count;
 }
 
 void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
@@ -130,8 +150,8 @@ void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer 
     int units = vec ? dim / 8 : dim, tpr = 1;
     while (tpr < units && tpr < RMS_BWD_THREADS) tpr *= 2;
     int groups = RMS_BWD_THREADS / tpr;
-    int blocks = (rows + groups - 1) / groups;
-    if (blocks > RMS_BWD_MAX_BLOCKS) blocks = RMS_BWD_MAX_BLOCKS;
+    int blocks = (rows + groups - 1) / groups, max_blocks = RMS_BWD_BLOCKS_PER_SM * sm_count(st);
+    if (blocks > max_blocks) blocks = max_blocks;
     int rows_per_block = (rows + blocks - 1) / blocks;
     blocks = (rows + rows_per_block - 1) / rows_per_block;
     size_t smem = (2 * (RMS_BWD_THREADS / 32) + (size_t)groups * dim) * sizeof(float);
@@ -150,7 +170,8 @@ void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer 
             (bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps,
             accumulate, rows_per_block, tpr);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (rows)");
-    k_rmsnorm_bwd_colsum<<<(dim + 255) / 256, 256, 0, st->stream>>>((float *)dw.ptr, partial, blocks, dim);
+    k_rmsnorm_bwd_colsum<<<(dim + RMS_COLSUM_COLS - 1) / RMS_COLSUM_COLS, RMS_COLSUM_COLS * RMS_COLSUM_ROWS, 0,
+                           st->stream>>>((float *)dw.ptr, partial, blocks, dim);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (column sums)");
 }
 
