@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dev_util.h"
 
@@ -151,7 +152,7 @@ int main(void) {
         printf("%s [%d x %d x %d], %d a step:\n", p->name, p->m, p->n, p->k, p->per_step);
         double first = 0, best = INFINITY;
         int best_rank = 1;
-        printf("   ");
+        char line[RANKS * 32] = "";
         for (int rank = 1; rank <= RANKS; rank++) {
             dev_variant(gpu, "gemm_algo", rank);
             char what[32];
@@ -160,12 +161,14 @@ int main(void) {
             double ms = time_product(gpu, p, &u);
             if (rank == 1) first = ms;
             if (ms < best) best = ms, best_rank = rank;
-            printf(" %d: %.3f ms %.0f TF/s", rank, ms, flop / ms / 1e9);
+            size_t used = strlen(line);
+            snprintf(line + used, sizeof line - used, " %d: %.3f ms %.0f TF/s", rank, ms, flop / ms / 1e9);
         }
+        printf("   %s\n", line); /* after the validations' lines */
         dev_variant(gpu, "gemm_algo", 0);
         validate(gpu, p, &u, "gemm_algo 0 (the default)");
         double dflt = time_product(gpu, p, &u);
-        printf("\n    the default: %.3f ms %.0f TFLOP/s (%.3f of the heuristic's first); the best rank %d: %.3f ms\n",
+        printf("    the default: %.3f ms %.0f TFLOP/s (%.3f of the heuristic's first); the best rank %d: %.3f ms\n",
                dflt, flop / dflt / 1e9, first / dflt, best_rank, best);
         step_first += first * p->per_step, step_default += dflt * p->per_step, step_best += best * p->per_step;
         bufs_free(gpu, &u);
