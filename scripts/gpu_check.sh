@@ -14,7 +14,7 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train,peer,lmhead,gemm,decode,skinny,hybrid,prefill,dp,
+#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train200,train,peer,lmhead,gemm,decode,skinny,hybrid,prefill,dp,
 #   train8b,seed,defaults8b,hydecode,spec,traineval (default: all but racecheck, peer, prefill, dp, train8b, seed, defaults8b,
 #   hydecode, spec and traineval; dp = scripts/dp_check.sh: queue depths,
 #   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
@@ -64,6 +64,19 @@ if want gputrain; then
     } > "$OUT/train_gpu.log" 2>&1
     tail -12 "$OUT/train_gpu.log"
     (cd /tmp/rg && tar czf "$OUT/train_gpu.tgz" metrics.jsonl checkpoints/step-00000030.safetensors)
+fi
+
+# 200 coder-tiny steps on the GPU (issue #17's check of the training kernels: the loss curve against
+# the same run on the CPU, scripts/loss_parity.py); metrics come back as train200_gpu.jsonl
+if want train200; then
+    {
+        section "train --device cuda, 200 steps"
+        timeout 200 ./dflash train --device cuda --output /tmp/r200 --target assets/coder-tiny \
+            --data assets/data/code-train.jsonl --draft-layers 2 --intermediate-size 512 --num-taps 3 \
+            --num-anchors 32 --token-budget 2048 --steps 200 --lr 1.5e-3 --save-every 200 2>&1 | tail -3
+        echo "exit $?"
+    } 2>&1 | tee "$OUT/train200.txt"
+    cp /tmp/r200/metrics.jsonl "$OUT/train200_gpu.jsonl"
 fi
 
 # Held-out tau during training on the GPU (issue #18 item 1): eval.jsonl's line

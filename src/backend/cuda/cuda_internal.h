@@ -46,7 +46,8 @@ typedef struct DfCudaState {
     size_t lt_workspace_bytes;
     DfMatmulPlan *plans; /* cached per shape */
     int n_plans, cap_plans;
-    int gemm_algo; /* 0: large products time the heuristic's candidates; k: its k-th (df_cuda_set_gemm_algo) */
+    int gemm_algo;   /* 0: the heuristic's first algorithm; k: its k-th (df_cuda_set_gemm_algo) */
+    int gemm_search; /* large products time the heuristic's candidates (df_cuda_set_gemm_search) */
 
     float *staging; /* fp32 staging for ACT uploads/downloads */
     size_t staging_count;

@@ -1,11 +1,10 @@
 /* Which of cuBLASLt's algorithms a matmul plan runs.
  *
- * The heuristic's first algorithm is its guess; at some shapes of the
- * training step it is measurably slower than another it also offers (the
- * lm head's [rows x 151936 x 4096] ran at 0.85 of the best GEMM shape's rate:
- * bench/README.md). So, by default, a product large enough that the choice
- * matters (SEARCH_MIN_FLOPS) times the heuristic's candidates on its own
- * buffers the first time its shape comes, and keeps the fastest:
+ * The heuristic's first algorithm is its guess, and what runs by default. At
+ * some shapes of the training step another it offers is faster, so with the
+ * variant gemm_search (df_cuda_set_gemm_search) a product large enough that
+ * the choice matters (SEARCH_MIN_FLOPS) times the heuristic's candidates on
+ * its own buffers the first time its shape comes, and keeps the fastest:
  *   - a plan whose shape is close to one already timed (the same n, trans
  *     flags, C type and alignment, m and k in the same power-of-two bucket,
  *     the same leading dimensions or the dense ones: packed batches change
@@ -17,9 +16,16 @@
  *     memory before the timing and put back after, so the op's result is
  *     the same as without the search (no device memory is added).
  * The choice depends on measured times, so two runs may pick different
- * algorithms: results agree within rounding, not bit for bit. The variant
- * gemm_algo (df_cuda_set_gemm_algo: k >= 1, the heuristic's k-th candidate
- * everywhere) gives a fixed choice. */
+ * algorithms: results agree within rounding, not bit for bit. Why it is not
+ * the default (H200, bench/README.md, issue #17): at the Qwen3-8B bench shape
+ * the step's products took 192.3 ms searched against 195.1 with the
+ * heuristic's first (dev/cuda/bench_gemm), but in the seed's configuration,
+ * whose token counts change every step, the drafter's phase of the same
+ * batches ran about 6% slower than in the previous session's run without it
+ * and the first step took 5.6 s longer; no A/B in one call has settled which
+ * of the search and the machine that was. The variant gemm_algo
+ * (df_cuda_set_gemm_algo: k >= 1, the heuristic's k-th candidate everywhere)
+ * fixes the choice instead. */
 #include <math.h>
 
 #include "backend/cuda/cuda_matmul_plan.h"
@@ -154,6 +160,7 @@ void df_cuda_gemm_choose_algo(DfBackend *be, DfMatmulPlan *p, const DfCudaGemm *
         return;
     }
     p->algo = cand[0].algo;
+    if (!st->gemm_search) return;
     double flops = 2.0 * g->m * g->n * g->k;
     if (n < 2 || flops < SEARCH_MIN_FLOPS || st->recording || capturing(st->stream)) return;
     if (take_timed_choice(st, p)) return;

@@ -22,6 +22,13 @@ extern "C" void df_cuda_set_gemm_algo(DfBackend *be, int rank) {
     df_cuda_matmul_plans_free(st); /* every plan chooses again */
 }
 
+extern "C" void df_cuda_set_gemm_search(DfBackend *be, int on) {
+    DfCudaState *st = df_cuda_state(be);
+    if ((on != 0) == st->gemm_search) return;
+    st->gemm_search = on != 0;
+    df_cuda_matmul_plans_free(st); /* every plan chooses again */
+}
+
 /* skinny_gemm as a variant value: 0 (the default) auto, 1 off, 2 always. */
 static DfCudaSkinnyGemm skinny_mode(int value) {
     return value == 1 ? DF_SKINNY_GEMM_OFF : value == 2 ? DF_SKINNY_GEMM_ALWAYS : DF_SKINNY_GEMM_AUTO;
@@ -38,6 +45,7 @@ static void reset_all(DfBackend *be) {
     df_cuda_set_skinny_gemm(be, DF_SKINNY_GEMM_AUTO);
     df_cuda_set_kv_attention_blocks_per_sm(be, 0);
     df_cuda_set_gemm_algo(be, 0);
+    df_cuda_set_gemm_search(be, 0);
 }
 
 extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, DfError *err) {
@@ -59,6 +67,8 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
         if (value < 0 || value > DF_GEMM_CANDIDATES)
             return df_fail(err, "cuda variant gemm_algo: %d (expected 0 to %d)", value, DF_GEMM_CANDIDATES);
         df_cuda_set_gemm_algo(be, value);
+    } else if (strcmp(name, "gemm_search") == 0) {
+        df_cuda_set_gemm_search(be, value);
     } else if (strcmp(name, "kv_attention_blocks_per_sm") == 0) {
         df_cuda_set_kv_attention_blocks_per_sm(be, value);
     } else {
@@ -71,7 +81,7 @@ extern "C" void df_cuda_variants(DfBackend *be, char *buf, size_t cap) {
     const DfCudaState *st = df_cuda_state(be);
     snprintf(buf, cap,
              "attention_rows_per_warp=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
-             "kv_attention_blocks_per_sm=%d gemm_algo=%d",
+             "kv_attention_blocks_per_sm=%d gemm_algo=%d gemm_search=%d",
              st->attn_rows_per_warp, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
-             st->kv_blocks_per_sm, st->gemm_algo);
+             st->kv_blocks_per_sm, st->gemm_algo, st->gemm_search);
 }

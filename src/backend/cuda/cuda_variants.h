@@ -45,11 +45,15 @@ void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode);
 size_t df_cuda_skinny_gemm_count(DfBackend *be);
 
 /* "gemm_algo": which of cuBLASLt's heuristic algorithms the matmul plans
- * run: 0, the default, the fastest of its candidates where a product is large
- * enough to time them (cuda_matmul_search.cu), its first elsewhere; k >= 1
- * its k-th candidate (its last when it offers fewer) for every product. The
- * plans are rebuilt. */
+ * run: 0, the default, its first; k >= 1 its k-th candidate (its last when it
+ * offers fewer) for every product. The plans are rebuilt. */
 void df_cuda_set_gemm_algo(DfBackend *be, int rank);
+
+/* "gemm_search": 1 times the heuristic's candidates of every product large
+ * enough for it to matter and keeps the fastest (cuda_matmul_search.cu: why
+ * it is not the default); 0, the default, off. Overrides gemm_algo where it
+ * times. The plans are rebuilt. */
+void df_cuda_set_gemm_search(DfBackend *be, int on);
 
 /* "kv_attention_blocks_per_sm": the blocks per SM that kv_attention's
  * split-K aims for: the key range of each (sequence, kv head) is split until
