@@ -67,7 +67,7 @@ if want gputrain; then
 fi
 
 # 200 coder-tiny steps on the GPU (issue #17's check of the training kernels: the loss curve against
-# the same run on the CPU, scripts/loss_parity.py); metrics come back as train200_gpu.jsonl
+# the same run on the CPU, bench/compare_losses.py); metrics come back as train200_gpu.jsonl
 if want train200; then
     {
         section "train --device cuda, 200 steps"
