@@ -137,12 +137,6 @@ __global__ void __launch_bounds__(RMS_COLSUM_COLS *RMS_COLSUM_ROWS)
     dw[i] += total;
 }
 
-static int sm_count(DfCudaState *st) {
-    if (!st->sm_count && cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
-        st->sm_count = 132;
-    return st->sm_count;
-}
-
 void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
                               int dim, float eps, int accumulate) {
     DfCudaState *st = df_cuda_state(be);
@@ -150,7 +144,7 @@ void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer 
     int units = vec ? dim / 8 : dim, tpr = 1;
     while (tpr < units && tpr < RMS_BWD_THREADS) tpr *= 2;
     int groups = RMS_BWD_THREADS / tpr;
-    int blocks = (rows + groups - 1) / groups, max_blocks = RMS_BWD_BLOCKS_PER_SM * sm_count(st);
+    int blocks = (rows + groups - 1) / groups, max_blocks = RMS_BWD_BLOCKS_PER_SM * df_cuda_sm_count(st);
     if (blocks > max_blocks) blocks = max_blocks;
     int rows_per_block = (rows + blocks - 1) / blocks;
     blocks = (rows + rows_per_block - 1) / rows_per_block;

@@ -251,15 +251,12 @@ __global__ void __launch_bounds__(WARPS * 32)
             float p[8][4], dp[8][4];
             zero_acc(p);
             smem_rows_times_tile_t<D>(p, sk + kw0 * SD, sqb, lane);
-            /* most visits see all 16 keys of the warp: no per-key test then */
-            bool all_visible = kw0 >= first && kw0 + 16 <= limit;
 #pragma unroll
             for (int n = 0; n < 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     int key = kw0 + gr + 8 * (e >> 1), col = n * 8 + 2 * tq + (e & 1);
-                    float pr = fast_exp2(p[n][e] * s.scale_log2 - lb[col]);
-                    p[n][e] = all_visible || (key < limit && key >= first) ? pr : 0.0f;
+                    p[n][e] = key < limit && key >= first ? fast_exp2(p[n][e] * s.scale_log2 - lb[col]) : 0.0f;
                 }
             if constexpr (DO_V) probs_times_tile<D>(dv, p, sdob, lane);
             if constexpr (DO_K) {

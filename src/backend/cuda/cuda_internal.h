@@ -100,6 +100,13 @@ static inline DfCudaState *df_cuda_state(DfBackend *be) {
     return (DfCudaState *)be->impl;
 }
 
+/* The device's SM count (asked once; an H200's 132 if the query fails: only launch shapes depend on it). */
+static inline int df_cuda_sm_count(DfCudaState *st) {
+    if (!st->sm_count && cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
+        st->sm_count = 132;
+    return st->sm_count;
+}
+
 /* Records the first host-side failure of a compute op; reported by sync. */
 void df_cuda_record_failure(DfBackend *be, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

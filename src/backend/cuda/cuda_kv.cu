@@ -417,11 +417,9 @@ extern "C" void df_cuda_set_kv_attention_blocks_per_sm(DfBackend *be, int blocks
  * the exact longest sequence, so that a recorded step's launch shape holds
  * for the following steps. */
 static int kv_chunk(DfCudaState *st, const DfKvBatch *b, int kv_heads, int row_tiles) {
-    if (!st->sm_count && cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
-        st->sm_count = 132;
     long visible = df_kv_visible_bound(b);
     long per_sm = st->kv_blocks_per_sm > 0 ? st->kv_blocks_per_sm : KV_BLOCKS_PER_SM;
-    long blocks = (long)b->n_seqs * kv_heads * row_tiles, want = per_sm * st->sm_count;
+    long blocks = (long)b->n_seqs * kv_heads * row_tiles, want = per_sm * df_cuda_sm_count(st);
     if (blocks >= want || visible <= KV_MIN_CHUNK) return (int)visible;
     long splits = (want + blocks - 1) / blocks;
     if (splits > KV_MAX_SPLITS) splits = KV_MAX_SPLITS;

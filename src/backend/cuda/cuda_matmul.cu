@@ -18,9 +18,9 @@
  * A plan (descriptors, layouts and an algorithm) is built once per (shape,
  * transposes, leading dimensions, C type, pointer alignment) and cached: the
  * heuristic query costs far more than a launch. Which of the heuristic's
- * algorithms a plan runs is cuda_matmul_search.cu's (large products time
- * them). When cuBLASLt
- * offers no algorithm (odd leading dimensions with 2-byte aligned pointers
+ * algorithms a plan runs is cuda_matmul_search.cu's (its first, unless the
+ * variant gemm_search has large products time them). When cuBLASLt offers
+ * no algorithm (odd leading dimensions with 2-byte aligned pointers
  * can do that), a plain kernel, one thread per output element with fp32
  * accumulation, is used: slow, but only such shapes ever take it.
  *

@@ -27,10 +27,10 @@ struct DfMatmulPlan {
         }                                                                                                     \
     } while (0)
 
-/* Sets p->algo from the heuristic's n >= 1 candidates (best first by its
- * own estimate) for the product g, the first one that will run at this plan:
- * see cuda_matmul_search.cu for when candidates are timed. g's buffers are
- * left as they were. */
+/* Sets p->algo, the algorithm the plan runs, from the heuristic's n >= 1
+ * candidates (best first by its own estimate); g is the product the plan is
+ * built for, whose buffers a search times the candidates on and leaves as
+ * they were (cuda_matmul_search.cu says when). */
 void df_cuda_gemm_choose_algo(DfBackend *be, DfMatmulPlan *p, const DfCudaGemm *g,
                               const cublasLtMatmulHeuristicResult_t *cand, int n);
 

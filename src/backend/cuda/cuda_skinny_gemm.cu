@@ -310,11 +310,8 @@ static int *arrival_counters(DfBackend *be, int count) {
 
 void df_cuda_skinny_gemm(DfBackend *be, const DfCudaGemm *g) {
     DfCudaState *st = df_cuda_state(be);
-    if (!st->sm_count &&
-        cudaDeviceGetAttribute(&st->sm_count, cudaDevAttrMultiProcessorCount, st->device) != cudaSuccess)
-        st->sm_count = 132;
     int row_blocks = (g->n + BLOCK_ROWS - 1) / BLOCK_ROWS, tiles = (g->k + KT - 1) / KT, tiles_per_split;
-    int splits = skinny_splits(row_blocks, tiles, st->sm_count, &tiles_per_split);
+    int splits = skinny_splits(row_blocks, tiles, df_cuda_sm_count(st), &tiles_per_split);
     int sum_in_kernel = splits * g->m <= SUM_IN_KERNEL;
     SkinnyArgs p = {(bf16 *)g->c,  NULL, NULL,   (const bf16 *)g->a, (const bf16 *)g->b, g->m,
                     g->n,          g->k, g->lda, g->ldb,             g->ldc,             tiles_per_split,
