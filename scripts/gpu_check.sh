@@ -128,7 +128,7 @@ if want lmhead; then
     timeout 120 "$D"/bench_adamw 2>&1 | tee -a "$OUT/bench_train.txt"
 fi
 
-# The step's matrix products under each of cuBLASLt's heuristic algorithms and the default's timed choice
+# The step's matrix products under each of cuBLASLt's heuristic algorithms and gemm_search's timed choice
 if want gemm; then
     section "GEMM algorithms" | tee "$OUT/gemm.txt"
     timeout 300 "$D"/bench_gemm 2>&1 | grep -v '^    validated' | tee -a "$OUT/gemm.txt"

@@ -124,9 +124,9 @@ static void run_rmsnorm_backward(Run *r, const void *shape) {
 }
 
 /* the vector path (dim % 8 == 0) from one group a block to 32; the scalar
- * path at odd dims; more rows than blocks (several rows a block: the last
- * two at the drafter's widths, more blocks than the 32 partial sums a column
- * of the second stage adds per thread) */
+ * path at odd dims; more rows than blocks (several rows a block); the last
+ * two at the drafter's widths with more partial rows than the column sums'
+ * 32 threads a column, so each of those adds several */
 static const OpsRowsDim NORM_BACKWARD_SHAPES[] = {
     {3, 17}, {5, 64}, {37, 4096}, {3, 100}, {1001, 128}, {9, 7}, {2000, 24}, {4100, 8}, {17, 2056},
     {3001, 4096}, {40000, 128},
