@@ -395,62 +395,32 @@ static void test_bad_batch(void **state) {
 
 /* --------------------------------------- finite differences, tiny model */
 
-enum { FD_H = 16, FD_V = 37, FD_B = 4, FD_TAPS = 2, FD_T = 22 };
-
+/* The tiny drafter of test_util (2 layers) with one more token left out of
+ * the loss (17) and five blocks, one running past its sequence's end. */
 typedef struct FdModel {
-    DfBackend *be;
-    DfDrafter d;
-    DfBuffer embed, head, features;
-    int32_t ids[FD_T], seq_starts[3];
-    uint8_t mask[FD_T];
+    DfTestTinyDrafter t;
     int64_t anchors[5], anchor_starts[3];
     DfDrafterBatch batch;
 } FdModel;
 
 static void fd_model_init(FdModel *f) {
-    DfError err;
     memset(f, 0, sizeof *f);
-    f->be = df_backend_cpu_create(&err);
-    DfDrafterConfig c = {.hidden_size = FD_H, .num_heads = 2, .num_kv_heads = 1, .head_dim = 8, .intermediate_size = 24,
-                         .num_layers = 2, .vocab_size = FD_V, .block_size = FD_B, .mask_token_id = FD_V - 1,
-                         .num_target_layers = 4, .n_taps = FD_TAPS, .target_layer_ids = {1, 2},
-                         .rms_norm_eps = 1e-6, .rope = {.theta = 10000.0, .type = DF_ROPE_DEFAULT},
-                         .max_position_embeddings = 64, .gamma = 4.0};
-    float *embed = malloc(sizeof *embed * FD_V * FD_H), *head = malloc(sizeof *head * FD_V * FD_H);
-    float *feat = malloc(sizeof *feat * FD_T * FD_TAPS * FD_H);
-    df_test_fill_random(embed, FD_V * FD_H, 1, 1.0f);
-    df_test_fill_random(head, FD_V * FD_H, 2, 1.0f); /* untied head */
-    df_test_fill_random(feat, FD_T * FD_TAPS * FD_H, 3, 2.0f);
-    f->embed = upload(f->be, embed, FD_V * FD_H);
-    f->head = upload(f->be, head, FD_V * FD_H);
-    f->features = upload(f->be, feat, FD_T * FD_TAPS * FD_H);
-    free(embed), free(head), free(feat);
-    if (df_drafter_create(&f->d, f->be, &c, f->embed, f->head, &err)) fail_msg("%s", err.msg);
-    f->seq_starts[0] = 0, f->seq_starts[1] = 13, f->seq_starts[2] = FD_T;
-    for (int i = 0; i < FD_T; i++) {
-        f->ids[i] = (i * 17 + 5) % (FD_V - 1);
-        f->mask[i] = (i % 13) >= 3 && i != 17;
-    }
+    df_test_tiny_drafter_init(&f->t, 2);
+    f->t.mask[17] = 0;
     int64_t anchors[5] = {2, 5, 10, 1, 6}; /* the block at 10 runs past the end of its 13 tokens */
     memcpy(f->anchors, anchors, sizeof anchors);
     f->anchor_starts[0] = 0, f->anchor_starts[1] = 3, f->anchor_starts[2] = 5;
-    f->batch = (DfDrafterBatch){.n_seqs = 2, .seq_starts = f->seq_starts, .ids = f->ids, .loss_mask = f->mask,
-                                .features = f->features, .anchor_starts = f->anchor_starts, .anchors = f->anchors};
-}
-
-static void fd_model_free(FdModel *f) {
-    df_drafter_free(&f->d);
-    df_buffer_free(f->be, &f->embed), df_buffer_free(f->be, &f->head), df_buffer_free(f->be, &f->features);
-    df_backend_destroy(f->be);
+    f->batch = (DfDrafterBatch){.n_seqs = 2, .seq_starts = f->t.seq_starts, .ids = f->t.ids, .loss_mask = f->t.mask,
+                                .features = f->t.features, .anchor_starts = f->anchor_starts, .anchors = f->anchors};
 }
 
 /* sum(w * CE) at the given parameters */
 static double fd_loss(FdModel *f, const float *params) {
     DfError err;
     DfMetrics m;
-    df_metrics_init(&m, FD_B, &err);
-    assert_int_equal(df_drafter_set_params(&f->d, params, &err), 0);
-    if (df_drafter_forward_backward(&f->d, &f->batch, 0.0, &m, &err)) fail_msg("%s", err.msg);
+    df_metrics_init(&m, DF_TINY_B, &err);
+    assert_int_equal(df_drafter_set_params(&f->t.d, params, &err), 0);
+    if (df_drafter_forward_backward(&f->t.d, &f->batch, 0.0, &m, &err)) fail_msg("%s", err.msg);
     return m.values[DF_METRICS_LOSS_SUM];
 }
 
@@ -459,16 +429,16 @@ static void test_finite_differences(void **state) {
     DfError err;
     FdModel *f = malloc(sizeof *f);
     fd_model_init(f);
-    const DfDrafterLayout *layout = &f->d.layout;
+    const DfDrafterLayout *layout = &f->t.d.layout;
     float *params = ref_params(layout, 0.3);
     float *grads = malloc(layout->total * sizeof *grads);
-    assert_int_equal(df_drafter_set_params(&f->d, params, &err), 0);
-    df_drafter_zero_grads(&f->d);
+    assert_int_equal(df_drafter_set_params(&f->t.d, params, &err), 0);
+    df_drafter_zero_grads(&f->t.d);
     DfMetrics m;
-    df_metrics_init(&m, FD_B, &err);
-    assert_int_equal(df_drafter_forward_backward(&f->d, &f->batch, 1.0, &m, &err), 0);
+    df_metrics_init(&m, DF_TINY_B, &err);
+    assert_int_equal(df_drafter_forward_backward(&f->t.d, &f->batch, 1.0, &m, &err), 0);
     assert_true(m.values[DF_METRICS_WEIGHT_SUM] > 1.0);
-    assert_int_equal(df_drafter_get_grads(&f->d, grads, &err), 0);
+    assert_int_equal(df_drafter_get_grads(&f->t.d, grads, &err), 0);
     double worst = 0;
     for (int p = 0; p < layout->n_params; p++) {
         const DfParamInfo *info = &layout->params[p];
@@ -507,7 +477,7 @@ static void test_finite_differences(void **state) {
     }
     print_message("finite differences: worst error / largest gradient %.2e\n", worst);
     free(params), free(grads);
-    fd_model_free(f);
+    df_test_tiny_drafter_free(&f->t);
     free(f);
 }
 
