@@ -122,6 +122,13 @@ static DfMatmulPlan *plan_for(DfBackend *be, const DfCudaGemm *g, int align) {
     return p;
 }
 
+cublasStatus_t df_cuda_plan_run(DfCudaState *st, const DfMatmulPlan *p, const DfCudaGemm *g,
+                                const cublasLtMatmulAlgo_t *algo) {
+    float alpha = 1.0f, beta = g->beta;
+    return cublasLtMatmul(st->lt, p->desc, &alpha, g->b, p->la, g->a, p->lb, &beta, g->c, p->lc, g->c, p->lc, algo,
+                          st->lt_workspace, st->lt_workspace_bytes, st->stream);
+}
+
 template <typename C>
 __global__ void k_matmul_fallback(C *c, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n, int k, int ta,
                                   int tb, int lda, int ldb, int ldc, float beta) {
@@ -157,9 +164,7 @@ void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g) {
                 g->ldc, g->beta);
         DF_CUDA_CHECK_LAUNCH(be, "matmul (fallback kernel)");
     } else if (p) {
-        float alpha = 1.0f, beta = g->beta;
-        cublasStatus_t s = cublasLtMatmul(st->lt, p->desc, &alpha, g->b, p->la, g->a, p->lb, &beta, g->c, p->lc, g->c,
-                                          p->lc, &p->algo, st->lt_workspace, st->lt_workspace_bytes, st->stream);
+        cublasStatus_t s = df_cuda_plan_run(st, p, g, &p->algo);
         if (s != CUBLAS_STATUS_SUCCESS)
             df_cuda_record_failure(be, __FILE__, __LINE__, "cublasLtMatmul M=%d N=%d K=%d: %s", g->m, g->n, g->k,
                                    cublasLtGetStatusString(s));

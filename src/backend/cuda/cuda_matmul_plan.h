@@ -27,6 +27,10 @@ struct DfMatmulPlan {
         }                                                                                                     \
     } while (0)
 
+/* One cuBLASLt run of the product g through plan p with algorithm algo, on the backend's stream. */
+cublasStatus_t df_cuda_plan_run(DfCudaState *st, const DfMatmulPlan *p, const DfCudaGemm *g,
+                                const cublasLtMatmulAlgo_t *algo);
+
 /* Sets p->algo, the algorithm the plan runs, from the heuristic's n >= 1
  * candidates (best first by its own estimate); g is the product the plan is
  * built for, whose buffers a search times the candidates on and leaves as

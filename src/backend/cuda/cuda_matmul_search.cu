@@ -76,20 +76,14 @@ bool take_timed_choice(DfCudaState *st, DfMatmulPlan *p) {
     return false;
 }
 
-cublasStatus_t run(DfCudaState *st, const DfMatmulPlan *p, const DfCudaGemm *g, const cublasLtMatmulAlgo_t *algo) {
-    float alpha = 1.0f, beta = g->beta;
-    return cublasLtMatmul(st->lt, p->desc, &alpha, g->b, p->la, g->a, p->lb, &beta, g->c, p->lc, g->c, p->lc, algo,
-                          st->lt_workspace, st->lt_workspace_bytes, st->stream);
-}
-
 /* Milliseconds of one run of algo (mean of TIMED_RUNS after WARMUP_RUNS); negative when it cannot run. */
 float time_algo(DfCudaState *st, const DfMatmulPlan *p, const DfCudaGemm *g, const cublasLtMatmulAlgo_t *algo,
                 cudaEvent_t ev[2]) {
     for (int i = 0; i < WARMUP_RUNS; i++)
-        if (run(st, p, g, algo) != CUBLAS_STATUS_SUCCESS) return -1.0f;
+        if (df_cuda_plan_run(st, p, g, algo) != CUBLAS_STATUS_SUCCESS) return -1.0f;
     if (cudaEventRecord(ev[0], st->stream) != cudaSuccess) return -1.0f;
     for (int i = 0; i < TIMED_RUNS; i++)
-        if (run(st, p, g, algo) != CUBLAS_STATUS_SUCCESS) return -1.0f;
+        if (df_cuda_plan_run(st, p, g, algo) != CUBLAS_STATUS_SUCCESS) return -1.0f;
     float ms = -1.0f;
     if (cudaEventRecord(ev[1], st->stream) != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess ||
         cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess)
