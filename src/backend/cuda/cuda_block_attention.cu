@@ -86,14 +86,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
 
     for (int kt = 0; kt < n_kv; kt++) {
         int buf = kt & 1;
-        if (kt + 1 < n_kv) {
-            load_visible_tile<D>(sk + (buf ^ 1) * BN * SD, kc, kb, s, c0, anchor, j, g, (kt + 1) * BN);
-            load_visible_tile<D>(sv + (buf ^ 1) * BN * SD, vc, vb, s, c0, anchor, j, g, (kt + 1) * BN);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        prefetch_next_visible_kv<D>(sk, sv, kc, vc, kb, vb, s, c0, anchor, j, g, kt, n_kv);
         __syncthreads();
         if (active) {
             if constexpr (Q_IN_REGS)

@@ -98,6 +98,26 @@ __device__ void load_visible_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, c
     }
 }
 
+/* The double buffering of the query-major kernels' key loop: the copy of
+ * visible K/V tile kt + 1 (if there is one) into the buffers [2][BN][D+8]
+ * not read at kt starts, then the copy of tile kt is waited for (this
+ * thread's; the caller's barrier makes it everyone's). */
+template <int D>
+__device__ __forceinline__ void prefetch_next_visible_kv(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
+                                                         const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
+                                                         int anchor, int j, int g, int kt, int n_kv) {
+    constexpr int SD = D + 8;
+    if (kt + 1 < n_kv) {
+        int next = ((kt & 1) ^ 1) * BN * SD;
+        load_visible_tile<D>(sk + next, kc, kb, s, c0, anchor, j, g, (kt + 1) * BN);
+        load_visible_tile<D>(sv + next, vc, vb, s, c0, anchor, j, g, (kt + 1) * BN);
+        cp_async_commit();
+        cp_async_wait<1>();
+    } else {
+        cp_async_wait<0>();
+    }
+}
+
 /* acc[n] (16 rows x 8n..8n+7) += A (16 x D, fragments a[kk]) times the
  * tile's rows as columns: S = Q K^T with 64 rows of K in shared memory. */
 template <int D>
