@@ -174,13 +174,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_flash_attention(bf16 *out, float
                         sc[mt][n][e] = p;
                         l_run[mt][e >> 1] += p;
                     }
-#pragma unroll
-                for (int d = 0; d < DTILES; d++) {
-                    o[mt][d][0] *= alpha[0];
-                    o[mt][d][1] *= alpha[0];
-                    o[mt][d][2] *= alpha[1];
-                    o[mt][d][3] *= alpha[1];
-                }
+                scale_acc_rows(o[mt], alpha);
             }
 
             probs_times_tile_mt<D, MT>(o, sc, svb, lane); /* O += P V */

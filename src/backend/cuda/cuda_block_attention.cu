@@ -129,13 +129,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
                     sc[n][e] = p;
                     l_run[e >> 1] += p;
                 }
-#pragma unroll
-            for (int d = 0; d < DTILES; d++) {
-                o[d][0] *= alpha[0];
-                o[d][1] *= alpha[0];
-                o[d][2] *= alpha[1];
-                o[d][3] *= alpha[1];
-            }
+            scale_acc_rows(o, alpha);
             probs_times_tile<D>(o, sc, sv + buf * BN * SD, lane);
         }
         __syncthreads(); /* this buffer is refilled in the next iteration */
@@ -327,13 +321,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                         sc[mt][n][e] = p;
                         l_run[mt][e >> 1] += p;
                     }
-#pragma unroll
-                for (int d = 0; d < DTILES; d++) {
-                    o[mt][d][0] *= alpha[0];
-                    o[mt][d][1] *= alpha[0];
-                    o[mt][d][2] *= alpha[1];
-                    o[mt][d][3] *= alpha[1];
-                }
+                scale_acc_rows(o[mt], alpha);
             }
             probs_times_tile_mt<D, MT>(o, sc, svb, lane); /* O += P V, each V fragment for both m-tiles */
         }

@@ -191,13 +191,7 @@ __device__ __forceinline__ void kv_warp_keys(KvWarpState<HD> &w, const uint32_t 
             sc[n][e] = pr;
             w.l[e >> 1] += pr;
         }
-#pragma unroll
-    for (int d = 0; d < HD / 8 / KV_DIM_PARTS; d++) {
-        w.o[d][0] *= alpha[0];
-        w.o[d][1] *= alpha[0];
-        w.o[d][2] *= alpha[1];
-        w.o[d][3] *= alpha[1];
-    }
+    scale_acc_rows(w.o, alpha);
     uint32_t pa[4] = {pack_bf16(sc[0][0], sc[0][1]), pack_bf16(sc[0][2], sc[0][3]), pack_bf16(sc[1][0], sc[1][1]),
                       pack_bf16(sc[1][2], sc[1][3])};
     constexpr int PART_DP = HD / 16 / KV_DIM_PARTS; /* 16-column steps of a part */

@@ -52,6 +52,20 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+/* The online softmax's correction of an accumulator tile of 16 rows: the
+ * rows gr (entries 0 and 1 of each fragment) times alpha[0], the rows gr + 8
+ * (entries 2 and 3) times alpha[1]. */
+template <int N>
+__device__ __forceinline__ void scale_acc_rows(float (&acc)[N][4], const float alpha[2]) {
+#pragma unroll
+    for (int d = 0; d < N; d++) {
+        acc[d][0] *= alpha[0];
+        acc[d][1] *= alpha[0];
+        acc[d][2] *= alpha[1];
+        acc[d][3] *= alpha[1];
+    }
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&h;
