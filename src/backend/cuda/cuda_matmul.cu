@@ -91,7 +91,7 @@ static int plan_build(DfBackend *be, DfMatmulPlan *p, const DfCudaGemm *g) {
     cublasLtMatmulHeuristicResult_t cand[DF_GEMM_CANDIDATES];
     int found = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref,
-                                                      DF_GEMM_CANDIDATES, cand, &found);
+                                                      df_cuda_gemm_candidates_wanted(st), cand, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s == CUBLAS_STATUS_SUCCESS && found > 0)
         df_cuda_gemm_choose_algo(be, p, g, cand, found);

@@ -31,6 +31,11 @@ struct DfMatmulPlan {
 cublasStatus_t df_cuda_plan_run(DfCudaState *st, const DfMatmulPlan *p, const DfCudaGemm *g,
                                 const cublasLtMatmulAlgo_t *algo);
 
+/* How many of the heuristic's candidates a new plan asks for (at most
+ * DF_GEMM_CANDIDATES): one unless the variants gemm_search or gemm_algo want
+ * more, so that the default's query stays the single-answer one. */
+int df_cuda_gemm_candidates_wanted(const DfCudaState *st);
+
 /* Sets p->algo, the algorithm the plan runs, from the heuristic's n >= 1
  * candidates (best first by its own estimate); g is the product the plan is
  * built for, whose buffers a search times the candidates on and leaves as

@@ -146,6 +146,11 @@ bool capturing(cudaStream_t s) {
 
 } // namespace
 
+int df_cuda_gemm_candidates_wanted(const DfCudaState *st) {
+    if (st->gemm_search) return DF_GEMM_CANDIDATES;
+    return st->gemm_algo > 1 ? st->gemm_algo : 1; /* the variant caps gemm_algo at DF_GEMM_CANDIDATES */
+}
+
 void df_cuda_gemm_choose_algo(DfBackend *be, DfMatmulPlan *p, const DfCudaGemm *g,
                               const cublasLtMatmulHeuristicResult_t *cand, int n) {
     DfCudaState *st = df_cuda_state(be);

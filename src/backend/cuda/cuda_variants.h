@@ -51,8 +51,8 @@ void df_cuda_set_gemm_algo(DfBackend *be, int rank);
 
 /* "gemm_search": 1 times the heuristic's candidates of every product large
  * enough for it to matter and keeps the fastest (cuda_matmul_search.cu: why
- * it is not the default); 0, the default, off. Overrides gemm_algo where it
- * times. The plans are rebuilt. */
+ * it is not the default); 0, the default, off. A gemm_algo k >= 1 takes
+ * precedence. The plans are rebuilt. */
 void df_cuda_set_gemm_search(DfBackend *be, int on);
 
 /* "kv_attention_blocks_per_sm": the blocks per SM that kv_attention's
