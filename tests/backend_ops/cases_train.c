@@ -512,8 +512,15 @@ static const BlockShape BLOCK_SHAPES[] = {
     ODD(16, 8, 2, 256, 1, 50), MANY(7, 8, 2, 256, 1, 0),
 };
 
+/* The key-major backward at head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernel of the other head dims */
+static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
+    {"default variants", {NULL}, {0}},
+    {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},
+};
+
 const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_attention block_attention_backward",
-                                     run_block_attention, OPS_SHAPES(BLOCK_SHAPES), 1e-2, OPS_NO_VARIANTS};
+                                     run_block_attention, OPS_SHAPES(BLOCK_SHAPES), 1e-2,
+                                     OPS_VARIANTS(BLOCK_ATTENTION_VARIANTS)};
 
 /* ---- lm_head_ce ----------------------------------------------------------------------- */
 

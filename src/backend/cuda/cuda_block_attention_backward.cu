@@ -1,16 +1,11 @@
 /* DFlash block attention on CUDA, the backward (the scheme is described at
  * the top of cuda_block_attention.cu; the shared tiles and products are in
- * cuda_block_attention_tiles.h). */
-#include "backend/cuda/cuda_block_attention_tiles.h"
+ * cuda_block_attention_tiles.h, the key-major items in
+ * cuda_block_attention_keys.h). */
+#include "backend/cuda/cuda_block_attention_keys.h"
 
 namespace {
 
-/* Blocks per key-major item of a context tile: smaller items balance the
- * SMs better (the items of a sequence's first tiles are seen by all its
- * blocks, those of its last by few) at the cost of more fp32 atomics; at
- * the bench shape (2 x 2048 context rows, 512 blocks each, H200) the whole
- * backward took 5.86 ms at 64, 5.99 at 128, 6.58 at 256. */
-constexpr int CTX_CHUNK = 64;
 
 /* What one key-major (dK/dV) launch accumulates. Up to head_dim 128 both in
  * one pass. At 256 the two [16 x 256] accumulators of a warp would take 256
@@ -118,74 +113,6 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
 #pragma unroll
         for (int d = 0; d < DTILES; d++)
             *(__nv_bfloat162 *)(row + d * 8 + 2 * tq) = __floats2bfloat162_rn(acc[d][2 * r], acc[d][2 * r + 1]);
-    }
-}
-
-/* A key-major work item: 64 keys of kv head g and the blocks that see them. */
-struct KeyItem {
-    bool ctx;     /* context keys t0.. of sequence seq; else block jb's own keys */
-    int seq, t0, c0, len, jb, je;
-};
-
-/* Items: first, per sequence, (context tile, group of CTX_CHUNK blocks);
- * then one per block. The host counts the context items the same way. */
-__device__ KeyItem key_item(const Shape &s, int item, int n_ctx_items) {
-    KeyItem k;
-    k.ctx = item < n_ctx_items;
-    if (!k.ctx) {
-        k.jb = item - n_ctx_items, k.je = k.jb + 1;
-        k.seq = seq_of_block(s, k.jb), k.t0 = 0;
-        k.c0 = s.ctx_starts[k.seq], k.len = s.ctx_starts[k.seq + 1] - k.c0;
-        return k;
-    }
-    for (k.seq = 0; k.seq < s.n_seqs; k.seq++) {
-        k.c0 = s.ctx_starts[k.seq], k.len = s.ctx_starts[k.seq + 1] - k.c0;
-        int b0 = s.block_starts[k.seq], nb = s.block_starts[k.seq + 1] - b0;
-        int groups = (nb + CTX_CHUNK - 1) / CTX_CHUNK, n = groups * ((k.len + ROWS - 1) / ROWS);
-        if (item < n) {
-            k.t0 = item / groups * ROWS;
-            k.jb = b0 + item % groups * CTX_CHUNK;
-            k.je = min(k.jb + CTX_CHUNK, b0 + nb);
-            return k;
-        }
-        item -= n;
-    }
-    k.jb = k.je = 0; /* not reached: the host counted the items */
-    return k;
-}
-
-/* The next block after j (before je) that sees any key of the item; je if none. */
-__device__ int next_visitor(const Shape &s, const KeyItem &k, int j) {
-    for (j++; j < k.je; j++)
-        if (!k.ctx || (s.anchors[j] > k.t0 && window_start(s, s.anchors[j]) < k.t0 + ROWS)) return j;
-    return k.je;
-}
-
-/* The item's keys (context rows or block rows) of kv head g into shared [ROWS][D+8]. */
-template <int D>
-__device__ void load_key_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const Shape &s, const KeyItem &k, int g) {
-    constexpr int SD = D + 8, CH = D / 8;
-    size_t ldk = (size_t)s.kv_heads * D;
-    for (int t = threadIdx.x; t < ROWS * CH; t += WARPS * 32) {
-        int i = t / CH, col = (t % CH) * 8;
-        const bf16 *p = nullptr;
-        if (k.ctx && k.t0 + i < k.len) p = ctx + (size_t)(k.c0 + k.t0 + i) * ldk + (size_t)g * D;
-        else if (!k.ctx && i < s.B) p = blk + (size_t)(k.jb * s.B + i) * ldk + (size_t)g * D;
-        cp_async16(dst + i * SD + col, p ? p + col : ctx, p ? 16 : 0);
-    }
-}
-
-/* Q, dO (cp.async), lse in base 2 and dsum (plain stores) of one visit into its buffers. */
-template <int D>
-__device__ void load_visit(bf16 *sq, bf16 *sdo, float *slse, float *sds, const bf16 *q, const bf16 *d_out,
-                           const float *lse, const float *dsum, const Shape &s, int j, int g, int c) {
-    load_query_tile<D>(sq, q, s, j, g, c);
-    load_query_tile<D>(sdo, d_out, s, j, g, c);
-    cp_async_commit();
-    for (int i = threadIdx.x; i < ROWS; i += WARPS * 32) {
-        QRow qr = q_row<D>(s, j, g, c, i);
-        slse[i] = qr.valid ? lse[qr.lse_idx] * LOG2E : INFINITY;
-        sds[i] = qr.valid ? dsum[qr.lse_idx] : 0.0f;
     }
 }
 
@@ -309,17 +236,6 @@ __global__ void k_add_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
 
 /* --- host side ------------------------------------------------------------------ */
 
-/* Context items of the key-major kernel, counted as key_item decodes them. */
-int count_ctx_items(const DfBlockAttnLayout *l) {
-    long n = 0;
-    for (int s = 0; s < l->n_seqs; s++) {
-        int len = l->host_ctx_starts[s + 1] - l->host_ctx_starts[s];
-        int nb = l->host_block_starts[s + 1] - l->host_block_starts[s];
-        n += (long)((nb + CTX_CHUNK - 1) / CTX_CHUNK) * ((len + ROWS - 1) / ROWS);
-    }
-    return n > INT32_MAX / 2 ? -1 : (int)n;
-}
-
 template <int D>
 void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr) {
     DfCudaState *st = df_cuda_state(be);
@@ -361,10 +277,14 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
                                                                     kb, vb, s);
     DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq)");
     dim3 grid_kv((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
-    k_block_attn_dkv<D, PART0><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(
-        ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, lse, dsum, q, dout, kc, vc, kb, vb, s,
-        n_ctx_items);
-    DF_CUDA_CHECK_LAUNCH(be, SPLIT ? "block_attention_backward (dv)" : "block_attention_backward (dk, dv)");
+    if (D == 128 && !st->block_attn_mma_sync) {
+        df_cuda_block_attn_dkv_wgmma(be, a, gr, dsum, ctx_dk, ctx_dv, n_ctx_items);
+    } else {
+        k_block_attn_dkv<D, PART0><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(
+            ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, lse, dsum, q, dout, kc, vc, kb, vb, s,
+            n_ctx_items);
+        DF_CUDA_CHECK_LAUNCH(be, SPLIT ? "block_attention_backward (dv)" : "block_attention_backward (dk, dv)");
+    }
     if constexpr (SPLIT) { /* the dK pass: it writes neither output of the dV pass */
         k_block_attn_dkv<D, DKV_K><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(
             ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, lse, dsum, q, dout, kc, vc, kb, vb, s,

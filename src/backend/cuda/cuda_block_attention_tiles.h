@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mma.h"
+#include "backend/cuda/cuda_wgmma.h"
 
 namespace {
 
@@ -71,14 +72,26 @@ __device__ QRow q_row(const Shape &s, int j, int g, int c, int i) {
     return q;
 }
 
-/* The chunk's ROWS query-like rows (q or d_out) into shared [ROWS][D+8]; zero past the group. */
-template <int D>
+/* How a ROWS-row tile sits in shared memory: rows of D+8 values (the
+ * padding keeps ldmatrix free of bank conflicts), or the 128-byte swizzled
+ * layout that wgmma reads (cuda_wgmma.h). */
+enum TileLayout { PADDED, SW128 };
+
+/* Where the 8 values from column col of row i of a tile go. */
+template <int D, TileLayout L>
+__device__ __forceinline__ bf16 *tile_at(bf16 *tile, int i, int col) {
+    if constexpr (L == SW128) return (bf16 *)((unsigned char *)tile + sw128_offset(ROWS, i, col / 8));
+    else return tile + i * (D + 8) + col;
+}
+
+/* The chunk's ROWS query-like rows (q or d_out) into a shared tile; zero past the group. */
+template <int D, TileLayout L = PADDED>
 __device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int j, int g, int c) {
-    constexpr int SD = D + 8, CH = D / 8;
+    constexpr int CH = D / 8;
     for (int t = threadIdx.x; t < ROWS * CH; t += WARPS * 32) {
         int i = t / CH, col = (t % CH) * 8;
         QRow q = q_row<D>(s, j, g, c, i);
-        cp_async16(dst + i * SD + col, q.valid ? src + q.off + col : src, q.valid ? 16 : 0);
+        cp_async16(tile_at<D, L>(dst, i, col), q.valid ? src + q.off + col : src, q.valid ? 16 : 0);
     }
 }
 

@@ -22,6 +22,10 @@ extern "C" void df_cuda_set_gemm_algo(DfBackend *be, int rank) {
     df_cuda_matmul_plans_free(st); /* every plan chooses again */
 }
 
+extern "C" void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on) {
+    df_cuda_state(be)->block_attn_mma_sync = on != 0;
+}
+
 extern "C" void df_cuda_set_gemm_search(DfBackend *be, int on) {
     DfCudaState *st = df_cuda_state(be);
     if ((on != 0) == st->gemm_search) return;
@@ -46,6 +50,7 @@ static void reset_all(DfBackend *be) {
     df_cuda_set_kv_attention_blocks_per_sm(be, 0);
     df_cuda_set_gemm_algo(be, 0);
     df_cuda_set_gemm_search(be, 0);
+    df_cuda_set_block_attention_mma_sync(be, 0);
 }
 
 extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, DfError *err) {
@@ -69,6 +74,8 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
         df_cuda_set_gemm_algo(be, value);
     } else if (strcmp(name, "gemm_search") == 0) {
         df_cuda_set_gemm_search(be, value);
+    } else if (strcmp(name, "block_attention_mma_sync") == 0) {
+        df_cuda_set_block_attention_mma_sync(be, value);
     } else if (strcmp(name, "kv_attention_blocks_per_sm") == 0) {
         df_cuda_set_kv_attention_blocks_per_sm(be, value);
     } else {
@@ -81,7 +88,7 @@ extern "C" void df_cuda_variants(DfBackend *be, char *buf, size_t cap) {
     const DfCudaState *st = df_cuda_state(be);
     snprintf(buf, cap,
              "attention_rows_per_warp=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
-             "kv_attention_blocks_per_sm=%d gemm_algo=%d gemm_search=%d",
+             "kv_attention_blocks_per_sm=%d gemm_algo=%d gemm_search=%d block_attention_mma_sync=%d",
              st->attn_rows_per_warp, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
-             st->kv_blocks_per_sm, st->gemm_algo, st->gemm_search);
+             st->kv_blocks_per_sm, st->gemm_algo, st->gemm_search, st->block_attn_mma_sync);
 }

@@ -55,6 +55,12 @@ void df_cuda_set_gemm_algo(DfBackend *be, int rank);
  * precedence. The plans are rebuilt. */
 void df_cuda_set_gemm_search(DfBackend *be, int on);
 
+/* "block_attention_mma_sync": 1 runs the block attention's key-major
+ * backward (dK, dV) at head_dim 128 on the mma.sync kernel that head_dim 64
+ * and 256 take, instead of the wgmma one (cuda_block_attention_dkv_wgmma.cu);
+ * 0, the default, wgmma. */
+void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
+
 /* "kv_attention_blocks_per_sm": the blocks per SM that kv_attention's
  * split-K aims for: the key range of each (sequence, kv head) is split until
  * sequences x kv heads x splits reach this many blocks per SM (chunks of at

@@ -1,0 +1,179 @@
+/* dK and dV of the DFlash block attention at head_dim 128 with Hopper's
+ * wgmma: the key-major step 3 of the backward (cuda_block_attention.cu),
+ * the same items, visits and outputs as k_block_attn_dkv
+ * (cuda_block_attention_backward.cu), which still serves head_dim 64 and 256
+ * and the variant block_attention_mma_sync.
+ *
+ * Why: at mma.sync each warp reads every B fragment of its 16 key rows from
+ * shared memory itself, two products per ldmatrix, and at 255 registers two
+ * CTAs an SM leave the tensor pipe about 22% busy (bench/README.md, ncu).
+ * Here the CTA's 4 warps are one warpgroup over the whole 64-key tile: the
+ * four products of a visit are wgmma instructions reading K, V, Q and dO
+ * from shared memory once for the warpgroup (sw128 tiles, cuda_wgmma.h):
+ *   S^T  = K Q^T    (64 keys x 64 query rows, A and B K-major)
+ *   dV  += P^T dO   (P^T from registers, dO MN-major)
+ *   dP^T = V dO^T   (A and B K-major)
+ *   dK  += dS^T Q   (dS^T from registers, Q MN-major)
+ * The accumulators keep the mma.sync layout (warp w: keys 16w..16w+15), so
+ * the masks, exponentials and epilogue are those of k_block_attn_dkv.
+ * Loads stay cp.async, double-buffered per visit; a fence hands them from
+ * the generic proxy to wgmma's async one before the barrier. */
+#include "backend/cuda/cuda_block_attention_keys.h"
+
+namespace {
+
+constexpr int WD = 128;             /* head_dim of this kernel */
+constexpr int WTILE = ROWS * WD;    /* values in one 64 x 128 tile (16 KiB) */
+/* K, V, Q[2], dO[2], lse and dsum [2][ROWS] each, and room to align the tiles to 1024 bytes */
+constexpr size_t WGMMA_DKV_SMEM = 6 * WTILE * sizeof(bf16) + 4 * ROWS * sizeof(float) + 1024;
+
+/* The warp's P (or dS) accumulators of 16 keys x 64 query rows as the A
+ * fragments of the 4 k-steps of a product over the query rows. */
+__device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[4][4], const float (&p)[8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        a[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
+        a[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
+        a[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[kk][3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+    }
+}
+
+/* acc (64 x 64) = A B^T over head_dim, A and B 64-row sw128 tiles. */
+__device__ __forceinline__ void tile_times_tile_t(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
+#pragma unroll
+    for (int kk = 0; kk < WD / 16; kk++) wgmma_m64n64k16_ss(acc, sw128_k_major(a, ROWS, kk), sw128_k_major(b, ROWS, kk), kk > 0);
+}
+
+/* acc (64 x 128) += A B, A (64 x 64 query rows) as fragments, B the 64-row sw128 tile. */
+__device__ __forceinline__ void frags_times_tile(float (&acc)[WD / 8][4], const uint32_t (&a)[4][4], const bf16 *b) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wgmma_m64n128k16_rs_mn(acc, a[kk], sw128_mn_major(b, ROWS, kk));
+}
+
+/* Grid and outputs as k_block_attn_dkv<128, DKV_BOTH>. */
+__global__ void __launch_bounds__(WARPS * 32)
+    k_block_attn_dkv_wgmma(float *ctx_dk, float *ctx_dv, bf16 *dk_blk, bf16 *dv_blk, const float *lse,
+                           const float *dsum, const bf16 *q, const bf16 *d_out, const bf16 *kc, const bf16 *vc,
+                           const bf16 *kb, const bf16 *vb, Shape s, int n_ctx_items) {
+    constexpr int D = WD, DTILES = D / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *sk = (bf16 *)(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+    bf16 *sv = sk + WTILE;
+    bf16 *sq = sv + WTILE;     /* [2][WTILE] */
+    bf16 *sdo = sq + 2 * WTILE; /* [2][WTILE] */
+    float *slse = (float *)(sdo + 2 * WTILE); /* [2][ROWS] */
+    float *sds = slse + 2 * ROWS;             /* [2][ROWS] */
+
+    int g = blockIdx.y;
+    KeyItem k = key_item(s, (int)blockIdx.x, n_ctx_items);
+    int vj = next_visitor(s, k, k.jb - 1), vchunk = 0;
+    if (vj >= k.je) return; /* no block sees these keys */
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+    int kw0 = warp * 16; /* this warp's keys in the tile */
+
+    load_key_tile<D, SW128>(sk, kc, kb, s, k, g);
+    load_key_tile<D, SW128>(sv, vc, vb, s, k, g);
+    load_visit<D, SW128>(sq, sdo, slse, sds, q, d_out, lse, dsum, s, vj, g, vchunk);
+
+    float dk[DTILES][4], dv[DTILES][4];
+    zero_acc(dk);
+    zero_acc(dv);
+    for (int buf = 0;; buf ^= 1) {
+        int nj = vj, nc = vchunk + 1;
+        if (nc == s.chunks) nc = 0, nj = next_visitor(s, k, vj);
+        bool more = nj < k.je;
+        if (more) {
+            int nb = buf ^ 1;
+            load_visit<D, SW128>(sq + nb * WTILE, sdo + nb * WTILE, slse + nb * ROWS, sds + nb * ROWS, q, d_out, lse,
+                                 dsum, s, nj, g, nc);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async();
+        __syncthreads();
+        /* keys of the tile visible to this visit: from the window's start to
+         * below the anchor, or the block's B */
+        int limit = k.ctx ? s.anchors[vj] - k.t0 : s.B, first = k.ctx ? window_start(s, s.anchors[vj]) - k.t0 : 0;
+        const bf16 *sqb = sq + buf * WTILE, *sdob = sdo + buf * WTILE;
+        const float *lb = slse + buf * ROWS, *db = sds + buf * ROWS;
+
+        float p[8][4], dp[8][4];
+        uint32_t a[4][4];
+        zero_acc(p);
+        zero_acc(dp);
+        wgmma_fence();
+        tile_times_tile_t(p, sk, sqb); /* S^T */
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_acc(p);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = kw0 + gr + 8 * (e >> 1), col = n * 8 + 2 * tq + (e & 1);
+                p[n][e] = key < limit && key >= first ? fast_exp2(p[n][e] * s.scale_log2 - lb[col]) : 0.0f;
+            }
+        pack_a_fragments(a, p);
+        wgmma_fence();
+        frags_times_tile(dv, a, sdob);  /* dV += P^T dO */
+        tile_times_tile_t(dp, sv, sdob); /* dP^T = V dO^T */
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_acc(dv);
+        wgmma_fence_acc(dp);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - db[n * 8 + 2 * tq + (e & 1)]) * s.scale;
+        pack_a_fragments(a, dp);
+        wgmma_fence();
+        frags_times_tile(dk, a, sqb); /* dK += dS^T Q */
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_acc(dk);
+        __syncthreads(); /* buffers of this visit are refilled next */
+        if (!more) break;
+        vj = nj, vchunk = nc;
+    }
+
+    size_t ldk = (size_t)s.kv_heads * D;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int key = kw0 + gr + 8 * r;
+        if (k.ctx ? k.t0 + key >= k.len : key >= s.B) continue;
+        if (k.ctx) {
+            size_t off = (size_t)(k.c0 + k.t0 + key) * ldk + (size_t)g * D + 2 * tq;
+#pragma unroll
+            for (int d = 0; d < DTILES; d++) {
+                atomicAdd((float2 *)(ctx_dk + off + d * 8), make_float2(dk[d][2 * r], dk[d][2 * r + 1]));
+                atomicAdd((float2 *)(ctx_dv + off + d * 8), make_float2(dv[d][2 * r], dv[d][2 * r + 1]));
+            }
+        } else {
+            size_t off = (size_t)(k.jb * s.B + key) * ldk + (size_t)g * D + 2 * tq;
+#pragma unroll
+            for (int d = 0; d < DTILES; d++) {
+                __nv_bfloat162 *pk = (__nv_bfloat162 *)(dk_blk + off + d * 8), *pv = (__nv_bfloat162 *)(dv_blk + off + d * 8);
+                float2 ok = __bfloat1622float2(*pk), ov = __bfloat1622float2(*pv);
+                *pk = __floats2bfloat162_rn(ok.x + dk[d][2 * r], ok.y + dk[d][2 * r + 1]);
+                *pv = __floats2bfloat162_rn(ov.x + dv[d][2 * r], ov.y + dv[d][2 * r + 1]);
+            }
+        }
+    }
+}
+
+} // namespace
+
+void df_cuda_block_attn_dkv_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,
+                                  const float *dsum, float *ctx_dk, float *ctx_dv, int n_ctx_items) {
+    DfCudaState *st = df_cuda_state(be);
+    if (!set_smem(be, k_block_attn_dkv_wgmma, WGMMA_DKV_SMEM, "block_attention_backward")) return;
+    Shape s = shape_of(a);
+    dim3 grid((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
+    k_block_attn_dkv_wgmma<<<grid, WARPS * 32, WGMMA_DKV_SMEM, st->stream>>>(
+        ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, (const float *)a->lse.ptr, dsum,
+        (const bf16 *)a->q.ptr, (const bf16 *)gr->d_out.ptr, (const bf16 *)a->k_ctx.ptr, (const bf16 *)a->v_ctx.ptr,
+        (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr, s, n_ctx_items);
+    DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dk, dv; wgmma)");
+}

@@ -1,0 +1,126 @@
+/* Hopper's warpgroup matrix products (wgmma, sm_90a) for the kernels that
+ * keep their tiles in shared memory themselves (no TMA): the 128-byte
+ * swizzled tile layout, its matrix descriptors, and the two shapes the block
+ * attention's key-major backward uses. A warpgroup is the 4 warps of a
+ * 128-thread CTA; every thread of it executes every call here.
+ *
+ * Tile layout ("sw128"): a tile of R rows x 64c bf16 is stored as c slabs
+ * of R rows x 128 bytes (64 values), a slab R x 128 bytes apart; within a
+ * slab, 16-byte chunk k of row r sits at chunk k ^ (r % 8) of the row (the
+ * hardware's 128-byte swizzle, which repeats every 8 rows = 1024 bytes, so
+ * a tile starts on a 1024-byte boundary). The same bytes serve as a K-major
+ * operand (rows are M or N, the 64 values of a slab run along K) and as an
+ * MN-major one (rows are K, the values run along N): a [rows][head_dim]
+ * tile of Q is B of S = K Q^T one way and B of dK = dS^T Q the other.
+ *
+ * Accumulators: m64nN f32 gives each thread N/2 floats, laid out for warp w
+ * as the mma.sync m16n8 tiles of rows 16w..16w+15 (cuda_mma.h), so acc[n][4]
+ * is n-tile n of the warp's 16 rows. An A operand from registers is, per
+ * warp, the m16n8k16 A fragment of its 16 rows. */
+#ifndef DF_BACKEND_CUDA_CUDA_WGMMA_H
+#define DF_BACKEND_CUDA_CUDA_WGMMA_H
+
+#include "backend/cuda/cuda_mma.h"
+
+/* Byte offset of 16-byte chunk `chunk` (of head_dim/8) of row `row` in an sw128 tile of `rows` rows. */
+__device__ __forceinline__ uint32_t sw128_offset(int rows, int row, int chunk) {
+    return (uint32_t)((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+/* The matrix descriptor of an sw128 operand starting at `p` (a 1024-byte
+ * aligned tile plus whole 8-row groups, or plus 32-byte K steps within a
+ * slab): lbo and sbo in bytes, 128-byte swizzle (mode 1, bits 62-63). */
+__device__ __forceinline__ uint64_t sw128_desc(const void *p, uint32_t lbo, uint32_t sbo) {
+    uint64_t d = (uint64_t)((smem_addr(p) & 0x3FFFF) >> 4);
+    d |= (uint64_t)((lbo & 0x3FFFF) >> 4) << 16;
+    d |= (uint64_t)((sbo & 0x3FFFF) >> 4) << 32;
+    d |= 1ull << 62;
+    return d;
+}
+
+/* K-major operand of 16 K values at k-step kk of an sw128 tile (64 values a
+ * slab: 4 k-steps of 32 bytes); 8-row groups 1024 bytes apart. */
+__device__ __forceinline__ uint64_t sw128_k_major(const bf16 *tile, int rows, int kk) {
+    const unsigned char *p = (const unsigned char *)tile + (kk >> 2) * rows * 128 + (kk & 3) * 32;
+    return sw128_desc(p, 16, 1024);
+}
+
+/* MN-major operand whose K rows are rows 16kk..16kk+15 of an sw128 tile:
+ * N runs along the slabs (lbo: one slab), the two 8-row K groups 1024 bytes apart. */
+__device__ __forceinline__ uint64_t sw128_mn_major(const bf16 *tile, int rows, int kk) {
+    const unsigned char *p = (const unsigned char *)tile + kk * 2048;
+    return sw128_desc(p, (uint32_t)rows * 128, 1024);
+}
+
+/* Shared-memory writes of the generic proxy (plain stores, cp.async) made
+ * visible to the async proxy that wgmma reads through; each writing thread
+ * runs it after its writes, before the barrier. */
+__device__ __forceinline__ void fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving reads or writes of accumulators across a
+ * wgmma's issue and its wait (the registers change behind its back). */
+template <int N>
+__device__ __forceinline__ void wgmma_fence_acc(float (&acc)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) asm volatile("" : "+f"(acc[i][e])::"memory");
+}
+
+/* acc (64 x 64, m64n64 layout) = (accumulate ? acc : 0) + A B^T, both K-major from shared memory. */
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&acc)[8][4], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]),
+                   "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]), "+f"(acc[2][0]), "+f"(acc[2][1]),
+                   "+f"(acc[2][2]), "+f"(acc[2][3]), "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]),
+                   "+f"(acc[3][3]), "+f"(acc[4][0]), "+f"(acc[4][1]), "+f"(acc[4][2]), "+f"(acc[4][3]),
+                   "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]), "+f"(acc[6][0]),
+                   "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), "+f"(acc[7][0]), "+f"(acc[7][1]),
+                   "+f"(acc[7][2]), "+f"(acc[7][3])
+                 : "l"(da), "l"(db), "r"(accumulate)
+                 : "memory");
+}
+
+/* acc (64 x 128, m64n128 layout) += A B, A (64 x 16) from registers, B (16 x 128) MN-major from shared memory. */
+__device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&acc)[16][4], const uint32_t (&a)[4], uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+                 "{%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]),
+                   "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]), "+f"(acc[2][0]), "+f"(acc[2][1]),
+                   "+f"(acc[2][2]), "+f"(acc[2][3]), "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]),
+                   "+f"(acc[3][3]), "+f"(acc[4][0]), "+f"(acc[4][1]), "+f"(acc[4][2]), "+f"(acc[4][3]),
+                   "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]), "+f"(acc[6][0]),
+                   "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), "+f"(acc[7][0]), "+f"(acc[7][1]),
+                   "+f"(acc[7][2]), "+f"(acc[7][3]), "+f"(acc[8][0]), "+f"(acc[8][1]), "+f"(acc[8][2]),
+                   "+f"(acc[8][3]), "+f"(acc[9][0]), "+f"(acc[9][1]), "+f"(acc[9][2]), "+f"(acc[9][3]),
+                   "+f"(acc[10][0]), "+f"(acc[10][1]), "+f"(acc[10][2]), "+f"(acc[10][3]), "+f"(acc[11][0]),
+                   "+f"(acc[11][1]), "+f"(acc[11][2]), "+f"(acc[11][3]), "+f"(acc[12][0]), "+f"(acc[12][1]),
+                   "+f"(acc[12][2]), "+f"(acc[12][3]), "+f"(acc[13][0]), "+f"(acc[13][1]), "+f"(acc[13][2]),
+                   "+f"(acc[13][3]), "+f"(acc[14][0]), "+f"(acc[14][1]), "+f"(acc[14][2]), "+f"(acc[14][3]),
+                   "+f"(acc[15][0]), "+f"(acc[15][1]), "+f"(acc[15][2]), "+f"(acc[15][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)
+                 : "memory");
+}
+
+#endif
