@@ -17,15 +17,58 @@
  * The accumulators keep the mma.sync layout (warp w: keys 16w..16w+15), so
  * the masks, exponentials and epilogue are those of k_block_attn_dkv.
  * Loads stay cp.async, double-buffered per visit; a fence hands them from
- * the generic proxy to wgmma's async one before the barrier. */
+ * the generic proxy to wgmma's async one before the barrier. Within a visit
+ * S^T and dP^T are issued together, the exponentials run while dP^T is
+ * computed and dS^T while dV is. */
 #include "backend/cuda/cuda_block_attention_keys.h"
 
 namespace {
 
 constexpr int WD = 128;             /* head_dim of this kernel */
 constexpr int WTILE = ROWS * WD;    /* values in one 64 x 128 tile (16 KiB) */
-/* K, V, Q[2], dO[2], lse and dsum [2][ROWS] each, and room to align the tiles to 1024 bytes */
-constexpr size_t WGMMA_DKV_SMEM = 6 * WTILE * sizeof(bf16) + 4 * ROWS * sizeof(float) + 1024;
+/* K, V, Q[2], dO[2], lse and dsum [2][ROWS] each, the item's anchors, and room to align the tiles to 1024 bytes */
+constexpr size_t WGMMA_DKV_SMEM = 6 * WTILE * sizeof(bf16) + 4 * ROWS * sizeof(float) + CTX_CHUNK * sizeof(int) + 1024;
+
+/* Q and dO rows of one visit (block j, kv head g, chunk c) into sw128
+ * tiles, lse and dsum into [ROWS] (all cp.async, one group). Thread t copies
+ * 16-byte chunk t % 16 of rows t / 16 + 8 i (i < 8): the rows' heads and
+ * block rows are stepped from the first one's instead of divided out per
+ * row, and a row 8 further sits 1024 bytes further in the tile. Rows past
+ * the group are zeros, lse and dsum there too: with Q and dO zero such a
+ * row adds nothing to dK or dV whatever its P. */
+__device__ __forceinline__ void load_visit_sw128(bf16 *sq, bf16 *sdo, float *slse, float *sds, const bf16 *q,
+                                                 const bf16 *d_out, const float *lse, const float *dsum,
+                                                 const Shape &s, int j, int g, int c) {
+    constexpr int CH = WD / 8, STEP = WARPS * 32 / CH; /* 16 chunks a row, 8 rows a pass */
+    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
+    int flat = c * ROWS + i0, h = g * s.G + flat / s.B, r = flat % s.B, n_rows = s.G * s.B;
+    size_t ld = (size_t)s.heads * WD, base = (size_t)j * s.B * ld + (size_t)ch * 8;
+    unsigned char *dq = (unsigned char *)sq + sw128_offset(ROWS, i0, ch), *ddo = (unsigned char *)sdo + (dq - (unsigned char *)sq);
+#pragma unroll
+    for (int it = 0; it < ROWS / STEP; it++, flat += STEP) {
+        bool valid = flat < n_rows;
+        size_t off = base + (size_t)r * ld + (size_t)h * WD;
+        cp_async16(dq + it * 1024, valid ? q + off : q, valid ? 16 : 0);
+        cp_async16(ddo + it * 1024, valid ? d_out + off : d_out, valid ? 16 : 0);
+        for (r += STEP; r >= s.B; r -= s.B) h++;
+    }
+    if (threadIdx.x < ROWS) {
+        QRow qr = q_row<WD>(s, j, g, c, threadIdx.x);
+        cp_async4(slse + threadIdx.x, qr.valid ? lse + qr.lse_idx : lse, qr.valid ? 4 : 0);
+        cp_async4(sds + threadIdx.x, qr.valid ? dsum + qr.lse_idx : dsum, qr.valid ? 4 : 0);
+    }
+    cp_async_commit();
+}
+
+/* The next block after j (before je) that sees any key of the item, as
+ * next_visitor, with the item's anchors in shared memory (anchor[i]: block jb + i). */
+__device__ __forceinline__ int next_visitor_of(const Shape &s, const KeyItem &k, const int *anchor, int j) {
+    for (j++; j < k.je; j++) {
+        int a = anchor[j - k.jb];
+        if (!k.ctx || (a > k.t0 && window_start(s, a) < k.t0 + ROWS)) return j;
+    }
+    return k.je;
+}
 
 /* The warp's P (or dS) accumulators of 16 keys x 64 query rows as the A
  * fragments of the 4 k-steps of a product over the query rows. */
@@ -64,29 +107,35 @@ __global__ void __launch_bounds__(WARPS * 32)
     bf16 *sdo = sq + 2 * WTILE; /* [2][WTILE] */
     float *slse = (float *)(sdo + 2 * WTILE); /* [2][ROWS] */
     float *sds = slse + 2 * ROWS;             /* [2][ROWS] */
+    int *sanchor = (int *)(sds + 2 * ROWS);   /* [CTX_CHUNK]: the anchors of blocks k.jb .. k.je - 1 */
 
     int g = blockIdx.y;
     KeyItem k = key_item(s, (int)blockIdx.x, n_ctx_items);
-    int vj = next_visitor(s, k, k.jb - 1), vchunk = 0;
+    for (int i = threadIdx.x; i < k.je - k.jb; i += WARPS * 32) sanchor[i] = s.anchors[k.jb + i];
+    __syncthreads();
+    int vj = next_visitor_of(s, k, sanchor, k.jb - 1), vchunk = 0;
     if (vj >= k.je) return; /* no block sees these keys */
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
     int kw0 = warp * 16; /* this warp's keys in the tile */
 
     load_key_tile<D, SW128>(sk, kc, kb, s, k, g);
     load_key_tile<D, SW128>(sv, vc, vb, s, k, g);
-    load_visit<D, SW128>(sq, sdo, slse, sds, q, d_out, lse, dsum, s, vj, g, vchunk);
+    load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, vj, g, vchunk);
 
-    float dk[DTILES][4], dv[DTILES][4];
+    float dk[DTILES][4], dv[DTILES][4], p[8][4], dp[8][4];
+    uint32_t pa[4][4], dsa[4][4]; /* P^T and dS^T as A fragments: each is read by a product still in flight */
     zero_acc(dk);
     zero_acc(dv);
+    zero_acc(p); /* S^T and dP^T start from zero at each visit (their first k-step adds nothing) */
+    zero_acc(dp);
     for (int buf = 0;; buf ^= 1) {
         int nj = vj, nc = vchunk + 1;
-        if (nc == s.chunks) nc = 0, nj = next_visitor(s, k, vj);
+        if (nc == s.chunks) nc = 0, nj = next_visitor_of(s, k, sanchor, vj);
         bool more = nj < k.je;
         if (more) {
             int nb = buf ^ 1;
-            load_visit<D, SW128>(sq + nb * WTILE, sdo + nb * WTILE, slse + nb * ROWS, sds + nb * ROWS, q, d_out, lse,
-                                 dsum, s, nj, g, nc);
+            load_visit_sw128(sq + nb * WTILE, sdo + nb * WTILE, slse + nb * ROWS, sds + nb * ROWS, q, d_out, lse,
+                             dsum, s, nj, g, nc);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -95,43 +144,48 @@ __global__ void __launch_bounds__(WARPS * 32)
         __syncthreads();
         /* keys of the tile visible to this visit: from the window's start to
          * below the anchor, or the block's B */
-        int limit = k.ctx ? s.anchors[vj] - k.t0 : s.B, first = k.ctx ? window_start(s, s.anchors[vj]) - k.t0 : 0;
+        int anchor = sanchor[vj - k.jb];
+        int limit = k.ctx ? anchor - k.t0 : s.B, first = k.ctx ? window_start(s, anchor) - k.t0 : 0;
         const bf16 *sqb = sq + buf * WTILE, *sdob = sdo + buf * WTILE;
         const float *lb = slse + buf * ROWS, *db = sds + buf * ROWS;
 
-        float p[8][4], dp[8][4];
-        uint32_t a[4][4];
-        zero_acc(p);
-        zero_acc(dp);
+        /* S^T and dP^T (which needs no P) in flight together; the exponentials
+         * run while dP^T is computed, dS^T while dV is */
         wgmma_fence();
-        tile_times_tile_t(p, sk, sqb); /* S^T */
+        tile_times_tile_t(p, sk, sqb); /* S^T = K Q^T */
         wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_acc(p);
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = kw0 + gr + 8 * (e >> 1), col = n * 8 + 2 * tq + (e & 1);
-                p[n][e] = key < limit && key >= first ? fast_exp2(p[n][e] * s.scale_log2 - lb[col]) : 0.0f;
-            }
-        pack_a_fragments(a, p);
-        wgmma_fence();
-        frags_times_tile(dv, a, sdob);  /* dV += P^T dO */
         tile_times_tile_t(dp, sv, sdob); /* dP^T = V dO^T */
+        wgmma_commit();
+        wgmma_wait<1>();
+        wgmma_fence_acc(p);
+        bool vis[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) vis[r] = kw0 + gr + 8 * r < limit && kw0 + gr + 8 * r >= first;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            float2 l = *(const float2 *)(lb + n * 8 + 2 * tq); /* lse of the two query rows */
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                p[n][e] = vis[e >> 1] ? fast_exp2(p[n][e] * s.scale_log2 - (e & 1 ? l.y : l.x) * LOG2E) : 0.0f;
+        }
+        pack_a_fragments(pa, p);
+        wgmma_fence();
+        frags_times_tile(dv, pa, sdob); /* dV += P^T dO */
+        wgmma_commit();
+        wgmma_wait<1>(); /* dP^T is in */
+        wgmma_fence_acc(dp);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            float2 d = *(const float2 *)(db + n * 8 + 2 * tq);
+#pragma unroll
+            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - (e & 1 ? d.y : d.x)) * s.scale;
+        }
+        pack_a_fragments(dsa, dp);
+        wgmma_fence();
+        frags_times_tile(dk, dsa, sqb); /* dK += dS^T Q */
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_acc(dv);
-        wgmma_fence_acc(dp);
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - db[n * 8 + 2 * tq + (e & 1)]) * s.scale;
-        pack_a_fragments(a, dp);
-        wgmma_fence();
-        frags_times_tile(dk, a, sqb); /* dK += dS^T Q */
-        wgmma_commit();
-        wgmma_wait<0>();
         wgmma_fence_acc(dk);
         __syncthreads(); /* buffers of this visit are refilled next */
         if (!more) break;
