@@ -152,7 +152,7 @@ int main(void) {
         dev_variant(be.gpu, "block_attention_mma_sync", 0);
         printf("block attention, %d x 2048 context rows, 512 blocks of 16 each, 32/8 heads of 128: "
                "forward %.3f ms %.1f TFLOP/s, backward %.3f ms %.1f TFLOP/s "
-               "(dK/dV on mma.sync, the variant block_attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
+               "(on mma.sync, the variant block_attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
                n_seqs, fwd, flop / fwd * 1e-9, bwd, 2.5 * flop / bwd * 1e-9, bwd_mma_sync,
                2.5 * flop / bwd_mma_sync * 1e-9);
         run_free(&r, be.gpu);

@@ -512,7 +512,7 @@ static const BlockShape BLOCK_SHAPES[] = {
     ODD(16, 8, 2, 256, 1, 50), MANY(7, 8, 2, 256, 1, 0),
 };
 
-/* The key-major backward at head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernel of the other head dims */
+/* The backward at head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernels of the other head dims */
 static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
     {"default variants", {NULL}, {0}},
     {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},

@@ -3,6 +3,7 @@
  * cuda_block_attention_tiles.h, the key-major items in
  * cuda_block_attention_keys.h). */
 #include "backend/cuda/cuda_block_attention_keys.h"
+#include "backend/cuda/cuda_block_attention_wgmma.h"
 
 namespace {
 
@@ -272,12 +273,17 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
     k_block_attn_dsum<D><<<(unsigned)((n_dsum + WARPS - 1) / WARPS), WARPS * 32, 0, st->stream>>>(
         dsum, dout, (const bf16 *)a->out.ptr, s.n_q, a->heads);
     DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dO.O)");
+    bool wgmma = D == 128 && !st->block_attn_mma_sync; /* cuda_block_attention_backward_wgmma.cu */
     dim3 grid_q((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
-    k_block_attn_dq<D><<<grid_q, WARPS * 32, smem_dq, st->stream>>>((bf16 *)gr->dq.ptr, lse, dsum, q, dout, kc, vc,
-                                                                    kb, vb, s);
-    DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq)");
+    if (wgmma) {
+        df_cuda_block_attn_dq_wgmma(be, a, gr, dsum);
+    } else {
+        k_block_attn_dq<D><<<grid_q, WARPS * 32, smem_dq, st->stream>>>((bf16 *)gr->dq.ptr, lse, dsum, q, dout, kc,
+                                                                        vc, kb, vb, s);
+        DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq)");
+    }
     dim3 grid_kv((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
-    if (D == 128 && !st->block_attn_mma_sync) {
+    if (wgmma) {
         df_cuda_block_attn_dkv_wgmma(be, a, gr, dsum, ctx_dk, ctx_dv, n_ctx_items);
     } else {
         k_block_attn_dkv<D, PART0><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(

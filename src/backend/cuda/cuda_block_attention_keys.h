@@ -1,8 +1,8 @@
 /* The key-major side of the DFlash block attention's backward (step 3 at
  * the top of cuda_block_attention.cu): its work items (64 keys of one kv
- * head and the blocks that see them), their loaders, and the launch of the
- * Hopper kernel for head_dim 128 (cuda_block_attention_dkv_wgmma.cu) that
- * cuda_block_attention_backward.cu calls. */
+ * head and the blocks that see them) and their loaders, for the mma.sync
+ * kernel (cuda_block_attention_backward.cu) and the wgmma one
+ * (cuda_block_attention_backward_wgmma.cu). */
 #ifndef DF_BACKEND_CUDA_CUDA_BLOCK_ATTENTION_KEYS_H
 #define DF_BACKEND_CUDA_CUDA_BLOCK_ATTENTION_KEYS_H
 
@@ -99,12 +99,5 @@ inline int count_ctx_items(const DfBlockAttnLayout *l) {
 }
 
 } // namespace
-
-/* dK and dV at head_dim 128 with wgmma: the key-major launch of the
- * backward, into the same outputs as k_block_attn_dkv (the fp32 context sums
- * ctx_dk/ctx_dv, zeroed, and dk_blk/dv_blk added to); dsum as step 1 left
- * it. A kernel that cannot be set up is a recorded failure. */
-void df_cuda_block_attn_dkv_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g, const float *dsum,
-                                  float *ctx_dk, float *ctx_dv, int n_ctx_items);
 
 #endif

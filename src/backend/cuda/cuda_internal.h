@@ -82,7 +82,7 @@ typedef struct DfCudaState {
     size_t kv_ws_bytes;
     int sm_count; /* 0 until first asked for */
     int kv_blocks_per_sm; /* kv_attention's split-K target (df_cuda_set_kv_attention_blocks_per_sm); 0: default */
-    int block_attn_mma_sync; /* the block attention's dK/dV at head_dim 128 on mma.sync, not wgmma (variant) */
+    int block_attn_mma_sync; /* the block attention's backward at head_dim 128 on mma.sync, not wgmma (variant) */
 
     /* Incremented whenever the state's own device memory (scratch, kv_ws,
      * skinny_arrivals) is reallocated: a recorded graph holds the old

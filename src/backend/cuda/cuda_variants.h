@@ -55,9 +55,9 @@ void df_cuda_set_gemm_algo(DfBackend *be, int rank);
  * precedence. The plans are rebuilt. */
 void df_cuda_set_gemm_search(DfBackend *be, int on);
 
-/* "block_attention_mma_sync": 1 runs the block attention's key-major
- * backward (dK, dV) at head_dim 128 on the mma.sync kernel that head_dim 64
- * and 256 take, instead of the wgmma one (cuda_block_attention_dkv_wgmma.cu);
+/* "block_attention_mma_sync": 1 runs the block attention's backward (dQ,
+ * dK and dV) at head_dim 128 on the mma.sync kernels that head_dim 64 and
+ * 256 take, instead of the wgmma ones (cuda_block_attention_backward_wgmma.cu);
  * 0, the default, wgmma. */
 void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
 

@@ -1,33 +1,46 @@
-/* dK and dV of the DFlash block attention at head_dim 128 with Hopper's
- * wgmma: the key-major step 3 of the backward (cuda_block_attention.cu),
- * the same items, visits and outputs as k_block_attn_dkv
- * (cuda_block_attention_backward.cu), which still serves head_dim 64 and 256
+/* The DFlash block attention's backward at head_dim 128 on Hopper's wgmma:
+ * steps 2 (dQ, query-major) and 3 (dK and dV, key-major) of the scheme at
+ * the top of cuda_block_attention.cu, with the same grids, items, visits
+ * and outputs as k_block_attn_dq and k_block_attn_dkv
+ * (cuda_block_attention_backward.cu), which still serve head_dim 64 and 256
  * and the variant block_attention_mma_sync.
  *
- * Why: at mma.sync each warp reads every B fragment of its 16 key rows from
+ * Why: at mma.sync each warp reads every B fragment of its 16 rows from
  * shared memory itself, two products per ldmatrix, and at 255 registers two
- * CTAs an SM leave the tensor pipe about 22% busy (bench/README.md, ncu).
- * Here the CTA's 4 warps are one warpgroup over the whole 64-key tile: the
- * four products of a visit are wgmma instructions reading K, V, Q and dO
- * from shared memory once for the warpgroup (sw128 tiles, cuda_wgmma.h):
- *   S^T  = K Q^T    (64 keys x 64 query rows, A and B K-major)
+ * CTAs an SM left the tensor pipe about 22% busy (bench/README.md, ncu).
+ * Here the CTA's 4 warps are one warpgroup over a whole 64-row tile, and
+ * every product is a wgmma reading its tiles from shared memory once for the
+ * warpgroup (sw128 tiles, cuda_wgmma.h). A visit of dK/dV (64 keys, one
+ * chunk of 64 query rows):
+ *   S^T  = K Q^T    (A and B K-major)       dP^T = V dO^T   (A and B K-major)
  *   dV  += P^T dO   (P^T from registers, dO MN-major)
- *   dP^T = V dO^T   (A and B K-major)
  *   dK  += dS^T Q   (dS^T from registers, Q MN-major)
- * The accumulators keep the mma.sync layout (warp w: keys 16w..16w+15), so
- * the masks, exponentials and epilogue are those of k_block_attn_dkv.
- * Loads stay cp.async, double-buffered per visit; a fence hands them from
- * the generic proxy to wgmma's async one before the barrier. Within a visit
- * S^T and dP^T are issued together, the exponentials run while dP^T is
- * computed and dS^T while dV is. */
+ * and a key tile of dQ (64 query rows, 64 visible keys):
+ *   S = Q K^T, dP = dO V^T (K-major), dQ += dS K (dS from registers, K MN-major).
+ * The accumulators keep the mma.sync layout (warp w: rows 16w..16w+15), so
+ * masks, exponentials and epilogues are those of the mma.sync kernels.
+ * Loads stay cp.async, double-buffered; a fence hands them from the generic
+ * proxy to wgmma's async one before the barrier. S and dP are in flight
+ * together, the exponentials run while dP is computed (and, in dK/dV, dS^T
+ * while dV is). Per-row source offsets are stepped rather than divided out
+ * row by row: instruction issue, not the tensor pipe, was what the first
+ * version of dK/dV waited on (ncu: 2,150 instructions a warp a visit). */
 #include "backend/cuda/cuda_block_attention_keys.h"
+#include "backend/cuda/cuda_block_attention_wgmma.h"
 
 namespace {
 
 constexpr int WD = 128;             /* head_dim of this kernel */
 constexpr int WTILE = ROWS * WD;    /* values in one 64 x 128 tile (16 KiB) */
-/* K, V, Q[2], dO[2], lse and dsum [2][ROWS] each, the item's anchors, and room to align the tiles to 1024 bytes */
+/* dK/dV: K, V, Q[2], dO[2], lse and dsum [2][ROWS] each, the item's anchors, and room to align the tiles to 1024 bytes */
 constexpr size_t WGMMA_DKV_SMEM = 6 * WTILE * sizeof(bf16) + 4 * ROWS * sizeof(float) + CTX_CHUNK * sizeof(int) + 1024;
+/* dQ: Q, dO, K[2], V[2], lse and dsum [ROWS] each, alignment */
+constexpr size_t WGMMA_DQ_SMEM = 6 * WTILE * sizeof(bf16) + 2 * ROWS * sizeof(float) + 1024;
+
+/* The first 1024-byte boundary in the dynamic shared memory. */
+__device__ __forceinline__ bf16 *aligned_tiles(unsigned char *smem) {
+    return (bf16 *)(smem + ((1024u - (smem_addr(smem) & 1023u)) & 1023u));
+}
 
 /* Q and dO rows of one visit (block j, kv head g, chunk c) into sw128
  * tiles, lse and dsum into [ROWS] (all cp.async, one group). Thread t copies
@@ -94,6 +107,121 @@ __device__ __forceinline__ void frags_times_tile(float (&acc)[WD / 8][4], const 
     for (int kk = 0; kk < 4; kk++) wgmma_m64n128k16_rs_mn(acc, a[kk], sw128_mn_major(b, ROWS, kk));
 }
 
+/* Visible keys t0 .. t0 + 63 of block j (context rows c0.. below the
+ * anchor, then the block's own rows; zeros past them), of kv head g, of K
+ * and V into sw128 tiles, one cp.async group: a row's source is found once
+ * for both. Thread t copies chunk t % 16 of rows t / 16 + 8 i. */
+__device__ __forceinline__ void load_visible_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
+                                                      const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
+                                                      int anchor, int j, int g, int t0) {
+    constexpr int CH = WD / 8, STEP = WARPS * 32 / CH;
+    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
+    size_t ldk = (size_t)s.kv_heads * WD, col = (size_t)g * WD + (size_t)ch * 8;
+    unsigned char *dk = (unsigned char *)sk + sw128_offset(ROWS, i0, ch), *dv = (unsigned char *)sv + (dk - (unsigned char *)sk);
+#pragma unroll
+    for (int it = 0; it < BN / STEP; it++) {
+        int key = t0 + i0 + it * STEP;
+        const bf16 *pk = kc, *pv = vc;
+        int bytes = 0;
+        if (key < anchor) {
+            size_t o = (size_t)(c0 + key) * ldk + col;
+            pk = kc + o, pv = vc + o, bytes = 16;
+        } else if (key < anchor + s.B) {
+            size_t o = (size_t)(j * s.B + key - anchor) * ldk + col;
+            pk = kb + o, pv = vb + o, bytes = 16;
+        }
+        cp_async16(dk + it * 1024, pk, bytes);
+        cp_async16(dv + it * 1024, pv, bytes);
+    }
+    cp_async_commit();
+}
+
+/* dQ, grid as k_block_attn_dq: x = block (reversed), y = kv head * chunks. */
+__global__ void __launch_bounds__(WARPS * 32)
+    k_block_attn_dq_wgmma(bf16 *dq, const float *lse, const float *dsum, const bf16 *q, const bf16 *d_out,
+                          const bf16 *kc, const bf16 *vc, const bf16 *kb, const bf16 *vb, Shape s) {
+    constexpr int DTILES = WD / 8;
+    static_assert(BN == ROWS, "the key tiles are sw128 tiles of ROWS rows");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *sq = aligned_tiles(smem_raw);
+    bf16 *sdo = sq + WTILE;
+    bf16 *sk = sdo + WTILE;    /* [2][WTILE] */
+    bf16 *sv = sk + 2 * WTILE; /* [2][WTILE] */
+    float *slse = (float *)(sv + 2 * WTILE), *sds = slse + ROWS;
+
+    int j = s.n_blocks - 1 - (int)blockIdx.x, g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
+    int seq = seq_of_block(s, j), lo = window_start(s, s.anchors[j]);
+    int c0 = s.ctx_starts[seq] + lo, anchor = s.anchors[j] - lo, n_vis = anchor + s.B; /* the visible list */
+    int n_kv = (n_vis + BN - 1) / BN;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+
+    load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, j, g, c);
+    load_visible_kv_sw128(sk, sv, kc, vc, kb, vb, s, c0, anchor, j, g, 0);
+
+    float acc[DTILES][4], p[8][4], dp[8][4], lse2[2], dsr[2];
+    uint32_t dsa[4][4];
+    zero_acc(acc);
+    zero_acc(p);
+    zero_acc(dp);
+    for (int kt = 0; kt < n_kv; kt++) {
+        int buf = kt & 1;
+        if (kt + 1 < n_kv) {
+            load_visible_kv_sw128(sk + (buf ^ 1) * WTILE, sv + (buf ^ 1) * WTILE, kc, vc, kb, vb, s, c0, anchor, j, g,
+                                  (kt + 1) * BN);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async();
+        __syncthreads();
+        if (kt == 0)
+#pragma unroll
+            for (int r = 0; r < 2; r++) { /* rows past the group: zeros, as their Q and dO */
+                lse2[r] = slse[warp * 16 + gr + 8 * r] * LOG2E;
+                dsr[r] = sds[warp * 16 + gr + 8 * r];
+            }
+        const bf16 *skb = sk + buf * WTILE, *svb = sv + buf * WTILE;
+        wgmma_fence();
+        tile_times_tile_t(p, sq, skb); /* S = Q K^T */
+        wgmma_commit();
+        tile_times_tile_t(dp, sdo, svb); /* dP = dO V^T */
+        wgmma_commit();
+        wgmma_wait<1>();
+        wgmma_fence_acc(p);
+        bool need_mask = (kt + 1) * BN > n_vis;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float pr = fast_exp2(p[n][e] * s.scale_log2 - lse2[e >> 1]);
+                if (need_mask && kt * BN + n * 8 + 2 * tq + (e & 1) >= n_vis) pr = 0.0f;
+                p[n][e] = pr;
+            }
+        wgmma_wait<0>();
+        wgmma_fence_acc(dp);
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - dsr[e >> 1]) * s.scale; /* dS */
+        pack_a_fragments(dsa, dp);
+        wgmma_fence();
+        frags_times_tile(acc, dsa, skb); /* dQ += dS K */
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_acc(acc);
+        __syncthreads(); /* the K/V buffers of this tile are refilled next */
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        QRow qr = q_row<WD>(s, j, g, c, warp * 16 + gr + 8 * r);
+        if (!qr.valid) continue;
+        bf16 *row = dq + qr.off;
+#pragma unroll
+        for (int d = 0; d < DTILES; d++)
+            *(__nv_bfloat162 *)(row + d * 8 + 2 * tq) = __floats2bfloat162_rn(acc[d][2 * r], acc[d][2 * r + 1]);
+    }
+}
+
 /* Grid and outputs as k_block_attn_dkv<128, DKV_BOTH>. */
 __global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_dkv_wgmma(float *ctx_dk, float *ctx_dv, bf16 *dk_blk, bf16 *dv_blk, const float *lse,
@@ -101,7 +229,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                            const bf16 *kb, const bf16 *vb, Shape s, int n_ctx_items) {
     constexpr int D = WD, DTILES = D / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sk = (bf16 *)(smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u));
+    bf16 *sk = aligned_tiles(smem_raw);
     bf16 *sv = sk + WTILE;
     bf16 *sq = sv + WTILE;     /* [2][WTILE] */
     bf16 *sdo = sq + 2 * WTILE; /* [2][WTILE] */
@@ -218,6 +346,18 @@ __global__ void __launch_bounds__(WARPS * 32)
 }
 
 } // namespace
+
+void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const float *dsum) {
+    DfCudaState *st = df_cuda_state(be);
+    if (!set_smem(be, k_block_attn_dq_wgmma, WGMMA_DQ_SMEM, "block_attention_backward")) return;
+    Shape s = shape_of(a);
+    dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
+    k_block_attn_dq_wgmma<<<grid, WARPS * 32, WGMMA_DQ_SMEM, st->stream>>>(
+        (bf16 *)gr->dq.ptr, (const float *)a->lse.ptr, dsum, (const bf16 *)a->q.ptr, (const bf16 *)gr->d_out.ptr,
+        (const bf16 *)a->k_ctx.ptr, (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr,
+        s);
+    DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq; wgmma)");
+}
 
 void df_cuda_block_attn_dkv_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,
                                   const float *dsum, float *ctx_dk, float *ctx_dv, int n_ctx_items) {
