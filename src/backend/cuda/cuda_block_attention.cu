@@ -38,6 +38,8 @@
  *     sums with fp32 atomics into a zeroed fp32 scratch (the order of those
  *     additions varies from run to run: the last bits of dK/dV do too);
  *  4. dk_ctx/dv_ctx += the scratch, rounded to bf16 once.
+ * At head_dim 128, steps 2 and 3 run on wgmma instead
+ * (cuda_block_attention_backward_wgmma.cu), with the same grids and items.
  * Scratch (dsum and the two fp32 context sums) is stream-ordered memory
  * (cudaMallocAsync) counted in the backend's bytes in use while it lives.
  *

@@ -7,7 +7,6 @@
 
 namespace {
 
-
 /* What one key-major (dK/dV) launch accumulates. Up to head_dim 128 both in
  * one pass. At 256 the two [16 x 256] accumulators of a warp would take 256
  * registers a thread, so a dV pass (P only) and a dK pass (P and dP) run one
