@@ -320,29 +320,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         vj = nj, vchunk = nc;
     }
 
-    size_t ldk = (size_t)s.kv_heads * D;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        int key = kw0 + gr + 8 * r;
-        if (k.ctx ? k.t0 + key >= k.len : key >= s.B) continue;
-        if (k.ctx) {
-            size_t off = (size_t)(k.c0 + k.t0 + key) * ldk + (size_t)g * D + 2 * tq;
-#pragma unroll
-            for (int d = 0; d < DTILES; d++) {
-                atomicAdd((float2 *)(ctx_dk + off + d * 8), make_float2(dk[d][2 * r], dk[d][2 * r + 1]));
-                atomicAdd((float2 *)(ctx_dv + off + d * 8), make_float2(dv[d][2 * r], dv[d][2 * r + 1]));
-            }
-        } else {
-            size_t off = (size_t)(k.jb * s.B + key) * ldk + (size_t)g * D + 2 * tq;
-#pragma unroll
-            for (int d = 0; d < DTILES; d++) {
-                __nv_bfloat162 *pk = (__nv_bfloat162 *)(dk_blk + off + d * 8), *pv = (__nv_bfloat162 *)(dv_blk + off + d * 8);
-                float2 ok = __bfloat1622float2(*pk), ov = __bfloat1622float2(*pv);
-                *pk = __floats2bfloat162_rn(ok.x + dk[d][2 * r], ok.y + dk[d][2 * r + 1]);
-                *pv = __floats2bfloat162_rn(ov.x + dv[d][2 * r], ov.y + dv[d][2 * r + 1]);
-            }
-        }
-    }
+    add_key_sums<D, true, true>(s, k, g, kw0, lane, dk, dv, ctx_dk, ctx_dv, dk_blk, dv_blk);
 }
 
 } // namespace

@@ -85,6 +85,46 @@ __device__ void load_visit(bf16 *sq, bf16 *sdo, float *slse, float *sds, const b
     }
 }
 
+/* A warp's sums over its 16 keys (kw0.., the mma.sync accumulator layout:
+ * rows gr and gr + 8 of each n-tile) out to the item's keys: context keys
+ * added with fp32 atomics to ctx_dk/ctx_dv, a block's own keys added to
+ * dk_blk/dv_blk (both loads, then both stores: the one-pass order). DO_K
+ * and DO_V: which of the two the launch computed. */
+template <int D, bool DO_K, bool DO_V, int NK, int NV>
+__device__ __forceinline__ void add_key_sums(const Shape &s, const KeyItem &k, int g, int kw0, int lane,
+                                             const float (&dk)[NK][4], const float (&dv)[NV][4], float *ctx_dk,
+                                             float *ctx_dv, bf16 *dk_blk, bf16 *dv_blk) {
+    constexpr int DTILES = D / 8;
+    int gr = lane / 4, tq = lane % 4;
+    size_t ldk = (size_t)s.kv_heads * D;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int key = kw0 + gr + 8 * r;
+        if (k.ctx ? k.t0 + key >= k.len : key >= s.B) continue;
+        if (k.ctx) {
+            size_t off = (size_t)(k.c0 + k.t0 + key) * ldk + (size_t)g * D + 2 * tq;
+#pragma unroll
+            for (int d = 0; d < DTILES; d++) {
+                if constexpr (DO_K)
+                    atomicAdd((float2 *)(ctx_dk + off + d * 8), make_float2(dk[d][2 * r], dk[d][2 * r + 1]));
+                if constexpr (DO_V)
+                    atomicAdd((float2 *)(ctx_dv + off + d * 8), make_float2(dv[d][2 * r], dv[d][2 * r + 1]));
+            }
+        } else {
+            size_t off = (size_t)(k.jb * s.B + key) * ldk + (size_t)g * D + 2 * tq;
+#pragma unroll
+            for (int d = 0; d < DTILES; d++) {
+                __nv_bfloat162 *pk = (__nv_bfloat162 *)(dk_blk + off + d * 8), *pv = (__nv_bfloat162 *)(dv_blk + off + d * 8);
+                float2 ok, ov;
+                if constexpr (DO_K) ok = __bfloat1622float2(*pk);
+                if constexpr (DO_V) ov = __bfloat1622float2(*pv);
+                if constexpr (DO_K) *pk = __floats2bfloat162_rn(ok.x + dk[d][2 * r], ok.y + dk[d][2 * r + 1]);
+                if constexpr (DO_V) *pv = __floats2bfloat162_rn(ov.x + dv[d][2 * r], ov.y + dv[d][2 * r + 1]);
+            }
+        }
+    }
+}
+
 /* --- host side ---------------------------------------------------------------- */
 
 /* Context items of the key-major kernel, counted as key_item decodes them. */
