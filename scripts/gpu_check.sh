@@ -124,6 +124,8 @@ if want lmhead; then
     timeout 300 "$D"/bench_lm_head 2>&1 | tee -a "$OUT/bench_train.txt"
     section "block attention timing" >> "$OUT/bench_train.txt"
     timeout 180 "$D"/bench_block_attention 2>&1 | tee -a "$OUT/bench_train.txt"
+    section "causal attention timing" >> "$OUT/bench_train.txt"
+    timeout 180 "$D"/bench_attention 2>&1 | tee -a "$OUT/bench_train.txt"
     section "AdamW timing" >> "$OUT/bench_train.txt"
     timeout 120 "$D"/bench_adamw 2>&1 | tee -a "$OUT/bench_train.txt"
 fi

@@ -18,7 +18,10 @@
  * fall in different banks.
  *
  * Grid: x = query tile (reversed: the longest tiles, near sequence ends,
- * start first), y = head, z = sequence; tiles past a sequence's end exit. */
+ * start first), y = head, z = sequence; tiles past a sequence's end exit.
+ *
+ * Head dim 128 runs on Hopper's wgmma instead (cuda_attention_wgmma.cu),
+ * unless the variant attention_mma_sync asks for this kernel. */
 #include <math.h>
 
 #include "backend/cuda/cuda_internal.h"
@@ -246,6 +249,8 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
         launch<64, 2>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
     else if (head_dim == 64)
         launch<64, 1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
+    else if (head_dim == 128 && !df_cuda_state(be)->attn_mma_sync) /* cuda_attention_wgmma.cu */
+        df_cuda_attention_wgmma(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
     else if (head_dim == 128 && wide)
         launch<128, 2>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
     else if (head_dim == 128)

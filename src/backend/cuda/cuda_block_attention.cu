@@ -20,9 +20,11 @@
  * in fp32 with base-2 exponentials, mma.sync m16n8k16, K/V double-buffered
  * with cp.async, P handed from accumulators to A fragments in registers).
  * At head_dim 64 and 128 a CTA takes two neighbouring blocks of a sequence
- * (k_block_attn_forward_pair): each warp holds one m-tile of each, and every
- * K/V fragment it reads feeds both (1.74 -> 1.43 ms at 2 x 2048 context rows,
- * 512 blocks each, on the H200).
+ * (k_block_attn_forward_pair, cuda_block_attention_pairs.h): each warp holds
+ * one m-tile of each, and every K/V fragment it reads feeds both (1.74 ->
+ * 1.43 ms at 2 x 2048 context rows, 512 blocks each, on the H200). At head_dim
+ * 128 the pairs run on wgmma instead (cuda_block_attention_forward_wgmma.cu:
+ * a warpgroup per block of the pair).
  *
  * Backward, FlashAttention-2 style, probabilities recomputed from the lse:
  *  1. dsum = rowsum(dO * O) per (head, query row), fp32 scratch;
@@ -49,9 +51,8 @@
  * (q_in_regs) and step 3 runs as a dV pass then a dK pass (DkvPart); shared
  * memory is 165 KiB (forward), 198 KiB (dQ) and 199 KiB (dK/dV) a CTA, one
  * CTA per SM. */
-#include <limits.h>
-
-#include "backend/cuda/cuda_block_attention_tiles.h"
+#include "backend/cuda/cuda_block_attention_pairs.h"
+#include "backend/cuda/cuda_block_attention_wgmma.h"
 
 namespace {
 
@@ -155,48 +156,6 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
 
 /* --- forward, two blocks per CTA (head_dim 64 and 128) --------------------------- */
 
-/* Two neighbouring blocks of one sequence (their anchors sorted, so nearly
- * the same context prefix). The CTA walks one list of keys: the union of
- * their context ranges, then block 0's own B rows, then block 1's; every
- * K/V fragment a warp reads from shared memory feeds two m-tiles, one per
- * block (rows 16w.. of chunk c of each), which halves the shared-memory
- * reads per product against one block per CTA (the FlashAttention-2 reason
- * for 128-row tiles). Each m-tile masks the keys its block does not see. */
-struct PairBlocks {
-    int n;             /* blocks in the pair: 2, or 1 for a sequence's odd last block */
-    int j[2];          /* the blocks */
-    int lo[2], hi[2];  /* each block's visible context, as positions of the list */
-    int c0;            /* the list's first context row (absolute) */
-    int n_ctx, n_vis;  /* context keys of the list; all its keys */
-};
-
-/* Pair p: sequences in order, ceil(blocks / 2) pairs each. */
-__device__ PairBlocks pair_blocks(const Shape &s, int p) {
-    PairBlocks pb;
-    int seq = 0, b0 = 0, nb = 0;
-    for (; seq < s.n_seqs; seq++) {
-        b0 = s.block_starts[seq], nb = s.block_starts[seq + 1] - b0;
-        int pairs = (nb + 1) / 2;
-        if (p < pairs) break;
-        p -= pairs;
-    }
-    pb.n = min(2, nb - 2 * p);
-    int ctx_lo = INT_MAX, ctx_hi = 0;
-    for (int b = 0; b < 2; b++) {
-        int j = b0 + 2 * p + min(b, pb.n - 1); /* a missing block 1 repeats block 0 and is masked out below */
-        pb.j[b] = j;
-        pb.lo[b] = window_start(s, s.anchors[j]), pb.hi[b] = s.anchors[j];
-        ctx_lo = min(ctx_lo, pb.lo[b]), ctx_hi = max(ctx_hi, pb.hi[b]);
-    }
-    ctx_hi = max(ctx_hi, ctx_lo);
-    for (int b = 0; b < 2; b++) pb.lo[b] = max(pb.lo[b] - ctx_lo, 0), pb.hi[b] = max(pb.hi[b] - ctx_lo, 0);
-    if (pb.n == 1) pb.lo[1] = pb.hi[1] = 0;
-    pb.c0 = s.ctx_starts[seq] + ctx_lo;
-    pb.n_ctx = ctx_hi - ctx_lo;
-    pb.n_vis = pb.n_ctx + pb.n * s.B;
-    return pb;
-}
-
 /* Keys t0 .. t0+BN-1 of the pair's list of kv head g into shared [BN][D+8]; zero past it. */
 template <int D>
 __device__ void load_pair_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const Shape &s, const PairBlocks &pb,
@@ -214,12 +173,6 @@ __device__ void load_pair_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, cons
         }
         cp_async16(dst + i * SD + col, p ? p + col : ctx, p ? 16 : 0);
     }
-}
-
-/* Whether list position key is visible to block b of the pair. */
-__device__ __forceinline__ bool pair_sees(const PairBlocks &pb, int B, int b, int key) {
-    if (key < pb.n_ctx) return key >= pb.lo[b] && key < pb.hi[b];
-    return b < pb.n && key >= pb.n_ctx + b * B && key < pb.n_ctx + (b + 1) * B;
 }
 
 /* Grid: x = pair (reversed: the later, longer pairs first), y = kv head * chunks. */
@@ -353,13 +306,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 /* --- host side ------------------------------------------------------------------ */
 
-/* Pairs of the two-block forward: ceil(blocks / 2) per sequence. */
-int count_pairs(const DfBlockAttnLayout *l) {
-    long n = 0;
-    for (int s = 0; s < l->n_seqs; s++) n += (l->host_block_starts[s + 1] - l->host_block_starts[s] + 1) / 2;
-    return (int)n;
-}
-
 /* Head dims 64 and 128: two blocks per CTA (k_block_attn_forward_pair). */
 template <int D>
 void launch_forward_pairs(DfBackend *be, const DfBlockAttnArgs *a) {
@@ -397,6 +343,8 @@ void df_cuda_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
         df_cuda_record_failure(be, __FILE__, __LINE__, "block_attention: q, k, v and out must be 16-byte aligned");
     } else if (a->head_dim == 64) {
         launch_forward_pairs<64>(be, a);
+    } else if (a->head_dim == 128 && !df_cuda_state(be)->block_attn_mma_sync) {
+        df_cuda_block_attention_forward_wgmma(be, a); /* cuda_block_attention_forward_wgmma.cu */
     } else if (a->head_dim == 128) {
         launch_forward_pairs<128>(be, a);
     } else {

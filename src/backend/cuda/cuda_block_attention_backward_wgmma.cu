@@ -37,34 +37,16 @@ constexpr size_t WGMMA_DKV_SMEM = 6 * WTILE * sizeof(bf16) + 4 * ROWS * sizeof(f
 /* dQ: Q, dO, K[2], V[2], lse and dsum [ROWS] each, alignment */
 constexpr size_t WGMMA_DQ_SMEM = 6 * WTILE * sizeof(bf16) + 2 * ROWS * sizeof(float) + 1024;
 
-/* The first 1024-byte boundary in the dynamic shared memory. */
-__device__ __forceinline__ bf16 *aligned_tiles(unsigned char *smem) {
-    return (bf16 *)(smem + ((1024u - (smem_addr(smem) & 1023u)) & 1023u));
-}
-
 /* Q and dO rows of one visit (block j, kv head g, chunk c) into sw128
- * tiles, lse and dsum into [ROWS] (all cp.async, one group). Thread t copies
- * 16-byte chunk t % 16 of rows t / 16 + 8 i (i < 8): the rows' heads and
- * block rows are stepped from the first one's instead of divided out per
- * row, and a row 8 further sits 1024 bytes further in the tile. Rows past
- * the group are zeros, lse and dsum there too: with Q and dO zero such a
- * row adds nothing to dK or dV whatever its P. */
+ * tiles (load_query_rows_sw128), lse and dsum into [ROWS] (all cp.async, one
+ * group). Rows past the group are zeros, lse and dsum there too: with Q and
+ * dO zero such a row adds nothing to dK or dV whatever its P. */
 __device__ __forceinline__ void load_visit_sw128(bf16 *sq, bf16 *sdo, float *slse, float *sds, const bf16 *q,
                                                  const bf16 *d_out, const float *lse, const float *dsum,
                                                  const Shape &s, int j, int g, int c) {
-    constexpr int CH = WD / 8, STEP = WARPS * 32 / CH; /* 16 chunks a row, 8 rows a pass */
-    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
-    int flat = c * ROWS + i0, h = g * s.G + flat / s.B, r = flat % s.B, n_rows = s.G * s.B;
-    size_t ld = (size_t)s.heads * WD, base = (size_t)j * s.B * ld + (size_t)ch * 8;
-    unsigned char *dq = (unsigned char *)sq + sw128_offset(ROWS, i0, ch), *ddo = (unsigned char *)sdo + (dq - (unsigned char *)sq);
-#pragma unroll
-    for (int it = 0; it < ROWS / STEP; it++, flat += STEP) {
-        bool valid = flat < n_rows;
-        size_t off = base + (size_t)r * ld + (size_t)h * WD;
-        cp_async16(dq + it * 1024, valid ? q + off : q, valid ? 16 : 0);
-        cp_async16(ddo + it * 1024, valid ? d_out + off : d_out, valid ? 16 : 0);
-        for (r += STEP; r >= s.B; r -= s.B) h++;
-    }
+    bf16 *const dst[2] = {sq, sdo};
+    const bf16 *const src[2] = {q, d_out};
+    load_query_rows_sw128<2>(dst, src, s, j, g, c, threadIdx.x);
     if (threadIdx.x < ROWS) {
         QRow qr = q_row<WD>(s, j, g, c, threadIdx.x);
         cp_async4(slse + threadIdx.x, qr.valid ? lse + qr.lse_idx : lse, qr.valid ? 4 : 0);
@@ -81,30 +63,6 @@ __device__ __forceinline__ int next_visitor_of(const Shape &s, const KeyItem &k,
         if (!k.ctx || (a > k.t0 && window_start(s, a) < k.t0 + ROWS)) return j;
     }
     return k.je;
-}
-
-/* The warp's P (or dS) accumulators of 16 keys x 64 query rows as the A
- * fragments of the 4 k-steps of a product over the query rows. */
-__device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[4][4], const float (&p)[8][4]) {
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        a[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
-        a[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
-        a[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
-        a[kk][3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
-    }
-}
-
-/* acc (64 x 64) = A B^T over head_dim, A and B 64-row sw128 tiles. */
-__device__ __forceinline__ void tile_times_tile_t(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
-#pragma unroll
-    for (int kk = 0; kk < WD / 16; kk++) wgmma_m64n64k16_ss(acc, sw128_k_major(a, ROWS, kk), sw128_k_major(b, ROWS, kk), kk > 0);
-}
-
-/* acc (64 x 128) += A B, A (64 x 64 query rows) as fragments, B the 64-row sw128 tile. */
-__device__ __forceinline__ void frags_times_tile(float (&acc)[WD / 8][4], const uint32_t (&a)[4][4], const bf16 *b) {
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_m64n128k16_rs_mn(acc, a[kk], sw128_mn_major(b, ROWS, kk));
 }
 
 /* Visible keys t0 .. t0 + 63 of block j (context rows c0.. below the

@@ -95,6 +95,34 @@ __device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int 
     }
 }
 
+/* The chunk's ROWS query-like rows at head_dim 128 of N sources (q, or q
+ * and d_out) into N sw128 tiles, as cp.async (the caller commits), by the
+ * 128 threads of a warpgroup, tid its thread. Thread tid copies 16-byte
+ * chunk tid % 16 of rows tid / 16 + 8 i (i < 8): the rows' heads and block
+ * rows are stepped from the first one's instead of divided out per row (the
+ * issue slots it saves mattered in the wgmma backward), and a row 8 further
+ * sits 1024 bytes further in the tile. Zeros past the group. */
+template <int N>
+__device__ __forceinline__ void load_query_rows_sw128(bf16 *const (&dst)[N], const bf16 *const (&src)[N], const Shape &s,
+                                                      int j, int g, int c, unsigned tid) {
+    constexpr int D = 128, CH = D / 8, STEP = WARPS * 32 / CH; /* 16 chunks a row, 8 rows a pass */
+    int ch = tid % CH, i0 = tid / CH;
+    int flat = c * ROWS + i0, h = g * s.G + flat / s.B, r = flat % s.B, n_rows = s.G * s.B;
+    size_t ld = (size_t)s.heads * D, base = (size_t)j * s.B * ld + (size_t)ch * 8;
+    unsigned char *d[N];
+#pragma unroll
+    for (int k = 0; k < N; k++) d[k] = (unsigned char *)dst[k] + sw128_offset(ROWS, i0, ch);
+#pragma unroll
+    for (int it = 0; it < ROWS / STEP; it++, flat += STEP) {
+        bool valid = flat < n_rows;
+        size_t off = base + (size_t)r * ld + (size_t)h * D;
+#pragma unroll
+        for (int k = 0; k < N; k++)
+            cp_async16(d[k] + it * 1024, valid ? src[k] + off : src[k], valid ? 16 : 0);
+        for (r += STEP; r >= s.B; r -= s.B) h++;
+    }
+}
+
 /* Visible keys t0 .. t0+BN-1 of block j (context rows c0.. below the anchor,
  * then the block's own rows) of kv head g into shared [BN][D+8]; zero past them. */
 template <int D>
@@ -188,12 +216,6 @@ __device__ __forceinline__ void probs_times_tile(float acc[D / 8][4], const floa
             mma_bf16(acc[2 * dp + 1], pa, b[2], b[3]);
         }
     }
-}
-
-template <int N>
-__device__ __forceinline__ void zero_acc(float (&acc)[N][4]) {
-#pragma unroll
-    for (int i = 0; i < N; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 }
 
 /* --- host side, shared by the forward and backward launches ------------------------ */

@@ -1,14 +1,18 @@
-/* The block attention's backward kernels at head_dim 128 on Hopper's wgmma
- * (cuda_block_attention_backward_wgmma.cu), launched by the backward
- * (cuda_block_attention_backward.cu) unless the variant
- * block_attention_mma_sync asks for the mma.sync kernels. Both take dsum as
- * step 1 of the backward left it; a kernel that cannot be set up is a
- * recorded failure. */
+/* The block attention's kernels at head_dim 128 on Hopper's wgmma: the
+ * forward (cuda_block_attention_forward_wgmma.cu), launched by
+ * cuda_block_attention.cu, and the backward's dQ and dK/dV
+ * (cuda_block_attention_backward_wgmma.cu), launched by
+ * cuda_block_attention_backward.cu, unless the variant
+ * block_attention_mma_sync asks for the mma.sync kernels. The backward's
+ * take dsum as step 1 of the backward left it; a kernel that cannot be set
+ * up is a recorded failure. */
 #ifndef DF_BACKEND_CUDA_CUDA_BLOCK_ATTENTION_WGMMA_H
 #define DF_BACKEND_CUDA_CUDA_BLOCK_ATTENTION_WGMMA_H
 
 #include "backend/backend.h"
 
+/* The forward (out and lse), two blocks a CTA as k_block_attn_forward_pair. */
+void df_cuda_block_attention_forward_wgmma(DfBackend *be, const DfBlockAttnArgs *a);
 /* Step 2, dQ (written, not added to). */
 void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g, const float *dsum);
 

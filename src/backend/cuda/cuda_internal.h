@@ -68,6 +68,7 @@ typedef struct DfCudaState {
     size_t bytes_in_use, peak_bytes;
 
     int attn_rows_per_warp; /* 16 or 32, 0 automatic: see df_cuda_set_attention_rows_per_warp */
+    int attn_mma_sync;      /* attention at head_dim 128 on mma.sync, not wgmma (variant attention_mma_sync) */
     int skinny_gemm;        /* DfCudaSkinnyGemm: which products take cuda_skinny_gemm.cu (df_cuda_set_skinny_gemm) */
     int *skinny_arrivals;   /* its split-K counters (device memory, zero between calls) */
     int skinny_arrivals_count;
@@ -82,7 +83,7 @@ typedef struct DfCudaState {
     size_t kv_ws_bytes;
     int sm_count; /* 0 until first asked for */
     int kv_blocks_per_sm; /* kv_attention's split-K target (df_cuda_set_kv_attention_blocks_per_sm); 0: default */
-    int block_attn_mma_sync; /* the block attention's backward at head_dim 128 on mma.sync, not wgmma (variant) */
+    int block_attn_mma_sync; /* the block attention at head_dim 128 on mma.sync, not wgmma (variant) */
 
     /* Incremented whenever the state's own device memory (scratch, kv_ws,
      * skinny_arrivals) is reallocated: a recorded graph holds the old
@@ -223,6 +224,9 @@ void df_cuda_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer pos
                          DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign);
 /* The most scratch lm_head_ce takes (its chunk's logits), for memory_info. */
 size_t df_cuda_lm_head_scratch_bytes(void);
+/* attention at head_dim 128 on wgmma (cuda_attention_wgmma.cu); the caller checked the grid and alignment */
+void df_cuda_attention_wgmma(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                             const DfPackedBatch *batch, int heads, int kv_heads, float scale);
 /* attention for head dims other than 64 and 128, up to 256 (cuda_attention_generic.cu) */
 void df_cuda_attention_generic(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                                const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);

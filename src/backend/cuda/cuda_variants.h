@@ -15,11 +15,17 @@
 extern "C" {
 #endif
 
-/* "attention_rows_per_warp": query rows per warp of the attention kernel:
+/* "attention_rows_per_warp": query rows per warp of the mma.sync attention kernel:
  * 16 (64 rows per block, Q in registers) or 32 (128 rows per block, every
  * K/V fragment used twice); 0, the default, picks 32 when the batch's
  * longest sequence has 512 tokens or more. */
 void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
+
+/* "attention_mma_sync": 1 runs attention at head_dim 128 on the mma.sync
+ * kernel (cuda_attention.cu, whose rows per warp attention_rows_per_warp
+ * chooses) that head_dims 64 and 256 take, instead of the wgmma one
+ * (cuda_attention_wgmma.cu); 0, the default, wgmma. */
+void df_cuda_set_attention_mma_sync(DfBackend *be, int on);
 
 /* "lm_head_chunk_rows": rows of hidden states per chunk of lm_head_ce (the
  * logits of one chunk are the op's scratch); 0, the default, picks chunks
@@ -55,9 +61,10 @@ void df_cuda_set_gemm_algo(DfBackend *be, int rank);
  * precedence. The plans are rebuilt. */
 void df_cuda_set_gemm_search(DfBackend *be, int on);
 
-/* "block_attention_mma_sync": 1 runs the block attention's backward (dQ,
- * dK and dV) at head_dim 128 on the mma.sync kernels that head_dim 64 and
- * 256 take, instead of the wgmma ones (cuda_block_attention_backward_wgmma.cu);
+/* "block_attention_mma_sync": 1 runs the block attention's forward and
+ * backward (dQ, dK and dV) at head_dim 128 on the mma.sync kernels that
+ * head_dim 64 and 256 take, instead of the wgmma ones
+ * (cuda_block_attention_forward_wgmma.cu, cuda_block_attention_backward_wgmma.cu);
  * 0, the default, wgmma. */
 void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
 

@@ -123,4 +123,35 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&acc)[16][4], cons
                  : "memory");
 }
 
+/* --- products over 64-row tiles of 128 columns (head_dim 128) ------------------------ */
+
+/* The first 1024-byte boundary in the dynamic shared memory (where sw128 tiles start). */
+__device__ __forceinline__ bf16 *aligned_tiles(unsigned char *smem) {
+    return (bf16 *)(smem + ((1024u - (smem_addr(smem) & 1023u)) & 1023u));
+}
+
+/* The warp's 16 x 64 accumulators (P, dS, or their transposes) as the A
+ * fragments of the 4 k-steps of a product over those 64 columns. */
+__device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[4][4], const float (&p)[8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        a[kk][0] = pack_bf16(p[2 * kk][0], p[2 * kk][1]);
+        a[kk][1] = pack_bf16(p[2 * kk][2], p[2 * kk][3]);
+        a[kk][2] = pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+        a[kk][3] = pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+    }
+}
+
+/* acc (64 x 64) = A B^T over 128 columns, A and B 64-row sw128 tiles (S = Q K^T). */
+__device__ __forceinline__ void tile_times_tile_t(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) wgmma_m64n64k16_ss(acc, sw128_k_major(a, 64, kk), sw128_k_major(b, 64, kk), kk > 0);
+}
+
+/* acc (64 x 128) += A B, A (64 x 64) as fragments, B a 64-row sw128 tile (O += P V). */
+__device__ __forceinline__ void frags_times_tile(float (&acc)[16][4], const uint32_t (&a)[4][4], const bf16 *b) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) wgmma_m64n128k16_rs_mn(acc, a[kk], sw128_mn_major(b, 64, kk));
+}
+
 #endif

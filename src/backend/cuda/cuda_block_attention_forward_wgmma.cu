@@ -1,0 +1,194 @@
+/* The DFlash block attention's forward at head_dim 128 on Hopper's wgmma:
+ * the pairs of k_block_attn_forward_pair (cuda_block_attention.cu, which
+ * still serves head_dim 64 and the variant block_attention_mma_sync), with
+ * the same grid, list of keys, masks and outputs.
+ *
+ * A CTA is two warpgroups, one per block of the pair: warpgroup b holds
+ * chunk c of block b's query rows (64) and walks the pair's key list with
+ * the other, both reading each K/V tile brought into shared memory (sw128
+ * tiles, cuda_wgmma.h). Per tile of 64 keys:
+ *   S = Q K^T   (Q and K K-major),   O += P V   (P from registers, V MN-major).
+ * The accumulators keep the mma.sync layout (warp w of a warpgroup: rows
+ * 16w..16w+15), so the softmax and the epilogue are the mma.sync kernel's.
+ * A tile with no key its block sees is skipped by that block's warpgroup
+ * (the other block's own rows, context outside its window); every tile it
+ * does take holds a key that all its rows see, so their running max is
+ * finite from the first. */
+#include "backend/cuda/cuda_block_attention_pairs.h"
+#include "backend/cuda/cuda_block_attention_wgmma.h"
+
+namespace {
+
+constexpr int WD = 128;                   /* head_dim of this kernel */
+constexpr int WTILE = ROWS * WD;          /* values in one 64 x 128 tile (16 KiB) */
+constexpr int PAIR_THREADS = 2 * WARPS * 32; /* a warpgroup per block of the pair */
+/* Q (a tile per block), K[2], V[2], and room to align the tiles to 1024 bytes */
+constexpr size_t PAIR_SMEM = 6 * WTILE * sizeof(bf16) + 1024;
+
+/* Keys t0 .. t0+63 of the pair's list (context rows, then block 0's rows,
+ * then block 1's; zeros past them) of kv head g, of K and V into sw128
+ * tiles, one cp.async group, by all the CTA's threads: thread t copies
+ * 16-byte chunk t % 16 of rows t / 16 + 16 i, a row's source found once for both. */
+__device__ __forceinline__ void load_pair_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
+                                                   const bf16 *kb, const bf16 *vb, const Shape &s,
+                                                   const PairBlocks &pb, int g, int t0) {
+    constexpr int CH = WD / 8, STEP = PAIR_THREADS / CH;
+    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
+    size_t ldk = (size_t)s.kv_heads * WD, col = (size_t)g * WD + (size_t)ch * 8;
+    unsigned char *dk = (unsigned char *)sk + sw128_offset(ROWS, i0, ch), *dv = (unsigned char *)sv + (dk - (unsigned char *)sk);
+#pragma unroll
+    for (int it = 0; it < BN / STEP; it++) {
+        int key = t0 + i0 + it * STEP;
+        const bf16 *pk = kc, *pv = vc;
+        int bytes = 0;
+        if (key < pb.n_ctx) {
+            size_t o = (size_t)(pb.c0 + key) * ldk + col;
+            pk = kc + o, pv = vc + o, bytes = 16;
+        } else if (key < pb.n_vis) {
+            int r = key - pb.n_ctx, j = r < s.B ? pb.j[0] : pb.j[1]; /* a select: no indexing into pb */
+            size_t o = (size_t)(j * s.B + r % s.B) * ldk + col;
+            pk = kb + o, pv = vb + o, bytes = 16;
+        }
+        cp_async16(dk + it * STEP * 128, pk, bytes);
+        cp_async16(dv + it * STEP * 128, pv, bytes);
+    }
+    cp_async_commit();
+}
+
+/* The keys of the pair's list one block sees: its context range [lo, hi)
+ * and its own rows [own, own_end) (empty for a missing block 1). Chosen once
+ * for the warpgroup, so that no loop indexes into the PairBlocks. */
+struct SeenKeys {
+    int lo, hi, own, own_end;
+    __device__ bool sees(int key) const { return (key >= lo && key < hi) || (key >= own && key < own_end); }
+    __device__ bool sees_any(int t0, int n) const {
+        return (lo < hi && t0 < hi && t0 + n > lo) || (own < own_end && t0 < own_end && t0 + n > own);
+    }
+};
+
+__device__ SeenKeys seen_keys(const PairBlocks &pb, int B, int b) {
+    SeenKeys k;
+    k.lo = b ? pb.lo[1] : pb.lo[0], k.hi = b ? pb.hi[1] : pb.hi[0];
+    k.own = pb.n_ctx + b * B, k.own_end = b < pb.n ? k.own + B : k.own;
+    return k;
+}
+
+/* Grid as k_block_attn_forward_pair: x = pair (reversed: the later, longer pairs first), y = kv head * chunks. */
+__global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 128 registers */
+    k_block_attn_forward_pair_wgmma(bf16 *out, float *lse, const bf16 *q, const bf16 *kc, const bf16 *vc,
+                                    const bf16 *kb, const bf16 *vb, Shape s, int n_pairs) {
+    constexpr int DTILES = WD / 8;
+    static_assert(BN == ROWS, "the key tiles are sw128 tiles of ROWS rows");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *sq = aligned_tiles(smem_raw); /* [2][WTILE]: chunk c of each block */
+    bf16 *sk = sq + 2 * WTILE;          /* [2][WTILE] */
+    bf16 *sv = sk + 2 * WTILE;          /* [2][WTILE] */
+
+    PairBlocks pb = pair_blocks(s, n_pairs - 1 - (int)blockIdx.x);
+    int g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
+    int n_kv = (pb.n_vis + BN - 1) / BN;
+    int b = threadIdx.x / 128, tid = threadIdx.x % 128; /* the warpgroup's block of the pair, its thread */
+    int warp = tid / 32, lane = tid % 32, gr = lane / 4, tq = lane % 4;
+    int jb = b ? pb.j[1] : pb.j[0];
+    SeenKeys seen = seen_keys(pb, s.B, b);
+
+    {
+        bf16 *const dst[1] = {sq + b * WTILE};
+        const bf16 *const src[1] = {q};
+        load_query_rows_sw128<1>(dst, src, s, jb, g, c, (unsigned)tid); /* a missing block 1: block 0 again, never written */
+    }
+    load_pair_kv_sw128(sk, sv, kc, vc, kb, vb, s, pb, g, 0); /* commits the Q rows too */
+
+    float o[DTILES][4], sc[8][4];
+    uint32_t pa[4][4];
+    zero_acc(o);
+    zero_acc(sc); /* S starts from zero at each tile (its first k-step adds nothing) */
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows gr and gr + 8 */
+
+    for (int kt = 0; kt < n_kv; kt++) {
+        int buf = kt & 1, t0 = kt * BN;
+        if (kt + 1 < n_kv) {
+            load_pair_kv_sw128(sk + (buf ^ 1) * WTILE, sv + (buf ^ 1) * WTILE, kc, vc, kb, vb, s, pb, g, t0 + BN);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async();
+        __syncthreads();
+        if (seen.sees_any(t0, BN)) { /* the same for the whole warpgroup */
+            wgmma_fence();
+            tile_times_tile_t(sc, sq + b * WTILE, sk + buf * WTILE); /* S = Q K^T */
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_acc(sc);
+
+            /* a tile wholly inside the block's context range needs no mask */
+            bool need_mask = !(t0 >= seen.lo && t0 + BN <= seen.hi);
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float x = sc[n][e] * s.scale_log2;
+                    if (need_mask && !seen.sees(t0 + n * 8 + 2 * tq + (e & 1))) x = -INFINITY;
+                    sc[n][e] = x;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                }
+            float alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                float m_new = fmaxf(m_run[r], mx[r]); /* finite: the tile holds a key every row sees */
+                alpha[r] = fast_exp2(m_run[r] - m_new);
+                m_run[r] = m_new;
+                l_run[r] *= alpha[r];
+            }
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = fast_exp2(sc[n][e] - m_run[e >> 1]);
+                    sc[n][e] = p;
+                    l_run[e >> 1] += p;
+                }
+            scale_acc_rows(o, alpha);
+            pack_a_fragments(pa, sc);
+            wgmma_fence(); /* o was rescaled above */
+            frags_times_tile(o, pa, sv + buf * WTILE); /* O += P V */
+            wgmma_commit();
+            wgmma_wait<0>();
+            wgmma_fence_acc(o);
+        }
+        __syncthreads(); /* this buffer is refilled in the next iteration */
+    }
+    if (b >= pb.n) return;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        QRow qr = q_row<WD>(s, jb, g, c, warp * 16 + gr + 8 * r);
+        if (!qr.valid) continue;
+        float inv = 1.0f / l; /* l > 0: every row sees its own block */
+        bf16 *orow = out + qr.off;
+#pragma unroll
+        for (int d = 0; d < DTILES; d++)
+            *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) = __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+        if (tq == 0) lse[qr.lse_idx] = (m_run[r] + log2f(l)) * 0.69314718056f;
+    }
+}
+
+} // namespace
+
+void df_cuda_block_attention_forward_wgmma(DfBackend *be, const DfBlockAttnArgs *a) {
+    Shape s = shape_of(a);
+    int n_pairs = count_pairs(a->layout);
+    if (n_pairs == 0) return;
+    if (!set_smem(be, k_block_attn_forward_pair_wgmma, PAIR_SMEM, "block_attention")) return;
+    dim3 grid((unsigned)n_pairs, (unsigned)(s.kv_heads * s.chunks));
+    k_block_attn_forward_pair_wgmma<<<grid, PAIR_THREADS, PAIR_SMEM, df_cuda_state(be)->stream>>>(
+        (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,
+        (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr, s, n_pairs);
+    DF_CUDA_CHECK_LAUNCH(be, "block_attention (wgmma)");
+}
