@@ -113,10 +113,13 @@ static int run_pass(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale
         return -1;
     df_drafter_run_forward(d, batch);
     df_drafter_lm_head(d, grad_scale);
+    /* the loss rows (their own buffers, which the backward leaves alone) are
+     * read back once the backward is queued too: a sync between the two
+     * would leave the device idle while the host reads them */
+    if (grad_scale != 0) df_drafter_run_backward(d, batch);
     if (be->ops->sync(be, err) || collect_metrics(d, metrics, err)) return -1;
     memcpy(w->batch_argmax + first_row, w->host.argmax, (size_t)w->host.n_q * sizeof *w->batch_argmax);
-    if (grad_scale != 0) df_drafter_run_backward(d, batch);
-    return be->ops->sync(be, err);
+    return 0;
 }
 
 int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
