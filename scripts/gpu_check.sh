@@ -28,8 +28,9 @@ export DFLASH_SOURCE_DIR=$PWD NCCL_NVLS_ENABLE=0
 cp .devpack/dflash ./dflash
 [ -f .devpack/tests.tgz ] && tar xzf .devpack/tests.tgz -C .devpack
 T=.devpack/tests D=.devpack/dev # the test programs; the kernel benchmarks (dev/cuda/, make dev)
-# test_backend_ops' cases of the training and optimizer ops, and of the inference ops (the sanitizers' runs)
-TRAIN_OPS=memory,fill_zero,rmsnorm,rope_backward,swiglu_backward,linear_weight_grad,block_attention,lm_head_ce,adamw,sum_squares
+# test_backend_ops' cases of the training and optimizer ops (the target's causal attention, "attention
+# (packed, GQA)", among them), and of the inference ops (the sanitizers' runs)
+TRAIN_OPS='memory,fill_zero,rmsnorm,rope_backward,swiglu_backward,linear_weight_grad,block_attention,(packed,lm_head_ce,adamw,sum_squares'
 INFER_OPS=kv_cache_write,argmax
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 section() { echo "== $1 ($(date +%T))"; }
