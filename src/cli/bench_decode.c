@@ -35,7 +35,7 @@ static int profile_steps(DfTargetModel *m, int on, DfDecodeBenchResult *r, DfErr
     }
     double ms[DF_OP_COUNT] = {0};
     be->ops->profile_enable(be, 0);
-    if (be->ops->profile_read(be, ms, err)) return -1;
+    if (be->ops->profile_read(be, ms, NULL, err)) return -1;
     size_t used = 0;
     for (int k = 0; k < DF_OP_COUNT; k++) {
         r->device_ms += ms[k];

@@ -142,7 +142,7 @@ static int profile_step(StepBench *b, DfTrainStepResult *r, DfError *err) {
     be->ops->profile_enable(be, 1);
     int rc = 0;
     for (int p = 0; p < DF_STEP_PHASES && rc == 0; p++)
-        rc = run_phase(b, p, err) || be->ops->profile_read(be, r->op_ms[p], err);
+        rc = run_phase(b, p, err) || be->ops->profile_read(be, r->op_ms[p], r->before_ms[p], err);
     be->ops->profile_enable(be, 0);
     r->profiled = rc == 0;
     return rc;
@@ -194,11 +194,9 @@ done:
     return rc;
 }
 
-/* Op kinds of one phase, largest first, with their share of the phase's
- * synced time; the rest of that time is gaps between the ops. */
-static void report_phase_ops(const char *key, int phase, const DfTrainStepResult *r, cJSON *json) {
-    const double *ms = r->op_ms[phase];
-    int order[DF_OP_COUNT], n = 0;
+/* The op kinds with a nonzero entry of ms, largest first; returns how many. */
+static int kinds_by_size(const double *ms, int order[DF_OP_COUNT]) {
+    int n = 0;
     for (int k = 0; k < DF_OP_COUNT; k++)
         if (ms[k] > 0) order[n++] = k;
     for (int i = 1; i < n; i++) /* insertion sort, largest first */
@@ -207,6 +205,16 @@ static void report_phase_ops(const char *key, int phase, const DfTrainStepResult
             order[j] = order[j - 1];
             order[j - 1] = t;
         }
+    return n;
+}
+
+/* Op kinds of one phase, largest first, with their share of the phase's
+ * synced time; the rest of that time is gaps between the ops, of which the
+ * device's part (from one op's end to the next one's start) is printed by
+ * the kind of the op that waited, its largest few. */
+static void report_phase_ops(const char *key, int phase, const DfTrainStepResult *r, cJSON *json) {
+    const double *ms = r->op_ms[phase], *before = r->before_ms[phase];
+    int order[DF_OP_COUNT], n = kinds_by_size(ms, order);
     double phase_ms = r->phase_s[phase] * 1e3, sum = 0;
     printf("      %s:", df_step_phase_name(phase));
     char name[192];
@@ -218,6 +226,16 @@ static void report_phase_ops(const char *key, int phase, const DfTrainStepResult
         cJSON_AddNumberToObject(json, name, ms[k]);
     }
     printf(" | ops %.1f of %.1f ms (%.0f%%)\n", sum, phase_ms, phase_ms > 0 ? 100 * sum / phase_ms : 0);
+    n = kinds_by_size(before, order);
+    double between = 0;
+    for (int i = 0; i < n; i++) {
+        between += before[order[i]];
+        snprintf(name, sizeof name, "%s_before_%d_%s_ms", key, phase, df_op_name(order[i]));
+        cJSON_AddNumberToObject(json, name, before[order[i]]);
+    }
+    printf("        between ops %.2f ms, before:", between);
+    for (int i = 0; i < n && i < 6; i++) printf(" %s %.2f", df_op_name(order[i]), before[order[i]]);
+    printf("\n");
 }
 
 static void report_op_profile(const char *key, const DfTrainStepResult *r, cJSON *json) {

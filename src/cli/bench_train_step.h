@@ -35,8 +35,10 @@ typedef struct DfTrainStepResult {
     /* One more step with every op timed by the device's events (where the
      * backend has a profile): ms per op kind and phase, indexed by DfOpId.
      * What a phase's synced time has beyond its ops' sum is launch gaps
-     * and host work. */
+     * and host work; before_ms is the device time between consecutive timed
+     * ops, by the kind of the op that came after it (idle, or copies). */
     double op_ms[DF_STEP_PHASES][DF_OP_COUNT];
+    double before_ms[DF_STEP_PHASES][DF_OP_COUNT];
     int profiled;
     char variants[256];                  /* the kernel variants it ran with (df_backend_variants): the defaults */
 } DfTrainStepResult;

@@ -461,7 +461,7 @@ static int gpu_prefill(DfBackend *be, DfTargetModel *m, int seq_len, int n_seqs,
     be->ops->profile_enable(be, 1);
     rc = df_target_forward_batch(m, &p.batch, p.ids, taps, 3, p.features, p.logits, err);
     be->ops->profile_enable(be, 0);
-    if (rc == 0) rc = be->ops->profile_read(be, r->op_ms, err);
+    if (rc == 0) rc = be->ops->profile_read(be, r->op_ms, NULL, err);
     if (rc == 0) {
         r->ms = df_median_sorting(ms, (size_t)repeat);
         r->layers = m->layers_run;

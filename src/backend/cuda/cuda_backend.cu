@@ -442,14 +442,18 @@ extern "C" void df_cuda_profile_end(DfBackend *be) {
     st->prof_count++;
 }
 
-/* ms: DF_OP_COUNT entries, indexed by DfOpId. */
-extern "C" int df_cuda_profile_read(DfBackend *be, double *ms, DfError *err) {
+/* ms and before_ms (may be NULL): DF_OP_COUNT entries, indexed by DfOpId. */
+extern "C" int df_cuda_profile_read(DfBackend *be, double *ms, double *before_ms, DfError *err) {
     DfCudaState *st = df_cuda_state(be);
     DF_CUDA_TRY(cudaStreamSynchronize(st->stream));
     for (int i = 0; i < st->prof_count; i++) {
         float t = 0;
         DF_CUDA_TRY(cudaEventElapsedTime(&t, st->prof_events[2 * i], st->prof_events[2 * i + 1]));
         ms[st->prof_kinds[i]] += t;
+        if (before_ms && i > 0) { /* the previous op's end event to this one's start event */
+            DF_CUDA_TRY(cudaEventElapsedTime(&t, st->prof_events[2 * i - 1], st->prof_events[2 * i]));
+            before_ms[st->prof_kinds[i]] += t;
+        }
     }
     st->prof_count = 0;
     return 0;

@@ -210,7 +210,7 @@ int df_cuda_copy_bandwidth(DfBackend *be, size_t bytes, int repeat, double *gbs,
 void df_cuda_profile_enable(DfBackend *be, int on);
 void df_cuda_profile_begin(DfBackend *be, int op);
 void df_cuda_profile_end(DfBackend *be);
-int df_cuda_profile_read(DfBackend *be, double *ms, DfError *err);
+int df_cuda_profile_read(DfBackend *be, double *ms, double *before_ms, DfError *err);
 int df_cuda_record_begin(DfBackend *be, DfError *err);
 int df_cuda_record_end(DfBackend *be, DfGraph **graph, DfError *err);
 int df_cuda_graph_replay(DfBackend *be, DfGraph *graph, DfError *err);
