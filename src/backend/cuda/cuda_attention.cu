@@ -24,8 +24,8 @@
  * unless the variant attention_mma_sync asks for this kernel. */
 #include <math.h>
 
+#include "backend/cuda/cuda_attention_rows.h"
 #include "backend/cuda/cuda_internal.h"
-#include "backend/cuda/cuda_mma.h"
 
 #define BN 64 /* key rows per tile */
 #define WARPS 4
@@ -146,37 +146,9 @@ __global__ void __launch_bounds__(WARPS * 32) k_flash_attention(bf16 *out, float
             bool need_mask = (j + 1) * BN - 1 > wrow0;
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-                int row_a = wrow0 + mt * 16 + g, row_b = row_a + 8;
-                float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-                for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float x = sc[mt][n][e] * scale_log2;
-                        int key = j * BN + n * 8 + 2 * tq + (e & 1);
-                        if (need_mask && key > (e < 2 ? row_a : row_b)) x = -INFINITY;
-                        sc[mt][n][e] = x;
-                        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-                    }
                 float alpha[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                    /* finite: key 0 of tile 0 is visible to every row, and tile 0 comes first */
-                    float m_new = fmaxf(m_run[mt][r], mx[r]);
-                    alpha[r] = fast_exp2(m_run[mt][r] - m_new);
-                    m_run[mt][r] = m_new;
-                    l_run[mt][r] *= alpha[r];
-                }
-#pragma unroll
-                for (int n = 0; n < BN / 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float p = fast_exp2(sc[mt][n][e] - m_run[mt][e >> 1]);
-                        sc[mt][n][e] = p;
-                        l_run[mt][e >> 1] += p;
-                    }
+                causal_softmax_tile(sc[mt], m_run[mt], l_run[mt], alpha, j * BN, wrow0 + mt * 16 + g, need_mask, tq,
+                                    scale_log2);
                 scale_acc_rows(o[mt], alpha);
             }
 
@@ -187,23 +159,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_flash_attention(bf16 *out, float
 
     /* finish: row sums over the quad, normalize, store valid rows */
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float l = l_run[mt][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            int row = wrow0 + mt * 16 + g + 8 * r;
-            if (row >= len) continue;
-            float inv = 1.0f / l;
-            bf16 *orow = out + (size_t)(t0 + row) * ldq + (size_t)h * D;
-#pragma unroll
-            for (int d = 0; d < DTILES; d++)
-                *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) =
-                    __floats2bfloat162_rn(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
-            if (lse && tq == 0) lse[(size_t)h * n_tokens + t0 + row] = (m_run[mt][r] + log2f(l)) * 0.69314718056f;
-        }
-    }
+    for (int mt = 0; mt < MT; mt++)
+        store_attention_rows<D>(out, lse, o[mt], m_run[mt], l_run[mt], wrow0 + mt * 16, len, t0, ldq, h, n_tokens, lane);
 }
 
 template <int D, int MT>

@@ -16,12 +16,13 @@
  * share each K/V tile brought into shared memory, as the 128-row mma.sync
  * blocks do. Warp w of a warpgroup keeps the mma.sync accumulator layout
  * of its 16 rows, so the mask, the softmax and the epilogue are those of
- * cuda_attention.cu.
+ * cuda_attention.cu (cuda_attention_rows.h).
  *
  * Grid: x = query tile of 128 rows (reversed: the longest first), y = head,
  * z = sequence; tiles past a sequence's end exit. */
 #include <math.h>
 
+#include "backend/cuda/cuda_attention_rows.h"
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_wgmma.h"
 
@@ -53,45 +54,6 @@ __device__ __forceinline__ void load_rows_sw128(bf16 *dst, const bf16 *base, int
     }
 }
 
-/* The online softmax of key tile j for the warp's rows g and g + 8 (the
- * warp's first row wrow0): scores scaled to base 2, keys past each row
- * masked (only in the diagonal tile), running max and sum updated; sc is
- * left holding P, alpha the factor the accumulators are to be scaled by. */
-__device__ __forceinline__ void softmax_tile(float (&sc)[8][4], float (&m_run)[2], float (&l_run)[2], float (&alpha)[2],
-                                             int j, int wrow0, int g, int tq, float scale_log2) {
-    bool need_mask = (j + 1) * BN - 1 > wrow0;
-    int row_a = wrow0 + g, row_b = row_a + 8;
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float x = sc[n][e] * scale_log2;
-            int key = j * BN + n * 8 + 2 * tq + (e & 1);
-            if (need_mask && key > (e < 2 ? row_a : row_b)) x = -INFINITY;
-            sc[n][e] = x;
-            mx[e >> 1] = fmaxf(mx[e >> 1], x);
-        }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        /* finite: key 0 of tile 0 is visible to every row, and tile 0 comes first */
-        float m_new = fmaxf(m_run[r], mx[r]);
-        alpha[r] = fast_exp2(m_run[r] - m_new);
-        m_run[r] = m_new;
-        l_run[r] *= alpha[r];
-    }
-#pragma unroll
-    for (int n = 0; n < 8; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            float p = fast_exp2(sc[n][e] - m_run[e >> 1]);
-            sc[n][e] = p;
-            l_run[e >> 1] += p;
-        }
-}
-
 /* The CTA's position: its sequence's rows, its warpgroup's and warp's. */
 struct AttnTile {
     int t0, len, q0, wg, wg_row0, wrow0, n_kv;
@@ -118,26 +80,6 @@ __device__ __forceinline__ AttnTile attn_tile(const bf16 *q, const bf16 *k, cons
     int kv_end = a.len < a.q0 + BM ? a.len : a.q0 + BM;
     a.n_kv = (kv_end + BN - 1) / BN;
     return a;
-}
-
-/* Row sums over the quad, normalize, store the warp's valid rows (and their lse). */
-__device__ __forceinline__ void store_rows(bf16 *out, float *lse, const AttnTile &a, const float (&o)[D / 8][4],
-                                           const float (&m_run)[2], const float (&l_run)[2], int n_tokens) {
-    int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4, h = blockIdx.y;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float l = l_run[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        int row = a.wrow0 + g + 8 * r;
-        if (row >= a.len) continue;
-        float inv = 1.0f / l;
-        bf16 *orow = out + (size_t)(a.t0 + row) * a.ldq + (size_t)h * D;
-#pragma unroll
-        for (int d = 0; d < D / 8; d++)
-            *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) = __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
-        if (lse && tq == 0) lse[(size_t)h * n_tokens + a.t0 + row] = (m_run[r] + log2f(l)) * 0.69314718056f;
-    }
 }
 
 /* One key tile at a time: S = Q K_j^T, its softmax, O += P V_j, each
@@ -187,7 +129,8 @@ __global__ void __launch_bounds__(THREADS, 2) /* two CTAs an SM: at most 128 reg
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_acc(sc);
-            softmax_tile(sc, m_run, l_run, alpha, j, a.wrow0, g, tq, scale_log2);
+            causal_softmax_tile(sc, m_run, l_run, alpha, j * BN, a.wrow0 + g, (j + 1) * BN - 1 > a.wrow0, tq,
+                                scale_log2);
             scale_acc_rows(o, alpha);
             pack_a_fragments(pa, sc);
             wgmma_fence(); /* o was rescaled above */
@@ -198,7 +141,8 @@ __global__ void __launch_bounds__(THREADS, 2) /* two CTAs an SM: at most 128 reg
         }
         __syncthreads(); /* this buffer is refilled in the next iteration */
     }
-    store_rows(out, lse, a, o, m_run, l_run, n_tokens);
+    store_attention_rows<D>(out, lse, o, m_run, l_run, a.wrow0, a.len, a.t0, a.ldq, blockIdx.y, n_tokens,
+                            threadIdx.x % 32);
 }
 
 } // namespace
