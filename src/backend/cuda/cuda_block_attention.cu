@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
     int seq = seq_of_block(s, j), lo = window_start(s, s.anchors[j]);
     int c0 = s.ctx_starts[seq] + lo, anchor = s.anchors[j] - lo, n_vis = anchor + s.B; /* the visible list */
     int n_kv = (n_vis + BN - 1) / BN;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
     bool active = c * ROWS + warp * 16 < s.G * s.B; /* the warp has query rows */
 
     load_query_tile<D>(sq, q, s, j, g, c);
@@ -138,20 +138,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
         __syncthreads(); /* this buffer is refilled in the next iteration */
     }
     if (!active) return;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float l = l_run[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        QRow qr = q_row<D>(s, j, g, c, warp * 16 + gr + 8 * r);
-        if (!qr.valid) continue;
-        float inv = 1.0f / l;
-        bf16 *orow = out + qr.off;
-#pragma unroll
-        for (int d = 0; d < DTILES; d++)
-            *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) = __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
-        if (tq == 0) lse[qr.lse_idx] = (m_run[r] + log2f(l)) * 0.69314718056f;
-    }
+    store_output_rows<D>(out, lse, s, j, g, c, warp, lane, o, m_run, l_run);
 }
 
 /* --- forward, two blocks per CTA (head_dim 64 and 128) --------------------------- */
@@ -189,7 +176,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     PairBlocks pb = pair_blocks(s, n_pairs - 1 - (int)blockIdx.x);
     int g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
     int n_kv = (pb.n_vis + BN - 1) / BN;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
     bool active = c * ROWS + warp * 16 < s.G * s.B; /* the warp has query rows (in both blocks alike) */
 
     load_query_tile<D>(sq, q, s, pb.j[0], g, c);
@@ -286,21 +273,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
         if (mt >= pb.n) break;
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            float l = l_run[mt][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            QRow qr = q_row<D>(s, pb.j[mt], g, c, warp * 16 + gr + 8 * r);
-            if (!qr.valid) continue;
-            float inv = 1.0f / l; /* l > 0: every row sees its own block */
-            bf16 *orow = out + qr.off;
-#pragma unroll
-            for (int d = 0; d < DTILES; d++)
-                *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) =
-                    __floats2bfloat162_rn(o[mt][d][2 * r] * inv, o[mt][d][2 * r + 1] * inv);
-            if (tq == 0) lse[qr.lse_idx] = (m_run[mt][r] + log2f(l)) * 0.69314718056f;
-        }
+        store_output_rows<D>(out, lse, s, pb.j[mt], g, c, warp, lane, o[mt], m_run[mt], l_run[mt]);
     }
 }
 

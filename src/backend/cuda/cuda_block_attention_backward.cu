@@ -105,15 +105,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
         __syncthreads();
     }
     if (!active) return;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        QRow qr = q_row<D>(s, j, g, c, warp * 16 + gr + 8 * r);
-        if (!qr.valid) continue;
-        bf16 *row = dq + qr.off;
-#pragma unroll
-        for (int d = 0; d < DTILES; d++)
-            *(__nv_bfloat162 *)(row + d * 8 + 2 * tq) = __floats2bfloat162_rn(acc[d][2 * r], acc[d][2 * r + 1]);
-    }
+    store_dq_rows<D>(dq, s, j, g, c, warp, lane, acc);
 }
 
 /* dK, dV, key-major. Grid: x = item (context items, then blocks), y = kv head.

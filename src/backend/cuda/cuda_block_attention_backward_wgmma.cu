@@ -169,15 +169,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         wgmma_fence_acc(acc);
         __syncthreads(); /* the K/V buffers of this tile are refilled next */
     }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        QRow qr = q_row<WD>(s, j, g, c, warp * 16 + gr + 8 * r);
-        if (!qr.valid) continue;
-        bf16 *row = dq + qr.off;
-#pragma unroll
-        for (int d = 0; d < DTILES; d++)
-            *(__nv_bfloat162 *)(row + d * 8 + 2 * tq) = __floats2bfloat162_rn(acc[d][2 * r], acc[d][2 * r + 1]);
-    }
+    store_dq_rows<WD>(dq, s, j, g, c, warp, lane, acc);
 }
 
 /* Grid and outputs as k_block_attn_dkv<128, DKV_BOTH>. */

@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
     int g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
     int n_kv = (pb.n_vis + BN - 1) / BN;
     int b = threadIdx.x / 128, tid = threadIdx.x % 128; /* the warpgroup's block of the pair, its thread */
-    int warp = tid / 32, lane = tid % 32, gr = lane / 4, tq = lane % 4;
+    int warp = tid / 32, lane = tid % 32, tq = lane % 4;
     int jb = b ? pb.j[1] : pb.j[0];
     SeenKeys seen = seen_keys(pb, s.B, b);
 
@@ -163,20 +163,7 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
         __syncthreads(); /* this buffer is refilled in the next iteration */
     }
     if (b >= pb.n) return;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float l = l_run[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        QRow qr = q_row<WD>(s, jb, g, c, warp * 16 + gr + 8 * r);
-        if (!qr.valid) continue;
-        float inv = 1.0f / l; /* l > 0: every row sees its own block */
-        bf16 *orow = out + qr.off;
-#pragma unroll
-        for (int d = 0; d < DTILES; d++)
-            *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) = __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
-        if (tq == 0) lse[qr.lse_idx] = (m_run[r] + log2f(l)) * 0.69314718056f;
-    }
+    store_output_rows<WD>(out, lse, s, jb, g, c, warp, lane, o, m_run, l_run);
 }
 
 } // namespace

@@ -218,6 +218,47 @@ __device__ __forceinline__ void probs_times_tile(float acc[D / 8][4], const floa
     }
 }
 
+/* The forward's output rows of a warp, rows 16 warp + lane/4 (+ 8) of chunk
+ * c of block j: row sums over the quad, O / l into out, the lse (natural
+ * log); rows past the group are not written. l > 0: every row sees its own
+ * block. */
+template <int D>
+__device__ __forceinline__ void store_output_rows(bf16 *out, float *lse, const Shape &s, int j, int g, int c, int warp,
+                                                  int lane, const float (&o)[D / 8][4], const float (&m_run)[2],
+                                                  const float (&l_run)[2]) {
+    int gr = lane / 4, tq = lane % 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        QRow qr = q_row<D>(s, j, g, c, warp * 16 + gr + 8 * r);
+        if (!qr.valid) continue;
+        float inv = 1.0f / l;
+        bf16 *orow = out + qr.off;
+#pragma unroll
+        for (int d = 0; d < D / 8; d++)
+            *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) = __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+        if (tq == 0) lse[qr.lse_idx] = (m_run[r] + log2f(l)) * 0.69314718056f;
+    }
+}
+
+/* dQ's rows of a warp (as store_output_rows), written once. */
+template <int D>
+__device__ __forceinline__ void store_dq_rows(bf16 *dq, const Shape &s, int j, int g, int c, int warp, int lane,
+                                              const float (&acc)[D / 8][4]) {
+    int gr = lane / 4, tq = lane % 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        QRow qr = q_row<D>(s, j, g, c, warp * 16 + gr + 8 * r);
+        if (!qr.valid) continue;
+        bf16 *row = dq + qr.off;
+#pragma unroll
+        for (int d = 0; d < D / 8; d++)
+            *(__nv_bfloat162 *)(row + d * 8 + 2 * tq) = __floats2bfloat162_rn(acc[d][2 * r], acc[d][2 * r + 1]);
+    }
+}
+
 /* --- host side, shared by the forward and backward launches ------------------------ */
 
 inline Shape shape_of(const DfBlockAttnArgs *a) {
