@@ -102,36 +102,10 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
             if constexpr (Q_IN_REGS) rows_times_tile_t<D>(sc, qf, sk + buf * BN * SD, lane);
             else smem_rows_times_tile_t<D>(sc, sq + warp * 16 * SD, sk + buf * BN * SD, lane);
 
-            bool need_mask = (kt + 1) * BN > n_vis;
-            float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = sc[n][e] * s.scale_log2;
-                    if (need_mask && kt * BN + n * 8 + 2 * tq + (e & 1) >= n_vis) x = -INFINITY;
-                    sc[n][e] = x;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
-                }
+            /* only the last tile has keys past the list; the first holds key 0, visible to every row */
             float alpha[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                /* finite: the first tile holds key 0, visible to every row */
-                float m_new = fmaxf(m_run[r], mx[r]);
-                alpha[r] = fast_exp2(m_run[r] - m_new);
-                m_run[r] = m_new;
-                l_run[r] *= alpha[r];
-            }
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = fast_exp2(sc[n][e] - m_run[e >> 1]);
-                    sc[n][e] = p;
-                    l_run[e >> 1] += p;
-                }
+            online_softmax_tile(sc, m_run, l_run, alpha, s.scale_log2, kt * BN, tq, (kt + 1) * BN > n_vis,
+                                [=](int key, int) { return key >= n_vis; });
             scale_acc_rows(o, alpha);
             probs_times_tile<D>(o, sc, sv + buf * BN * SD, lane);
         }
@@ -229,40 +203,12 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-                /* a tile wholly inside the block's context range needs no mask */
+                /* a tile wholly inside the block's context range needs no mask; a block may see
+                 * none of a tile (the other block's keys; an anchor at 0), hence the guard */
                 bool need_mask = !(t0 >= pb.lo[mt] && t0 + BN <= pb.hi[mt]);
-                float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-                for (int n = 0; n < 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float x = sc[mt][n][e] * s.scale_log2;
-                        if (need_mask && !pair_sees(pb, s.B, mt, t0 + n * 8 + 2 * tq + (e & 1))) x = -INFINITY;
-                        sc[mt][n][e] = x;
-                        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-                    }
-                float m_use[2], alpha[2];
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                    /* a block may see none of a tile (the other block's keys; an anchor at 0):
-                     * until its rows have seen a key their max stays -inf, and 0 stands in
-                     * for it so that no -inf - -inf appears */
-                    float m_new = fmaxf(m_run[mt][r], mx[r]);
-                    m_use[r] = m_new == -INFINITY ? 0.0f : m_new;
-                    alpha[r] = fast_exp2(m_run[mt][r] - m_use[r]);
-                    m_run[mt][r] = m_new;
-                    l_run[mt][r] *= alpha[r];
-                }
-#pragma unroll
-                for (int n = 0; n < 8; n++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float p = fast_exp2(sc[mt][n][e] - m_use[e >> 1]);
-                        sc[mt][n][e] = p;
-                        l_run[mt][e >> 1] += p;
-                    }
+                float alpha[2];
+                online_softmax_tile<true>(sc[mt], m_run[mt], l_run[mt], alpha, s.scale_log2, t0, tq, need_mask,
+                                          [&](int key, int) { return !pair_sees(pb, s.B, mt, key); });
                 scale_acc_rows(o[mt], alpha);
             }
             probs_times_tile_mt<D, MT>(o, sc, svb, lane); /* O += P V, each V fragment for both m-tiles */

@@ -122,36 +122,12 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
             wgmma_wait<0>();
             wgmma_fence_acc(sc);
 
-            /* a tile wholly inside the block's context range needs no mask */
+            /* a tile wholly inside the block's context range needs no mask; no guard: the tile
+             * holds a key every row sees */
             bool need_mask = !(t0 >= seen.lo && t0 + BN <= seen.hi);
-            float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = sc[n][e] * s.scale_log2;
-                    if (need_mask && !seen.sees(t0 + n * 8 + 2 * tq + (e & 1))) x = -INFINITY;
-                    sc[n][e] = x;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
-                }
             float alpha[2];
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                float m_new = fmaxf(m_run[r], mx[r]); /* finite: the tile holds a key every row sees */
-                alpha[r] = fast_exp2(m_run[r] - m_new);
-                m_run[r] = m_new;
-                l_run[r] *= alpha[r];
-            }
-#pragma unroll
-            for (int n = 0; n < 8; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float p = fast_exp2(sc[n][e] - m_run[e >> 1]);
-                    sc[n][e] = p;
-                    l_run[e >> 1] += p;
-                }
+            online_softmax_tile(sc, m_run, l_run, alpha, s.scale_log2, t0, tq, need_mask,
+                                [&](int key, int) { return !seen.sees(key); });
             scale_acc_rows(o, alpha);
             pack_a_fragments(pa, sc);
             wgmma_fence(); /* o was rescaled above */

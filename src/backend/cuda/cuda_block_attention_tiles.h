@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/cuda_mma.h"
+#include "backend/cuda/cuda_online_softmax.h"
 #include "backend/cuda/cuda_wgmma.h"
 
 namespace {
@@ -226,21 +227,8 @@ template <int D>
 __device__ __forceinline__ void store_output_rows(bf16 *out, float *lse, const Shape &s, int j, int g, int c, int warp,
                                                   int lane, const float (&o)[D / 8][4], const float (&m_run)[2],
                                                   const float (&l_run)[2]) {
-    int gr = lane / 4, tq = lane % 4;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float l = l_run[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        QRow qr = q_row<D>(s, j, g, c, warp * 16 + gr + 8 * r);
-        if (!qr.valid) continue;
-        float inv = 1.0f / l;
-        bf16 *orow = out + qr.off;
-#pragma unroll
-        for (int d = 0; d < D / 8; d++)
-            *(__nv_bfloat162 *)(orow + d * 8 + 2 * tq) = __floats2bfloat162_rn(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
-        if (tq == 0) lse[qr.lse_idx] = (m_run[r] + log2f(l)) * 0.69314718056f;
-    }
+    store_normalized_rows<D>(out, lse, true, o, m_run, l_run, lane,
+                             [&](int i) { return q_row<D>(s, j, g, c, warp * 16 + i); });
 }
 
 /* dQ's rows of a warp (as store_output_rows), written once. */
