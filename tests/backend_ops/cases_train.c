@@ -124,16 +124,25 @@ static void run_rmsnorm_backward(Run *r, const void *shape) {
 }
 
 /* the vector path (dim % 8 == 0) from one group a block to 32; the scalar
- * path at odd dims; more rows than blocks (several rows a block); the last
- * two at the drafter's widths with more partial rows than the column sums'
- * 32 threads a column, so each of those adds several */
+ * path at odd dims; more rows than blocks (several rows a block); at
+ * 2056, 5120 and 6144 a thread's last unit of a row is past its end (the
+ * CUDA kernel that holds rows in registers masks it), 8192 its widest row,
+ * 16384 too wide for it; the last two at the drafter's widths with more
+ * partial rows than the column sums' 32 threads a column, so each of those
+ * adds several */
 static const OpsRowsDim NORM_BACKWARD_SHAPES[] = {
     {3, 17}, {5, 64}, {37, 4096}, {3, 100}, {1001, 128}, {9, 7}, {2000, 24}, {4100, 8}, {17, 2056},
-    {3001, 4096}, {40000, 128},
+    {13, 5120}, {7, 6144}, {5, 8192}, {3, 16384}, {3001, 4096}, {40000, 128},
+};
+
+/* On CUDA, rows of at most 8192 held in registers by default; the two-pass kernel under rmsnorm_backward_two_pass */
+static const OpsVariant NORM_BACKWARD_VARIANTS[] = {
+    {"default variants", {NULL}, {0}},
+    {"the two-pass kernel", {"rmsnorm_backward_two_pass"}, {1}},
 };
 
 const OpCase CASE_RMSNORM_BACKWARD = {"rmsnorm_backward", "rmsnorm_backward", run_rmsnorm_backward,
-                                      OPS_SHAPES(NORM_BACKWARD_SHAPES), 1e-2, OPS_NO_VARIANTS};
+                                      OPS_SHAPES(NORM_BACKWARD_SHAPES), 1e-2, OPS_VARIANTS(NORM_BACKWARD_VARIANTS)};
 
 /* ---- swiglu_backward ------------------------------------------------------------ */
 

@@ -121,6 +121,100 @@ __global__ void k_rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, con
     }
 }
 
+/* Rows held in registers (the path for 16-byte accesses and rows of at most
+ * 4 units of 8 a thread, dim 8192 at 256 threads): a group reads its row's x
+ * and dy once and keeps them for dx, each thread adds its columns' dy * xh
+ * into registers across its rows, and w is read once a block. The two-pass
+ * kernel above read every row twice and added into shared memory per row:
+ * rmsnorm_backward in the 8B step took about 3x its bytes at the copy
+ * bandwidth (NOTES.md). Unit i of a thread is lane + i * tpr. */
+template <int UPT>
+__global__ void __launch_bounds__(RMS_BWD_THREADS)
+    k_rmsnorm_bwd_rows_held(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x, const bf16 *w, int rows,
+                            int dim, float eps, int accumulate, int rows_per_block, int tpr) {
+    extern __shared__ float smem[]; /* red [2 * warps], then [groups][dim] when groups > 1 */
+    int groups = blockDim.x / tpr, group = threadIdx.x / tpr, lane = threadIdx.x % tpr, n_units = dim / 8;
+    float *red = smem;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    Pack8 wp[UPT];
+    float acc[UPT][8];
+#pragma unroll
+    for (int i = 0; i < UPT; i++) {
+        int u = lane + i * tpr;
+        wp[i].u = u < n_units ? *(const uint4 *)(w + u * 8) : zero;
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+    }
+    int row0 = blockIdx.x * rows_per_block, row_end = min(rows, row0 + rows_per_block);
+    int iters = (row_end - row0 + groups - 1) / groups;
+    for (int it = 0; it < iters; it++) {
+        int r = row0 + it * groups + group;
+        bool active = r < row_end;
+        size_t base = (size_t)(active ? r : row0) * dim;
+        Pack8 xp[UPT], dp[UPT], op[UPT];
+        float2 sums = make_float2(0.0f, 0.0f); /* sum x^2, sum dy w x */
+#pragma unroll
+        for (int i = 0; i < UPT; i++) {
+            int u = lane + i * tpr;
+            bool ok = active && u < n_units;
+            xp[i].u = ok ? *(const uint4 *)(x + base + u * 8) : zero;
+            dp[i].u = ok ? *(const uint4 *)(dy + base + u * 8) : zero;
+            op[i].u = ok && accumulate ? *(const uint4 *)(dx + base + u * 8) : zero;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float2 xf = __bfloat1622float2(xp[i].h2[j]), df = __bfloat1622float2(dp[i].h2[j]),
+                       wf = __bfloat1622float2(wp[i].h2[j]);
+                sums.x += xf.x * xf.x + xf.y * xf.y;
+                sums.y += df.x * wf.x * xf.x + df.y * wf.y * xf.y;
+            }
+        }
+        sums = group_sum2(sums, tpr, red);
+        if (!active) continue; /* the only barrier of the iteration is behind us */
+        float inv = rsqrtf(sums.x / (float)dim + eps), mean_gxh = sums.y * inv / (float)dim;
+#pragma unroll
+        for (int i = 0; i < UPT; i++) {
+            int u = lane + i * tpr;
+            if (u >= n_units) continue;
+            Pack8 out;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float2 xf = __bfloat1622float2(xp[i].h2[j]), df = __bfloat1622float2(dp[i].h2[j]),
+                       wf = __bfloat1622float2(wp[i].h2[j]), o = __bfloat1622float2(op[i].h2[j]);
+                float xh0 = xf.x * inv, xh1 = xf.y * inv;
+                acc[i][2 * j] += df.x * xh0;
+                acc[i][2 * j + 1] += df.y * xh1;
+                float v0 = inv * (df.x * wf.x - xh0 * mean_gxh), v1 = inv * (df.y * wf.y - xh1 * mean_gxh);
+                out.h2[j] = __floats2bfloat162_rn(v0 + o.x, v1 + o.y); /* o is zero when not accumulating */
+            }
+            *(uint4 *)(dx + base + u * 8) = out.u;
+        }
+    }
+    /* the block's partial row: the groups' registers added in group order */
+    float *part = partial + (size_t)blockIdx.x * dim;
+    if (groups == 1) {
+#pragma unroll
+        for (int i = 0; i < UPT; i++) {
+            int u = lane + i * tpr;
+            if (u < n_units)
+                for (int j = 0; j < 8; j++) part[u * 8 + j] = acc[i][j];
+        }
+        return;
+    }
+    float *cols = smem + 2 * (blockDim.x / 32);
+#pragma unroll
+    for (int i = 0; i < UPT; i++) {
+        int u = lane + i * tpr;
+        if (u < n_units)
+            for (int j = 0; j < 8; j++) cols[(size_t)group * dim + u * 8 + j] = acc[i][j];
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < dim; c += blockDim.x) {
+        float s = 0.0f;
+        for (int g = 0; g < groups; g++) s += cols[(size_t)g * dim + c];
+        part[c] = s;
+    }
+}
+
 __global__ void __launch_bounds__(RMS_COLSUM_COLS *RMS_COLSUM_ROWS)
     k_rmsnorm_bwd_colsum(float *dw, const float *partial, int blocks, int dim) {
     __shared__ float rows_sum[RMS_COLSUM_ROWS][RMS_COLSUM_COLS];
@@ -137,32 +231,44 @@ __global__ void __launch_bounds__(RMS_COLSUM_COLS *RMS_COLSUM_ROWS)
     dw[i] += total;
 }
 
+typedef void (*RmsBwdRowsKernel)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, int, int, float, int,
+                                 int, int);
+
+/* Stage 1's kernel: rows held in registers where 16-byte accesses fit and
+ * a thread's share of a row is at most 4 units (the variant
+ * rmsnorm_backward_two_pass asks for the two-pass kernel everywhere). */
+static RmsBwdRowsKernel rows_kernel(bool vec, int upt, bool two_pass) {
+    if (vec && !two_pass && upt <= 4)
+        return upt == 1 ? k_rmsnorm_bwd_rows_held<1> : upt == 2 ? k_rmsnorm_bwd_rows_held<2> : k_rmsnorm_bwd_rows_held<4>;
+    return vec ? k_rmsnorm_bwd_rows<true> : k_rmsnorm_bwd_rows<false>;
+}
+
 void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
                               int dim, float eps, int accumulate) {
     DfCudaState *st = df_cuda_state(be);
     bool vec = dim % 8 == 0 && df_cuda_aligned16(dx.ptr) && df_cuda_aligned16(dy.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr);
     int units = vec ? dim / 8 : dim, tpr = 1;
     while (tpr < units && tpr < RMS_BWD_THREADS) tpr *= 2;
-    int groups = RMS_BWD_THREADS / tpr;
-    int blocks = (rows + groups - 1) / groups, max_blocks = RMS_BWD_BLOCKS_PER_SM * df_cuda_sm_count(st);
+    int groups = RMS_BWD_THREADS / tpr, upt = (units + tpr - 1) / tpr;
+    RmsBwdRowsKernel kernel = rows_kernel(vec, upt, st->rmsnorm_bwd_two_pass);
+    bool held = kernel != k_rmsnorm_bwd_rows<true> && kernel != k_rmsnorm_bwd_rows<false>;
+    /* the held kernel needs the group rows only to add its groups' registers */
+    size_t cols = held && groups == 1 ? 0 : (size_t)groups * dim;
+    size_t smem = (2 * (RMS_BWD_THREADS / 32) + cols) * sizeof(float);
+    if (smem > 48 * 1024)
+        DF_CUDA_RECORD(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    /* one wave: as many blocks as fit the SMs at once, the rows split evenly over them */
+    int per_sm = RMS_BWD_BLOCKS_PER_SM;
+    if (held) DF_CUDA_RECORD(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, RMS_BWD_THREADS, smem));
+    int blocks = (rows + groups - 1) / groups, max_blocks = (per_sm > 0 ? per_sm : 1) * df_cuda_sm_count(st);
     if (blocks > max_blocks) blocks = max_blocks;
     int rows_per_block = (rows + blocks - 1) / blocks;
     blocks = (rows + rows_per_block - 1) / rows_per_block;
-    size_t smem = (2 * (RMS_BWD_THREADS / 32) + (size_t)groups * dim) * sizeof(float);
     float *partial = (float *)df_cuda_scratch(be, (size_t)blocks * dim * sizeof(float));
     if (!partial) return;
-    if (smem > 48 * 1024) {
-        DF_CUDA_RECORD(be, cudaFuncSetAttribute(vec ? k_rmsnorm_bwd_rows<true> : k_rmsnorm_bwd_rows<false>,
-                                                cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    }
-    if (vec)
-        k_rmsnorm_bwd_rows<true><<<blocks, RMS_BWD_THREADS, smem, st->stream>>>(
-            (bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps,
-            accumulate, rows_per_block, tpr);
-    else
-        k_rmsnorm_bwd_rows<false><<<blocks, RMS_BWD_THREADS, smem, st->stream>>>(
-            (bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps,
-            accumulate, rows_per_block, tpr);
+    kernel<<<blocks, RMS_BWD_THREADS, smem, st->stream>>>((bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr,
+                                                          (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps,
+                                                          accumulate, rows_per_block, tpr);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (rows)");
     k_rmsnorm_bwd_colsum<<<(dim + RMS_COLSUM_COLS - 1) / RMS_COLSUM_COLS, RMS_COLSUM_COLS * RMS_COLSUM_ROWS, 0,
                            st->stream>>>((float *)dw.ptr, partial, blocks, dim);

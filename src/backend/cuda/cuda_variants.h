@@ -68,6 +68,12 @@ void df_cuda_set_gemm_search(DfBackend *be, int on);
  * 0, the default, wgmma. */
 void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
 
+/* "rmsnorm_backward_two_pass": 1 runs rmsnorm_backward's row stage on the
+ * two-pass kernel (each row read twice, dw added in shared memory) that odd
+ * sizes and rows wider than 8192 take, instead of the kernel that holds the
+ * row in registers; 0, the default, the held kernel where it fits. */
+void df_cuda_set_rmsnorm_backward_two_pass(DfBackend *be, int on);
+
 /* "kv_attention_blocks_per_sm": the blocks per SM that kv_attention's
  * split-K aims for: the key range of each (sequence, kv head) is split until
  * sequences x kv heads x splits reach this many blocks per SM (chunks of at
