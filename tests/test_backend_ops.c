@@ -55,6 +55,7 @@ static const OpCase *const CASES[] = {
     &CASE_COPY2D,
     &CASE_FILL_ZERO,
     &CASE_ROPE,
+    &CASE_RMSNORM_ROPE,
     &CASE_ATTENTION,
     &CASE_ARGMAX,
     &CASE_RMSNORM_BACKWARD,

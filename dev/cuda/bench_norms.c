@@ -1,4 +1,5 @@
-/* RMSNorm forward and backward at the shapes of the Qwen3-8B training step
+/* RMSNorm forward and backward, and the q/k norms with their rope
+ * (rmsnorm_rope, beside rmsnorm then rope), at the shapes of the Qwen3-8B training step
  * (`dflash bench --train-only`: 2 x 2048 context rows, 16,384 block rows,
  * hidden 4096, 32/8 heads of 128): each call's time and the bandwidth its
  * bytes reach next to the device-to-device copy's, and the step's calls
@@ -11,6 +12,7 @@
  * (the variant rmsnorm_backward_two_pass) in the same run.
  *
  * Usage: build/dev/cuda/bench_norms (make dev; scripts/gpu_check.sh part lmhead). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -30,13 +32,99 @@ static const Shape SHAPES[] = {
     {"drafter k heads, context + block rows", 20480 * 8, 128, 0, 5, 1},
     {"drafter hidden_norm, context rows", 4096, 4096, 0, 1, 1},
     {"drafter hidden, block rows", 16384, 4096, 0, 11, 0},
-    {"drafter q heads", 16384 * 32, 128, 0, 5, 0},
-    {"drafter k heads, context + block rows", 20480 * 8, 128, 0, 5, 0},
     {"drafter hidden_norm, context rows", 4096, 4096, 0, 1, 0},
     {"target hidden", 4096, 4096, 0, 68, 0},
-    {"target q heads", 4096 * 32, 128, 0, 34, 0},
-    {"target k heads", 4096 * 8, 128, 0, 34, 0},
 };
+
+static void compare(DevBackends *be, const char *what, DfBuffer g, DfBuffer c) {
+    float *a = dev_download(be->gpu, g), *b = dev_download(be->cpu, c);
+    dev_validate(what, a, b, c.count, 2e-2);
+    free(a), free(b);
+}
+
+/* The q/k norms of the forward, each with its rope (rmsnorm_rope), heads of 128. */
+typedef struct RopeShape {
+    const char *what;
+    int tokens, heads, per_step;
+} RopeShape;
+
+static const RopeShape ROPE_SHAPES[] = {
+    {"drafter q heads", 16384, 32, 5},
+    {"drafter k heads, context + block rows", 20480, 8, 5},
+    {"target q heads", 4096, 32, 34},
+    {"target k heads", 4096, 8, 34},
+};
+
+enum { HD = 128, N_POS = 4096 };
+
+typedef struct RopeRun {
+    DfBackend *be;
+    int tokens, heads;
+    DfBuffer x, w, pos, cos_t, sin_t, out;
+} RopeRun;
+
+static void rope_run_init(RopeRun *r, DfBackend *be, const RopeShape *s, const float *x, const float *w,
+                          const int32_t *pos, const float *c, const float *sn) {
+    size_t n = (size_t)s->tokens * s->heads * HD, nt = (size_t)N_POS * HD / 2;
+    *r = (RopeRun){.be = be, .tokens = s->tokens, .heads = s->heads};
+    r->x = dev_upload(be, x, n, DF_BUF_ACT), r->w = dev_upload(be, w, HD, DF_BUF_ACT);
+    r->pos = dev_upload_i32(be, pos, (size_t)s->tokens);
+    r->cos_t = dev_upload(be, c, nt, DF_BUF_F32), r->sin_t = dev_upload(be, sn, nt, DF_BUF_F32);
+    r->out = dev_poisoned(be, n, DF_BUF_ACT);
+}
+
+static void rope_run_free(RopeRun *r) {
+    DfBuffer *bufs[] = {&r->x, &r->w, &r->pos, &r->cos_t, &r->sin_t, &r->out};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(r->be, bufs[i]);
+}
+
+static void fused_once(void *ctx) {
+    RopeRun *r = ctx;
+    df_op_rmsnorm_rope(r->be, r->out, r->x, r->w, r->pos, r->cos_t, r->sin_t, r->tokens, r->heads, HD, 1e-6f);
+}
+
+static void apart_once(void *ctx) {
+    RopeRun *r = ctx;
+    df_op_rmsnorm(r->be, r->out, r->x, r->w, r->tokens * r->heads, HD, 1e-6f);
+    df_op_rope(r->be, r->out, r->pos, r->cos_t, r->sin_t, r->tokens, r->heads, HD);
+}
+
+/* rmsnorm_rope against the CPU's and, bit for bit, against rmsnorm then rope
+ * on the GPU; both timed. Returns a step's ms of the fused calls. */
+static double bench_rope_shape(DevBackends *be, const RopeShape *s, double copy_gbs, double *apart_step) {
+    size_t n = (size_t)s->tokens * s->heads * HD, nt = (size_t)N_POS * HD / 2;
+    float *x = dev_random(n, 21, 2.0f), *w = dev_random(HD, 22, 1.0f), *c = malloc(nt * sizeof *c),
+          *sn = malloc(nt * sizeof *sn);
+    int32_t *pos = malloc((size_t)s->tokens * sizeof *pos);
+    if (!c || !sn || !pos) dev_die("out of host memory");
+    for (int p = 0; p < N_POS; p++)
+        for (int i = 0; i < HD / 2; i++) {
+            double f = p * pow(1e6, -2.0 * i / HD);
+            c[(size_t)p * HD / 2 + i] = (float)cos(f), sn[(size_t)p * HD / 2 + i] = (float)sin(f);
+        }
+    for (int t = 0; t < s->tokens; t++) pos[t] = t % N_POS;
+    RopeRun cr, gr, ga;
+    rope_run_init(&cr, be->cpu, s, x, w, pos, c, sn);
+    rope_run_init(&gr, be->gpu, s, x, w, pos, c, sn);
+    rope_run_init(&ga, be->gpu, s, x, w, pos, c, sn);
+    fused_once(&cr), fused_once(&gr), apart_once(&ga);
+    char tag[160];
+    snprintf(tag, sizeof tag, "rmsnorm_rope %s [%d x %d heads]", s->what, s->tokens, s->heads);
+    compare(be, tag, gr.out, cr.out);
+    float *a = dev_download(be->gpu, gr.out), *b = dev_download(be->gpu, ga.out);
+    dev_validate_exact("    and the GPU's rmsnorm then rope", a, b, n);
+    free(a), free(b);
+    double ms = dev_median_ms(be->gpu, fused_once, &gr, 3, 21, 1), apart = dev_median_ms(be->gpu, apart_once, &ga, 3, 21, 1);
+    double gbs = 4.0 * n / ms * 1e-6; /* x read, out written, bf16 */
+    printf("%-16s %-40s [%7d x %2d heads] %7.3f ms %6.0f GB/s (%3.0f%% of copy), %3d a step: %6.2f ms "
+           "(rmsnorm then rope: %.3f ms, %.2f a step)\n",
+           "rmsnorm_rope", s->what, s->tokens, s->heads, ms, gbs, 100 * gbs / copy_gbs, s->per_step, ms * s->per_step,
+           apart, apart * s->per_step);
+    rope_run_free(&cr), rope_run_free(&gr), rope_run_free(&ga);
+    free(x), free(w), free(c), free(sn), free(pos);
+    *apart_step += apart * s->per_step;
+    return ms * s->per_step;
+}
 
 typedef struct Run {
     DfBackend *be;
@@ -72,11 +160,6 @@ static void op_once(void *ctx) {
         df_op_rmsnorm(r->be, r->out, r->x, r->w, s->rows, s->dim, 1e-6f);
 }
 
-static void compare(DevBackends *be, const char *what, DfBuffer g, DfBuffer c) {
-    float *a = dev_download(be->gpu, g), *b = dev_download(be->cpu, c);
-    dev_validate(what, a, b, c.count, 2e-2);
-    free(a), free(b);
-}
 
 /* One kernel (the variants now set) on the GPU: validated against the CPU's
  * run c, then timed; returns the median ms. */
@@ -141,7 +224,12 @@ int main(void) {
         else
             fwd += step_ms;
     }
-    printf("a step's calls: rmsnorm_backward %.2f ms, rmsnorm %.2f ms\n", bwd, fwd);
+    double fused = 0, apart = 0;
+    for (size_t i = 0; i < sizeof ROPE_SHAPES / sizeof ROPE_SHAPES[0]; i++)
+        fused += bench_rope_shape(&be, &ROPE_SHAPES[i], copy_gbs, &apart);
+    printf("a step's calls: rmsnorm_backward %.2f ms, rmsnorm %.2f ms, rmsnorm_rope %.2f ms (as rmsnorm then rope: "
+           "%.2f ms)\n",
+           bwd, fwd, fused, apart);
     dev_close(&be);
     return 0;
 }

@@ -183,6 +183,19 @@ void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_tabl
     DISPATCH(be, rope, x, positions, cos_table, sin_table, n_tokens, heads, head_dim);
 }
 
+void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
+                        DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
+    size_t n = (size_t)n_tokens * heads * head_dim;
+    require(n_tokens > 0 && heads > 0 && head_dim > 0 && head_dim % 2 == 0, "rmsnorm_rope",
+            "needs tokens, heads and an even head_dim");
+    require(fits(out, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) && fits(w, head_dim, DF_BUF_ACT) &&
+                fits(positions, n_tokens, DF_BUF_I32) && cos_table.kind == DF_BUF_F32 &&
+                sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
+                cos_table.count % (size_t)(head_dim / 2) == 0,
+            "rmsnorm_rope", "bad shapes");
+    DISPATCH(be, rmsnorm_rope, out, x, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
+}
+
 void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale) {
     size_t t = (size_t)batch->n_tokens;

@@ -4,6 +4,7 @@
  *   per layer: h = input_layernorm(x)
  *              q = rope(q_norm(q_proj(h)))                    at block positions
  *              k = rope(k_norm([k_proj(ctx); k_proj(h)]))     at [0..S-1 of each sequence; block positions]
+ *              (each norm and its rope one op: rmsnorm_rope)
  *              v = [v_proj(ctx); v_proj(h)]
  *              x = x + o_proj(block_attention(q, k, v))
  *              x = x + down(silu(gate(n)) * up(n)), n = post_attention_layernorm(x)
@@ -36,11 +37,11 @@ static void layer_forward(DfDrafter *d, int l, DfBuffer x_next) {
     df_op_linear(be, rows_of(a->k_pre, T, Q, kvd), a->h, wk, Q, kvd, H, 0);
     df_op_linear(be, rows_of(a->v, 0, T, kvd), w->ctx, wv, T, kvd, H, 0);
     df_op_linear(be, rows_of(a->v, T, Q, kvd), a->h, wv, Q, kvd, H, 0);
-    df_op_rmsnorm(be, a->q, a->q_pre, df_drafter_param(d, ix->q_norm), Q * nh, hd, eps);
-    df_op_rmsnorm(be, a->k, a->k_pre, df_drafter_param(d, ix->k_norm), (T + Q) * nkv, hd, eps);
     DfBuffer qpos = df_buffer_view(w->kpos, (size_t)T, (size_t)Q);
-    df_op_rope(be, a->q, qpos, w->rope_cos, w->rope_sin, Q, nh, hd);
-    df_op_rope(be, a->k, w->kpos, w->rope_cos, w->rope_sin, T + Q, nkv, hd);
+    df_op_rmsnorm_rope(be, a->q, a->q_pre, df_drafter_param(d, ix->q_norm), qpos, w->rope_cos, w->rope_sin, Q, nh, hd,
+                       eps);
+    df_op_rmsnorm_rope(be, a->k, a->k_pre, df_drafter_param(d, ix->k_norm), w->kpos, w->rope_cos, w->rope_sin, T + Q,
+                       nkv, hd, eps);
     DfBlockAttnArgs att = {.layout = &w->attn_layout, .q = a->q, .k_ctx = rows_of(a->k, 0, T, kvd),
                            .v_ctx = rows_of(a->v, 0, T, kvd), .k_blk = rows_of(a->k, T, Q, kvd),
                            .v_blk = rows_of(a->v, T, Q, kvd), .out = a->attn, .lse = a->lse, .heads = nh,

@@ -432,6 +432,52 @@ static const RopeShape ROPE_SHAPES[] = {
 const OpCase CASE_ROPE = {"rope, rope_backward", "rope rope_backward", run_rope, OPS_SHAPES(ROPE_SHAPES), 1e-2,
                           OPS_NO_VARIANTS};
 
+/* ---- rmsnorm_rope ------------------------------------------------------------------ */
+
+typedef struct NormRopeShape {
+    int t, heads, hd, n_pos, in_place;
+} NormRopeShape;
+
+/* The fused op against the formula (the reference run), and on every
+ * backend bit for bit against its own rmsnorm then rope on the same inputs. */
+static void run_rmsnorm_rope(Run *r, const void *shape) {
+    const NormRopeShape *s = shape;
+    int t = s->t, heads = s->heads, hd = s->hd, n_pos = s->n_pos, rows = t * heads;
+    size_t n = (size_t)rows * hd, nt = (size_t)n_pos * hd / 2;
+    ops_label(r, "T=%d heads=%d head_dim=%d%s", t, heads, hd, s->in_place ? " in place" : "");
+    int32_t *pos = ops_track(r, malloc((size_t)t * sizeof *pos));
+    for (int i = 0; i < t; i++) pos[i] = (i * 29 + 5) % n_pos;
+    float *x = ops_inputs(r, n, 90 + n, 3), *w = ops_inputs(r, hd, 91 + hd, 1), *c, *sn;
+    rope_tables(r, n_pos, hd / 2, &c, &sn);
+    DfBuffer p = ops_up_i32(r, pos, t), ct = ops_up(r, c, nt, DF_BUF_F32), st = ops_up(r, sn, nt, DF_BUF_F32);
+    DfBuffer wb = ops_up(r, w, hd, DF_BUF_ACT), xb = ops_up(r, x, n, DF_BUF_ACT);
+    DfBuffer fused = s->in_place ? xb : ops_poisoned(r, n, DF_BUF_ACT), apart = ops_poisoned(r, n, DF_BUF_ACT);
+    DfBuffer x2 = ops_up(r, x, n, DF_BUF_ACT);
+    df_op_rmsnorm_rope(r->be, fused, xb, wb, p, ct, st, t, heads, hd, 1e-6f);
+    df_op_rmsnorm(r->be, apart, x2, wb, rows, hd, 1e-6f);
+    df_op_rope(r->be, apart, p, ct, st, t, heads, hd);
+    float *got = ops_result(r, "out", fused), *want_ops = ops_result(r, "rmsnorm then rope", apart);
+    if (memcmp(got, want_ops, n * sizeof *got) != 0)
+        fail_msg("%s: rmsnorm_rope on the %s backend differs from its rmsnorm then rope", r->label, r->be->ops->name);
+    if (!r->reference) return;
+    double *normed = ops_dvec(r, n), *want = ops_dvec(r, n);
+    float *normed_f = ops_fvec(r, n);
+    ref_rmsnorm(x, w, normed, rows, hd, 1e-6);
+    for (size_t i = 0; i < n; i++) normed_f[i] = (float)normed[i];
+    ref_rope(normed_f, pos, c, sn, want, t, heads, hd, hd, 1);
+    ops_near(r, "rmsnorm_rope", got, want, n, 1e-5);
+}
+
+/* head dims 64, 128 (2 rows a warp; 37 x 3 rows: the last warp's second row
+ * past the end) and 256 take the fused CUDA kernel; 10 and 24 the two ops */
+static const NormRopeShape NORM_ROPE_SHAPES[] = {
+    {37, 3, 128, 512, 0}, {16, 8, 128, 300, 1}, {9, 4, 64, 64, 0}, {5, 2, 256, 512, 0},
+    {7, 3, 10, 16, 0},    {3, 2, 24, 512, 1},    {301, 8, 128, 512, 0},
+};
+
+const OpCase CASE_RMSNORM_ROPE = {"rmsnorm_rope (against rmsnorm then rope)", "rmsnorm_rope", run_rmsnorm_rope,
+                                  OPS_SHAPES(NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
+
 /* ---- attention ------------------------------------------------------------------------- */
 
 /* Naive causal GQA attention over packed sequences; lse per [head, row]. */

@@ -1,0 +1,85 @@
+/* rmsnorm_rope (backend_ops.def): the q/k norm and rope of the prefill in
+ * one pass over memory. head_dim / 8 lanes hold a head row, 8 bf16 each
+ * (32 / that many rows a warp); the sum of squares is k_rmsnorm's butterfly
+ * over those lanes, and rope's partner is the lane half a head away. The
+ * arithmetic is cuda_head_math.h's, laid out as k_rmsnorm's vector path and
+ * k_rope_vec lay it out (the same lanes add the same values in the same
+ * order, the norm rounded to bf16 before the rotation), so the result is bit
+ * for bit that of rmsnorm followed by rope; head dims other than 64, 128
+ * and 256, or unaligned buffers, run those two ops. */
+#include "backend/cuda/cuda_head_math.h"
+#include "backend/cuda/cuda_internal.h"
+
+#define RMSNORM_ROPE_WARPS 8
+
+/* The 16 bytes lane `from` holds. */
+__device__ __forceinline__ uint4 shfl_pack8(uint4 v, int from) {
+    return make_uint4(__shfl_sync(0xffffffffu, v.x, from), __shfl_sync(0xffffffffu, v.y, from),
+                      __shfl_sync(0xffffffffu, v.z, from), __shfl_sync(0xffffffffu, v.w, from));
+}
+
+/* sin_sign is passed (1), not folded, as k_rope_vec takes it. */
+template <int HD>
+__global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
+    k_rmsnorm_rope(bf16 *out, const bf16 *x, const bf16 *w, const int32_t *pos, const float *cos_t,
+                   const float *sin_t, float sin_sign, long rows, int heads, float eps, int table_rows,
+                   DfCudaDeviceError *bad) {
+    constexpr int LANES = HD / 8, HALF_LANES = LANES / 2, ROWS_PER_WARP = 32 / LANES;
+    int lane = threadIdx.x % 32, gl = lane % LANES;
+    long row = ((long)blockIdx.x * RMSNORM_ROPE_WARPS + threadIdx.x / 32) * ROWS_PER_WARP + lane / LANES;
+    bool active = row < rows; /* a row past the end takes part in the shuffles with zeros */
+    Pack8 v, wp, normed, partner;
+    v.u = active ? *(const uint4 *)(x + row * HD + gl * 8) : make_uint4(0, 0, 0, 0);
+    float ss = df_pack8_add_squares(0.0f, v);
+    for (int o = LANES / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    wp.u = *(const uint4 *)(w + gl * 8);
+    normed.u = df_pack8_rmsnorm(v, wp, df_rms_inverse(ss, HD, eps));
+    partner.u = shfl_pack8(normed.u, lane ^ HALF_LANES);
+    if (!active) return;
+    int t = (int)(row / heads), p = pos[t];
+    if (p < 0 || p >= table_rows) {
+        if (gl == 0 && atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
+            bad->value = p;
+            bad->row = t;
+            bad->limit = table_rows;
+        }
+        return;
+    }
+    bool first = gl < HALF_LANES;
+    int j0 = (first ? gl : gl - HALF_LANES) * 8;
+    const float4 *c4 = (const float4 *)(cos_t + (size_t)p * (HD / 2) + j0);
+    const float4 *s4 = (const float4 *)(sin_t + (size_t)p * (HD / 2) + j0);
+    float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
+    Pack8 oa, ob;
+    df_pack8_rope(first ? normed : partner, first ? partner : normed, (const float *)cv, (const float *)sv, sin_sign,
+                  oa, ob);
+    *(uint4 *)(out + row * HD + gl * 8) = (first ? oa : ob).u;
+}
+
+template <int HD>
+static void launch(DfCudaState *st, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
+                   DfBuffer sin_table, long rows, int heads, float eps) {
+    constexpr long ROWS_PER_BLOCK = RMSNORM_ROPE_WARPS * (32 / (HD / 8));
+    unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+    int table_rows = (int)(cos_table.count / (size_t)(HD / 2));
+    k_rmsnorm_rope<HD><<<blocks, RMSNORM_ROPE_WARPS * 32, 0, st->stream>>>(
+        (bf16 *)out.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, (const int32_t *)positions.ptr,
+        (const float *)cos_table.ptr, (const float *)sin_table.ptr, 1.0f, rows, heads, eps, table_rows, st->dev_error);
+}
+
+void df_cuda_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
+                          DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
+    DfCudaState *st = df_cuda_state(be);
+    long rows = (long)n_tokens * heads;
+    bool aligned = df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr) &&
+                   df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr);
+    if (!aligned || (head_dim != 64 && head_dim != 128 && head_dim != 256)) {
+        df_cuda_rmsnorm(be, out, x, w, (int)rows, head_dim, eps);
+        df_cuda_rope(be, out, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+        return;
+    }
+    if (head_dim == 64) launch<64>(st, out, x, w, positions, cos_table, sin_table, rows, heads, eps);
+    else if (head_dim == 128) launch<128>(st, out, x, w, positions, cos_table, sin_table, rows, heads, eps);
+    else launch<256>(st, out, x, w, positions, cos_table, sin_table, rows, heads, eps);
+    DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_rope");
+}
