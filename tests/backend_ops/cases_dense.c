@@ -72,6 +72,37 @@ static const OpsVariant GEMM_ALGO_VARIANTS[] = {
 const OpCase CASE_MATMUL = {"matmul (every transpose, beta 0 and 1)", "matmul", run_matmul, OPS_SHAPES(MATMUL_SHAPES),
                             1e-2, OPS_VARIANTS(GEMM_ALGO_VARIANTS)};
 
+/* ---- linear_residual ----------------------------------------------------------- */
+
+/* y = x W^T + r into a buffer of its own (r left as it was) and in place (r is y),
+ * against the formula; the same sizes as matmul's, the search's large one included */
+static void run_linear_residual(Run *r, const void *shape) {
+    const MatmulShape *s = shape;
+    int m = s->m, n = s->n, k = s->k;
+    size_t mn = (size_t)m * n;
+    ops_label(r, "M=%d N=%d K=%d", m, n, k);
+    if (ops_skip(r, s->scope)) return;
+    uint64_t seed = 700 + (uint64_t)m * 131 + (uint64_t)n * 17 + (uint64_t)k;
+    float *x = ops_inputs(r, (size_t)m * k, seed, 1), *w = ops_inputs(r, (size_t)n * k, seed + 1, 1);
+    float *res = ops_inputs(r, mn, seed + 2, 1);
+    DfBuffer xb = ops_up(r, x, (size_t)m * k, DF_BUF_ACT), wb = ops_up(r, w, (size_t)n * k, DF_BUF_ACT);
+    DfBuffer rb = ops_up(r, res, mn, DF_BUF_ACT), y = ops_poisoned(r, mn, DF_BUF_ACT), yr = ops_up(r, res, mn, DF_BUF_ACT);
+    df_op_linear_residual(r->be, y, xb, wb, rb, m, n, k);
+    df_op_linear_residual(r->be, yr, xb, wb, yr, m, n, k);
+    float *got = ops_result(r, "y", y), *got_in_place = ops_result(r, "y (r is y)", yr);
+    float *r_after = ops_result_exact(r, "r (unchanged)", rb);
+    if (!r->reference || s->scope != OPS_CHECKED) return;
+    double *want = ops_dvec(r, mn);
+    ref_matmul(x, w, res, want, m, n, k, 0, 1, 1.0f);
+    ops_near(r, "y", got, want, mn, 1e-5);
+    ops_near(r, "y (r is y)", got_in_place, want, mn, 1e-5);
+    for (size_t i = 0; i < mn; i++)
+        if (r_after[i] != res[i]) fail_msg("%s: linear_residual changed r at %zu", r->label, i);
+}
+
+const OpCase CASE_LINEAR_RESIDUAL = {"linear_residual (into its own buffer and in place)", "linear_residual",
+                                     run_linear_residual, OPS_SHAPES(MATMUL_SHAPES), 1e-2, OPS_NO_VARIANTS};
+
 /* Decoding's products: M <= 65 rows of activations against [N,K] weights
  * (C = A W^T + beta C), every skinny-GEMM routing (auto, off, always: with
  * "always" every product the kernel fits takes it, tests/
@@ -211,6 +242,9 @@ static void run_rmsnorm(Run *r, const void *shape) {
 static const NormShape NORM_SHAPES[] = {
     {3, 19, 0, 0},   {3, 19, 0, 1},   {5, 64, 0, 0},     {37, 4096, 0, 0},  {3, 100, 0, 0},
     {1001, 128, 1, 0}, {9, 7, 1, 0}, {19, 256, 0, 2}, {1, 5120, 0, 1}, {5, 5120, 0, 1},
+    /* rows past a warp's 256 values: 2 to 32 units of 8 a lane held (the last one of 264, 2056 and 3000 in part), 16384 past that */
+    {2, 264, 0, 0}, {5, 1024, 0, 0}, {7, 2056, 1, 0}, {6, 3000, 0, 0}, {37, 4096, 1, 0}, {3, 8192, 0, 0},
+    {2, 16384, 0, 0},
 };
 
 const OpCase CASE_RMSNORM = {"rmsnorm (ACT and F32 weights)", "rmsnorm rmsnorm_f32_weight", run_rmsnorm,

@@ -69,6 +69,42 @@ __global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int rows, int
     }
 }
 
+/* Rows wider than a warp's 32 x 8 values (the hidden rows), held in
+ * registers: a lane issues all its loads of the row at once (up to MAXU
+ * units of 8), where the loop above read them one after another and then
+ * again for the output (about 55% of the copy bandwidth at 4096). Each
+ * lane adds the same values in the same order as in k_rmsnorm<true> at 32
+ * lanes a row, and the butterfly is the same. At 4096 a lane holds x
+ * and w, 159 registers: blocks of 4 warps, so that 3 fit an SM. */
+#define RMSNORM_WIDE_WARPS 4
+template <int MAXU>
+__global__ void __launch_bounds__(RMSNORM_WIDE_WARPS * 32) k_rmsnorm_wide(bf16 *out, const bf16 *x, const bf16 *w, int rows, int dim, float eps) {
+    int lane = threadIdx.x % 32, row = blockIdx.x * RMSNORM_WIDE_WARPS + threadIdx.x / 32, units = dim / 8;
+    if (row >= rows) return; /* whole warps */
+    const bf16 *xr = x + (size_t)row * dim;
+    bf16 *orow = out + (size_t)row * dim;
+    Pack8 v[MAXU];
+#pragma unroll
+    for (int k = 0; k < MAXU; k++) {
+        int u = lane + 32 * k;
+        if (u < units) v[k].u = *(const uint4 *)(xr + u * 8);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MAXU; k++)
+        if (lane + 32 * k < units) ss = df_pack8_add_squares(ss, v[k]);
+    ss = df_warp_sum(ss);
+    float inv = df_rms_inverse(ss, dim, eps);
+#pragma unroll
+    for (int k = 0; k < MAXU; k++) {
+        int u = lane + 32 * k;
+        if (u >= units) continue;
+        Pack8 wp;
+        wp.u = *(const uint4 *)(w + u * 8);
+        *(uint4 *)(orow + u * 8) = df_pack8_rmsnorm(v[k], wp, inv);
+    }
+}
+
 void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps) {
     DfCudaState *st = df_cuda_state(be);
     const int warps_per_block = 8;
@@ -77,12 +113,20 @@ void df_cuda_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int ro
     while (vec && lpr > 8 && lpr / 2 * 8 >= dim) lpr /= 2; /* the fewest lanes that still cover the row once */
     int rows_per_block = warps_per_block * (32 / lpr);
     unsigned blocks = (unsigned)((rows + rows_per_block - 1) / rows_per_block);
-    if (vec)
-        k_rmsnorm<true><<<blocks, 32 * warps_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
-                                                                          (const bf16 *)w.ptr, rows, dim, eps, lpr);
-    else
-        k_rmsnorm<false><<<blocks, 32 * warps_per_block, 0, st->stream>>>((bf16 *)out.ptr, (const bf16 *)x.ptr,
-                                                                           (const bf16 *)w.ptr, rows, dim, eps, lpr);
+    int lane_units = (dim / 8 + 31) / 32; /* units of 8 a lane, at 32 lanes a row */
+    bf16 *o = (bf16 *)out.ptr;
+    const bf16 *xp = (const bf16 *)x.ptr, *wp = (const bf16 *)w.ptr;
+    if (vec && lane_units > 1 && lane_units <= 32) {
+        dim3 grid((rows + RMSNORM_WIDE_WARPS - 1) / RMSNORM_WIDE_WARPS), block(32 * RMSNORM_WIDE_WARPS);
+        if (lane_units <= 4) k_rmsnorm_wide<4><<<grid, block, 0, st->stream>>>(o, xp, wp, rows, dim, eps);
+        else if (lane_units <= 8) k_rmsnorm_wide<8><<<grid, block, 0, st->stream>>>(o, xp, wp, rows, dim, eps);
+        else if (lane_units <= 16) k_rmsnorm_wide<16><<<grid, block, 0, st->stream>>>(o, xp, wp, rows, dim, eps);
+        else k_rmsnorm_wide<32><<<grid, block, 0, st->stream>>>(o, xp, wp, rows, dim, eps);
+    } else if (vec) {
+        k_rmsnorm<true><<<blocks, 32 * warps_per_block, 0, st->stream>>>(o, xp, wp, rows, dim, eps, lpr);
+    } else {
+        k_rmsnorm<false><<<blocks, 32 * warps_per_block, 0, st->stream>>>(o, xp, wp, rows, dim, eps, lpr);
+    }
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm");
 }
 

@@ -18,48 +18,66 @@ __device__ __forceinline__ uint4 shfl_pack8(uint4 v, int from) {
                       __shfl_sync(0xffffffffu, v.z, from), __shfl_sync(0xffffffffu, v.w, from));
 }
 
-/* sin_sign is passed (1), not folded, as k_rope_vec takes it. */
+/* ROWS rows a lane group, their loads all issued before any use (a head
+ * row is one 16-byte load a lane: with one row a group the kernel waited on
+ * memory latency at about 40% of the copy bandwidth). Row r of warp w's
+ * group g is (w * ROWS + r) * ROWS_PER_WARP + g, so a warp's loads of one r
+ * are contiguous. sin_sign is passed (1), not folded, as k_rope_vec takes it. */
+#define RMSNORM_ROPE_ROWS 4
 template <int HD>
 __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
     k_rmsnorm_rope(bf16 *out, const bf16 *x, const bf16 *w, const int32_t *pos, const float *cos_t,
                    const float *sin_t, float sin_sign, long rows, int heads, float eps, int table_rows,
                    DfCudaDeviceError *bad) {
-    constexpr int LANES = HD / 8, HALF_LANES = LANES / 2, ROWS_PER_WARP = 32 / LANES;
+    constexpr int LANES = HD / 8, HALF_LANES = LANES / 2, ROWS_PER_WARP = 32 / LANES, R = RMSNORM_ROPE_ROWS;
     int lane = threadIdx.x % 32, gl = lane % LANES;
-    long row = ((long)blockIdx.x * RMSNORM_ROPE_WARPS + threadIdx.x / 32) * ROWS_PER_WARP + lane / LANES;
-    bool active = row < rows; /* a row past the end takes part in the shuffles with zeros */
-    Pack8 v, wp, normed, partner;
-    v.u = active ? *(const uint4 *)(x + row * HD + gl * 8) : make_uint4(0, 0, 0, 0);
-    float ss = df_pack8_add_squares(0.0f, v);
-    for (int o = LANES / 2; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    wp.u = *(const uint4 *)(w + gl * 8);
-    normed.u = df_pack8_rmsnorm(v, wp, df_rms_inverse(ss, HD, eps));
-    partner.u = shfl_pack8(normed.u, lane ^ HALF_LANES);
-    if (!active) return;
-    int t = (int)(row / heads), p = pos[t];
-    if (p < 0 || p >= table_rows) {
-        if (gl == 0 && atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
-            bad->value = p;
-            bad->row = t;
-            bad->limit = table_rows;
-        }
-        return;
+    long first_row = ((long)blockIdx.x * RMSNORM_ROPE_WARPS + threadIdx.x / 32) * R * ROWS_PER_WARP + lane / LANES;
+    Pack8 v[R], wp;
+    float ss[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) { /* a row past the end takes part in the shuffles with zeros */
+        long row = first_row + r * ROWS_PER_WARP;
+        v[r].u = row < rows ? *(const uint4 *)(x + row * HD + gl * 8) : make_uint4(0, 0, 0, 0);
     }
+    wp.u = *(const uint4 *)(w + gl * 8);
+#pragma unroll
+    for (int r = 0; r < R; r++) ss[r] = df_pack8_add_squares(0.0f, v[r]);
+    for (int o = LANES / 2; o > 0; o /= 2)
+#pragma unroll
+        for (int r = 0; r < R; r++) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
     bool first = gl < HALF_LANES;
     int j0 = (first ? gl : gl - HALF_LANES) * 8;
-    const float4 *c4 = (const float4 *)(cos_t + (size_t)p * (HD / 2) + j0);
-    const float4 *s4 = (const float4 *)(sin_t + (size_t)p * (HD / 2) + j0);
-    float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
-    Pack8 oa, ob;
-    df_pack8_rope(first ? normed : partner, first ? partner : normed, (const float *)cv, (const float *)sv, sin_sign,
-                  oa, ob);
-    *(uint4 *)(out + row * HD + gl * 8) = (first ? oa : ob).u;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        long row = first_row + r * ROWS_PER_WARP;
+        Pack8 normed, partner;
+        normed.u = df_pack8_rmsnorm(v[r], wp, df_rms_inverse(ss[r], HD, eps));
+        partner.u = shfl_pack8(normed.u, lane ^ HALF_LANES);
+        if (row >= rows) continue;
+        int t = (int)(row / heads), p = pos[t];
+        if (p < 0 || p >= table_rows) {
+            if (gl == 0 && atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
+                bad->value = p;
+                bad->row = t;
+                bad->limit = table_rows;
+            }
+            continue;
+        }
+        const float4 *c4 = (const float4 *)(cos_t + (size_t)p * (HD / 2) + j0);
+        const float4 *s4 = (const float4 *)(sin_t + (size_t)p * (HD / 2) + j0);
+        float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
+        Pack8 a, b, oa, ob; /* selected by value: a select of references would put the packs in local memory */
+        a.u = first ? normed.u : partner.u;
+        b.u = first ? partner.u : normed.u;
+        df_pack8_rope(a, b, (const float *)cv, (const float *)sv, sin_sign, oa, ob);
+        *(uint4 *)(out + row * HD + gl * 8) = first ? oa.u : ob.u;
+    }
 }
 
 template <int HD>
 static void launch(DfCudaState *st, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
                    DfBuffer sin_table, long rows, int heads, float eps) {
-    constexpr long ROWS_PER_BLOCK = RMSNORM_ROPE_WARPS * (32 / (HD / 8));
+    constexpr long ROWS_PER_BLOCK = RMSNORM_ROPE_WARPS * RMSNORM_ROPE_ROWS * (32 / (HD / 8));
     unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
     int table_rows = (int)(cos_table.count / (size_t)(HD / 2));
     k_rmsnorm_rope<HD><<<blocks, RMSNORM_ROPE_WARPS * 32, 0, st->stream>>>(
