@@ -47,6 +47,7 @@
 static const OpCase *const CASES[] = {
     &CASE_MEMORY,
     &CASE_MATMUL,
+    &CASE_LINEAR_RESIDUAL,
     &CASE_MATMUL_DECODE,
     &CASE_RMSNORM,
     &CASE_ADD_SWIGLU,

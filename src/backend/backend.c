@@ -148,6 +148,13 @@ void df_op_linear(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, int m, int 
     df_op_matmul(be, y, x, w, m, n, k, 0, 1, accumulate ? 1.0f : 0.0f);
 }
 
+void df_op_linear_residual(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, DfBuffer r, int m, int n, int k) {
+    require(m > 0 && n > 0 && k > 0 && fits(y, (size_t)m * n, DF_BUF_ACT) && fits(r, (size_t)m * n, DF_BUF_ACT) &&
+                fits(x, (size_t)m * k, DF_BUF_ACT) && fits(w, (size_t)n * k, DF_BUF_ACT),
+            "linear_residual", "buffer smaller than its [rows, cols]");
+    DISPATCH(be, linear_residual, y, x, w, r, m, n, k);
+}
+
 void df_op_rmsnorm(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, int rows, int dim, float eps) {
     size_t n = (size_t)rows * dim;
     require(rows > 0 && dim > 0 && fits(out, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) &&

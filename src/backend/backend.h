@@ -314,6 +314,8 @@ void df_buffer_free(DfBackend *be, DfBuffer *buf);
 
 /* y[M,N] = x[M,K] W[N,K]^T (+ y when accumulate) */
 void df_op_linear(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, int m, int n, int k, int accumulate);
+/* y[M,N] = x[M,K] W[N,K]^T + r (r may be y) */
+void df_op_linear_residual(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, DfBuffer r, int m, int n, int k);
 void df_op_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
                   float beta);
 /* w ACT, or F32 (then the table's rmsnorm_f32_weight runs). */

@@ -48,15 +48,13 @@ static void layer_forward(DfDrafter *d, int l, DfBuffer x_next) {
                            .kv_heads = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
                            .window = df_drafter_layer_window(c, l)};
     df_op_block_attention(be, &att);
-    df_op_copy2d(be, a->x_mid, H, a->x, H, Q, H);
-    df_op_linear(be, a->x_mid, a->attn, df_drafter_param(d, ix->o_proj), Q, H, qd, 1);
+    df_op_linear_residual(be, a->x_mid, a->attn, df_drafter_param(d, ix->o_proj), a->x, Q, H, qd);
 
     df_op_rmsnorm(be, a->n, a->x_mid, df_drafter_param(d, ix->post_attention_layernorm), Q, H, eps);
     df_op_linear(be, a->gate, a->n, df_drafter_param(d, ix->gate_proj), Q, I, H, 0);
     df_op_linear(be, a->up, a->n, df_drafter_param(d, ix->up_proj), Q, I, H, 0);
     df_op_swiglu(be, a->act, a->gate, a->up);
-    df_op_copy2d(be, x_next, H, a->x_mid, H, Q, H);
-    df_op_linear(be, x_next, a->act, df_drafter_param(d, ix->down_proj), Q, H, I, 1);
+    df_op_linear_residual(be, x_next, a->act, df_drafter_param(d, ix->down_proj), a->x_mid, Q, H, I);
 }
 
 void df_drafter_run_forward(DfDrafter *d, const DfDrafterBatch *batch) {

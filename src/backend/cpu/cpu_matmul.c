@@ -9,6 +9,7 @@
  * independent single-threaded sgemm. */
 #include <cblas.h>
 #include <omp.h>
+#include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
 
@@ -40,4 +41,10 @@ void df_cpu_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int
             cblas_sgemm(CblasRowMajor, ta, tb, m, hi - lo, k, 1.0f, as, lda,
                         bs + (trans_b ? (size_t)lo * ldb : (size_t)lo), ldb, beta, cs + lo, n);
     }
+}
+
+/* The residual copied into y first (unless it is y), then the product added. */
+void df_cpu_linear_residual(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, DfBuffer r, int m, int n, int k) {
+    if (r.ptr != y.ptr) memcpy(y.ptr, r.ptr, (size_t)m * n * sizeof(float));
+    df_cpu_matmul(be, y, x, w, m, n, k, 0, 1, 1.0f);
 }

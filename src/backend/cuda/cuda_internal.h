@@ -165,6 +165,7 @@ typedef struct DfCudaGemm {
     int lda, ldb, ldc;
     int c_f32;
     float beta;
+    const void *c_in; /* the C that beta scales where it is not c (c is then written only: D = c); NULL: c */
 } DfCudaGemm;
 void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g);
 

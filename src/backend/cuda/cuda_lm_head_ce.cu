@@ -222,7 +222,7 @@ void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
     bf16 *d_x = (bf16 *)a->d_x.ptr;
     for (int r0 = 0; r0 < a->rows; r0 += chunk) {
         int n = a->rows - r0 < chunk ? a->rows - r0 : chunk;
-        DfCudaGemm fwd = {logits, x + (size_t)r0 * H, a->head.ptr, n, V, H, 0, 1, H, H, V, logits_f32, 0.0f};
+        DfCudaGemm fwd = {logits, x + (size_t)r0 * H, a->head.ptr, n, V, H, 0, 1, H, H, V, logits_f32, 0.0f, nullptr};
         df_cuda_gemm(be, &fwd);
         if (logits_f32)
             launch_rows<float>(be, logits, n, a, r0);
@@ -231,7 +231,7 @@ void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
         if (!d_x) continue;
         /* dlogits: bf16 rows, in place, 2 V apart over fp32 logits */
         int ld_dlogits = logits_f32 ? 2 * V : V;
-        DfCudaGemm bwd = {d_x + (size_t)r0 * H, logits, a->head.ptr, n, H, V, 0, 0, ld_dlogits, H, H, 0, 0.0f};
+        DfCudaGemm bwd = {d_x + (size_t)r0 * H, logits, a->head.ptr, n, H, V, 0, 0, ld_dlogits, H, H, 0, 0.0f, nullptr};
         df_cuda_gemm(be, &bwd);
     }
 }

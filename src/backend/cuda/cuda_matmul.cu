@@ -49,8 +49,8 @@ void df_cuda_matmul_plans_free(DfCudaState *st) {
 
 /* Largest power of two up to 256 dividing every pointer: what the heuristic
  * may assume about the buffers. */
-static int common_alignment(const void *a, const void *b, const void *c) {
-    uintptr_t all = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | 256u;
+static int common_alignment(const void *a, const void *b, const void *c, const void *c_in) {
+    uintptr_t all = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)c_in | 256u;
     return (int)(all & (~all + 1));
 }
 
@@ -125,13 +125,14 @@ static DfMatmulPlan *plan_for(DfBackend *be, const DfCudaGemm *g, int align) {
 cublasStatus_t df_cuda_plan_run(DfCudaState *st, const DfMatmulPlan *p, const DfCudaGemm *g,
                                 const cublasLtMatmulAlgo_t *algo) {
     float alpha = 1.0f, beta = g->beta;
-    return cublasLtMatmul(st->lt, p->desc, &alpha, g->b, p->la, g->a, p->lb, &beta, g->c, p->lc, g->c, p->lc, algo,
+    const void *c_in = g->c_in ? g->c_in : g->c;
+    return cublasLtMatmul(st->lt, p->desc, &alpha, g->b, p->la, g->a, p->lb, &beta, c_in, p->lc, g->c, p->lc, algo,
                           st->lt_workspace, st->lt_workspace_bytes, st->stream);
 }
 
 template <typename C>
-__global__ void k_matmul_fallback(C *c, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n, int k, int ta,
-                                  int tb, int lda, int ldb, int ldc, float beta) {
+__global__ void k_matmul_fallback(C *c, const C *c_in, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int m, int n,
+                                  int k, int ta, int tb, int lda, int ldb, int ldc, float beta) {
     size_t total = (size_t)m * n;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total;
          idx += (size_t)gridDim.x * blockDim.x) {
@@ -142,26 +143,26 @@ __global__ void k_matmul_fallback(C *c, const __nv_bfloat16 *a, const __nv_bfloa
             float bv = __bfloat162float(tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j]);
             acc += av * bv;
         }
-        C *out = c + (size_t)i * ldc + j;
-        if (beta != 0.0f) acc += beta * (float)*out;
-        *out = (C)acc;
+        size_t at = (size_t)i * ldc + j;
+        if (beta != 0.0f) acc += beta * (float)c_in[at];
+        c[at] = (C)acc;
     }
 }
 
 void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g) {
     DfCudaState *st = df_cuda_state(be);
-    DfMatmulPlan *p = plan_for(be, g, common_alignment(g->a, g->b, g->c));
+    DfMatmulPlan *p = plan_for(be, g, common_alignment(g->a, g->b, g->c, g->c_in));
     if (p && p->fallback) {
         unsigned blocks = df_cuda_blocks((size_t)g->m * g->n, 256);
         const __nv_bfloat16 *a = (const __nv_bfloat16 *)g->a, *b = (const __nv_bfloat16 *)g->b;
         if (g->c_f32)
-            k_matmul_fallback<float><<<blocks, 256, 0, st->stream>>>((float *)g->c, a, b, g->m, g->n, g->k,
-                                                                     g->trans_a != 0, g->trans_b != 0, g->lda,
-                                                                     g->ldb, g->ldc, g->beta);
+            k_matmul_fallback<float><<<blocks, 256, 0, st->stream>>>(
+                (float *)g->c, (const float *)(g->c_in ? g->c_in : g->c), a, b, g->m, g->n, g->k, g->trans_a != 0,
+                g->trans_b != 0, g->lda, g->ldb, g->ldc, g->beta);
         else
             k_matmul_fallback<__nv_bfloat16><<<blocks, 256, 0, st->stream>>>(
-                (__nv_bfloat16 *)g->c, a, b, g->m, g->n, g->k, g->trans_a != 0, g->trans_b != 0, g->lda, g->ldb,
-                g->ldc, g->beta);
+                (__nv_bfloat16 *)g->c, (const __nv_bfloat16 *)(g->c_in ? g->c_in : g->c), a, b, g->m, g->n, g->k,
+                g->trans_a != 0, g->trans_b != 0, g->lda, g->ldb, g->ldc, g->beta);
         DF_CUDA_CHECK_LAUNCH(be, "matmul (fallback kernel)");
     } else if (p) {
         cublasStatus_t s = df_cuda_plan_run(st, p, g, &p->algo);
@@ -173,7 +174,7 @@ void df_cuda_gemm(DfBackend *be, const DfCudaGemm *g) {
 
 void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, int n, int k, int trans_a, int trans_b,
                     float beta) {
-    DfCudaGemm g = {c.ptr, a.ptr, b.ptr, m, n, k, trans_a, trans_b, trans_a ? m : k, trans_b ? k : n, n, 0, beta};
+    DfCudaGemm g = {c.ptr, a.ptr, b.ptr, m, n, k, trans_a, trans_b, trans_a ? m : k, trans_b ? k : n, n, 0, beta, nullptr};
     int skinny = df_cuda_state(be)->skinny_gemm;
     if (skinny != DF_SKINNY_GEMM_OFF && df_cuda_skinny_gemm_fits(&g) &&
         (skinny == DF_SKINNY_GEMM_ALWAYS || df_cuda_skinny_gemm_pays(&g)))
@@ -182,8 +183,14 @@ void df_cuda_matmul(DfBackend *be, DfBuffer c, DfBuffer a, DfBuffer b, int m, in
         df_cuda_gemm(be, &g);
 }
 
+/* y = x W^T + r through cuBLASLt's separate C (never the skinny kernel, which has none). */
+void df_cuda_linear_residual(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, DfBuffer r, int m, int n, int k) {
+    DfCudaGemm g = {y.ptr, x.ptr, w.ptr, m, n, k, 0, 1, k, k, n, 0, 1.0f, r.ptr};
+    df_cuda_gemm(be, &g);
+}
+
 void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k) {
     /* dw [n, k] = dy^T (dy stored [m, n]) times x [m, k], fp32 C, accumulated */
-    DfCudaGemm g = {dw.ptr, dy.ptr, x.ptr, n, k, m, 1, 0, n, k, k, 1, 1.0f};
+    DfCudaGemm g = {dw.ptr, dy.ptr, x.ptr, n, k, m, 1, 0, n, k, k, 1, 1.0f, nullptr};
     df_cuda_gemm(be, &g);
 }

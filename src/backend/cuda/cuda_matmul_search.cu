@@ -97,13 +97,13 @@ size_t c_bytes(const DfCudaGemm *g) {
 }
 
 /* Times the candidates; the index of the fastest (0 when none could be timed).
- * C is saved first and put back after when the product accumulates. */
+ * C is saved first and put back after when the product accumulates into it. */
 int fastest_candidate(DfBackend *be, const DfMatmulPlan *p, const DfCudaGemm *g,
                       const cublasLtMatmulHeuristicResult_t *cand, int n) {
     DfCudaState *st = df_cuda_state(be);
     void *saved = nullptr;
     size_t bytes = c_bytes(g);
-    if (g->beta != 0.0f) {
+    if (g->beta != 0.0f && (!g->c_in || g->c_in == g->c)) {
         if (cudaMallocHost(&saved, bytes) != cudaSuccess) {
             cudaGetLastError(); /* no pinned memory to spare: the heuristic's first, untimed */
             return 0;
