@@ -30,7 +30,19 @@ __device__ double block_sum(double s, double *sh) {
     return sh[0];
 }
 
-/* Thread t of the grid sums elements t, t + stride, ... (in groups of 4 when VEC). */
+__device__ __forceinline__ double add_squares4(double s, float4 f) {
+    s += (double)f.x * f.x;
+    s += (double)f.y * f.y;
+    s += (double)f.z * f.z;
+    s += (double)f.w * f.w;
+    return s;
+}
+
+/* Thread t of the grid sums elements t, t + stride, ... (in groups of 4 when
+ * VEC). The loads of SS_AHEAD groups are issued before their sums, which
+ * are added in the same order: with one load in flight a thread, the sum of
+ * the 1.05 B gradients ran at about 70% of the copy bandwidth. */
+#define SS_AHEAD 4
 template <bool VEC>
 __global__ void k_sum_squares_partial(const float *x, size_t n, double *partial) {
     __shared__ double sh[SS_THREADS];
@@ -38,15 +50,16 @@ __global__ void k_sum_squares_partial(const float *x, size_t n, double *partial)
     double s = 0.0;
     size_t done = 0;
     if (VEC) {
-        size_t n4 = n / 4;
+        size_t n4 = n / 4, i = tid;
         const float4 *x4 = (const float4 *)x;
-        for (size_t i = tid; i < n4; i += stride) {
-            float4 f = x4[i];
-            s += (double)f.x * f.x;
-            s += (double)f.y * f.y;
-            s += (double)f.z * f.z;
-            s += (double)f.w * f.w;
+        for (; i + (SS_AHEAD - 1) * stride < n4; i += SS_AHEAD * stride) {
+            float4 f[SS_AHEAD];
+#pragma unroll
+            for (int a = 0; a < SS_AHEAD; a++) f[a] = x4[i + a * stride];
+#pragma unroll
+            for (int a = 0; a < SS_AHEAD; a++) s = add_squares4(s, f[a]);
         }
+        for (; i < n4; i += stride) s = add_squares4(s, x4[i]);
         done = n4 * 4;
     }
     for (size_t i = done + tid; i < n; i += stride) s += (double)x[i] * x[i];
