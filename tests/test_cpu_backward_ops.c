@@ -146,7 +146,7 @@ static void test_linear_weight_grad(void **state) {
             }
         DfBuffer bdy = df_test_upload(be, dy, (size_t)m * n, DF_BUF_ACT), bx = df_test_upload(be, x, (size_t)m * k, DF_BUF_ACT);
         DfBuffer bdw = df_test_upload(be, dw0, (size_t)n * k, DF_BUF_F32);
-        df_op_linear_weight_grad(be, bdw, bdy, bx, m, n, k);
+        df_op_linear_weight_grad(be, bdw, bdy, bx, m, n, k, 1.0f);
         sync_ok(be);
         float *got = df_test_download(be, bdw);
         assert_close(got, want, (size_t)n * k, 1e-5, "weight grad");

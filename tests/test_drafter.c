@@ -373,6 +373,53 @@ static void test_micro_batches(void **state) {
     free(whole), free(split), free(arg_whole);
 }
 
+/* The gradient buffer filled with NaN: what compute_grads must never read. */
+static void poison_grads(DfDrafter *d) {
+    DfError err;
+    size_t n = d->layout.total;
+    float *nan = malloc(n * sizeof *nan);
+    for (size_t i = 0; i < n; i++) nan[i] = NAN;
+    assert_int_equal(d->be->ops->upload_f32(d->be, d->grads, nan, &err), 0);
+    free(nan);
+}
+
+/* compute_grads gives zero_grads + forward_backward's gradient whatever the
+ * buffer held, whole and in micro-batches (the first writes, the others
+ * add), and zeros at grad_scale 0. On the CPU the same bits (a product
+ * written is the product added to zeros); on a bf16 backend within 1e-6:
+ * cuBLASLt may run another kernel for a product that does not read C. */
+static void test_compute_grads(void **state) {
+    Parity *p = *state;
+    if (!p) skip();
+    DfDrafter *d = &p->drafter;
+    DfError err;
+    size_t n = d->layout.total;
+    float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    double wsum = df_drafter_batch_weight_sum(&d->cfg, &p->batch);
+    int B = d->cfg.block_size;
+    for (int blocks = 0; blocks <= 2; blocks++) { /* 0: the whole batch in one pass */
+        df_drafter_set_max_block_rows(d, blocks * B);
+        DfMetrics m;
+        whole_step(p, want, &m);
+        poison_grads(d);
+        assert_int_equal(df_drafter_compute_grads(d, &p->batch, 1.0 / wsum, NULL, &err), 0);
+        assert_int_equal(df_drafter_get_grads(d, got, &err), 0);
+        if (p->bf16) {
+            double e = df_rel_error(got, want, n);
+            if (!(e <= 1e-6)) fail_msg("%d blocks a pass: compute_grads %.3g from zero_grads + forward_backward", blocks, e);
+        } else {
+            assert_memory_equal(got, want, n * sizeof *got);
+        }
+    }
+    df_drafter_set_max_block_rows(d, 0);
+    poison_grads(d);
+    assert_int_equal(df_drafter_compute_grads(d, &p->batch, 0.0, NULL, &err), 0);
+    assert_int_equal(df_drafter_get_grads(d, got, &err), 0);
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != 0.0f) fail_msg("grad_scale 0: gradient %zu is %g, not 0", i, got[i]);
+    free(want), free(got);
+}
+
 static void test_bad_batch(void **state) {
     Parity *p = *state;
     if (!p) skip();
@@ -487,6 +534,7 @@ int main(void) {
         cmocka_unit_test(test_fixture_step),
         cmocka_unit_test(test_gradients_accumulate),
         cmocka_unit_test(test_micro_batches),
+        cmocka_unit_test(test_compute_grads),
         cmocka_unit_test(test_bad_batch),
     };
     const struct CMUnitTest fd[] = {

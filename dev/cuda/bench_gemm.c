@@ -100,7 +100,7 @@ static void product_once(void *ctx) {
     case LINEAR: df_op_linear(r->be, u->dc, u->da, u->db, p->m, p->n, p->k, 0); break;
     case LINEAR_ADD: df_op_linear(r->be, u->dc, u->da, u->db, p->m, p->n, p->k, 1); break;
     case DX: df_op_matmul(r->be, u->dc, u->da, u->db, p->m, p->n, p->k, 0, 0, 0.0f); break;
-    case WEIGHT_GRAD: df_op_linear_weight_grad(r->be, u->dc, u->da, u->db, p->m, p->n, p->k); break;
+    case WEIGHT_GRAD: df_op_linear_weight_grad(r->be, u->dc, u->da, u->db, p->m, p->n, p->k, 1.0f); break;
     }
 }
 

@@ -306,12 +306,13 @@ void df_op_fill_zero(DfBackend *be, DfBuffer buf) {
     if (buf.count) DISPATCH(be, fill_zero, buf);
 }
 
-void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k) {
+void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k, float beta) {
     require(m > 0 && n > 0 && k > 0, "linear_weight_grad", "empty dimension");
+    require(beta == 0.0f || beta == 1.0f, "linear_weight_grad", "beta must be 0 (write) or 1 (add)");
     require(fits(dw, (size_t)n * k, DF_BUF_F32) && fits(dy, (size_t)m * n, DF_BUF_ACT) &&
                 fits(x, (size_t)m * k, DF_BUF_ACT),
             "linear_weight_grad", "buffer smaller than its matrix");
-    DISPATCH(be, linear_weight_grad, dw, dy, x, m, n, k);
+    DISPATCH(be, linear_weight_grad, dw, dy, x, m, n, k, beta);
 }
 
 void df_op_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,

@@ -335,7 +335,7 @@ void df_op_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_
 /* --- training ops (see the table for their meaning) --------------------- */
 
 void df_op_fill_zero(DfBackend *be, DfBuffer buf);
-void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k);
+void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k, float beta);
 void df_op_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
                             int dim, float eps, int accumulate);
 void df_op_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table,

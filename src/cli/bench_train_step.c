@@ -114,8 +114,7 @@ static int run_phase(StepBench *b, int phase, DfError *err) {
         return df_target_forward_batch(&b->target, &b->packed, b->ids, cfg->target_layer_ids, cfg->n_taps,
                                        b->features, no_logits, err);
     case DF_STEP_PHASE_DRAFTER:
-        df_drafter_zero_grads(&b->drafter);
-        return df_drafter_forward_backward(&b->drafter, &b->batch, b->grad_scale, &b->metrics, err);
+        return df_drafter_compute_grads(&b->drafter, &b->batch, b->grad_scale, &b->metrics, err);
     case DF_STEP_PHASE_OPTIMIZER:
         return optimizer_step(b, err);
     default:

@@ -98,6 +98,14 @@ double df_drafter_batch_weight_sum(const DfDrafterConfig *cfg, const DfDrafterBa
 int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
                                 DfError *err);
 
+/* df_drafter_zero_grads and then df_drafter_forward_backward, without
+ * zeroing the whole gradient first (4 GiB at a 1 B-parameter drafter): the
+ * first writer of each weight matrix's gradient in the backward writes it
+ * (linear_weight_grad with beta 0), and only the norm weights' gradients
+ * are zeroed. grads = grad_scale * the batch's gradient. */
+int df_drafter_compute_grads(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
+                             DfError *err);
+
 /* Argmax of every block row (Q = blocks * block_size, blocks in batch order)
  * of the last forward_backward, over all its micro-batches; -1 for the rows
  * without a loss weight (a block's anchor row, rows past the sequence or

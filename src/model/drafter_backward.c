@@ -1,7 +1,9 @@
 /* The drafter backward, from g.dx = d(loss)/d(out) (written by the fused
  * lm-head cross-entropy, already scaled by grad_scale) into the flat grads
  * (+=). It walks drafter_forward.c in reverse:
- * - linear y = x W^T: dx = dy W (matmul), dW += dy^T x (linear_weight_grad);
+ * - linear y = x W^T: dx = dy W (matmul), dW += dy^T x (linear_weight_grad;
+ *   its first writer writes it where the step's gradients start afresh,
+ *   df_drafter_compute_grads);
  * - k_proj and v_proj see [ctx; h]: their weight gradients sum both row
  *   ranges, the ctx rows' input gradient goes to dctx, the block rows' to dh;
  * - ctx feeds every layer, so dctx sums over layers and goes back through
@@ -23,6 +25,14 @@ static DfBuffer rows_of(DfBuffer b, size_t row0, size_t rows, size_t width) {
     return df_buffer_view(b, row0 * width, rows * width);
 }
 
+/* dW += dy^T x for parameter `param` (y = x W^T, dy [m, n], x [m, k]); its
+ * first writer in a pass that starts the gradients afresh
+ * (df_drafter_compute_grads' first micro-batch) writes it instead. */
+static void weight_grad(DfDrafter *d, int param, DfBuffer dy, DfBuffer x, int m, int n, int k, int first_writer) {
+    float beta = d->work->grads_overwrite && first_writer ? 0.0f : 1.0f;
+    df_op_linear_weight_grad(d->be, df_drafter_grad(d, param), dy, x, m, n, k, beta);
+}
+
 /* dx (+)= dy W for y = x W^T, W [n, k], dy [m, n], dx [m, k]. */
 static void input_grad(DfBackend *be, DfBuffer dx, DfBuffer dy, DfBuffer w, int m, int n, int k, int accumulate) {
     df_op_matmul(be, dx, dy, w, m, k, n, 0, 0, accumulate ? 1.0f : 0.0f);
@@ -37,12 +47,12 @@ static void mlp_backward(DfDrafter *d, int l) {
     DfBackend *be = d->be;
     int Q = w->host.n_q, H = c->hidden_size, I = c->intermediate_size;
     input_grad(be, g->dact, g->dx, df_drafter_param(d, ix->down_proj), Q, H, I, 0);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->down_proj), g->dx, a->act, Q, H, I);
+    weight_grad(d, ix->down_proj, g->dx, a->act, Q, H, I, 1);
     df_op_swiglu_backward(be, g->dgate, g->dup, g->dact, a->gate, a->up);
     input_grad(be, g->dh, g->dgate, df_drafter_param(d, ix->gate_proj), Q, I, H, 0);
     input_grad(be, g->dh, g->dup, df_drafter_param(d, ix->up_proj), Q, I, H, 1);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->gate_proj), g->dgate, a->n, Q, I, H);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->up_proj), g->dup, a->n, Q, I, H);
+    weight_grad(d, ix->gate_proj, g->dgate, a->n, Q, I, H, 1);
+    weight_grad(d, ix->up_proj, g->dup, a->n, Q, I, H, 1);
     df_op_rmsnorm_backward(be, g->dx, df_drafter_grad(d, ix->post_attention_layernorm), g->dh, a->x_mid,
                            df_drafter_param(d, ix->post_attention_layernorm), Q, H, (float)c->rms_norm_eps, 1);
 }
@@ -59,7 +69,7 @@ static void attention_backward(DfDrafter *d, int l) {
     float eps = (float)c->rms_norm_eps;
 
     input_grad(be, g->dattn, g->dx, df_drafter_param(d, ix->o_proj), Q, H, qd, 0);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->o_proj), g->dx, a->attn, Q, H, qd);
+    weight_grad(d, ix->o_proj, g->dx, a->attn, Q, H, qd, 1);
     df_op_fill_zero(be, g->dk);
     df_op_fill_zero(be, g->dv);
     DfBlockAttnArgs att = {.layout = &w->attn_layout, .q = a->q, .k_ctx = rows_of(a->k, 0, T, kvd),
@@ -87,11 +97,11 @@ static void attention_backward(DfDrafter *d, int l) {
     input_grad(be, g->dh, dv_blk, wv, Q, kvd, H, 1);
     input_grad(be, g->dctx, dk_ctx, wk, T, kvd, H, 1);
     input_grad(be, g->dctx, dv_ctx, wv, T, kvd, H, 1);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->q_proj), g->dq, a->h, Q, qd, H);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->k_proj), dk_ctx, w->ctx, T, kvd, H);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->k_proj), dk_blk, a->h, Q, kvd, H);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->v_proj), dv_ctx, w->ctx, T, kvd, H);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, ix->v_proj), dv_blk, a->h, Q, kvd, H);
+    weight_grad(d, ix->q_proj, g->dq, a->h, Q, qd, H, 1);
+    weight_grad(d, ix->k_proj, dk_ctx, w->ctx, T, kvd, H, 1); /* k_proj and v_proj: the context rows first */
+    weight_grad(d, ix->k_proj, dk_blk, a->h, Q, kvd, H, 0);
+    weight_grad(d, ix->v_proj, dv_ctx, w->ctx, T, kvd, H, 1);
+    weight_grad(d, ix->v_proj, dv_blk, a->h, Q, kvd, H, 0);
     df_op_rmsnorm_backward(be, g->dx, df_drafter_grad(d, ix->input_layernorm), g->dh, a->x,
                            df_drafter_param(d, ix->input_layernorm), Q, H, eps, 1);
 }
@@ -133,6 +143,6 @@ void df_drafter_run_backward(DfDrafter *d, const DfDrafterBatch *batch) {
     df_op_rmsnorm_backward(be, g->dctx, df_drafter_grad(d, d->layout.hidden_norm), g->dctx, w->ctx_pre,
                            df_drafter_param(d, d->layout.hidden_norm), T, H, eps, 0);
     DfBuffer features = df_buffer_view(batch->features, 0, (size_t)T * c->n_taps * H);
-    df_op_linear_weight_grad(be, df_drafter_grad(d, d->layout.fc), g->dctx, features, T, H, c->n_taps * H);
+    weight_grad(d, d->layout.fc, g->dctx, features, T, H, c->n_taps * H, 1);
     report_final(d, 0, &final_from);
 }

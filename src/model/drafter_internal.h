@@ -67,6 +67,8 @@ struct DfDrafterWork {
     size_t batch_argmax_cap;
     int batch_rows;
     int grads_final; /* this pass is the step's last: its backward reports gradient ranges final */
+    int grads_fresh; /* df_drafter_compute_grads: the step's gradients start from nothing */
+    int grads_overwrite; /* this pass's first writer of each weight gradient writes it (the first pass of a fresh step) */
     int reserved;    /* the arenas were sized by df_drafter_reserve: grow them only when a batch needs more */
 };
 

@@ -145,11 +145,34 @@ int df_drafter_forward_backward(DfDrafter *d, const DfDrafterBatch *batch, doubl
         if (split->n_parts > 1) df_drafter_split_part(split, batch, p, width, &part);
         /* a gradient range is final only in the last micro-batch's backward */
         w->grads_final = p == split->n_parts - 1;
+        w->grads_overwrite = w->grads_fresh && p == 0;
         if (run_pass(d, &part, grad_scale, metrics, (size_t)split->block_starts[p] * B, err))
             return split->n_parts > 1 ? df_context(err, "drafter micro-batch %d of %d", p + 1, split->n_parts) : -1;
     }
     w->batch_rows = (int)rows;
+    w->grads_overwrite = 0;
     return 0;
+}
+
+/* The norm weights' gradients, which rmsnorm_backward only adds to, zeroed
+ * (a few thousand values: the weight matrices' first writers write theirs). */
+static void zero_norm_grads(DfDrafter *d) {
+    for (int i = 0; i < d->layout.n_params; i++)
+        if (d->layout.params[i].kind == DF_PARAM_NORM) df_op_fill_zero(d->be, df_drafter_grad(d, i));
+}
+
+int df_drafter_compute_grads(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
+                             DfError *err) {
+    if (grad_scale == 0 || batch->n_seqs < 1 || batch->anchor_starts[batch->n_seqs] == 0) {
+        df_drafter_zero_grads(d); /* no backward writes them */
+        return df_drafter_forward_backward(d, batch, grad_scale, metrics, err);
+    }
+    zero_norm_grads(d);
+    d->work->grads_fresh = 1;
+    int rc = df_drafter_forward_backward(d, batch, grad_scale, metrics, err);
+    d->work->grads_fresh = 0;
+    d->work->grads_overwrite = 0;
+    return rc;
 }
 
 const int32_t *df_drafter_last_argmax(const DfDrafter *d, int *n_rows) {

@@ -515,9 +515,9 @@ static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTim
         goto done;
     }
     df_metrics_reset(&t->metrics);
-    df_drafter_zero_grads(&t->drafter);
+    if (b->n_seqs == 0) df_drafter_zero_grads(&t->drafter); /* an empty share adds zeros to the all-reduce */
     if (df_comm_grads_begin(&t->comm, t->drafter.grads, err)) goto done;
-    if (b->n_seqs > 0 && df_drafter_forward_backward(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err))
+    if (b->n_seqs > 0 && df_drafter_compute_grads(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err))
         goto done;
     if (stage_done(t, times, DF_STEP_DRAFTER, &t0, err)) goto done;
     if (df_comm_all_reduce_grads(&t->comm, t->drafter.grads, err) || reduce_step_facts(t, flops, r, err) ||

@@ -228,19 +228,22 @@ static void run_linear_weight_grad(Run *r, const void *shape) {
     size_t nw = (size_t)n * k;
     float *dy = ops_inputs(r, (size_t)m * n, 120 + nw, 1), *x = ops_inputs(r, (size_t)m * k, 121 + nw, 1);
     float *dw0 = ops_inputs(r, nw, 122 + nw, 4); /* F32: the += must keep it */
-    DfBuffer dw = ops_up(r, dw0, nw, DF_BUF_F32);
-    df_op_linear_weight_grad(r->be, dw, ops_up(r, dy, (size_t)m * n, DF_BUF_ACT), ops_up(r, x, (size_t)m * k, DF_BUF_ACT),
-                             m, n, k);
-    float *got = ops_result(r, "dw", dw);
+    DfBuffer dw = ops_up(r, dw0, nw, DF_BUF_F32), dw_set = ops_poisoned(r, nw, DF_BUF_F32); /* beta 0: never read */
+    DfBuffer dyb = ops_up(r, dy, (size_t)m * n, DF_BUF_ACT), xb = ops_up(r, x, (size_t)m * k, DF_BUF_ACT);
+    df_op_linear_weight_grad(r->be, dw, dyb, xb, m, n, k, 1.0f);
+    df_op_linear_weight_grad(r->be, dw_set, dyb, xb, m, n, k, 0.0f);
+    float *got = ops_result(r, "dw", dw), *got_set = ops_result(r, "dw (beta 0)", dw_set);
     if (!r->reference || s->scope != OPS_CHECKED) return;
-    double *want = ops_dvec(r, nw);
+    double *want = ops_dvec(r, nw), *want_set = ops_dvec(r, nw);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < k; j++) {
-            double sum = dw0[(size_t)i * k + j];
+            double sum = 0;
             for (int p = 0; p < m; p++) sum += (double)dy[(size_t)p * n + i] * x[(size_t)p * k + j];
-            want[(size_t)i * k + j] = sum;
+            want_set[(size_t)i * k + j] = sum;
+            want[(size_t)i * k + j] = sum + dw0[(size_t)i * k + j];
         }
     ops_near(r, "linear_weight_grad", got, want, nw, 1e-5);
+    ops_near(r, "linear_weight_grad (beta 0)", got_set, want_set, nw, 1e-5);
     if (nw > 64) return;
     float *w = ops_inputs(r, nw, 123 + nw, 1);
     WgCtx c = {x, m, n, k};

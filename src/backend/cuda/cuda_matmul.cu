@@ -189,8 +189,9 @@ void df_cuda_linear_residual(DfBackend *be, DfBuffer y, DfBuffer x, DfBuffer w, 
     df_cuda_gemm(be, &g);
 }
 
-void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k) {
-    /* dw [n, k] = dy^T (dy stored [m, n]) times x [m, k], fp32 C, accumulated */
-    DfCudaGemm g = {dw.ptr, dy.ptr, x.ptr, n, k, m, 1, 0, n, k, k, 1, 1.0f, nullptr};
+void df_cuda_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k,
+                                float beta) {
+    /* dw [n, k] = beta dw + dy^T (dy stored [m, n]) times x [m, k], fp32 C */
+    DfCudaGemm g = {dw.ptr, dy.ptr, x.ptr, n, k, m, 1, 0, n, k, k, 1, beta, nullptr};
     df_cuda_gemm(be, &g);
 }
