@@ -28,8 +28,8 @@ typedef struct Shape {
 static const Shape SHAPES[] = {
     {"drafter hidden, block rows", 16384, 4096, 1, 10, 1},
     {"drafter final norm", 16384, 4096, 0, 1, 1},
-    {"drafter q heads", 16384 * 32, 128, 0, 5, 1},
-    {"drafter k heads, context + block rows", 20480 * 8, 128, 0, 5, 1},
+    {"drafter q heads (in the step: rmsnorm_rope_backward)", 16384 * 32, 128, 0, 0, 1},
+    {"drafter k heads (in the step: rmsnorm_rope_backward)", 20480 * 8, 128, 0, 0, 1},
     {"drafter hidden_norm, context rows", 4096, 4096, 0, 1, 1},
     {"drafter hidden, block rows", 16384, 4096, 0, 11, 0},
     {"drafter hidden_norm, context rows", 4096, 4096, 0, 1, 0},
@@ -201,12 +201,101 @@ static double bench_shape(DevBackends *be, const Shape *s, double copy_gbs) {
     /* bf16 bytes: x and out (forward); x, dy, dx written and read where accumulating (backward) */
     double bytes = 2.0 * n * (s->backward ? 3 + s->accumulate : 2);
     double gbs = bytes / ms * 1e-6;
-    printf("%-16s %-40s [%7d x %4d]%s %7.3f ms %6.0f GB/s (%3.0f%% of copy), %3d a step: %6.2f ms",
+    printf("%-16s %-54s [%7d x %4d]%s %7.3f ms %6.0f GB/s (%3.0f%% of copy), %3d a step: %6.2f ms",
            s->backward ? "rmsnorm_backward" : "rmsnorm", s->what, s->rows, s->dim, s->accumulate ? " +=" : "   ", ms,
            gbs, 100 * gbs / copy_gbs, s->per_step, ms * s->per_step);
     if (s->backward) printf(" (two-pass kernel: %.3f ms, %.2f a step)", two_pass, two_pass * s->per_step);
     printf("\n");
     free(x), free(w), free(dy), free(dx0), free(dw0);
+    return ms * s->per_step;
+}
+
+/* rmsnorm_rope_backward (the drafter's q/k heads) in place on dy, as the
+ * drafter runs it, against the CPU's and, bit for bit, against
+ * rope_backward then rmsnorm_backward on the GPU; both timed. Returns a
+ * step's ms of the fused calls. */
+typedef struct RopeBwdRun {
+    RopeRun f; /* x, w, pos, tables; out holds dy and becomes dx */
+    DfBuffer dw, dy0;
+} RopeBwdRun;
+
+static void rope_bwd_init(RopeBwdRun *r, DfBackend *be, const RopeShape *s, const float *x, const float *w,
+                          const int32_t *pos, const float *c, const float *sn, const float *dy) {
+    size_t n = (size_t)s->tokens * s->heads * HD;
+    rope_run_init(&r->f, be, s, x, w, pos, c, sn);
+    df_buffer_free(be, &r->f.out);
+    r->f.out = dev_upload(be, dy, n, DF_BUF_ACT);
+    r->dy0 = dev_upload(be, dy, n, DF_BUF_ACT);
+    r->dw = dev_alloc(be, HD, DF_BUF_F32);
+    df_op_fill_zero(be, r->dw);
+}
+
+static void rope_bwd_free(RopeBwdRun *r) {
+    df_buffer_free(r->f.be, &r->dw), df_buffer_free(r->f.be, &r->dy0);
+    rope_run_free(&r->f);
+}
+
+/* Each timed run starts from the same dy (copied in: part of both timings). */
+static void fused_bwd_once(void *ctx) {
+    RopeBwdRun *r = ctx;
+    RopeRun *f = &r->f;
+    df_op_copy2d(f->be, f->out, HD, r->dy0, HD, f->tokens * f->heads, HD);
+    df_op_rmsnorm_rope_backward(f->be, f->out, r->dw, f->out, f->x, f->w, f->pos, f->cos_t, f->sin_t, f->tokens,
+                                f->heads, HD, 1e-6f);
+}
+
+static void apart_bwd_once(void *ctx) {
+    RopeBwdRun *r = ctx;
+    RopeRun *f = &r->f;
+    df_op_copy2d(f->be, f->out, HD, r->dy0, HD, f->tokens * f->heads, HD);
+    df_op_rope_backward(f->be, f->out, f->pos, f->cos_t, f->sin_t, f->tokens, f->heads, HD);
+    df_op_rmsnorm_backward(f->be, f->out, r->dw, f->out, f->x, f->w, f->tokens * f->heads, HD, 1e-6f, 0);
+}
+
+static void copy_once(void *ctx) {
+    RopeBwdRun *r = ctx;
+    df_op_copy2d(r->f.be, r->f.out, HD, r->dy0, HD, r->f.tokens * r->f.heads, HD);
+}
+
+static double bench_rope_backward_shape(DevBackends *be, const RopeShape *s, double copy_gbs, double *apart_step) {
+    size_t n = (size_t)s->tokens * s->heads * HD, nt = (size_t)N_POS * HD / 2;
+    float *x = dev_random(n, 31, 2.0f), *w = dev_random(HD, 32, 1.0f), *dy = dev_random(n, 33, 1.0f);
+    float *c = malloc(nt * sizeof *c), *sn = malloc(nt * sizeof *sn);
+    int32_t *pos = malloc((size_t)s->tokens * sizeof *pos);
+    if (!c || !sn || !pos) dev_die("out of host memory");
+    for (int p = 0; p < N_POS; p++)
+        for (int i = 0; i < HD / 2; i++) {
+            double f = p * pow(1e6, -2.0 * i / HD);
+            c[(size_t)p * HD / 2 + i] = (float)cos(f), sn[(size_t)p * HD / 2 + i] = (float)sin(f);
+        }
+    for (int t = 0; t < s->tokens; t++) pos[t] = t % N_POS;
+    RopeBwdRun cr, gr, ga;
+    rope_bwd_init(&cr, be->cpu, s, x, w, pos, c, sn, dy);
+    rope_bwd_init(&gr, be->gpu, s, x, w, pos, c, sn, dy);
+    rope_bwd_init(&ga, be->gpu, s, x, w, pos, c, sn, dy);
+    fused_bwd_once(&cr), fused_bwd_once(&gr), apart_bwd_once(&ga);
+    char tag[160];
+    snprintf(tag, sizeof tag, "rmsnorm_rope_backward %s [%d x %d heads] dx", s->what, s->tokens, s->heads);
+    compare(be, tag, gr.f.out, cr.f.out);
+    compare(be, "    and its dw", gr.dw, cr.dw);
+    float *a = dev_download(be->gpu, gr.f.out), *b = dev_download(be->gpu, ga.f.out);
+    dev_validate_exact("    dx, and the GPU's rope_backward then rmsnorm_backward", a, b, n);
+    free(a), free(b);
+    a = dev_download(be->gpu, gr.dw), b = dev_download(be->gpu, ga.dw);
+    dev_validate_exact("    dw, and the GPU's rope_backward then rmsnorm_backward", a, b, HD);
+    free(a), free(b);
+    double copy = dev_median_ms(be->gpu, copy_once, &gr, 3, 21, 1);
+    double ms = dev_median_ms(be->gpu, fused_bwd_once, &gr, 3, 21, 1) - copy;
+    double apart = dev_median_ms(be->gpu, apart_bwd_once, &ga, 3, 21, 1) - copy;
+    double gbs = 6.0 * n / ms * 1e-6; /* x, dy read, dx written, bf16 */
+    printf("%-21s %-35s [%7d x %2d heads] %7.3f ms %6.0f GB/s (%3.0f%% of copy), %3d a step: %6.2f ms "
+           "(rope_backward then rmsnorm_backward: %.3f ms, %.2f a step; the dy copy before each, %.3f ms, "
+           "taken out of both)\n",
+           "rmsnorm_rope_backward", s->what, s->tokens, s->heads, ms, gbs, 100 * gbs / copy_gbs, s->per_step,
+           ms * s->per_step, apart, apart * s->per_step, copy);
+    rope_bwd_free(&cr), rope_bwd_free(&gr), rope_bwd_free(&ga);
+    free(x), free(w), free(dy), free(c), free(sn), free(pos);
+    *apart_step += apart * s->per_step;
     return ms * s->per_step;
 }
 
@@ -224,12 +313,15 @@ int main(void) {
         else
             fwd += step_ms;
     }
-    double fused = 0, apart = 0;
+    double fused = 0, apart = 0, fused_bwd = 0, apart_bwd = 0;
     for (size_t i = 0; i < sizeof ROPE_SHAPES / sizeof ROPE_SHAPES[0]; i++)
         fused += bench_rope_shape(&be, &ROPE_SHAPES[i], copy_gbs, &apart);
-    printf("a step's calls: rmsnorm_backward %.2f ms, rmsnorm %.2f ms, rmsnorm_rope %.2f ms (as rmsnorm then rope: "
-           "%.2f ms)\n",
-           bwd, fwd, fused, apart);
+    for (size_t i = 0; i < 2; i++) /* the drafter's: the target has no backward */
+        fused_bwd += bench_rope_backward_shape(&be, &ROPE_SHAPES[i], copy_gbs, &apart_bwd);
+    printf("a step's calls: rmsnorm_backward %.2f ms, rmsnorm %.2f ms, "
+           "rmsnorm_rope %.2f ms (as rmsnorm then rope: %.2f ms), rmsnorm_rope_backward %.2f ms (as rope_backward "
+           "then rmsnorm_backward: %.2f ms)\n",
+           bwd, fwd, fused, apart, fused_bwd, apart_bwd);
     dev_close(&be);
     return 0;
 }

@@ -306,6 +306,21 @@ void df_op_fill_zero(DfBackend *be, DfBuffer buf) {
     if (buf.count) DISPATCH(be, fill_zero, buf);
 }
 
+void df_op_rmsnorm_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w,
+                                 DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads,
+                                 int head_dim, float eps) {
+    size_t n = (size_t)n_tokens * heads * head_dim;
+    require(n_tokens > 0 && heads > 0 && head_dim > 0 && head_dim % 2 == 0, "rmsnorm_rope_backward",
+            "needs tokens, heads and an even head_dim");
+    require(fits(dx, n, DF_BUF_ACT) && fits(dy, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) &&
+                fits(w, head_dim, DF_BUF_ACT) && fits(dw, head_dim, DF_BUF_F32) && fits(positions, n_tokens, DF_BUF_I32) &&
+                cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
+                cos_table.count % (size_t)(head_dim / 2) == 0,
+            "rmsnorm_rope_backward", "bad shapes");
+    DISPATCH(be, rmsnorm_rope_backward, dx, dw, dy, x, w, positions, cos_table, sin_table, n_tokens, heads, head_dim,
+             eps);
+}
+
 void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k, float beta) {
     require(m > 0 && n > 0 && k > 0, "linear_weight_grad", "empty dimension");
     require(beta == 0.0f || beta == 1.0f, "linear_weight_grad", "beta must be 0 (write) or 1 (add)");

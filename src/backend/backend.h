@@ -335,6 +335,10 @@ void df_op_copy2d(DfBackend *be, DfBuffer dst, int ld_dst, DfBuffer src, int ld_
 /* --- training ops (see the table for their meaning) --------------------- */
 
 void df_op_fill_zero(DfBackend *be, DfBuffer buf);
+/* rope_backward then rmsnorm_backward over head rows, in one op (backend_ops.def). */
+void df_op_rmsnorm_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w,
+                                 DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads,
+                                 int head_dim, float eps);
 void df_op_linear_weight_grad(DfBackend *be, DfBuffer dw, DfBuffer dy, DfBuffer x, int m, int n, int k, float beta);
 void df_op_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
                             int dim, float eps, int accumulate);

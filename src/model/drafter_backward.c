@@ -82,12 +82,10 @@ static void attention_backward(DfDrafter *d, int l) {
                            .dv_blk = rows_of(g->dv, T, Q, kvd)};
     df_op_block_attention_backward(be, &att, &ag);
     DfBuffer qpos = df_buffer_view(w->kpos, (size_t)T, (size_t)Q);
-    df_op_rope_backward(be, g->dq, qpos, w->rope_cos, w->rope_sin, Q, nh, hd);
-    df_op_rope_backward(be, g->dk, w->kpos, w->rope_cos, w->rope_sin, T + Q, nkv, hd);
-    df_op_rmsnorm_backward(be, g->dq, df_drafter_grad(d, ix->q_norm), g->dq, a->q_pre, df_drafter_param(d, ix->q_norm),
-                           Q * nh, hd, eps, 0);
-    df_op_rmsnorm_backward(be, g->dk, df_drafter_grad(d, ix->k_norm), g->dk, a->k_pre, df_drafter_param(d, ix->k_norm),
-                           (T + Q) * nkv, hd, eps, 0);
+    df_op_rmsnorm_rope_backward(be, g->dq, df_drafter_grad(d, ix->q_norm), g->dq, a->q_pre,
+                                df_drafter_param(d, ix->q_norm), qpos, w->rope_cos, w->rope_sin, Q, nh, hd, eps);
+    df_op_rmsnorm_rope_backward(be, g->dk, df_drafter_grad(d, ix->k_norm), g->dk, a->k_pre,
+                                df_drafter_param(d, ix->k_norm), w->kpos, w->rope_cos, w->rope_sin, T + Q, nkv, hd, eps);
 
     DfBuffer wq = df_drafter_param(d, ix->q_proj), wk = df_drafter_param(d, ix->k_proj), wv = df_drafter_param(d, ix->v_proj);
     DfBuffer dk_ctx = rows_of(g->dk, 0, T, kvd), dk_blk = rows_of(g->dk, T, Q, kvd);

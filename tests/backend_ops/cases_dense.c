@@ -512,6 +512,42 @@ static const NormRopeShape NORM_ROPE_SHAPES[] = {
 const OpCase CASE_RMSNORM_ROPE = {"rmsnorm_rope (against rmsnorm then rope)", "rmsnorm_rope", run_rmsnorm_rope,
                                   OPS_SHAPES(NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
 
+/* rmsnorm_rope_backward into dx of its own (dy left as it was) and in place,
+ * on every backend bit for bit against its rope_backward then
+ * rmsnorm_backward; the other backends against the CPU's. */
+static void run_rmsnorm_rope_backward(Run *r, const void *shape) {
+    const NormRopeShape *s = shape;
+    int t = s->t, heads = s->heads, hd = s->hd, n_pos = s->n_pos, rows = t * heads;
+    size_t n = (size_t)rows * hd, nt = (size_t)n_pos * hd / 2;
+    ops_label(r, "T=%d heads=%d head_dim=%d%s", t, heads, hd, s->in_place ? " in place" : "");
+    int32_t *pos = ops_track(r, malloc((size_t)t * sizeof *pos));
+    for (int i = 0; i < t; i++) pos[i] = (i * 29 + 5) % n_pos;
+    float *x = ops_inputs(r, n, 190 + n, 3), *w = ops_inputs(r, hd, 191 + hd, 1), *dy = ops_inputs(r, n, 192 + n, 1);
+    float *dw0 = ops_inputs(r, hd, 193 + hd, 2), *c, *sn;
+    rope_tables(r, n_pos, hd / 2, &c, &sn);
+    DfBuffer p = ops_up_i32(r, pos, t), ct = ops_up(r, c, nt, DF_BUF_F32), st = ops_up(r, sn, nt, DF_BUF_F32);
+    DfBuffer xb = ops_up(r, x, n, DF_BUF_ACT), wb = ops_up(r, w, hd, DF_BUF_ACT);
+    DfBuffer dyb = ops_up(r, dy, n, DF_BUF_ACT), dx = s->in_place ? dyb : ops_poisoned(r, n, DF_BUF_ACT);
+    DfBuffer dw = ops_up(r, dw0, hd, DF_BUF_F32);
+    df_op_rmsnorm_rope_backward(r->be, dx, dw, dyb, xb, wb, p, ct, st, t, heads, hd, 1e-6f);
+    DfBuffer apart = ops_up(r, dy, n, DF_BUF_ACT), dw_apart = ops_up(r, dw0, hd, DF_BUF_F32);
+    df_op_rope_backward(r->be, apart, p, ct, st, t, heads, hd);
+    df_op_rmsnorm_backward(r->be, apart, dw_apart, apart, xb, wb, rows, hd, 1e-6f, 0);
+    float *got = ops_result(r, "dx", dx), *got_dw = ops_result(r, "dw", dw);
+    float *want = ops_result(r, "dx of rope_backward then rmsnorm_backward", apart);
+    float *want_dw = ops_result(r, "dw of rope_backward then rmsnorm_backward", dw_apart);
+    if (memcmp(got, want, n * sizeof *got) != 0 || memcmp(got_dw, want_dw, (size_t)hd * sizeof *got_dw) != 0)
+        fail_msg("%s: rmsnorm_rope_backward on the %s backend differs from its rope_backward then rmsnorm_backward",
+                 r->label, r->be->ops->name);
+    if (s->in_place) return;
+    float *dy_after = ops_result(r, "dy (left as it was)", dyb);
+    if (r->reference && memcmp(dy_after, dy, n * sizeof *dy) != 0) fail_msg("%s: dy was changed", r->label);
+}
+
+const OpCase CASE_RMSNORM_ROPE_BACKWARD = {"rmsnorm_rope_backward (against rope_backward then rmsnorm_backward)",
+                                           "rmsnorm_rope_backward", run_rmsnorm_rope_backward,
+                                           OPS_SHAPES(NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
+
 /* ---- attention ------------------------------------------------------------------------- */
 
 /* Naive causal GQA attention over packed sequences; lse per [head, row]. */

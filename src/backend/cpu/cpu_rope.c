@@ -1,6 +1,9 @@
 /* Rotary position embedding, rotate_half convention, in place: the forward,
  * its backward (the opposite angle) and the partial form (the first
- * rotary_dim values of each head) are one rotation. */
+ * rotary_dim values of each head) are one rotation. The q/k norm fused with
+ * it (rmsnorm_rope and its backward) are, on the CPU, the ops themselves. */
+#include <string.h>
+
 #include "backend/cpu/cpu_ops.h"
 
 void df_cpu_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
@@ -40,4 +43,14 @@ void df_cpu_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, Df
                          DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
     df_cpu_rmsnorm(be, out, x, w, n_tokens * heads, head_dim, eps);
     df_cpu_rope(be, out, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+}
+
+/* Its backward: on the CPU rope_backward and rmsnorm_backward themselves,
+ * dy copied into dx first where they differ. */
+void df_cpu_rmsnorm_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w,
+                                  DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads,
+                                  int head_dim, float eps) {
+    if (dx.ptr != dy.ptr) memcpy(dx.ptr, dy.ptr, (size_t)n_tokens * heads * head_dim * sizeof(float));
+    df_cpu_rope_backward(be, dx, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+    df_cpu_rmsnorm_backward(be, dx, dw, dx, x, w, n_tokens * heads, head_dim, eps, 0);
 }

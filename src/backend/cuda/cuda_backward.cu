@@ -1,7 +1,9 @@
 /* Backward kernels of the element-wise and normalization ops: RMSNorm (dx
- * and the weight gradient) and SwiGLU. fp32 math on bf16 data, 16-byte
+ * and the weight gradient; with rope's backward folded in for the q/k
+ * norms, rmsnorm_rope_backward) and SwiGLU. fp32 math on bf16 data, 16-byte
  * accesses where the sizes and pointers allow. (RoPE's backward is the
  * forward kernel with the opposite angle: cuda_elementwise.cu.) */
+#include "backend/cuda/cuda_head_math.h"
 #include "backend/cuda/cuda_internal.h"
 
 /* --- RMSNorm backward -------------------------------------------------------
@@ -128,10 +130,55 @@ __global__ void k_rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, con
  * kernel above read every row twice and added into shared memory per row:
  * rmsnorm_backward in the 8B step took about 3x its bytes at the copy
  * bandwidth (NOTES.md). Unit i of a thread is lane + i * tpr. */
-template <int UPT>
+/* rmsnorm_rope_backward's rotation: dy rotated back (rope_backward) as it
+ * is loaded, rounded to bf16 as rope_backward rounds it; the rows are heads,
+ * `heads` a token, one unit of 8 a thread, the partner half a head away in
+ * the lane tpr / 2 off. sin_sign (-1) is passed, not folded, as k_rope_vec
+ * takes it. */
+struct RowRope {
+    const int32_t *pos;
+    const float *cos_t, *sin_t;
+    float sin_sign;
+    int heads, table_rows;
+    DfCudaDeviceError *bad;
+};
+
+__device__ __forceinline__ uint4 shfl_xor_pack8(uint4 v, int mask) {
+    return make_uint4(__shfl_xor_sync(0xffffffffu, v.x, mask), __shfl_xor_sync(0xffffffffu, v.y, mask),
+                      __shfl_xor_sync(0xffffffffu, v.z, mask), __shfl_xor_sync(0xffffffffu, v.w, mask));
+}
+
+/* Every lane of the warp calls it (the partner comes by shuffle). */
+__device__ __forceinline__ uint4 rope_back(const Pack8 &d, long row, bool active, int lane, int tpr, const RowRope &rp) {
+    int half = tpr / 2;
+    Pack8 partner;
+    partner.u = shfl_xor_pack8(d.u, half);
+    if (!active) return d.u;
+    int t = (int)(row / rp.heads), p = rp.pos[t];
+    if (p < 0 || p >= rp.table_rows) {
+        if (lane == 0 && atomicCAS(&rp.bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
+            rp.bad->value = p;
+            rp.bad->row = t;
+            rp.bad->limit = rp.table_rows;
+        }
+        return d.u;
+    }
+    bool first = lane < half;
+    int j0 = (first ? lane : lane - half) * 8;
+    const float4 *c4 = (const float4 *)(rp.cos_t + (size_t)p * (tpr * 4) + j0);
+    const float4 *s4 = (const float4 *)(rp.sin_t + (size_t)p * (tpr * 4) + j0);
+    float4 cv[2] = {c4[0], c4[1]}, sv[2] = {s4[0], s4[1]};
+    Pack8 a, b, oa, ob;
+    a.u = first ? d.u : partner.u;
+    b.u = first ? partner.u : d.u;
+    df_pack8_rope(a, b, (const float *)cv, (const float *)sv, rp.sin_sign, oa, ob);
+    return first ? oa.u : ob.u;
+}
+
+template <int UPT, bool ROPE = false>
 __global__ void __launch_bounds__(RMS_BWD_THREADS)
     k_rmsnorm_bwd_rows_held(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x, const bf16 *w, int rows,
-                            int dim, float eps, int accumulate, int rows_per_block, int tpr) {
+                            int dim, float eps, int accumulate, int rows_per_block, int tpr, RowRope rope) {
     extern __shared__ float smem[]; /* red [2 * warps], then [groups][dim] when groups > 1 */
     int groups = blockDim.x / tpr, group = threadIdx.x / tpr, lane = threadIdx.x % tpr, n_units = dim / 8;
     float *red = smem;
@@ -160,6 +207,7 @@ __global__ void __launch_bounds__(RMS_BWD_THREADS)
             xp[i].u = ok ? *(const uint4 *)(x + base + u * 8) : zero;
             dp[i].u = ok ? *(const uint4 *)(dy + base + u * 8) : zero;
             op[i].u = ok && accumulate ? *(const uint4 *)(dx + base + u * 8) : zero;
+            if (ROPE) dp[i].u = rope_back(dp[i], r, active, lane, tpr, rope); /* UPT 1: the head is the row */
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 float2 xf = __bfloat1622float2(xp[i].h2[j]), df = __bfloat1622float2(dp[i].h2[j]),
@@ -231,48 +279,136 @@ __global__ void __launch_bounds__(RMS_COLSUM_COLS *RMS_COLSUM_ROWS)
     dw[i] += total;
 }
 
-typedef void (*RmsBwdRowsKernel)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, int, int, float, int,
-                                 int, int);
+/* Stage 1's launch: threads a row (a power of two covering its units, at
+ * most the block; rows_grid) and one wave of blocks, the rows split evenly
+ * over them (rows_grid_size). */
+typedef struct RowsGrid {
+    int tpr, groups, upt, blocks, rows_per_block;
+    size_t smem;
+} RowsGrid;
 
-/* Stage 1's kernel: rows held in registers where 16-byte accesses fit and
- * a thread's share of a row is at most 4 units (the variant
- * rmsnorm_backward_two_pass asks for the two-pass kernel everywhere). */
-static RmsBwdRowsKernel rows_kernel(bool vec, int upt, bool two_pass) {
-    if (vec && !two_pass && upt <= 4)
-        return upt == 1 ? k_rmsnorm_bwd_rows_held<1> : upt == 2 ? k_rmsnorm_bwd_rows_held<2> : k_rmsnorm_bwd_rows_held<4>;
-    return vec ? k_rmsnorm_bwd_rows<true> : k_rmsnorm_bwd_rows<false>;
+static RowsGrid rows_grid(int dim, bool vec) {
+    RowsGrid g;
+    int units = vec ? dim / 8 : dim;
+    g.tpr = 1;
+    while (g.tpr < units && g.tpr < RMS_BWD_THREADS) g.tpr *= 2;
+    g.groups = RMS_BWD_THREADS / g.tpr, g.upt = (units + g.tpr - 1) / g.tpr;
+    g.blocks = g.rows_per_block = 0, g.smem = 0;
+    return g;
 }
 
+/* The blocks for `per_sm` resident an SM, and the shared memory (the held
+ * kernel needs the group rows only to add its groups' registers). */
+static void rows_grid_size(RowsGrid *g, DfCudaState *st, int rows, int dim, bool held, int per_sm) {
+    size_t cols = held && g->groups == 1 ? 0 : (size_t)g->groups * dim;
+    g->smem = (2 * (RMS_BWD_THREADS / 32) + cols) * sizeof(float);
+    int blocks = (rows + g->groups - 1) / g->groups, max_blocks = (per_sm > 0 ? per_sm : 1) * df_cuda_sm_count(st);
+    if (blocks > max_blocks) blocks = max_blocks;
+    g->rows_per_block = (rows + blocks - 1) / blocks;
+    g->blocks = (rows + g->rows_per_block - 1) / g->rows_per_block;
+}
+
+static void launch_colsum(DfBackend *be, DfBuffer dw, const float *partial, int blocks, int dim) {
+    k_rmsnorm_bwd_colsum<<<(dim + RMS_COLSUM_COLS - 1) / RMS_COLSUM_COLS, RMS_COLSUM_COLS * RMS_COLSUM_ROWS, 0,
+                           df_cuda_state(be)->stream>>>((float *)dw.ptr, partial, blocks, dim);
+    DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (column sums)");
+}
+
+typedef void (*RmsBwdRowsKernel)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, int, int, float, int,
+                                 int, int);
+typedef void (*RmsBwdHeldKernel)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, int, int, float, int,
+                                 int, int, RowRope);
+
+static RmsBwdHeldKernel held_kernel(int upt) {
+    return upt == 1 ? k_rmsnorm_bwd_rows_held<1> : upt == 2 ? k_rmsnorm_bwd_rows_held<2> : k_rmsnorm_bwd_rows_held<4>;
+}
+
+/* The held kernel's grid: as many blocks as fit the SMs at once (its occupancy). */
+static bool held_grid(DfBackend *be, RowsGrid *g, int rows, int dim) {
+    DfCudaState *st = df_cuda_state(be);
+    RmsBwdHeldKernel k = held_kernel(g->upt);
+    rows_grid_size(g, st, rows, dim, true, 1);
+    int per_sm = 0;
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, RMS_BWD_THREADS, g->smem);
+    if (e != cudaSuccess) {
+        df_cuda_record_failure(be, __FILE__, __LINE__, "rmsnorm_backward: occupancy: %s", cudaGetErrorString(e));
+        return false;
+    }
+    rows_grid_size(g, st, rows, dim, true, per_sm);
+    return true;
+}
+
+/* Stage 1 held in registers where 16-byte accesses fit and a thread's
+ * share of a row is at most 4 units; the two-pass kernel elsewhere and
+ * under the variant rmsnorm_backward_two_pass. */
 void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w, int rows,
                               int dim, float eps, int accumulate) {
     DfCudaState *st = df_cuda_state(be);
     bool vec = dim % 8 == 0 && df_cuda_aligned16(dx.ptr) && df_cuda_aligned16(dy.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr);
-    int units = vec ? dim / 8 : dim, tpr = 1;
-    while (tpr < units && tpr < RMS_BWD_THREADS) tpr *= 2;
-    int groups = RMS_BWD_THREADS / tpr, upt = (units + tpr - 1) / tpr;
-    RmsBwdRowsKernel kernel = rows_kernel(vec, upt, st->rmsnorm_bwd_two_pass);
-    bool held = kernel != k_rmsnorm_bwd_rows<true> && kernel != k_rmsnorm_bwd_rows<false>;
-    /* the held kernel needs the group rows only to add its groups' registers */
-    size_t cols = held && groups == 1 ? 0 : (size_t)groups * dim;
-    size_t smem = (2 * (RMS_BWD_THREADS / 32) + cols) * sizeof(float);
-    if (smem > 48 * 1024)
-        DF_CUDA_RECORD(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    /* one wave: as many blocks as fit the SMs at once, the rows split evenly over them */
-    int per_sm = RMS_BWD_BLOCKS_PER_SM;
-    if (held) DF_CUDA_RECORD(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, RMS_BWD_THREADS, smem));
-    int blocks = (rows + groups - 1) / groups, max_blocks = (per_sm > 0 ? per_sm : 1) * df_cuda_sm_count(st);
-    if (blocks > max_blocks) blocks = max_blocks;
-    int rows_per_block = (rows + blocks - 1) / blocks;
-    blocks = (rows + rows_per_block - 1) / rows_per_block;
-    float *partial = (float *)df_cuda_scratch(be, (size_t)blocks * dim * sizeof(float));
+    RowsGrid g = rows_grid(dim, vec);
+    bool held = vec && !st->rmsnorm_bwd_two_pass && g.upt <= 4;
+    if (held) {
+        if (!held_grid(be, &g, rows, dim)) return;
+    } else {
+        rows_grid_size(&g, st, rows, dim, false, RMS_BWD_BLOCKS_PER_SM);
+    }
+    const void *kernel = held ? (const void *)held_kernel(g.upt)
+                              : (const void *)(vec ? k_rmsnorm_bwd_rows<true> : k_rmsnorm_bwd_rows<false>);
+    if (g.smem > 48 * 1024)
+        DF_CUDA_RECORD(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g.smem));
+    float *partial = (float *)df_cuda_scratch(be, (size_t)g.blocks * dim * sizeof(float));
     if (!partial) return;
-    kernel<<<blocks, RMS_BWD_THREADS, smem, st->stream>>>((bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr,
-                                                          (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps,
-                                                          accumulate, rows_per_block, tpr);
+    bf16 *o = (bf16 *)dx.ptr;
+    const bf16 *d = (const bf16 *)dy.ptr, *xp = (const bf16 *)x.ptr, *wp = (const bf16 *)w.ptr;
+    if (held)
+        held_kernel(g.upt)<<<g.blocks, RMS_BWD_THREADS, g.smem, st->stream>>>(
+            o, partial, d, xp, wp, rows, dim, eps, accumulate, g.rows_per_block, g.tpr, RowRope{});
+    else
+        ((RmsBwdRowsKernel)kernel)<<<g.blocks, RMS_BWD_THREADS, g.smem, st->stream>>>(
+            o, partial, d, xp, wp, rows, dim, eps, accumulate, g.rows_per_block, g.tpr);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (rows)");
-    k_rmsnorm_bwd_colsum<<<(dim + RMS_COLSUM_COLS - 1) / RMS_COLSUM_COLS, RMS_COLSUM_COLS * RMS_COLSUM_ROWS, 0,
-                           st->stream>>>((float *)dw.ptr, partial, blocks, dim);
-    DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_backward (column sums)");
+    launch_colsum(be, dw, partial, g.blocks, dim);
+}
+
+/* rope_backward then rmsnorm_backward, as the ops would run them: dy copied
+ * into dx first where they differ (dy is left as it was). */
+static void rmsnorm_rope_backward_apart(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w,
+                                        DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                                        int heads, int head_dim, float eps) {
+    size_t n = (size_t)n_tokens * heads * head_dim;
+    if (dx.ptr != dy.ptr)
+        DF_CUDA_RECORD(be, cudaMemcpyAsync(dx.ptr, dy.ptr, n * sizeof(bf16), cudaMemcpyDeviceToDevice,
+                                           df_cuda_state(be)->stream));
+    df_cuda_rope_backward(be, dx, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+    df_cuda_rmsnorm_backward(be, dx, dw, dx, x, w, n_tokens * heads, head_dim, eps, 0);
+}
+
+/* The held kernel with the rotation at the load, on the grid the held
+ * kernel without it takes (so the column sums add the same partial rows:
+ * bit for bit rope_backward then rmsnorm_backward). */
+void df_cuda_rmsnorm_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w,
+                                   DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads,
+                                   int head_dim, float eps) {
+    DfCudaState *st = df_cuda_state(be);
+    int rows = n_tokens * heads, dim = head_dim;
+    bool fits = (dim == 64 || dim == 128 || dim == 256) && !st->rmsnorm_bwd_two_pass && df_cuda_aligned16(dx.ptr) &&
+                df_cuda_aligned16(dy.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr) &&
+                df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr);
+    if (!fits) {
+        rmsnorm_rope_backward_apart(be, dx, dw, dy, x, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
+        return;
+    }
+    RowsGrid g = rows_grid(dim, true); /* upt 1, tpr = dim / 8 */
+    if (!held_grid(be, &g, rows, dim)) return;
+    float *partial = (float *)df_cuda_scratch(be, (size_t)g.blocks * dim * sizeof(float));
+    if (!partial) return;
+    RowRope rope = {(const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr, -1.0f,
+                    heads, (int)(cos_table.count / (size_t)(dim / 2)), st->dev_error};
+    k_rmsnorm_bwd_rows_held<1, true><<<g.blocks, RMS_BWD_THREADS, g.smem, st->stream>>>(
+        (bf16 *)dx.ptr, partial, (const bf16 *)dy.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, rows, dim, eps, 0,
+        g.rows_per_block, g.tpr, rope);
+    DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_rope_backward (rows)");
+    launch_colsum(be, dw, partial, g.blocks, dim);
 }
 
 /* --- SwiGLU backward ----------------------------------------------------------
