@@ -30,7 +30,7 @@ cp .devpack/dflash ./dflash
 T=.devpack/tests D=.devpack/dev # the test programs; the kernel benchmarks (dev/cuda/, make dev)
 # test_backend_ops' cases of the training and optimizer ops (the target's causal attention, "attention
 # (packed, GQA)", among them), and of the inference ops (the sanitizers' runs)
-TRAIN_OPS='memory,fill_zero,rmsnorm,rope_backward,swiglu_backward,linear_weight_grad,block_attention,(packed,lm_head_ce,adamw,sum_squares'
+TRAIN_OPS='memory,fill_zero,rmsnorm,rope_backward,swiglu_backward,linear_weight_grad,linear_residual,block_attention,(packed,lm_head_ce,adamw,sum_squares'
 INFER_OPS=kv_cache_write,argmax
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 section() { echo "== $1 ($(date +%T))"; }
@@ -129,6 +129,8 @@ if want lmhead; then
     timeout 180 "$D"/bench_attention 2>&1 | tee -a "$OUT/bench_train.txt"
     section "AdamW timing" >> "$OUT/bench_train.txt"
     timeout 120 "$D"/bench_adamw 2>&1 | tee -a "$OUT/bench_train.txt"
+    section "norms timing (rmsnorm, rmsnorm_rope and their backwards at the 8B step's shapes)" >> "$OUT/bench_train.txt"
+    timeout 200 "$D"/bench_norms 2>&1 | grep -v '^    validated' | tee -a "$OUT/bench_train.txt"
 fi
 
 # The step's matrix products under each of cuBLASLt's heuristic algorithms and gemm_search's timed choice
