@@ -123,13 +123,6 @@ __global__ void k_rmsnorm_bwd_rows(bf16 *dx, float *partial, const bf16 *dy, con
     }
 }
 
-/* Rows held in registers (the path for 16-byte accesses and rows of at most
- * 4 units of 8 a thread, dim 8192 at 256 threads): a group reads its row's x
- * and dy once and keeps them for dx, each thread adds its columns' dy * xh
- * into registers across its rows, and w is read once a block. The two-pass
- * kernel above read every row twice and added into shared memory per row:
- * rmsnorm_backward in the 8B step took about 3x its bytes at the copy
- * bandwidth (NOTES.md). Unit i of a thread is lane + i * tpr. */
 /* rmsnorm_rope_backward's rotation: dy rotated back (rope_backward) as it
  * is loaded, rounded to bf16 as rope_backward rounds it; the rows are heads,
  * `heads` a token, one unit of 8 a thread, the partner half a head away in
@@ -175,6 +168,14 @@ __device__ __forceinline__ uint4 rope_back(const Pack8 &d, long row, bool active
     return first ? oa.u : ob.u;
 }
 
+/* Rows held in registers (the path for 16-byte accesses and rows of at most
+ * 4 units of 8 a thread, dim 8192 at 256 threads): a group reads its row's x
+ * and dy once and keeps them for dx, each thread adds its columns' dy * xh
+ * into registers across its rows, and w is read once a block. The two-pass
+ * kernel above read every row twice and added into shared memory per row:
+ * rmsnorm_backward in the 8B step took about 3x its bytes at the copy
+ * bandwidth (NOTES.md). Unit i of a thread is lane + i * tpr. ROPE:
+ * rmsnorm_rope_backward (UPT 1), dy rotated back at its load. */
 template <int UPT, bool ROPE = false>
 __global__ void __launch_bounds__(RMS_BWD_THREADS)
     k_rmsnorm_bwd_rows_held(bf16 *dx, float *partial, const bf16 *dy, const bf16 *x, const bf16 *w, int rows,
