@@ -78,6 +78,26 @@ static void rope_run_free(RopeRun *r) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(r->be, bufs[i]);
 }
 
+/* The rope tables (theta 1e6, Qwen3's) and a shape's token positions, built
+ * once on the host for every shape. */
+typedef struct HostRope {
+    float *c, *sn;
+    int32_t *pos; /* [the most tokens of any shape]: t % N_POS */
+} HostRope;
+
+static HostRope host_rope(int max_tokens) {
+    size_t nt = (size_t)N_POS * HD / 2;
+    HostRope h = {malloc(nt * sizeof *h.c), malloc(nt * sizeof *h.sn), malloc((size_t)max_tokens * sizeof *h.pos)};
+    if (!h.c || !h.sn || !h.pos) dev_die("out of host memory");
+    for (int p = 0; p < N_POS; p++)
+        for (int i = 0; i < HD / 2; i++) {
+            double f = p * pow(1e6, -2.0 * i / HD);
+            h.c[(size_t)p * HD / 2 + i] = (float)cos(f), h.sn[(size_t)p * HD / 2 + i] = (float)sin(f);
+        }
+    for (int t = 0; t < max_tokens; t++) h.pos[t] = t % N_POS;
+    return h;
+}
+
 static void fused_once(void *ctx) {
     RopeRun *r = ctx;
     df_op_rmsnorm_rope(r->be, r->out, r->x, r->w, r->pos, r->cos_t, r->sin_t, r->tokens, r->heads, HD, 1e-6f);
@@ -91,22 +111,14 @@ static void apart_once(void *ctx) {
 
 /* rmsnorm_rope against the CPU's and, bit for bit, against rmsnorm then rope
  * on the GPU; both timed. Returns a step's ms of the fused calls. */
-static double bench_rope_shape(DevBackends *be, const RopeShape *s, double copy_gbs, double *apart_step) {
-    size_t n = (size_t)s->tokens * s->heads * HD, nt = (size_t)N_POS * HD / 2;
-    float *x = dev_random(n, 21, 2.0f), *w = dev_random(HD, 22, 1.0f), *c = malloc(nt * sizeof *c),
-          *sn = malloc(nt * sizeof *sn);
-    int32_t *pos = malloc((size_t)s->tokens * sizeof *pos);
-    if (!c || !sn || !pos) dev_die("out of host memory");
-    for (int p = 0; p < N_POS; p++)
-        for (int i = 0; i < HD / 2; i++) {
-            double f = p * pow(1e6, -2.0 * i / HD);
-            c[(size_t)p * HD / 2 + i] = (float)cos(f), sn[(size_t)p * HD / 2 + i] = (float)sin(f);
-        }
-    for (int t = 0; t < s->tokens; t++) pos[t] = t % N_POS;
+static double bench_rope_shape(DevBackends *be, const RopeShape *s, const HostRope *h, double copy_gbs,
+                               double *apart_step) {
+    size_t n = (size_t)s->tokens * s->heads * HD;
+    float *x = dev_random(n, 21, 2.0f), *w = dev_random(HD, 22, 1.0f);
     RopeRun cr, gr, ga;
-    rope_run_init(&cr, be->cpu, s, x, w, pos, c, sn);
-    rope_run_init(&gr, be->gpu, s, x, w, pos, c, sn);
-    rope_run_init(&ga, be->gpu, s, x, w, pos, c, sn);
+    rope_run_init(&cr, be->cpu, s, x, w, h->pos, h->c, h->sn);
+    rope_run_init(&gr, be->gpu, s, x, w, h->pos, h->c, h->sn);
+    rope_run_init(&ga, be->gpu, s, x, w, h->pos, h->c, h->sn);
     fused_once(&cr), fused_once(&gr), apart_once(&ga);
     char tag[160];
     snprintf(tag, sizeof tag, "rmsnorm_rope %s [%d x %d heads]", s->what, s->tokens, s->heads);
@@ -121,7 +133,7 @@ static double bench_rope_shape(DevBackends *be, const RopeShape *s, double copy_
            "rmsnorm_rope", s->what, s->tokens, s->heads, ms, gbs, 100 * gbs / copy_gbs, s->per_step, ms * s->per_step,
            apart, apart * s->per_step);
     rope_run_free(&cr), rope_run_free(&gr), rope_run_free(&ga);
-    free(x), free(w), free(c), free(sn), free(pos);
+    free(x), free(w);
     *apart_step += apart * s->per_step;
     return ms * s->per_step;
 }
@@ -257,22 +269,14 @@ static void copy_once(void *ctx) {
     df_op_copy2d(r->f.be, r->f.out, HD, r->dy0, HD, r->f.tokens * r->f.heads, HD);
 }
 
-static double bench_rope_backward_shape(DevBackends *be, const RopeShape *s, double copy_gbs, double *apart_step) {
-    size_t n = (size_t)s->tokens * s->heads * HD, nt = (size_t)N_POS * HD / 2;
+static double bench_rope_backward_shape(DevBackends *be, const RopeShape *s, const HostRope *h, double copy_gbs,
+                                        double *apart_step) {
+    size_t n = (size_t)s->tokens * s->heads * HD;
     float *x = dev_random(n, 31, 2.0f), *w = dev_random(HD, 32, 1.0f), *dy = dev_random(n, 33, 1.0f);
-    float *c = malloc(nt * sizeof *c), *sn = malloc(nt * sizeof *sn);
-    int32_t *pos = malloc((size_t)s->tokens * sizeof *pos);
-    if (!c || !sn || !pos) dev_die("out of host memory");
-    for (int p = 0; p < N_POS; p++)
-        for (int i = 0; i < HD / 2; i++) {
-            double f = p * pow(1e6, -2.0 * i / HD);
-            c[(size_t)p * HD / 2 + i] = (float)cos(f), sn[(size_t)p * HD / 2 + i] = (float)sin(f);
-        }
-    for (int t = 0; t < s->tokens; t++) pos[t] = t % N_POS;
     RopeBwdRun cr, gr, ga;
-    rope_bwd_init(&cr, be->cpu, s, x, w, pos, c, sn, dy);
-    rope_bwd_init(&gr, be->gpu, s, x, w, pos, c, sn, dy);
-    rope_bwd_init(&ga, be->gpu, s, x, w, pos, c, sn, dy);
+    rope_bwd_init(&cr, be->cpu, s, x, w, h->pos, h->c, h->sn, dy);
+    rope_bwd_init(&gr, be->gpu, s, x, w, h->pos, h->c, h->sn, dy);
+    rope_bwd_init(&ga, be->gpu, s, x, w, h->pos, h->c, h->sn, dy);
     fused_bwd_once(&cr), fused_bwd_once(&gr), apart_bwd_once(&ga);
     char tag[160];
     snprintf(tag, sizeof tag, "rmsnorm_rope_backward %s [%d x %d heads] dx", s->what, s->tokens, s->heads);
@@ -294,7 +298,7 @@ static double bench_rope_backward_shape(DevBackends *be, const RopeShape *s, dou
            "rmsnorm_rope_backward", s->what, s->tokens, s->heads, ms, gbs, 100 * gbs / copy_gbs, s->per_step,
            ms * s->per_step, apart, apart * s->per_step, copy);
     rope_bwd_free(&cr), rope_bwd_free(&gr), rope_bwd_free(&ga);
-    free(x), free(w), free(dy), free(c), free(sn), free(pos);
+    free(x), free(w), free(dy);
     *apart_step += apart * s->per_step;
     return ms * s->per_step;
 }
@@ -314,10 +318,15 @@ int main(void) {
             fwd += step_ms;
     }
     double fused = 0, apart = 0, fused_bwd = 0, apart_bwd = 0;
+    int max_tokens = 0;
     for (size_t i = 0; i < sizeof ROPE_SHAPES / sizeof ROPE_SHAPES[0]; i++)
-        fused += bench_rope_shape(&be, &ROPE_SHAPES[i], copy_gbs, &apart);
+        if (ROPE_SHAPES[i].tokens > max_tokens) max_tokens = ROPE_SHAPES[i].tokens;
+    HostRope h = host_rope(max_tokens);
+    for (size_t i = 0; i < sizeof ROPE_SHAPES / sizeof ROPE_SHAPES[0]; i++)
+        fused += bench_rope_shape(&be, &ROPE_SHAPES[i], &h, copy_gbs, &apart);
     for (size_t i = 0; i < 2; i++) /* the drafter's: the target has no backward */
-        fused_bwd += bench_rope_backward_shape(&be, &ROPE_SHAPES[i], copy_gbs, &apart_bwd);
+        fused_bwd += bench_rope_backward_shape(&be, &ROPE_SHAPES[i], &h, copy_gbs, &apart_bwd);
+    free(h.c), free(h.sn), free(h.pos);
     printf("a step's calls: rmsnorm_backward %.2f ms, rmsnorm %.2f ms, "
            "rmsnorm_rope %.2f ms (as rmsnorm then rope: %.2f ms), rmsnorm_rope_backward %.2f ms (as rope_backward "
            "then rmsnorm_backward: %.2f ms)\n",
