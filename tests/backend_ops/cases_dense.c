@@ -472,18 +472,34 @@ typedef struct NormRopeShape {
     int t, heads, hd, n_pos, in_place;
 } NormRopeShape;
 
+/* The positions and rope tables of a shape, on the host and on the run's backend. */
+typedef struct NormRopeInputs {
+    int32_t *pos;
+    float *c, *sn;
+    DfBuffer p, ct, st;
+} NormRopeInputs;
+
+static NormRopeInputs norm_rope_inputs(Run *r, const NormRopeShape *s) {
+    NormRopeInputs in;
+    size_t nt = (size_t)s->n_pos * s->hd / 2;
+    in.pos = ops_track(r, malloc((size_t)s->t * sizeof *in.pos));
+    for (int i = 0; i < s->t; i++) in.pos[i] = (i * 29 + 5) % s->n_pos;
+    rope_tables(r, s->n_pos, s->hd / 2, &in.c, &in.sn);
+    in.p = ops_up_i32(r, in.pos, s->t), in.ct = ops_up(r, in.c, nt, DF_BUF_F32), in.st = ops_up(r, in.sn, nt, DF_BUF_F32);
+    return in;
+}
+
 /* The fused op against the formula (the reference run), and on every
  * backend bit for bit against its own rmsnorm then rope on the same inputs. */
 static void run_rmsnorm_rope(Run *r, const void *shape) {
     const NormRopeShape *s = shape;
-    int t = s->t, heads = s->heads, hd = s->hd, n_pos = s->n_pos, rows = t * heads;
-    size_t n = (size_t)rows * hd, nt = (size_t)n_pos * hd / 2;
+    int t = s->t, heads = s->heads, hd = s->hd, rows = t * heads;
+    size_t n = (size_t)rows * hd;
     ops_label(r, "T=%d heads=%d head_dim=%d%s", t, heads, hd, s->in_place ? " in place" : "");
-    int32_t *pos = ops_track(r, malloc((size_t)t * sizeof *pos));
-    for (int i = 0; i < t; i++) pos[i] = (i * 29 + 5) % n_pos;
-    float *x = ops_inputs(r, n, 90 + n, 3), *w = ops_inputs(r, hd, 91 + hd, 1), *c, *sn;
-    rope_tables(r, n_pos, hd / 2, &c, &sn);
-    DfBuffer p = ops_up_i32(r, pos, t), ct = ops_up(r, c, nt, DF_BUF_F32), st = ops_up(r, sn, nt, DF_BUF_F32);
+    NormRopeInputs in = norm_rope_inputs(r, s);
+    int32_t *pos = in.pos;
+    float *x = ops_inputs(r, n, 90 + n, 3), *w = ops_inputs(r, hd, 91 + hd, 1), *c = in.c, *sn = in.sn;
+    DfBuffer p = in.p, ct = in.ct, st = in.st;
     DfBuffer wb = ops_up(r, w, hd, DF_BUF_ACT), xb = ops_up(r, x, n, DF_BUF_ACT);
     DfBuffer fused = s->in_place ? xb : ops_poisoned(r, n, DF_BUF_ACT), apart = ops_poisoned(r, n, DF_BUF_ACT);
     DfBuffer x2 = ops_up(r, x, n, DF_BUF_ACT);
@@ -517,15 +533,13 @@ const OpCase CASE_RMSNORM_ROPE = {"rmsnorm_rope (against rmsnorm then rope)", "r
  * rmsnorm_backward; the other backends against the CPU's. */
 static void run_rmsnorm_rope_backward(Run *r, const void *shape) {
     const NormRopeShape *s = shape;
-    int t = s->t, heads = s->heads, hd = s->hd, n_pos = s->n_pos, rows = t * heads;
-    size_t n = (size_t)rows * hd, nt = (size_t)n_pos * hd / 2;
+    int t = s->t, heads = s->heads, hd = s->hd, rows = t * heads;
+    size_t n = (size_t)rows * hd;
     ops_label(r, "T=%d heads=%d head_dim=%d%s", t, heads, hd, s->in_place ? " in place" : "");
-    int32_t *pos = ops_track(r, malloc((size_t)t * sizeof *pos));
-    for (int i = 0; i < t; i++) pos[i] = (i * 29 + 5) % n_pos;
+    NormRopeInputs in = norm_rope_inputs(r, s);
     float *x = ops_inputs(r, n, 190 + n, 3), *w = ops_inputs(r, hd, 191 + hd, 1), *dy = ops_inputs(r, n, 192 + n, 1);
-    float *dw0 = ops_inputs(r, hd, 193 + hd, 2), *c, *sn;
-    rope_tables(r, n_pos, hd / 2, &c, &sn);
-    DfBuffer p = ops_up_i32(r, pos, t), ct = ops_up(r, c, nt, DF_BUF_F32), st = ops_up(r, sn, nt, DF_BUF_F32);
+    float *dw0 = ops_inputs(r, hd, 193 + hd, 2);
+    DfBuffer p = in.p, ct = in.ct, st = in.st;
     DfBuffer xb = ops_up(r, x, n, DF_BUF_ACT), wb = ops_up(r, w, hd, DF_BUF_ACT);
     DfBuffer dyb = ops_up(r, dy, n, DF_BUF_ACT), dx = s->in_place ? dyb : ops_poisoned(r, n, DF_BUF_ACT);
     DfBuffer dw = ops_up(r, dw0, hd, DF_BUF_F32);
