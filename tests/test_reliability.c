@@ -481,6 +481,27 @@ static void test_nonfinite_step_is_skipped(void **state) {
     assert_int_equal(s.bad_steps, 0);
 }
 
+/* A finite loss and gradient whose update still makes the weights
+ * non-finite (a learning rate near FLT_MAX): the run stops with the step
+ * named, and saves nothing of that step (its guard runs before the next use
+ * of the weights, here the checkpoint: train/update_stream.h). */
+static void test_nonfinite_weights_stop_the_run(void **state) {
+    Fixture *f = *state;
+    char path[1200], output[1200], store[1200];
+    DfTrainOptions o;
+    DfTrainSummary s;
+    DfError err = {{0}};
+    nan_run_options(f, "inf", &o, output, store, sizeof output);
+    o.lr = 3e38, o.warmup = 0, o.save_every = 1;
+    assert_int_not_equal(train_in_process(f, &o, &s, &err), 0);
+    assert_non_null(strstr(err.msg, "not finite after the update of step 1 "));
+    assert_non_null(strstr(err.msg, "nothing of this step is saved"));
+    path_in(f, "inf/checkpoints/step-00000001.safetensors", path, sizeof path);
+    assert_false(df_test_file_exists(path));
+    path_in(f, "inf/final", path, sizeof path);
+    assert_false(df_test_file_exists(path));
+}
+
 /* ------------------------------------------------------ resource errors */
 
 static void test_file_size_limit_keeps_previous_checkpoint(void **state) {
@@ -707,6 +728,7 @@ int main(void) {
         cmocka_unit_test(test_output_not_writable),
         cmocka_unit_test(test_too_large_for_memory_fails_before_training),
         cmocka_unit_test(test_nonfinite_step_is_skipped),
+        cmocka_unit_test(test_nonfinite_weights_stop_the_run),
         cmocka_unit_test(test_file_size_limit_keeps_previous_checkpoint),
         cmocka_unit_test(test_sigterm_checkpoints_and_exits_0),
         cmocka_unit_test(test_sigterm_during_prepare_leaves_no_store),
