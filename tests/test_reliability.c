@@ -482,9 +482,8 @@ static void test_nonfinite_step_is_skipped(void **state) {
 }
 
 /* A finite loss and gradient whose update still makes the weights
- * non-finite (a learning rate near FLT_MAX): the run stops with the step
- * named, and saves nothing of that step (its guard runs before the next use
- * of the weights, here the checkpoint: train/update_stream.h). */
+ * non-finite (a learning rate near FLT_MAX): the guard after the update
+ * stops the run with the step named, and nothing of that step is saved. */
 static void test_nonfinite_weights_stop_the_run(void **state) {
     Fixture *f = *state;
     char path[1200], output[1200], store[1200];

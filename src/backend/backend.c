@@ -240,11 +240,7 @@ void df_op_adamw_step(DfBackend *be, const DfAdamWArgs *a) {
             "adamw_step", "master, moments and grads must be F32, params ACT");
     require(a->exp_avg.count == n && a->exp_avg_sq.count == n && a->grads.count == n && a->params.count == n,
             "adamw_step", "buffers of different sizes");
-    require(!a->stream || df_backend_has(be, DF_CAP_STREAMS), "adamw_step", "a side stream on a backend without streams");
-    if (a->stream) /* the profiler's marks are on the backend's stream: they would time nothing of it */
-        be->ops->adamw_step(be, a);
-    else
-        DISPATCH(be, adamw_step, a);
+    DISPATCH(be, adamw_step, a);
 }
 
 /* n values into *store (grown to n when smaller, never shrunk: the largest

@@ -186,11 +186,6 @@ typedef struct DfAdamWArgs {
     DfBuffer master, exp_avg, exp_avg_sq, grads, params;
     float clip_coef;
     DfAdamWScalars s;
-    /* DF_CAP_STREAMS: a side stream (side_stream_create) the update is
-     * queued on instead of the backend's own, so that it can run beside the
-     * ops queued there (train/update_stream.h orders it); not bracketed for
-     * the profiler then. NULL: the backend's stream, in order with every op. */
-    void *stream;
 } DfAdamWArgs;
 
 /* Head sizes of a gated delta rule (a hybrid target's linear attention):

@@ -13,7 +13,6 @@
 #include "model/target_random.h"
 #include "model/metrics.h"
 #include "train/optimizer.h"
-#include "train/update_stream.h"
 
 const char *df_step_phase_name(int phase) {
     static const char *const names[DF_STEP_PHASES] = {"target forward", "drafter fwd+bwd", "optimizer"};
@@ -34,7 +33,6 @@ typedef struct StepBench {
     DfBuffer master, exp_avg, exp_avg_sq; /* F32 optimizer state, as the trainer keeps it */
     DfAdamWConfig adamw;
     int64_t adamw_step;
-    DfUpdateStream update; /* AdamW beside the next target forward, as the trainer runs it */
     int have_target, have_drafter, have_packed;
 } StepBench;
 
@@ -83,7 +81,6 @@ static int build_batch(StepBench *b, const DfTrainStepShape *s, DfError *err) {
 }
 
 static void free_bench(StepBench *b) {
-    df_update_stream_free(&b->update);
     df_buffer_free(b->be, &b->master);
     df_buffer_free(b->be, &b->exp_avg);
     df_buffer_free(b->be, &b->exp_avg_sq);
@@ -96,17 +93,14 @@ static void free_bench(StepBench *b) {
 }
 
 /* The trainer's optimizer step: the global gradient norm (the one value the
- * host reads), clipping folded into the AdamW launch; with beside, AdamW
- * goes to the side stream (train/update_stream.h) and whatever is queued
- * next runs beside it. */
-static int optimizer_step(StepBench *b, int beside, DfError *err) {
+ * host reads), clipping folded into the AdamW launch. */
+static int optimizer_step(StepBench *b, DfError *err) {
     double sum_sq;
     if (df_op_sum_squares(b->be, b->drafter.grads, &sum_sq, err)) return -1;
     DfAdamWArgs a = {.master = b->master, .exp_avg = b->exp_avg, .exp_avg_sq = b->exp_avg_sq,
                      .grads = b->drafter.grads, .params = b->drafter.params,
                      .clip_coef = df_clip_coef((float)sqrt(sum_sq), 1.0f),
                      .s = df_adamw_scalars(&b->adamw, ++b->adamw_step, 1e-5)};
-    if (beside && df_update_stream_begin(&b->update, &a.stream, err)) return -1;
     df_op_adamw_step(b->be, &a);
     return 0;
 }
@@ -122,7 +116,7 @@ static int run_phase(StepBench *b, int phase, DfError *err) {
     case DF_STEP_PHASE_DRAFTER:
         return df_drafter_compute_grads(&b->drafter, &b->batch, b->grad_scale, &b->metrics, err);
     case DF_STEP_PHASE_OPTIMIZER:
-        return optimizer_step(b, 0, err);
+        return optimizer_step(b, err);
     default:
         return 0;
     }
@@ -138,23 +132,6 @@ static int run_step(StepBench *b, double *phase_s, DfError *err) {
         }
     }
     return b->be->ops->sync(b->be, err);
-}
-
-/* `repeat` steps as the trainer runs them: each step's AdamW beside the
- * next step's target forward, the drafter's phase after both. The first
- * target forward comes before the clock starts and the last step's next
- * one is run too, so the time holds `repeat` of every phase. */
-static int run_steps_beside(StepBench *b, int repeat, double *seconds, DfError *err) {
-    DfBackend *be = b->be;
-    if (run_phase(b, DF_STEP_PHASE_TARGET, err) || be->ops->sync(be, err)) return -1;
-    double t0 = df_now_seconds();
-    for (int i = 0; i < repeat; i++)
-        if (df_update_stream_await(&b->update, err) || run_phase(b, DF_STEP_PHASE_DRAFTER, err) ||
-            optimizer_step(b, 1, err) || run_phase(b, DF_STEP_PHASE_TARGET, err))
-            return -1;
-    if (df_update_stream_await(&b->update, err) || be->ops->sync(be, err)) return -1;
-    *seconds = (df_now_seconds() - t0) / repeat;
-    return 0;
 }
 
 /* One more step, phase by phase, with the backend's per-op profile on. */
@@ -193,18 +170,16 @@ int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepRes
     df_backend_reset_peak(be);
     double *times = df_xmalloc((size_t)s->repeat * sizeof *times, "step times");
     int rc = -1;
-    if (build_models(&b, s, err) || build_batch(&b, s, err) || df_update_stream_init(&b.update, be, err)) goto done;
+    if (build_models(&b, s, err) || build_batch(&b, s, err)) goto done;
     if (run_step(&b, NULL, err)) goto done; /* warm-up: workspaces, plans */
     for (int i = 0; i < s->repeat; i++) {
         double t0 = df_now_seconds();
         if (run_step(&b, NULL, err)) goto done;
         times[i] = df_now_seconds() - t0;
     }
-    if (run_steps_beside(&b, s->repeat, &r->step_s, err)) goto done;
     if (run_step(&b, r->phase_s, err) || profile_step(&b, r, err)) goto done;
     df_sort_doubles(times, (size_t)s->repeat);
-    r->in_order_step_s = times[s->repeat / 2];
-    r->update_beside = b.update.stream != NULL;
+    r->step_s = times[s->repeat / 2];
     count_flops(&b, s, r);
     r->seqs_per_s = s->n_seqs / r->step_s;
     r->tflops = r->tflop_per_step / r->step_s;
@@ -274,11 +249,6 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
     printf("    whole step %8.1f ms  %6.2f sequences/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of %.0f\n",
            r->step_s * 1e3, r->seqs_per_s, r->tflops, 100 * r->tflops / peak_tflops, 100 * r->tflops / nominal_tflops,
            nominal_tflops);
-    if (r->update_beside)
-        printf("    (AdamW beside the next step's target forward, as the trainer runs it; in order: %.1f ms, %.2f "
-               "sequences/s, MFU %.1f%%)\n",
-               r->in_order_step_s * 1e3, s->n_seqs / r->in_order_step_s,
-               100 * r->tflop_per_step / r->in_order_step_s / peak_tflops);
     printf("    FLOPs per step: target %.2f TFLOP (%d layers run) + drafter %.2f TFLOP\n", r->target_tflop,
            r->target_layers_run, r->drafter_tflop);
     double total = 0;
@@ -296,7 +266,6 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
         const char *suffix;
         double v;
     } fig[] = {{"step_ms", r->step_s * 1e3},
-               {"in_order_step_ms", r->in_order_step_s * 1e3},
                {"seqs_per_s", r->seqs_per_s},
                {"tflops", r->tflops},
                {"mfu_measured_peak", r->tflops / peak_tflops},

@@ -2,8 +2,7 @@
  * of a named shape with random weights on one backend, one step = target
  * forward to the deepest tap, drafter forward + backward, the optimizer
  * (gradient norm, clipping, AdamW on the device, as the trainer does); timed
- * whole (AdamW beside the next step's target forward, as the trainer runs
- * it, and in order), then phase by phase. Works on any backend (the figures that matter
+ * whole, then phase by phase. Works on any backend (the figures that matter
  * are the GPU's). */
 #ifndef DF_CLI_BENCH_TRAIN_STEP_H
 #define DF_CLI_BENCH_TRAIN_STEP_H
@@ -26,13 +25,7 @@ typedef struct DfTrainStepShape {
 enum { DF_STEP_PHASE_TARGET, DF_STEP_PHASE_DRAFTER, DF_STEP_PHASE_OPTIMIZER, DF_STEP_PHASES };
 
 typedef struct DfTrainStepResult {
-    /* The whole step as the trainer runs it (train/update_stream.h): the
-     * mean over `repeat` steps, each step's AdamW beside the next target
-     * forward where the backend has side streams; in_order_step_s: the
-     * median of `repeat` steps run one after another, no syncs between
-     * phases, AdamW in order (the same on a backend without streams). */
-    double step_s, in_order_step_s;
-    int update_beside;                   /* 1 when step_s had AdamW on a side stream */
+    double step_s;                       /* median whole step, no syncs between phases */
     double phase_s[DF_STEP_PHASES];      /* one more step, synced after each phase */
     double seqs_per_s, tflop_per_step, tflops;
     double target_tflop, drafter_tflop;  /* spec section 8 split of tflop_per_step */

@@ -9,11 +9,7 @@
  *   drafter    the drafter's forward, loss and backward
  *   reduce     data parallel: the global loss-weight sum, the gradient
  *              all-reduce and the metrics' sum (0 with one process)
- *   optimizer  gradient norm, clipping, AdamW; on a backend with side
- *              streams only AdamW's launch: it runs beside the next step's
- *              upload and target forward (train/update_stream.h), in their
- *              stages. The guard on the updated weights (finite) runs at
- *              their next use, in the next step's drafter stage.
+ *   optimizer  gradient norm, clipping, AdamW
  *   host       the rest of the compute thread's step: metrics line, progress
  *              line, checkpoints
  * Device stages (upload .. optimizer) are timed with the host's monotonic

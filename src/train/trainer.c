@@ -282,13 +282,11 @@ static int upload_state(Trainer *t, int with_moments, DfError *err) {
            be->ops->upload_f32(be, t->exp_avg_sq, t->adamw.exp_avg_sq, err);
 }
 
-static int await_update(Trainer *t, DfError *err);
-
 /* Backend -> host: master weights into params, moments into the host AdamW
- * state (for a checkpoint or the export), after the update queued last. */
+ * state (for a checkpoint or the export). */
 static int download_state(Trainer *t, DfError *err) {
     DfBackend *be = t->be;
-    if (await_update(t, err) || be->ops->sync(be, err)) return -1;
+    if (be->ops->sync(be, err)) return -1;
     return be->ops->download_f32(be, t->params, t->master, err) ||
            be->ops->download_f32(be, t->adamw.exp_avg, t->exp_avg, err) ||
            be->ops->download_f32(be, t->adamw.exp_avg_sq, t->exp_avg_sq, err);
@@ -366,31 +364,18 @@ static int check_batch_fits(Trainer *t, size_t tokens, DfError *err) {
 /* The guard after the update: finite loss and gradient can still give
  * non-finite weights (an extreme learning rate); such weights are never
  * checkpointed or exported, the run stops. */
-static int check_weights_finite(Trainer *t, DfError *err) {
+static int check_weights_finite(Trainer *t, const StepResult *r, DfError *err) {
     double sum_sq;
     if (df_op_sum_squares(t->be, t->master, &sum_sq, err) || t->be->ops->sync(t->be, err)) return -1;
     if (isfinite(sum_sq)) return 0;
     return df_fail(err,
                    "stopping: the drafter's weights are not finite after the update of step %lld (lr %g, gradient "
                    "norm %g); nothing of this step is saved: the checkpoints in %s hold the last good weights",
-                   (long long)t->last_update.step, t->last_update.lr, t->last_update.grad_norm, t->ckpt_dir);
-}
-
-/* Everything that uses the drafter's weights or gradients after an update
- * (the next step's drafter phase, an eval, a checkpoint, the export) calls
- * this first: the backend's stream waits for the update queued beside the
- * target forward (train/update_stream.h), then the update's guard runs. */
-static int await_update(Trainer *t, DfError *err) {
-    if (!t->last_update.unchecked) return 0;
-    t->last_update.unchecked = 0;
-    if (df_update_stream_await(&t->update, err)) return -1;
-    return check_weights_finite(t, err);
+                   (long long)t->progress.step + 1, r->lr, r->grad_norm, t->ckpt_dir);
 }
 
 /* Global gradient norm, clipping and AdamW, all on the backend: only the
- * norm comes back to the host (for the guard and the metrics). AdamW is
- * queued on the update stream, so that the next step's upload and target
- * forward run beside it; its guard runs at the next await_update. */
+ * norm comes back to the host (for the guard and the metrics). */
 static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
     double sum_sq;
     if (df_op_sum_squares(t->be, t->drafter.grads, &sum_sq, err)) return -1;
@@ -403,13 +388,8 @@ static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
                      .grads = t->drafter.grads, .params = t->drafter.params,
                      .clip_coef = df_clip_coef(r->grad_norm, CLIP_NORM),
                      .s = df_adamw_scalars(&t->adamw.cfg, t->adamw.step, r->lr)};
-    if (df_update_stream_begin(&t->update, &a.stream, err)) return -1;
     df_op_adamw_step(t->be, &a);
-    t->last_update.unchecked = 1;
-    t->last_update.step = t->progress.step + 1;
-    t->last_update.lr = r->lr;
-    t->last_update.grad_norm = r->grad_norm;
-    return 0;
+    return check_weights_finite(t, r, err);
 }
 
 /* Ends a stage of the step: a device stage syncs first, so that the host
@@ -534,7 +514,6 @@ static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTim
         df_fail(err, "a batch of %d samples has no loss weight", b->n_samples);
         goto done;
     }
-    if (await_update(t, err)) goto done; /* the previous step's update, beside this step's target forward */
     df_metrics_reset(&t->metrics);
     if (b->n_seqs == 0) df_drafter_zero_grads(&t->drafter); /* an empty share adds zeros to the all-reduce */
     if (df_comm_grads_begin(&t->comm, t->drafter.grads, err)) goto done;
@@ -691,7 +670,6 @@ static int eval_due(const Trainer *t) {
  * target ranks wait for their next grant). */
 static int held_out_eval(Trainer *t, DfTrainSummary *s, const StepReport *rep, DfError *err) {
     double t0 = df_now_seconds();
-    if (await_update(t, err)) return -1;
     if (t->eval_here) {
         DfTrainEvalResult r;
         if (df_train_eval_run(&t->eval, t->progress.step, rep->elapsed_s, &r, err))
@@ -824,7 +802,6 @@ static void trainer_free(Trainer *t) {
     if (t->have_stages) df_stage_table_free(&t->stages);
     df_comm_free(&t->comm);
     if (t->have_links) df_feature_links_close(&t->links);
-    df_update_stream_free(&t->update);
     if (t->have_adamw) df_adamw_free(&t->adamw);
     if (t->have_drafter) df_drafter_free(&t->drafter);
     for (int r = 0; r < N_ARENAS; r++) df_arena_free(&t->arenas[r]);
@@ -886,8 +863,7 @@ static int setup(Trainer *t, DfError *err) {
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
     if (t->eval_here && df_train_eval_open_log(&t->eval, o->output_dir, resumed ? t->progress.step : -1, err))
         return -1;
-    if (upload_state(t, resumed, err) || setup_instrumentation(t, err) || df_update_stream_init(&t->update, t->be, err))
-        return -1;
+    if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
     if (t->role == ROLE_DRAFTER && df_trainer_connect_split(t, err)) return -1;
     if (df_comm_init(&t->comm, df_trainer_reduce_group(t), t->be, &t->drafter.layout, o->bucket_mib, err) ||
         setup_grad_overlap(t, err))

@@ -26,7 +26,6 @@
 #include "train/step_loader.h"
 #include "train/step_timing.h"
 #include "train/train_eval.h"
-#include "train/update_stream.h"
 #include "train/trainer.h"
 
 /* The step's device inputs (views of the activations arena, sized for the
@@ -62,15 +61,6 @@ typedef struct Trainer {
     DfBuffer master, exp_avg, exp_avg_sq; /* F32 [layout.total], optimizer state arena */
     DfAdamW adamw;
     int have_adamw;
-    /* AdamW runs beside the next step's target forward (train/update_stream.h);
-     * the update queued last, until its guard (await_update in trainer.c) ran */
-    DfUpdateStream update;
-    struct {
-        int unchecked; /* queued, and its weights not checked finite yet */
-        int64_t step;  /* the step it belongs to */
-        double lr;
-        float grad_norm;
-    } last_update;
     float *params;
     size_t *sizes;
     DfTrainProgress progress;

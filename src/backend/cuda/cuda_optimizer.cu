@@ -145,17 +145,16 @@ void df_cuda_adamw_step(DfBackend *be, const DfAdamWArgs *a) {
     float *master = (float *)a->master.ptr, *m = (float *)a->exp_avg.ptr, *v = (float *)a->exp_avg_sq.ptr;
     const float *g = (const float *)a->grads.ptr;
     bf16 *params = (bf16 *)a->params.ptr;
-    cudaStream_t stream = a->stream ? (cudaStream_t)a->stream : st->stream;
     size_t first = 0; /* elements before this one went through the vector kernel */
     if (aligned(master, 16) && aligned(m, 16) && aligned(v, 16) && aligned(g, 16) && aligned(params, 8) && n >= 4) {
         size_t n4 = n / 4;
-        k_adamw_vec<<<df_cuda_blocks(n4, ADAM_THREADS), ADAM_THREADS, 0, stream>>>(
+        k_adamw_vec<<<df_cuda_blocks(n4, ADAM_THREADS), ADAM_THREADS, 0, st->stream>>>(
             (float4 *)master, (float4 *)m, (float4 *)v, (const float4 *)g, (uint2 *)params, n4, a->clip_coef, a->s);
         DF_CUDA_CHECK_LAUNCH(be, "adamw_step");
         first = n4 * 4;
     }
     if (first < n) {
-        k_adamw<<<df_cuda_blocks(n - first, ADAM_THREADS), ADAM_THREADS, 0, stream>>>(
+        k_adamw<<<df_cuda_blocks(n - first, ADAM_THREADS), ADAM_THREADS, 0, st->stream>>>(
             master, m, v, g, params, first, n, a->clip_coef, a->s);
         DF_CUDA_CHECK_LAUNCH(be, "adamw_step");
     }
