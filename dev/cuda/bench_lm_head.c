@@ -6,9 +6,6 @@
  * outputs only, so its tiles fill whole waves of the SMs at some chunk sizes
  * and leave most of a last wave idle at others).
  *
- * The fp32 row stage also one block a row (variant lm_head_rows_one_block:
- * each row read twice) against the default cluster kernel (read once).
- *
  * Last, the plain GEMM and lm_head_ce (fp32 logits, d_x, the default chunks)
  * with variant gemm_search 1, which times cuBLASLt's candidates instead of
  * taking the heuristic's first (cuda_matmul_search.cu).
@@ -199,20 +196,6 @@ int main(void) {
         }
     }
     dev_variant(be, "lm_head_logits_bf16", 0);
-    /* the row stage one block a row (each fp32 row read twice) against the default cluster kernel above */
-    dev_variant(be, "lm_head_rows_one_block", 1);
-    for (int with_dx = 1; with_dx >= 0; with_dx--) {
-        char what[96];
-        snprintf(what, sizeof what, "lm_head_ce logits fp32, d_x %s, rows one block each", with_dx ? "yes" : "no");
-        validate(&b, what, 0, with_dx);
-        DfLmHeadCeArgs a1 = b.a;
-        a1.d_x = with_dx ? b.d_x : (DfBuffer){0};
-        double ms = time_median(&b, &a1, 0), flop = flop1 * (with_dx ? 2 : 1);
-        printf("    lm_head_ce logits fp32, d_x %s, rows one block each (variant lm_head_rows_one_block): %.2f ms, "
-               "%.0f TFLOP/s, %.3f of the plain GEMM's rate\n",
-               with_dx ? "yes" : "no ", ms, flop / ms / 1e9, (flop / ms) / (flop1 / gemm));
-    }
-    dev_variant(be, "lm_head_rows_one_block", 0);
     static const int chunk_rows[] = {1024, 1280, 1536, 1664, 2048, 2560, 4096};
     DfLmHeadCeArgs a = b.a;
     a.d_x = b.d_x;

@@ -79,7 +79,6 @@ typedef struct DfCudaState {
     size_t scratch_bytes;
     int lm_chunk_rows;   /* lm_head_ce rows per chunk; 0: automatic (see df_cuda_set_lm_head_chunk_rows) */
     int lm_logits_bf16;  /* lm_head_ce logits in bf16 instead of fp32 (see df_cuda_set_lm_head_logits_bf16) */
-    int lm_rows_one_block; /* lm_head_ce's row stage one block a row, each row read twice (variant) */
     void *kv_ws; /* kv_attention's split-K partial results (cuda_kv.cu) */
     size_t kv_ws_bytes;
     int sm_count; /* 0 until first asked for */

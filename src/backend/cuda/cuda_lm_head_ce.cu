@@ -5,26 +5,18 @@
  * reused). Per chunk:
  *   1. logits [n, vocab] = x_chunk head^T (cuBLASLt, fp32 out by default:
  *      see df_cuda_set_lm_head_logits_bf16);
- *   2. the row stage: max, argmax (first maximum), and the sum of
- *      exp(logit - max) in one online pass; CE = max + log(sum) -
- *      logit[label] (0 where label < 0); when d_x is wanted, the row is
- *      overwritten with dlogits = grad_scale w (softmax - onehot) in bf16.
- *      fp32 logits take k_lm_rows_cluster where the vocabulary fits: a
- *      cluster of blocks a row, the row held in registers, so it is read
- *      from memory once (4 + 2 bytes a logit instead of 4 + 4 + 2); else,
- *      and for bf16 logits or the variant lm_head_rows_one_block,
- *      k_lm_rows: one block a row, which reads the row again for dlogits;
+ *   2. k_lm_rows, one block per row: max, argmax (first maximum), and the
+ *      sum of exp(logit - max) in one online pass; CE = max + log(sum) -
+ *      logit[label] (0 where label < 0); when d_x is wanted, a second pass
+ *      overwrites the row with dlogits = grad_scale w (softmax - onehot) in
+ *      bf16;
  *   3. d_x_chunk = dlogits head (cuBLASLt).
  * fp32 logits are overwritten by bf16 dlogits in place: row r's bf16 values
  * sit at the start of the row's own fp32 storage (bf16 leading dimension
  * 2 vocab). bf16 element i lies in the bytes of fp32 element i / 2, never
  * ahead of what was read: the block reads a tile of the row, waits at a
  * barrier, then writes that tile's bf16 values. */
-#include <cooperative_groups.h>
-
 #include "backend/cuda/cuda_internal.h"
-
-namespace cg = cooperative_groups;
 
 #define LM_SCRATCH_BYTES ((size_t)1 << 30)
 #define LM_THREADS 512
@@ -180,114 +172,6 @@ __global__ void __launch_bounds__(LM_THREADS) k_lm_rows(T *logits, size_t ld, in
     }
 }
 
-/* Blocks a row of the cluster kernel (the portable cluster size), and the
- * float4s each of its threads holds: a row of up to LM_CLUSTER x LM_THREADS
- * x 4 x LM_CLUSTER_MAX_NV = 262144 logits (Qwen3's 151936 takes 10 a
- * thread, Qwen3.5's 248320 16). */
-#define LM_CLUSTER 8
-#define LM_CLUSTER_MAX_NV 16
-
-/* The row stage with the row in registers: the LM_CLUSTER blocks of a
- * cluster split row blockIdx.x / LM_CLUSTER into slices, each thread NV
- * float4s of its block's slice. The blocks' statistics are combined through
- * distributed shared memory in rank order, so every block gets the same
- * bits. The cluster barrier after the loads also orders every read of the
- * row before any bf16 write into its storage: block c's bf16 values land in
- * the fp32 bytes of block c / 2's slice. */
-template <int NV>
-__global__ void __cluster_dims__(LM_CLUSTER, 1, 1) __launch_bounds__(LM_THREADS)
-    k_lm_rows_cluster(float *logits, size_t ld, int vocab, const int32_t *labels, const float *weights, float *ce,
-                      int32_t *argmax, int want_grad, float grad_scale, int row0, DfCudaDeviceError *bad) {
-    cg::cluster_group cluster = cg::this_cluster();
-    __shared__ SoftmaxStat block_result;
-    int rank = (int)cluster.block_rank(), r = blockIdx.x / LM_CLUSTER;
-    float *row = logits + (size_t)r * ld;
-    int label = labels[r];
-    if (label >= vocab) {
-        if (rank == 0 && threadIdx.x == 0 &&
-            atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_LABEL) == DF_CUDA_BAD_NONE) {
-            bad->value = label;
-            bad->row = row0 + r;
-            bad->limit = vocab;
-        }
-        label = -1;
-    }
-    int n_vec = vocab / 4, per_block = (n_vec + LM_CLUSTER - 1) / LM_CLUSTER;
-    int first = rank * per_block, end = min(n_vec, first + per_block);
-    float label_logit = rank == 0 && threadIdx.x == 0 && label >= 0 ? row[label] : 0.0f; /* before any write */
-    float v[NV][4];
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int vi = first + threadIdx.x + k * LM_THREADS;
-        if (vi < end) load_vec<float, 4>(row + (size_t)vi * 4, v[k]);
-    }
-    SoftmaxStat st = {-INFINITY, 0.0f, 0x7fffffff};
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int vi = first + threadIdx.x + k * LM_THREADS;
-        if (vi < end) stat_add<4>(st, v[k], vi * 4);
-    }
-    st = block_stat(st);
-    if (threadIdx.x == 0) block_result = st;
-    cluster.sync(); /* every block's statistic is there, and every read of the row done */
-    SoftmaxStat all = *cluster.map_shared_rank(&block_result, 0);
-    for (int c = 1; c < LM_CLUSTER; c++) all = stat_combine(all, *cluster.map_shared_rank(&block_result, c));
-    if (rank == 0 && threadIdx.x == 0) {
-        ce[r] = label >= 0 ? all.m + logf(all.s) - label_logit : 0.0f;
-        argmax[r] = all.i;
-    }
-    cluster.sync(); /* no block leaves while another reads its statistic */
-    if (!want_grad) return;
-    float coef = grad_scale * weights[r], scale = coef / all.s;
-    bf16 *out = (bf16 *)row; /* the row's own storage */
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int vi = first + threadIdx.x + k * LM_THREADS;
-        if (vi >= end) continue;
-        for (int j = 0; j < 4; j++) {
-            v[k][j] = __expf(v[k][j] - all.m) * scale;
-            if (vi * 4 + j == label) v[k][j] -= coef;
-        }
-        store_bf16_vec<4>(out + (size_t)vi * 4, v[k]);
-    }
-}
-
-/* float4s a thread of the cluster kernel needs for this vocabulary, rounded
- * up to an instantiated count; 0 where the one-block kernel runs instead
- * (a vocabulary not a multiple of 4, too small to split 8 ways, too large). */
-static int cluster_nv(int vocab) {
-    if (vocab % 4 != 0 || vocab < LM_CLUSTER * LM_THREADS * 4) return 0;
-    int per_block = (vocab / 4 + LM_CLUSTER - 1) / LM_CLUSTER, need = (per_block + LM_THREADS - 1) / LM_THREADS;
-    static const int counts[] = {4, 8, 10, 12, LM_CLUSTER_MAX_NV};
-    for (int c : counts)
-        if (need <= c) return c;
-    return 0;
-}
-
-template <int NV>
-static void launch_cluster(DfBackend *be, float *logits, int n, const DfLmHeadCeArgs *a, int r0) {
-    DfCudaState *st = df_cuda_state(be);
-    k_lm_rows_cluster<NV><<<(unsigned)n * LM_CLUSTER, LM_THREADS, 0, st->stream>>>(
-        logits, (size_t)a->vocab, a->vocab, (const int32_t *)a->labels.ptr + r0, (const float *)a->weights.ptr + r0,
-        (float *)a->ce.ptr + r0, (int32_t *)a->argmax.ptr + r0, a->d_x.ptr != NULL, a->grad_scale, r0,
-        st->dev_error);
-    DF_CUDA_CHECK_LAUNCH(be, "lm_head_ce (rows, cluster)");
-}
-
-/* The cluster kernel when it takes this vocabulary (and the variant does not
- * say otherwise); 0 when it did not run. */
-static int launch_rows_cluster(DfBackend *be, float *logits, int n, const DfLmHeadCeArgs *a, int r0) {
-    if (df_cuda_state(be)->lm_rows_one_block) return 0;
-    switch (cluster_nv(a->vocab)) {
-    case 4: launch_cluster<4>(be, logits, n, a, r0); return 1;
-    case 8: launch_cluster<8>(be, logits, n, a, r0); return 1;
-    case 10: launch_cluster<10>(be, logits, n, a, r0); return 1;
-    case 12: launch_cluster<12>(be, logits, n, a, r0); return 1;
-    case LM_CLUSTER_MAX_NV: launch_cluster<LM_CLUSTER_MAX_NV>(be, logits, n, a, r0); return 1;
-    default: return 0;
-    }
-}
-
 template <typename T>
 static void launch_rows(DfBackend *be, void *logits, int n, const DfLmHeadCeArgs *a, int r0) {
     DfCudaState *st = df_cuda_state(be);
@@ -340,9 +224,9 @@ void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
         int n = a->rows - r0 < chunk ? a->rows - r0 : chunk;
         DfCudaGemm fwd = {logits, x + (size_t)r0 * H, a->head.ptr, n, V, H, 0, 1, H, H, V, logits_f32, 0.0f, nullptr};
         df_cuda_gemm(be, &fwd);
-        if (logits_f32) {
-            if (!launch_rows_cluster(be, (float *)logits, n, a, r0)) launch_rows<float>(be, logits, n, a, r0);
-        } else
+        if (logits_f32)
+            launch_rows<float>(be, logits, n, a, r0);
+        else
             launch_rows<bf16>(be, logits, n, a, r0);
         if (!d_x) continue;
         /* dlogits: bf16 rows, in place, 2 V apart over fp32 logits */

@@ -14,10 +14,6 @@ extern "C" void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on) {
     df_cuda_state(be)->lm_logits_bf16 = on != 0;
 }
 
-extern "C" void df_cuda_set_lm_head_rows_one_block(DfBackend *be, int on) {
-    df_cuda_state(be)->lm_rows_one_block = on != 0;
-}
-
 extern "C" void df_cuda_set_gemm_algo(DfBackend *be, int rank) {
     DfCudaState *st = df_cuda_state(be);
     int value = rank > 0 ? rank : 0;
@@ -59,7 +55,6 @@ static void reset_all(DfBackend *be) {
     df_cuda_set_attention_mma_sync(be, 0);
     df_cuda_set_lm_head_chunk_rows(be, 0);
     df_cuda_set_lm_head_logits_bf16(be, 0);
-    df_cuda_set_lm_head_rows_one_block(be, 0);
     df_cuda_set_skinny_gemm(be, DF_SKINNY_GEMM_AUTO);
     df_cuda_set_kv_attention_blocks_per_sm(be, 0);
     df_cuda_set_gemm_algo(be, 0);
@@ -83,8 +78,6 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
         df_cuda_set_lm_head_chunk_rows(be, value);
     } else if (strcmp(name, "lm_head_logits_bf16") == 0) {
         df_cuda_set_lm_head_logits_bf16(be, value);
-    } else if (strcmp(name, "lm_head_rows_one_block") == 0) {
-        df_cuda_set_lm_head_rows_one_block(be, value);
     } else if (strcmp(name, "skinny_gemm") == 0) {
         df_cuda_set_skinny_gemm(be, skinny_mode(value));
     } else if (strcmp(name, "gemm_algo") == 0) {
@@ -108,12 +101,10 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
 extern "C" void df_cuda_variants(DfBackend *be, char *buf, size_t cap) {
     const DfCudaState *st = df_cuda_state(be);
     snprintf(buf, cap,
-             "attention_rows_per_warp=%d attention_mma_sync=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d "
-             "lm_head_rows_one_block=%d skinny_gemm=%d "
+             "attention_rows_per_warp=%d attention_mma_sync=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
              "kv_attention_blocks_per_sm=%d gemm_algo=%d gemm_search=%d block_attention_mma_sync=%d "
              "rmsnorm_backward_two_pass=%d",
-             st->attn_rows_per_warp, st->attn_mma_sync, st->lm_chunk_rows, st->lm_logits_bf16,
-             st->lm_rows_one_block, skinny_value(st->skinny_gemm),
+             st->attn_rows_per_warp, st->attn_mma_sync, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
              st->kv_blocks_per_sm, st->gemm_algo, st->gemm_search, st->block_attn_mma_sync,
              st->rmsnorm_bwd_two_pass);
 }

@@ -68,12 +68,6 @@ void df_cuda_set_gemm_search(DfBackend *be, int on);
  * 0, the default, wgmma. */
 void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
 
-/* "lm_head_rows_one_block": 1 runs lm_head_ce's row stage (softmax
- * statistics, then dlogits) one block a row, reading each fp32 row twice,
- * instead of a cluster of blocks a row holding it in registers (read once)
- * where the vocabulary fits; 0, the default, the cluster kernel. */
-void df_cuda_set_lm_head_rows_one_block(DfBackend *be, int on);
-
 /* "rmsnorm_backward_two_pass": 1 runs rmsnorm_backward's row stage on the
  * two-pass kernel (each row read twice, dw added in shared memory) that odd
  * sizes and rows wider than 8192 take, instead of the kernel that holds the
