@@ -479,7 +479,9 @@ typedef struct NormRopeInputs {
     DfBuffer p, ct, st;
 } NormRopeInputs;
 
+/* Both cases' start: the run's label, then the shape's positions and tables. */
 static NormRopeInputs norm_rope_inputs(Run *r, const NormRopeShape *s) {
+    ops_label(r, "T=%d heads=%d head_dim=%d%s", s->t, s->heads, s->hd, s->in_place ? " in place" : "");
     NormRopeInputs in;
     size_t nt = (size_t)s->n_pos * s->hd / 2;
     in.pos = ops_track(r, malloc((size_t)s->t * sizeof *in.pos));
@@ -495,17 +497,14 @@ static void run_rmsnorm_rope(Run *r, const void *shape) {
     const NormRopeShape *s = shape;
     int t = s->t, heads = s->heads, hd = s->hd, rows = t * heads;
     size_t n = (size_t)rows * hd;
-    ops_label(r, "T=%d heads=%d head_dim=%d%s", t, heads, hd, s->in_place ? " in place" : "");
     NormRopeInputs in = norm_rope_inputs(r, s);
-    int32_t *pos = in.pos;
-    float *x = ops_inputs(r, n, 90 + n, 3), *w = ops_inputs(r, hd, 91 + hd, 1), *c = in.c, *sn = in.sn;
-    DfBuffer p = in.p, ct = in.ct, st = in.st;
+    float *x = ops_inputs(r, n, 90 + n, 3), *w = ops_inputs(r, hd, 91 + hd, 1);
     DfBuffer wb = ops_up(r, w, hd, DF_BUF_ACT), xb = ops_up(r, x, n, DF_BUF_ACT);
     DfBuffer fused = s->in_place ? xb : ops_poisoned(r, n, DF_BUF_ACT), apart = ops_poisoned(r, n, DF_BUF_ACT);
     DfBuffer x2 = ops_up(r, x, n, DF_BUF_ACT);
-    df_op_rmsnorm_rope(r->be, fused, xb, wb, p, ct, st, t, heads, hd, 1e-6f);
+    df_op_rmsnorm_rope(r->be, fused, xb, wb, in.p, in.ct, in.st, t, heads, hd, 1e-6f);
     df_op_rmsnorm(r->be, apart, x2, wb, rows, hd, 1e-6f);
-    df_op_rope(r->be, apart, p, ct, st, t, heads, hd);
+    df_op_rope(r->be, apart, in.p, in.ct, in.st, t, heads, hd);
     float *got = ops_result(r, "out", fused), *want_ops = ops_result(r, "rmsnorm then rope", apart);
     if (memcmp(got, want_ops, n * sizeof *got) != 0)
         fail_msg("%s: rmsnorm_rope on the %s backend differs from its rmsnorm then rope", r->label, r->be->ops->name);
@@ -514,7 +513,7 @@ static void run_rmsnorm_rope(Run *r, const void *shape) {
     float *normed_f = ops_fvec(r, n);
     ref_rmsnorm(x, w, normed, rows, hd, 1e-6);
     for (size_t i = 0; i < n; i++) normed_f[i] = (float)normed[i];
-    ref_rope(normed_f, pos, c, sn, want, t, heads, hd, hd, 1);
+    ref_rope(normed_f, in.pos, in.c, in.sn, want, t, heads, hd, hd, 1);
     ops_near(r, "rmsnorm_rope", got, want, n, 1e-5);
 }
 
@@ -535,17 +534,15 @@ static void run_rmsnorm_rope_backward(Run *r, const void *shape) {
     const NormRopeShape *s = shape;
     int t = s->t, heads = s->heads, hd = s->hd, rows = t * heads;
     size_t n = (size_t)rows * hd;
-    ops_label(r, "T=%d heads=%d head_dim=%d%s", t, heads, hd, s->in_place ? " in place" : "");
     NormRopeInputs in = norm_rope_inputs(r, s);
     float *x = ops_inputs(r, n, 190 + n, 3), *w = ops_inputs(r, hd, 191 + hd, 1), *dy = ops_inputs(r, n, 192 + n, 1);
     float *dw0 = ops_inputs(r, hd, 193 + hd, 2);
-    DfBuffer p = in.p, ct = in.ct, st = in.st;
     DfBuffer xb = ops_up(r, x, n, DF_BUF_ACT), wb = ops_up(r, w, hd, DF_BUF_ACT);
     DfBuffer dyb = ops_up(r, dy, n, DF_BUF_ACT), dx = s->in_place ? dyb : ops_poisoned(r, n, DF_BUF_ACT);
     DfBuffer dw = ops_up(r, dw0, hd, DF_BUF_F32);
-    df_op_rmsnorm_rope_backward(r->be, dx, dw, dyb, xb, wb, p, ct, st, t, heads, hd, 1e-6f);
+    df_op_rmsnorm_rope_backward(r->be, dx, dw, dyb, xb, wb, in.p, in.ct, in.st, t, heads, hd, 1e-6f);
     DfBuffer apart = ops_up(r, dy, n, DF_BUF_ACT), dw_apart = ops_up(r, dw0, hd, DF_BUF_F32);
-    df_op_rope_backward(r->be, apart, p, ct, st, t, heads, hd);
+    df_op_rope_backward(r->be, apart, in.p, in.ct, in.st, t, heads, hd);
     df_op_rmsnorm_backward(r->be, apart, dw_apart, apart, xb, wb, rows, hd, 1e-6f, 0);
     float *got = ops_result(r, "dx", dx), *got_dw = ops_result(r, "dw", dw);
     float *want = ops_result(r, "dx of rope_backward then rmsnorm_backward", apart);
