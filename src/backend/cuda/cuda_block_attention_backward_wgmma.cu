@@ -24,7 +24,12 @@
  * together, the exponentials run while dP is computed (and, in dK/dV, dS^T
  * while dV is). Per-row source offsets are stepped rather than divided out
  * row by row: instruction issue, not the tensor pipe, was what the first
- * version of dK/dV waited on (ncu: 2,150 instructions a warp a visit). */
+ * version of dK/dV waited on (ncu: 2,150 instructions a warp a visit). It
+ * still was at about 1,050 (ncu, thirteenth session: the tensor pipe 35%
+ * busy, the warps stalled mostly on fixed-latency dependencies), so dK/dV
+ * now finds a chunk's row offsets once rather than each visit (VisitRows),
+ * the products step one descriptor per tile (cuda_wgmma.h), and both
+ * kernels keep dS unscaled and scale the sums once (scale_acc). */
 #include "backend/cuda/cuda_block_attention_keys.h"
 #include "backend/cuda/cuda_block_attention_wgmma.h"
 
@@ -37,20 +42,50 @@ constexpr size_t WGMMA_DKV_SMEM = 6 * WTILE * sizeof(bf16) + 4 * ROWS * sizeof(f
 /* dQ: Q, dO, K[2], V[2], lse and dsum [ROWS] each, alignment */
 constexpr size_t WGMMA_DQ_SMEM = 6 * WTILE * sizeof(bf16) + 2 * ROWS * sizeof(float) + 1024;
 
-/* Q and dO rows of one visit (block j, kv head g, chunk c) into sw128
- * tiles (load_query_rows_sw128), lse and dsum into [ROWS] (all cp.async, one
- * group). Rows past the group are zeros, lse and dsum there too: with Q and
- * dO zero such a row adds nothing to dK or dV whatever its P. */
+/* acc *= f: dS (dS^T) is kept unscaled in the products, so the scale of
+ * S is applied once to the sums of dQ (dK) instead of to every element of
+ * every tile (32 multiplies a thread a visit; the kernels are issue-bound). */
+template <int N>
+__device__ __forceinline__ void scale_acc(float (&acc)[N][4], float f) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[i][e] *= f;
+}
+
+/* Where a thread's rows of a visit of chunk c, kv head g, come from:
+ * its Q/dO rows (query_rows_sw128), and for threads below ROWS the lse and
+ * dsum index of row tid less the block's first row (-1 past the group);
+ * the same for every block, so found once a chunk. */
+struct VisitRows {
+    QueryRowsSw128 q;
+    long long lse;
+};
+
+__device__ __forceinline__ VisitRows visit_rows(const Shape &s, int g, int c) {
+    VisitRows v = {query_rows_sw128(s, g, c, threadIdx.x), -1};
+    if (threadIdx.x < ROWS) {
+        QRow qr = q_row<WD>(s, 0, g, c, threadIdx.x);
+        if (qr.valid) v.lse = (long long)qr.lse_idx;
+    }
+    return v;
+}
+
+/* Q and dO rows of one visit (block j, the chunk of `rows`) into sw128
+ * tiles, lse and dsum into [ROWS] (all cp.async, one group). Rows past the
+ * group are zeros, lse and dsum there too: with Q and dO zero such a row
+ * adds nothing to dK or dV whatever its P. */
 __device__ __forceinline__ void load_visit_sw128(bf16 *sq, bf16 *sdo, float *slse, float *sds, const bf16 *q,
                                                  const bf16 *d_out, const float *lse, const float *dsum,
-                                                 const Shape &s, int j, int g, int c) {
+                                                 const Shape &s, const VisitRows &rows, int j) {
     bf16 *const dst[2] = {sq, sdo};
     const bf16 *const src[2] = {q, d_out};
-    load_query_rows_sw128<2>(dst, src, s, j, g, c, threadIdx.x);
+    load_query_rows_at_sw128<2>(dst, src, s, rows.q, j, threadIdx.x);
     if (threadIdx.x < ROWS) {
-        QRow qr = q_row<WD>(s, j, g, c, threadIdx.x);
-        cp_async4(slse + threadIdx.x, qr.valid ? lse + qr.lse_idx : lse, qr.valid ? 4 : 0);
-        cp_async4(sds + threadIdx.x, qr.valid ? dsum + qr.lse_idx : dsum, qr.valid ? 4 : 0);
+        bool valid = rows.lse >= 0;
+        size_t i = valid ? (size_t)rows.lse + (size_t)j * s.B : 0;
+        cp_async4(slse + threadIdx.x, lse + i, valid ? 4 : 0);
+        cp_async4(sds + threadIdx.x, dsum + i, valid ? 4 : 0);
     }
     cp_async_commit();
 }
@@ -113,7 +148,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     int n_kv = (n_vis + BN - 1) / BN;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
 
-    load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, j, g, c);
+    load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, visit_rows(s, g, c), j);
     load_visible_kv_sw128(sk, sv, kc, vc, kb, vb, s, c0, anchor, j, g, 0);
 
     float acc[DTILES][4], p[8][4], dp[8][4], lse2[2], dsr[2];
@@ -160,7 +195,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - dsr[e >> 1]) * s.scale; /* dS */
+            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - dsr[e >> 1]); /* dS / scale */
         pack_a_fragments(dsa, dp);
         wgmma_fence();
         frags_times_tile(acc, dsa, skb); /* dQ += dS K */
@@ -169,6 +204,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         wgmma_fence_acc(acc);
         __syncthreads(); /* the K/V buffers of this tile are refilled next */
     }
+    scale_acc(acc, s.scale); /* dS's scale, taken once here rather than per product */
     store_dq_rows<WD>(dq, s, j, g, c, warp, lane, acc);
 }
 
@@ -198,7 +234,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 
     load_key_tile<D, SW128>(sk, kc, kb, s, k, g);
     load_key_tile<D, SW128>(sv, vc, vb, s, k, g);
-    load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, vj, g, vchunk);
+    VisitRows rows = visit_rows(s, g, 0); /* the chunk's rows: chunk 0's, then each next visit's */
+    load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, rows, vj);
 
     float dk[DTILES][4], dv[DTILES][4], p[8][4], dp[8][4];
     uint32_t pa[4][4], dsa[4][4]; /* P^T and dS^T as A fragments: each is read by a product still in flight */
@@ -212,8 +249,9 @@ __global__ void __launch_bounds__(WARPS * 32)
         bool more = nj < k.je;
         if (more) {
             int nb = buf ^ 1;
+            if (s.chunks > 1) rows = visit_rows(s, g, nc); /* one chunk (G*B <= ROWS): found once */
             load_visit_sw128(sq + nb * WTILE, sdo + nb * WTILE, slse + nb * ROWS, sds + nb * ROWS, q, d_out, lse,
-                             dsum, s, nj, g, nc);
+                             dsum, s, rows, nj);
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -256,7 +294,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         for (int n = 0; n < 8; n++) {
             float2 d = *(const float2 *)(db + n * 8 + 2 * tq);
 #pragma unroll
-            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - (e & 1 ? d.y : d.x)) * s.scale;
+            for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - (e & 1 ? d.y : d.x)); /* dS^T / scale */
         }
         pack_a_fragments(dsa, dp);
         wgmma_fence();
@@ -270,6 +308,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         vj = nj, vchunk = nc;
     }
 
+    scale_acc(dk, s.scale); /* dS^T's scale, taken once here rather than per visit */
     add_key_sums<D, true, true>(s, k, g, kw0, lane, dk, dv, ctx_dk, ctx_dv, dk_blk, dv_blk);
 }
 

@@ -96,32 +96,56 @@ __device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int 
     }
 }
 
-/* The chunk's ROWS query-like rows at head_dim 128 of N sources (q, or q
- * and d_out) into N sw128 tiles, as cp.async (the caller commits), by the
- * 128 threads of a warpgroup, tid its thread. Thread tid copies 16-byte
- * chunk tid % 16 of rows tid / 16 + 8 i (i < 8): the rows' heads and block
- * rows are stepped from the first one's instead of divided out per row (the
- * issue slots it saves mattered in the wgmma backward), and a row 8 further
- * sits 1024 bytes further in the tile. Zeros past the group. */
+/* Where the rows a thread copies of chunk c's ROWS query-like rows at
+ * head_dim 128 (kv head g) come from, as element offsets from the first row
+ * of their block, -1 past the group: thread tid copies 16-byte chunk
+ * tid % 16 of rows tid / 16 + 8 i (i < 8), of query head g*G + flat/B and
+ * block row flat%B. They are the same for every block, so a kernel that
+ * loads many blocks' rows of one chunk (the wgmma dK/dV, a visit each) finds
+ * them once: found again per visit, with their divisions and stepping, they
+ * were a third of that kernel's instructions (ncu, thirteenth session). */
+struct QueryRowsSw128 {
+    int32_t off[ROWS / 8];
+};
+
+__device__ __forceinline__ QueryRowsSw128 query_rows_sw128(const Shape &s, int g, int c, unsigned tid) {
+    constexpr int D = 128, CH = D / 8, STEP = WARPS * 32 / CH; /* 16 chunks a row, 8 rows a pass */
+    int i0 = (int)(tid / CH), flat = c * ROWS + i0, h = g * s.G + flat / s.B, r = flat % s.B, n_rows = s.G * s.B;
+    QueryRowsSw128 q;
+#pragma unroll
+    for (int it = 0; it < ROWS / STEP; it++, flat += STEP) {
+        q.off[it] = flat < n_rows ? (r * s.heads + h) * D + (int)(tid % CH) * 8 : -1;
+        for (r += STEP; r >= s.B; r -= s.B) h++;
+    }
+    return q;
+}
+
+/* Those rows of block j of N sources (q, or q and d_out) into N sw128
+ * tiles, as cp.async (the caller commits), by the 128 threads of a
+ * warpgroup, tid its thread; a row 8 further sits 1024 bytes further in the
+ * tile. Zeros past the group. */
+template <int N>
+__device__ __forceinline__ void load_query_rows_at_sw128(bf16 *const (&dst)[N], const bf16 *const (&src)[N],
+                                                         const Shape &s, const QueryRowsSw128 &rows, int j,
+                                                         unsigned tid) {
+    constexpr int D = 128, CH = D / 8;
+    size_t base = (size_t)j * s.B * s.heads * D;
+    uint32_t sw = sw128_offset(ROWS, (int)(tid / CH), (int)(tid % CH));
+#pragma unroll
+    for (int it = 0; it < ROWS / 8; it++) {
+        bool valid = rows.off[it] >= 0;
+#pragma unroll
+        for (int k = 0; k < N; k++)
+            cp_async16((unsigned char *)dst[k] + sw + it * 1024, valid ? src[k] + base + rows.off[it] : src[k],
+                       valid ? 16 : 0);
+    }
+}
+
+/* The chunk's rows of block j, found and loaded (the kernels that load one block's rows a chunk). */
 template <int N>
 __device__ __forceinline__ void load_query_rows_sw128(bf16 *const (&dst)[N], const bf16 *const (&src)[N], const Shape &s,
                                                       int j, int g, int c, unsigned tid) {
-    constexpr int D = 128, CH = D / 8, STEP = WARPS * 32 / CH; /* 16 chunks a row, 8 rows a pass */
-    int ch = tid % CH, i0 = tid / CH;
-    int flat = c * ROWS + i0, h = g * s.G + flat / s.B, r = flat % s.B, n_rows = s.G * s.B;
-    size_t ld = (size_t)s.heads * D, base = (size_t)j * s.B * ld + (size_t)ch * 8;
-    unsigned char *d[N];
-#pragma unroll
-    for (int k = 0; k < N; k++) d[k] = (unsigned char *)dst[k] + sw128_offset(ROWS, i0, ch);
-#pragma unroll
-    for (int it = 0; it < ROWS / STEP; it++, flat += STEP) {
-        bool valid = flat < n_rows;
-        size_t off = base + (size_t)r * ld + (size_t)h * D;
-#pragma unroll
-        for (int k = 0; k < N; k++)
-            cp_async16(d[k] + it * 1024, valid ? src[k] + off : src[k], valid ? 16 : 0);
-        for (r += STEP; r >= s.B; r -= s.B) h++;
-    }
+    load_query_rows_at_sw128<N>(dst, src, s, query_rows_sw128(s, g, c, tid), j, tid);
 }
 
 /* Visible keys t0 .. t0+BN-1 of block j (context rows c0.. below the anchor,

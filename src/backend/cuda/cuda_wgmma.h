@@ -38,19 +38,33 @@ __device__ __forceinline__ uint64_t sw128_desc(const void *p, uint32_t lbo, uint
     return d;
 }
 
-/* K-major operand of 16 K values at k-step kk of an sw128 tile (64 values a
- * slab: 4 k-steps of 32 bytes); 8-row groups 1024 bytes apart. */
-__device__ __forceinline__ uint64_t sw128_k_major(const bf16 *tile, int rows, int kk) {
-    const unsigned char *p = (const unsigned char *)tile + (kk >> 2) * rows * 128 + (kk & 3) * 32;
-    return sw128_desc(p, 16, 1024);
+/* The descriptor of the operand `bytes` (a multiple of 16) further on than
+ * the one of d: its start address field (bits 0-13, the address / 16) moves
+ * by bytes / 16. No carry leaves that field while the operand stays inside
+ * shared memory (below 256 KiB). The products below build a tile's
+ * descriptor once and step it so: building it for every k-step (address
+ * conversion, masks, shifts) took about 9 uniform instructions a wgmma,
+ * issue slots the backward's dK/dV kernel waited on (ncu, thirteenth session). */
+__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) {
+    uint32_t lo = (uint32_t)d + (bytes >> 4), hi = (uint32_t)(d >> 32); /* one 32-bit add, no 64-bit carry */
+    return (uint64_t)hi << 32 | lo;
 }
 
-/* MN-major operand whose K rows are rows 16kk..16kk+15 of an sw128 tile:
- * N runs along the slabs (lbo: one slab), the two 8-row K groups 1024 bytes apart. */
-__device__ __forceinline__ uint64_t sw128_mn_major(const bf16 *tile, int rows, int kk) {
-    const unsigned char *p = (const unsigned char *)tile + kk * 2048;
-    return sw128_desc(p, (uint32_t)rows * 128, 1024);
+/* K-major operands of 16 K values: an sw128 tile's descriptor, and the byte
+ * offset of its k-step kk (64 values a slab: 4 k-steps of 32 bytes); 8-row
+ * groups 1024 bytes apart. */
+__device__ __forceinline__ uint64_t sw128_k_major_desc(const bf16 *tile) { return sw128_desc(tile, 16, 1024); }
+__device__ __forceinline__ constexpr uint32_t sw128_k_step(int rows, int kk) {
+    return (uint32_t)((kk >> 2) * rows * 128 + (kk & 3) * 32);
 }
+
+/* MN-major operands whose K rows are rows 16kk..16kk+15 of an sw128 tile:
+ * N runs along the slabs (lbo: one slab), the two 8-row K groups 1024 bytes
+ * apart, k-step kk 2048 bytes on. */
+__device__ __forceinline__ uint64_t sw128_mn_major_desc(const bf16 *tile, int rows) {
+    return sw128_desc(tile, (uint32_t)rows * 128, 1024);
+}
+__device__ __forceinline__ constexpr uint32_t sw128_mn_step(int kk) { return (uint32_t)kk * 2048; }
 
 /* Shared-memory writes of the generic proxy (plain stores, cp.async) made
  * visible to the async proxy that wgmma reads through; each writing thread
@@ -144,14 +158,17 @@ __device__ __forceinline__ void pack_a_fragments(uint32_t (&a)[4][4], const floa
 
 /* acc (64 x 64) = A B^T over 128 columns, A and B 64-row sw128 tiles (S = Q K^T). */
 __device__ __forceinline__ void tile_times_tile_t(float (&acc)[8][4], const bf16 *a, const bf16 *b) {
+    uint64_t da = sw128_k_major_desc(a), db = sw128_k_major_desc(b);
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++) wgmma_m64n64k16_ss(acc, sw128_k_major(a, 64, kk), sw128_k_major(b, 64, kk), kk > 0);
+    for (int kk = 0; kk < 8; kk++)
+        wgmma_m64n64k16_ss(acc, desc_advance(da, sw128_k_step(64, kk)), desc_advance(db, sw128_k_step(64, kk)), kk > 0);
 }
 
 /* acc (64 x 128) += A B, A (64 x 64) as fragments, B a 64-row sw128 tile (O += P V). */
 __device__ __forceinline__ void frags_times_tile(float (&acc)[16][4], const uint32_t (&a)[4][4], const bf16 *b) {
+    uint64_t db = sw128_mn_major_desc(b, 64);
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) wgmma_m64n128k16_rs_mn(acc, a[kk], sw128_mn_major(b, 64, kk));
+    for (int kk = 0; kk < 4; kk++) wgmma_m64n128k16_rs_mn(acc, a[kk], desc_advance(db, sw128_mn_step(kk)));
 }
 
 #endif
