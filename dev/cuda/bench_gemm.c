@@ -14,7 +14,13 @@
  * 1e-4 (the fp32 weight gradients); products that add to C (beta 1, the
  * residual projections and the weight gradients) start from a known C.
  *
- * Usage: build/dev/cuda/bench_gemm (make dev; scripts/gpu_check.sh part gemm). */
+ * After the step's products, the same for products the step does not run
+ * (per_step 0, not summed): fusions it could make (one product for q, k and
+ * v) and the lm head's per-chunk products (model/drafter_loss_rows.c,
+ * cuda_lm_head_ce.cu; bf16 logits here, the op writes fp32).
+ *
+ * Usage: build/dev/cuda/bench_gemm [NAME] (make dev; scripts/gpu_check.sh part gemm): with NAME, only
+ * the products whose name contains it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +63,12 @@ static const Product PRODUCTS[] = {
     {"drafter dW of q, o", WEIGHT_GRAD, Q, H, H, 2 * DL},
     {"drafter dW of k, v (block rows)", WEIGHT_GRAD, Q, KV, H, 2 * DL},
     {"drafter dW of k, v (context rows)", WEIGHT_GRAD, T, KV, H, 2 * DL},
+    /* not in the step (per_step 0) */
+    {"fused: target q, k, v", LINEAR, T, H + 2 * KV, H, 0},
+    {"fused: target gate and up", LINEAR, T, 2 * I, H, 0},
+    {"fused: drafter k and v (block rows)", LINEAR, Q, 2 * KV, H, 0},
+    {"lm-head chunk logits", LINEAR, 1024, 151936, H, 0},
+    {"lm-head chunk d_x", DX, 1024, H, 151936, 0},
 };
 
 /* Host inputs and device buffers of one product. */
@@ -141,12 +153,14 @@ static double time_product(DfBackend *gpu, const Product *p, const Bufs *u) {
     return dev_median_ms(gpu, product_once, &r, WARMUP, REPS, 1);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : NULL;
     DevBackends be = dev_open("bench_gemm");
     DfBackend *gpu = be.gpu;
     double step_first = 0, step_searched = 0, step_best = 0;
     for (size_t i = 0; i < sizeof PRODUCTS / sizeof PRODUCTS[0]; i++) {
         const Product *p = &PRODUCTS[i];
+        if (only && !strstr(p->name, only)) continue;
         double flop = 2.0 * p->m * p->n * p->k;
         Bufs u = bufs_new(gpu, p, 100 + 10 * i);
         printf("%s [%d x %d x %d], %d a step:\n", p->name, p->m, p->n, p->k, p->per_step);
