@@ -100,7 +100,8 @@ static HostRope host_rope(int max_tokens) {
 
 static void fused_once(void *ctx) {
     RopeRun *r = ctx;
-    df_op_rmsnorm_rope(r->be, r->out, r->x, r->w, r->pos, r->cos_t, r->sin_t, r->tokens, r->heads, HD, 1e-6f);
+    df_op_rmsnorm_rope(r->be, r->out, r->x, r->heads * HD, r->w, r->pos, r->cos_t, r->sin_t, r->tokens, r->heads, HD,
+                       1e-6f);
 }
 
 static void apart_once(void *ctx) {

@@ -190,17 +190,28 @@ void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_tabl
     DISPATCH(be, rope, x, positions, cos_table, sin_table, n_tokens, heads, head_dim);
 }
 
-void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
-                        DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
-    size_t n = (size_t)n_tokens * heads * head_dim;
+/* Whether the first na elements of a and the first nb of b share memory. */
+static int overlaps(DfBuffer a, size_t na, DfBuffer b, size_t nb) {
+    uintptr_t a0 = (uintptr_t)a.ptr, b0 = (uintptr_t)b.ptr;
+    return a0 < b0 + nb * (size_t)b.elem_size && b0 < a0 + na * (size_t)a.elem_size;
+}
+
+void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
+                        DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
     require(n_tokens > 0 && heads > 0 && head_dim > 0 && head_dim % 2 == 0, "rmsnorm_rope",
             "needs tokens, heads and an even head_dim");
-    require(fits(out, n, DF_BUF_ACT) && fits(x, n, DF_BUF_ACT) && fits(w, head_dim, DF_BUF_ACT) &&
-                fits(positions, n_tokens, DF_BUF_I32) && cos_table.kind == DF_BUF_F32 &&
-                sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
+    size_t row = (size_t)heads * head_dim, n = (size_t)n_tokens * row;
+    require(x_ld > 0 && (size_t)x_ld >= row, "rmsnorm_rope", "x_ld smaller than heads * head_dim");
+    size_t x_span = (size_t)(n_tokens - 1) * (size_t)x_ld + row; /* the last token's row ends there */
+    require(fits(x, x_span, DF_BUF_ACT), "rmsnorm_rope", "x holds fewer than (T - 1) * x_ld + heads * head_dim values");
+    /* strided rows read while packed ones are written over them would race */
+    require(!overlaps(out, n, x, x_span) || (out.ptr == x.ptr && (size_t)x_ld == row), "rmsnorm_rope",
+            "out shares x's memory: only in place (out at x) on packed x (x_ld = heads * head_dim)");
+    require(fits(out, n, DF_BUF_ACT) && fits(w, head_dim, DF_BUF_ACT) && fits(positions, n_tokens, DF_BUF_I32) &&
+                cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
                 cos_table.count % (size_t)(head_dim / 2) == 0,
             "rmsnorm_rope", "bad shapes");
-    DISPATCH(be, rmsnorm_rope, out, x, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
+    DISPATCH(be, rmsnorm_rope, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
 }
 
 void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,

@@ -324,9 +324,10 @@ void df_op_add_inplace(DfBackend *be, DfBuffer y, DfBuffer x);
 void df_op_embedding(DfBackend *be, DfBuffer out, DfBuffer table, DfBuffer ids, int n_tokens, int dim);
 void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
                 int heads, int head_dim);
-/* rmsnorm of each head row, then rope, in one op (backend_ops.def). */
-void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
-                        DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps);
+/* rmsnorm of each head row, then rope, in one op (backend_ops.def); x's
+ * tokens x_ld values apart (heads * head_dim when packed), out packed. */
+void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
+                        DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps);
 void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
 void df_op_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);

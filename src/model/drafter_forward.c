@@ -38,10 +38,10 @@ static void layer_forward(DfDrafter *d, int l, DfBuffer x_next) {
     df_op_linear(be, rows_of(a->v, 0, T, kvd), w->ctx, wv, T, kvd, H, 0);
     df_op_linear(be, rows_of(a->v, T, Q, kvd), a->h, wv, Q, kvd, H, 0);
     DfBuffer qpos = df_buffer_view(w->kpos, (size_t)T, (size_t)Q);
-    df_op_rmsnorm_rope(be, a->q, a->q_pre, df_drafter_param(d, ix->q_norm), qpos, w->rope_cos, w->rope_sin, Q, nh, hd,
-                       eps);
-    df_op_rmsnorm_rope(be, a->k, a->k_pre, df_drafter_param(d, ix->k_norm), w->kpos, w->rope_cos, w->rope_sin, T + Q,
-                       nkv, hd, eps);
+    df_op_rmsnorm_rope(be, a->q, a->q_pre, qd, df_drafter_param(d, ix->q_norm), qpos, w->rope_cos, w->rope_sin, Q, nh,
+                       hd, eps);
+    df_op_rmsnorm_rope(be, a->k, a->k_pre, kvd, df_drafter_param(d, ix->k_norm), w->kpos, w->rope_cos, w->rope_sin,
+                       T + Q, nkv, hd, eps);
     DfBlockAttnArgs att = {.layout = &w->attn_layout, .q = a->q, .k_ctx = rows_of(a->k, 0, T, kvd),
                            .v_ctx = rows_of(a->v, 0, T, kvd), .k_blk = rows_of(a->k, T, Q, kvd),
                            .v_blk = rows_of(a->v, T, Q, kvd), .out = a->attn, .lse = a->lse, .heads = nh,

@@ -29,8 +29,8 @@ void df_target_layer_qkv(const DfTargetModel *m, const DfTargetLayer *l, const D
     df_op_linear(be, a->k, a->h, l->k_proj, t, nkv * hd, hid, 0);
     df_op_linear(be, a->v, a->h, l->v_proj, t, nkv * hd, hid, 0);
     if (c->has_qk_norm) { /* the norm and rope in one pass: bit for bit the two ops */
-        df_op_rmsnorm_rope(be, a->q, a->q, l->q_norm, positions, rope_cos, rope_sin, t, nh, hd, eps);
-        df_op_rmsnorm_rope(be, a->k, a->k, l->k_norm, positions, rope_cos, rope_sin, t, nkv, hd, eps);
+        df_op_rmsnorm_rope(be, a->q, a->q, nh * hd, l->q_norm, positions, rope_cos, rope_sin, t, nh, hd, eps);
+        df_op_rmsnorm_rope(be, a->k, a->k, nkv * hd, l->k_norm, positions, rope_cos, rope_sin, t, nkv, hd, eps);
         return;
     }
     df_op_rope(be, a->q, positions, rope_cos, rope_sin, t, nh, hd);

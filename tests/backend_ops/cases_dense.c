@@ -502,7 +502,7 @@ static void run_rmsnorm_rope(Run *r, const void *shape) {
     DfBuffer wb = ops_up(r, w, hd, DF_BUF_ACT), xb = ops_up(r, x, n, DF_BUF_ACT);
     DfBuffer fused = s->in_place ? xb : ops_poisoned(r, n, DF_BUF_ACT), apart = ops_poisoned(r, n, DF_BUF_ACT);
     DfBuffer x2 = ops_up(r, x, n, DF_BUF_ACT);
-    df_op_rmsnorm_rope(r->be, fused, xb, wb, in.p, in.ct, in.st, t, heads, hd, 1e-6f);
+    df_op_rmsnorm_rope(r->be, fused, xb, heads * hd, wb, in.p, in.ct, in.st, t, heads, hd, 1e-6f);
     df_op_rmsnorm(r->be, apart, x2, wb, rows, hd, 1e-6f);
     df_op_rope(r->be, apart, in.p, in.ct, in.st, t, heads, hd);
     float *got = ops_result(r, "out", fused), *want_ops = ops_result(r, "rmsnorm then rope", apart);

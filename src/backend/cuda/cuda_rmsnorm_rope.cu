@@ -6,7 +6,10 @@
  * k_rope_vec lay it out (the same lanes add the same values in the same
  * order, the norm rounded to bf16 before the rotation), so the result is bit
  * for bit that of rmsnorm followed by rope; head dims other than 64, 128
- * and 256, or unaligned buffers, run those two ops. */
+ * and 256, or unaligned buffers or token strides, run those two ops (strided
+ * x copied packed into out first). A token's heads are read x_ld values
+ * apart from the next token's: only the address of a row's load depends on
+ * it. */
 #include "backend/cuda/cuda_head_math.h"
 #include "backend/cuda/cuda_internal.h"
 
@@ -18,6 +21,13 @@ __device__ __forceinline__ uint4 shfl_pack8(uint4 v, int from) {
                       __shfl_sync(0xffffffffu, v.z, from), __shfl_sync(0xffffffffu, v.w, from));
 }
 
+/* Where head row `row` (token row / heads, head row % heads) starts in x,
+ * whose tokens are x_ld values apart: row * HD when x is packed. */
+template <int HD> __device__ __forceinline__ long head_row_start(long row, int heads, long x_ld) {
+    long t = row / heads;
+    return t * x_ld + (row - t * heads) * HD;
+}
+
 /* ROWS rows a lane group, their loads all issued before any use (a head
  * row is one 16-byte load a lane: with one row a group the kernel waited on
  * memory latency at about 40% of the copy bandwidth). Row r of warp w's
@@ -26,7 +36,7 @@ __device__ __forceinline__ uint4 shfl_pack8(uint4 v, int from) {
 #define RMSNORM_ROPE_ROWS 4
 template <int HD>
 __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
-    k_rmsnorm_rope(bf16 *out, const bf16 *x, const bf16 *w, const int32_t *pos, const float *cos_t,
+    k_rmsnorm_rope(bf16 *out, const bf16 *x, long x_ld, const bf16 *w, const int32_t *pos, const float *cos_t,
                    const float *sin_t, float sin_sign, long rows, int heads, float eps, int table_rows,
                    DfCudaDeviceError *bad) {
     constexpr int LANES = HD / 8, HALF_LANES = LANES / 2, ROWS_PER_WARP = 32 / LANES, R = RMSNORM_ROPE_ROWS;
@@ -37,7 +47,8 @@ __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
 #pragma unroll
     for (int r = 0; r < R; r++) { /* a row past the end takes part in the shuffles with zeros */
         long row = first_row + r * ROWS_PER_WARP;
-        v[r].u = row < rows ? *(const uint4 *)(x + row * HD + gl * 8) : make_uint4(0, 0, 0, 0);
+        v[r].u = row < rows ? *(const uint4 *)(x + head_row_start<HD>(row, heads, x_ld) + gl * 8)
+                            : make_uint4(0, 0, 0, 0);
     }
     wp.u = *(const uint4 *)(w + gl * 8);
 #pragma unroll
@@ -75,29 +86,43 @@ __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
 }
 
 template <int HD>
-static void launch(DfCudaState *st, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
-                   DfBuffer sin_table, long rows, int heads, float eps) {
+static void launch(DfCudaState *st, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
+                   DfBuffer cos_table, DfBuffer sin_table, long rows, int heads, float eps) {
     constexpr long ROWS_PER_BLOCK = RMSNORM_ROPE_WARPS * RMSNORM_ROPE_ROWS * (32 / (HD / 8));
     unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
     int table_rows = (int)(cos_table.count / (size_t)(HD / 2));
     k_rmsnorm_rope<HD><<<blocks, RMSNORM_ROPE_WARPS * 32, 0, st->stream>>>(
-        (bf16 *)out.ptr, (const bf16 *)x.ptr, (const bf16 *)w.ptr, (const int32_t *)positions.ptr,
+        (bf16 *)out.ptr, (const bf16 *)x.ptr, (long)x_ld, (const bf16 *)w.ptr, (const int32_t *)positions.ptr,
         (const float *)cos_table.ptr, (const float *)sin_table.ptr, 1.0f, rows, heads, eps, table_rows, st->dev_error);
 }
 
-void df_cuda_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w, DfBuffer positions, DfBuffer cos_table,
-                          DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
+/* The op as its definition composes it: strided x packed into out, then
+ * rmsnorm and rope there. */
+static void rmsnorm_rope_apart(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
+                               DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim,
+                               float eps) {
+    int row = heads * head_dim;
+    if (x_ld != row) {
+        df_cuda_copy2d(be, out, row, x, x_ld, n_tokens, row);
+        x = out;
+    }
+    df_cuda_rmsnorm(be, out, x, w, n_tokens * heads, head_dim, eps);
+    df_cuda_rope(be, out, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+}
+
+void df_cuda_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
+                          DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
     DfCudaState *st = df_cuda_state(be);
     long rows = (long)n_tokens * heads;
-    bool aligned = df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && df_cuda_aligned16(w.ptr) &&
-                   df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr);
+    /* every row's 16-byte loads aligned: the buffers and the token stride (8 bf16) */
+    bool aligned = df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && x_ld % 8 == 0 &&
+                   df_cuda_aligned16(w.ptr) && df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr);
     if (!aligned || (head_dim != 64 && head_dim != 128 && head_dim != 256)) {
-        df_cuda_rmsnorm(be, out, x, w, (int)rows, head_dim, eps);
-        df_cuda_rope(be, out, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+        rmsnorm_rope_apart(be, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
         return;
     }
-    if (head_dim == 64) launch<64>(st, out, x, w, positions, cos_table, sin_table, rows, heads, eps);
-    else if (head_dim == 128) launch<128>(st, out, x, w, positions, cos_table, sin_table, rows, heads, eps);
-    else launch<256>(st, out, x, w, positions, cos_table, sin_table, rows, heads, eps);
+    if (head_dim == 64) launch<64>(st, out, x, x_ld, w, positions, cos_table, sin_table, rows, heads, eps);
+    else if (head_dim == 128) launch<128>(st, out, x, x_ld, w, positions, cos_table, sin_table, rows, heads, eps);
+    else launch<256>(st, out, x, x_ld, w, positions, cos_table, sin_table, rows, heads, eps);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_rope");
 }
