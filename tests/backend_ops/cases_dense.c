@@ -468,8 +468,11 @@ const OpCase CASE_ROPE = {"rope, rope_backward", "rope rope_backward", run_rope,
 
 /* ---- rmsnorm_rope ------------------------------------------------------------------ */
 
+/* x_ld 0: x packed (heads * hd values a token); otherwise its tokens x_ld
+ * values apart, x_offset values into its buffer (the q or k columns of a
+ * fused q/k/v product). */
 typedef struct NormRopeShape {
-    int t, heads, hd, n_pos, in_place;
+    int t, heads, hd, n_pos, in_place, x_ld, x_offset;
 } NormRopeShape;
 
 /* The positions and rope tables of a shape, on the host and on the run's backend. */
@@ -481,7 +484,10 @@ typedef struct NormRopeInputs {
 
 /* Both cases' start: the run's label, then the shape's positions and tables. */
 static NormRopeInputs norm_rope_inputs(Run *r, const NormRopeShape *s) {
-    ops_label(r, "T=%d heads=%d head_dim=%d%s", s->t, s->heads, s->hd, s->in_place ? " in place" : "");
+    if (s->x_ld)
+        ops_label(r, "T=%d heads=%d head_dim=%d x_ld=%d x_offset=%d", s->t, s->heads, s->hd, s->x_ld, s->x_offset);
+    else
+        ops_label(r, "T=%d heads=%d head_dim=%d%s", s->t, s->heads, s->hd, s->in_place ? " in place" : "");
     NormRopeInputs in;
     size_t nt = (size_t)s->n_pos * s->hd / 2;
     in.pos = ops_track(r, malloc((size_t)s->t * sizeof *in.pos));
@@ -491,23 +497,48 @@ static NormRopeInputs norm_rope_inputs(Run *r, const NormRopeShape *s) {
     return in;
 }
 
-/* The fused op against the formula (the reference run), and on every
- * backend bit for bit against its own rmsnorm then rope on the same inputs. */
+/* x's buffer on the host: x_offset values, then the rows x_ld apart (the
+ * values between them inputs too, which the op must not read), ending
+ * where the last row does; *x_ld its token stride, *packed the rows alone. */
+static float *norm_rope_strided_x(Run *r, const NormRopeShape *s, size_t *n_buf, int *x_ld, float **packed) {
+    int row = s->heads * s->hd;
+    *x_ld = s->x_ld ? s->x_ld : row;
+    *n_buf = (size_t)s->x_offset + (size_t)(s->t - 1) * *x_ld + row;
+    float *buf = ops_inputs(r, *n_buf, 90 + *n_buf, 3);
+    *packed = ops_fvec(r, (size_t)s->t * row);
+    for (int i = 0; i < s->t; i++)
+        memcpy(*packed + (size_t)i * row, buf + s->x_offset + (size_t)i * *x_ld, (size_t)row * sizeof **packed);
+    return buf;
+}
+
+/* The fused op against the formula on the packed rows (the reference run),
+ * and on every backend bit for bit against its own ops on the same inputs:
+ * rmsnorm then rope, with copy2d first where x is strided. A strided x
+ * must be left as it was. */
 static void run_rmsnorm_rope(Run *r, const void *shape) {
     const NormRopeShape *s = shape;
-    int t = s->t, heads = s->heads, hd = s->hd, rows = t * heads;
-    size_t n = (size_t)rows * hd;
+    int t = s->t, heads = s->heads, hd = s->hd, rows = t * heads, row = heads * hd, x_ld;
+    size_t n = (size_t)rows * hd, n_buf;
     NormRopeInputs in = norm_rope_inputs(r, s);
-    float *x = ops_inputs(r, n, 90 + n, 3), *w = ops_inputs(r, hd, 91 + hd, 1);
-    DfBuffer wb = ops_up(r, w, hd, DF_BUF_ACT), xb = ops_up(r, x, n, DF_BUF_ACT);
+    float *x; /* the packed rows */
+    float *xbuf = norm_rope_strided_x(r, s, &n_buf, &x_ld, &x), *w = ops_inputs(r, hd, 91 + hd, 1);
+    DfBuffer wb = ops_up(r, w, hd, DF_BUF_ACT), xbuf_b = ops_up(r, xbuf, n_buf, DF_BUF_ACT);
+    DfBuffer xb = df_buffer_view(xbuf_b, (size_t)s->x_offset, n_buf - (size_t)s->x_offset);
     DfBuffer fused = s->in_place ? xb : ops_poisoned(r, n, DF_BUF_ACT), apart = ops_poisoned(r, n, DF_BUF_ACT);
-    DfBuffer x2 = ops_up(r, x, n, DF_BUF_ACT);
-    df_op_rmsnorm_rope(r->be, fused, xb, heads * hd, wb, in.p, in.ct, in.st, t, heads, hd, 1e-6f);
+    DfBuffer x2 = df_buffer_view(ops_up(r, xbuf, n_buf, DF_BUF_ACT), (size_t)s->x_offset, xb.count);
+    df_op_rmsnorm_rope(r->be, fused, xb, x_ld, wb, in.p, in.ct, in.st, t, heads, hd, 1e-6f);
+    if (x_ld != row) {
+        df_op_copy2d(r->be, apart, row, x2, x_ld, t, row);
+        x2 = apart;
+    }
     df_op_rmsnorm(r->be, apart, x2, wb, rows, hd, 1e-6f);
     df_op_rope(r->be, apart, in.p, in.ct, in.st, t, heads, hd);
     float *got = ops_result(r, "out", fused), *want_ops = ops_result(r, "rmsnorm then rope", apart);
     if (memcmp(got, want_ops, n * sizeof *got) != 0)
-        fail_msg("%s: rmsnorm_rope on the %s backend differs from its rmsnorm then rope", r->label, r->be->ops->name);
+        fail_msg("%s: rmsnorm_rope on the %s backend differs from its %srmsnorm then rope", r->label,
+                 r->be->ops->name, x_ld != row ? "copy2d, " : "");
+    if (x_ld != row && memcmp(ops_result_exact(r, "x (left as it was)", xbuf_b), xbuf, n_buf * sizeof *xbuf) != 0)
+        fail_msg("%s: x was changed", r->label);
     if (!r->reference) return;
     double *normed = ops_dvec(r, n), *want = ops_dvec(r, n);
     float *normed_f = ops_fvec(r, n);
@@ -518,14 +549,36 @@ static void run_rmsnorm_rope(Run *r, const void *shape) {
 }
 
 /* head dims 64, 128 (2 rows a warp; 37 x 3 rows: the last warp's second row
- * past the end) and 256 take the fused CUDA kernel; 10 and 24 the two ops */
+ * past the end) and 256 take the fused CUDA kernel; 10 and 24 the two ops.
+ * Packed x: the backward's shapes too. */
+#define NORM_ROPE_PACKED_SHAPES                                                                                       \
+    {37, 3, 128, 512, 0, 0, 0}, {16, 8, 128, 300, 1, 0, 0}, {9, 4, 64, 64, 0, 0, 0}, {5, 2, 256, 512, 0, 0, 0},      \
+        {7, 3, 10, 16, 0, 0, 0}, {3, 2, 24, 512, 1, 0, 0}, {301, 8, 128, 512, 0, 0, 0}
+
+/* Strided x: the q and k columns of fused q/k/v rows (the prefill's: heads
+ * then 2 * kv_heads heads a row, k at offset heads * hd), a token stride
+ * that is a multiple of 8 (CUDA: the fused kernel) and odd ones (CUDA:
+ * copy2d and the two ops), a single token, head dims the kernel does not
+ * take. */
 static const NormRopeShape NORM_ROPE_SHAPES[] = {
-    {37, 3, 128, 512, 0}, {16, 8, 128, 300, 1}, {9, 4, 64, 64, 0}, {5, 2, 256, 512, 0},
-    {7, 3, 10, 16, 0},    {3, 2, 24, 512, 1},    {301, 8, 128, 512, 0},
+    NORM_ROPE_PACKED_SHAPES,
+    {37, 3, 128, 512, 0, 5 * 128, 0},         /* q of 3 + 2 * 1 heads */
+    {37, 1, 128, 512, 0, 5 * 128, 3 * 128},   /* its k */
+    {301, 8, 128, 512, 0, 12 * 128, 0},       /* q of 8 + 2 * 2 heads */
+    {301, 2, 128, 512, 0, 12 * 128, 8 * 128}, /* its k */
+    {9, 2, 64, 64, 0, 8 * 64, 4 * 64},        /* k of 4 + 2 * 2 heads of 64 */
+    {5, 2, 256, 512, 0, 6 * 256, 0},
+    {17, 3, 128, 512, 0, 3 * 128 + 3, 0},     /* an odd stride */
+    {13, 2, 64, 64, 0, 2 * 64 + 1, 5},        /* and an odd offset */
+    {1, 4, 128, 16, 0, 7 * 128, 2 * 128},     /* one token: x ends with its row */
+    {7, 3, 10, 16, 0, 37, 3},                 /* head dims the kernel does not take */
+    {3, 2, 24, 512, 0, 6 * 24, 2 * 24},
 };
 
-const OpCase CASE_RMSNORM_ROPE = {"rmsnorm_rope (against rmsnorm then rope)", "rmsnorm_rope", run_rmsnorm_rope,
-                                  OPS_SHAPES(NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
+const OpCase CASE_RMSNORM_ROPE = {"rmsnorm_rope (packed and strided x, against rmsnorm then rope)", "rmsnorm_rope",
+                                  run_rmsnorm_rope, OPS_SHAPES(NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
+
+static const NormRopeShape NORM_ROPE_BACKWARD_SHAPES[] = {NORM_ROPE_PACKED_SHAPES};
 
 /* rmsnorm_rope_backward into dx of its own (dy left as it was) and in place,
  * on every backend bit for bit against its rope_backward then
@@ -557,7 +610,7 @@ static void run_rmsnorm_rope_backward(Run *r, const void *shape) {
 
 const OpCase CASE_RMSNORM_ROPE_BACKWARD = {"rmsnorm_rope_backward (against rope_backward then rmsnorm_backward)",
                                            "rmsnorm_rope_backward", run_rmsnorm_rope_backward,
-                                           OPS_SHAPES(NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
+                                           OPS_SHAPES(NORM_ROPE_BACKWARD_SHAPES), 1e-2, OPS_NO_VARIANTS};
 
 /* ---- attention ------------------------------------------------------------------------- */
 
