@@ -18,7 +18,10 @@ DfTargetLayerActs df_target_layer_acts(const DfModelConfig *c, int n_rows, DfBuf
                                        DfBuffer k, DfBuffer v, DfBuffer attn, DfBuffer gate, DfBuffer up);
 
 /* h = input_norm(x); q, k, v projections; q/k norms (Qwen3); RoPE at
- * positions (I32 [t]) with the F32 tables. */
+ * positions (I32 [t]) with the F32 tables. With q/k norms, the fused q/k/v
+ * weight and intermediate_size >= (heads + 2 * kv_heads) * head_dim the
+ * projections are one product into gate (free until the MLP writes it),
+ * so gate's values are not kept across this call. */
 void df_target_layer_qkv(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a,
                          DfBuffer positions, DfBuffer rope_cos, DfBuffer rope_sin);
 
