@@ -14,8 +14,8 @@
  * fp32 logits are overwritten by bf16 dlogits in place: row r's bf16 values
  * sit at the start of the row's own fp32 storage (bf16 leading dimension
  * 2 vocab). bf16 element i lies in the bytes of fp32 element i / 2, never
- * ahead of what was read: the block reads a tile of the row, waits at a
- * barrier, then writes that tile's bf16 values. */
+ * ahead of what was read: the block reads a group of tiles of the row,
+ * waits at a barrier, then writes that group's bf16 values. */
 #include "backend/cuda/cuda_internal.h"
 
 #define LM_SCRATCH_BYTES ((size_t)1 << 30)
@@ -157,17 +157,28 @@ __global__ void __launch_bounds__(LM_THREADS) k_lm_rows(T *logits, size_t ld, in
 
     float coef = grad_scale * weights[r], scale = coef / st.s;
     bf16 *out = (bf16 *)row; /* the row's own storage */
-    for (int base = 0; base < n_vec; base += LM_THREADS) {
-        int vi = base + threadIdx.x;
-        float v[VEC];
-        if (vi < n_vec) load_vec<T, VEC>(row + (size_t)vi * VEC, v);
-        if constexpr (sizeof(T) > sizeof(bf16)) __syncthreads(); /* the tile is read before any of it is written */
-        if (vi < n_vec) {
+    /* UNROLL tiles of the row at a time, all their loads issued first. Over
+     * fp32 logits, the bf16 values of a group of tiles land in the bytes of
+     * logits at half their indices, all in this group or earlier ones: the
+     * barrier after the group's loads has every thread done reading those
+     * (a barrier a tile left one 16-byte load a thread in flight) */
+    for (int base = 0; base < n_vec; base += UNROLL * LM_THREADS) {
+        float v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            int vi = base + u * LM_THREADS + threadIdx.x;
+            if (vi < n_vec) load_vec<T, VEC>(row + (size_t)vi * VEC, v[u]);
+        }
+        if constexpr (sizeof(T) > sizeof(bf16)) __syncthreads();
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            int vi = base + u * LM_THREADS + threadIdx.x;
+            if (vi >= n_vec) continue;
             for (int j = 0; j < VEC; j++) {
-                v[j] = __expf(v[j] - st.m) * scale;
-                if (vi * VEC + j == label) v[j] -= coef;
+                v[u][j] = __expf(v[u][j] - st.m) * scale;
+                if (vi * VEC + j == label) v[u][j] -= coef;
             }
-            store_bf16_vec<VEC>(out + (size_t)vi * VEC, v);
+            store_bf16_vec<VEC>(out + (size_t)vi * VEC, v[u]);
         }
     }
 }
