@@ -21,11 +21,17 @@ __device__ __forceinline__ uint4 shfl_pack8(uint4 v, int from) {
                       __shfl_sync(0xffffffffu, v.z, from), __shfl_sync(0xffffffffu, v.w, from));
 }
 
-/* Where head row `row` (token row / heads, head row % heads) starts in x,
- * whose tokens are x_ld values apart: row * HD when x is packed. */
-template <int HD> __device__ __forceinline__ long head_row_start(long row, int heads, long x_ld) {
-    long t = row / heads;
-    return t * x_ld + (row - t * heads) * HD;
+/* Head row `row` as (token, head), stepped along a lane group's rows
+ * rather than divided out per row: the division sat in front of every
+ * row's load. */
+struct HeadRow {
+    int t, h;
+};
+
+__device__ __forceinline__ HeadRow head_row_step(HeadRow r, int by, int heads) {
+    r.h += by;
+    while (r.h >= heads) r.h -= heads, r.t++;
+    return r;
 }
 
 /* ROWS rows a lane group, their loads all issued before any use (a head
@@ -44,10 +50,15 @@ __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
     long first_row = ((long)blockIdx.x * RMSNORM_ROPE_WARPS + threadIdx.x / 32) * R * ROWS_PER_WARP + lane / LANES;
     Pack8 v[R], wp;
     float ss[R];
+    HeadRow hr[R];
+    int fr = (int)first_row; /* below 2^31 with the grid's last rows (the host checks) */
+    hr[0] = {fr / heads, fr % heads};
+#pragma unroll
+    for (int r = 1; r < R; r++) hr[r] = head_row_step(hr[r - 1], ROWS_PER_WARP, heads);
 #pragma unroll
     for (int r = 0; r < R; r++) { /* a row past the end takes part in the shuffles with zeros */
         long row = first_row + r * ROWS_PER_WARP;
-        v[r].u = row < rows ? *(const uint4 *)(x + head_row_start<HD>(row, heads, x_ld) + gl * 8)
+        v[r].u = row < rows ? *(const uint4 *)(x + hr[r].t * x_ld + (long)hr[r].h * HD + gl * 8)
                             : make_uint4(0, 0, 0, 0);
     }
     wp.u = *(const uint4 *)(w + gl * 8);
@@ -65,7 +76,7 @@ __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
         normed.u = df_pack8_rmsnorm(v[r], wp, df_rms_inverse(ss[r], HD, eps));
         partner.u = shfl_pack8(normed.u, lane ^ HALF_LANES);
         if (row >= rows) continue;
-        int t = (int)(row / heads), p = pos[t];
+        int t = hr[r].t, p = pos[t];
         if (p < 0 || p >= table_rows) {
             if (gl == 0 && atomicCAS(&bad->code, DF_CUDA_BAD_NONE, DF_CUDA_BAD_POSITION) == DF_CUDA_BAD_NONE) {
                 bad->value = p;
@@ -117,7 +128,9 @@ void df_cuda_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfB
     /* every row's 16-byte loads aligned: the buffers and the token stride (8 bf16) */
     bool aligned = df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && x_ld % 8 == 0 &&
                    df_cuda_aligned16(w.ptr) && df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr);
-    if (!aligned || (head_dim != 64 && head_dim != 128 && head_dim != 256)) {
+    /* the kernel counts rows in int, its grid's last block included */
+    bool int_rows = rows <= (long)INT_MAX - 4096;
+    if (!aligned || !int_rows || (head_dim != 64 && head_dim != 128 && head_dim != 256)) {
         rmsnorm_rope_apart(be, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
         return;
     }
