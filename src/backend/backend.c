@@ -214,6 +214,18 @@ void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuf
     DISPATCH(be, rmsnorm_rope, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
 }
 
+void df_backend_rmsnorm_rope_composed(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w,
+                                      DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                                      int heads, int head_dim, float eps) {
+    int row = heads * head_dim;
+    if (x_ld != row) {
+        be->ops->copy2d(be, out, row, x, x_ld, n_tokens, row);
+        x = out;
+    }
+    be->ops->rmsnorm(be, out, x, w, n_tokens * heads, head_dim, eps);
+    be->ops->rope(be, out, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+}
+
 void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale) {
     size_t t = (size_t)batch->n_tokens;

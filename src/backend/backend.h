@@ -328,6 +328,12 @@ void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_tabl
  * tokens x_ld values apart (heads * head_dim when packed), out packed. */
 void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
                         DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps);
+/* For backends: rmsnorm_rope as its definition composes it from the
+ * backend's own copy2d, rmsnorm and rope (strided x packed into out first,
+ * then normed and rotated there); the CPU's op and the CUDA fallback. */
+void df_backend_rmsnorm_rope_composed(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w,
+                                      DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                                      int heads, int head_dim, float eps);
 void df_op_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                      const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);
 void df_op_swiglu(DfBackend *be, DfBuffer out, DfBuffer gate, DfBuffer up);

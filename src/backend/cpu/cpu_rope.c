@@ -38,17 +38,11 @@ void df_cpu_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_tab
 }
 
 /* The q/k norm and rope in one op: on the CPU the ops themselves, one
- * after the other (the composition the op is defined as); strided x is
- * packed into out first, and normed there in place. */
+ * after the other (the composition the op is defined as). */
 void df_cpu_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
                          DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
-    int row = heads * head_dim;
-    if (x_ld != row) {
-        df_cpu_copy2d(be, out, row, x, x_ld, n_tokens, row);
-        x = out;
-    }
-    df_cpu_rmsnorm(be, out, x, w, n_tokens * heads, head_dim, eps);
-    df_cpu_rope(be, out, positions, cos_table, sin_table, n_tokens, heads, head_dim);
+    df_backend_rmsnorm_rope_composed(be, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads, head_dim,
+                                     eps);
 }
 
 /* Its backward: on the CPU rope_backward and rmsnorm_backward themselves,

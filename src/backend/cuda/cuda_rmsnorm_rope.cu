@@ -107,20 +107,6 @@ static void launch(DfCudaState *st, DfBuffer out, DfBuffer x, int x_ld, DfBuffer
         (const float *)cos_table.ptr, (const float *)sin_table.ptr, 1.0f, rows, heads, eps, table_rows, st->dev_error);
 }
 
-/* The op as its definition composes it: strided x packed into out, then
- * rmsnorm and rope there. */
-static void rmsnorm_rope_apart(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
-                               DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim,
-                               float eps) {
-    int row = heads * head_dim;
-    if (x_ld != row) {
-        df_cuda_copy2d(be, out, row, x, x_ld, n_tokens, row);
-        x = out;
-    }
-    df_cuda_rmsnorm(be, out, x, w, n_tokens * heads, head_dim, eps);
-    df_cuda_rope(be, out, positions, cos_table, sin_table, n_tokens, heads, head_dim);
-}
-
 void df_cuda_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
                           DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
     DfCudaState *st = df_cuda_state(be);
@@ -131,7 +117,8 @@ void df_cuda_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfB
     /* the kernel counts rows in int, its grid's last block included */
     bool int_rows = rows <= (long)INT_MAX - 4096;
     if (!aligned || !int_rows || (head_dim != 64 && head_dim != 128 && head_dim != 256)) {
-        rmsnorm_rope_apart(be, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
+        df_backend_rmsnorm_rope_composed(be, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads,
+                                         head_dim, eps);
         return;
     }
     if (head_dim == 64) launch<64>(st, out, x, x_ld, w, positions, cos_table, sin_table, rows, heads, eps);
