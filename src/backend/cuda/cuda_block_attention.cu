@@ -23,8 +23,8 @@
  * (k_block_attn_forward_pair, cuda_block_attention_pairs.h): each warp holds
  * one m-tile of each, and every K/V fragment it reads feeds both (1.74 ->
  * 1.43 ms at 2 x 2048 context rows, 512 blocks each, on the H200). At head_dim
- * 128 the pairs run on wgmma instead (cuda_block_attention_forward_wgmma.cu:
- * a warpgroup per block of the pair).
+ * 128 the forward runs on wgmma instead (cuda_block_attention_forward_wgmma.cu:
+ * a warpgroup a block, one block a CTA; its pairs are a variant).
  *
  * Backward, FlashAttention-2 style, probabilities recomputed from the lse:
  *  1. dsum = rowsum(dO * O) per (head, query row), fp32 scratch;

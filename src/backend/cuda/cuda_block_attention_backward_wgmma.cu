@@ -100,35 +100,6 @@ __device__ __forceinline__ int next_visitor_of(const Shape &s, const KeyItem &k,
     return k.je;
 }
 
-/* Visible keys t0 .. t0 + 63 of block j (context rows c0.. below the
- * anchor, then the block's own rows; zeros past them), of kv head g, of K
- * and V into sw128 tiles, one cp.async group: a row's source is found once
- * for both. Thread t copies chunk t % 16 of rows t / 16 + 8 i. */
-__device__ __forceinline__ void load_visible_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
-                                                      const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
-                                                      int anchor, int j, int g, int t0) {
-    constexpr int CH = WD / 8, STEP = WARPS * 32 / CH;
-    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
-    size_t ldk = (size_t)s.kv_heads * WD, col = (size_t)g * WD + (size_t)ch * 8;
-    unsigned char *dk = (unsigned char *)sk + sw128_offset(ROWS, i0, ch), *dv = (unsigned char *)sv + (dk - (unsigned char *)sk);
-#pragma unroll
-    for (int it = 0; it < BN / STEP; it++) {
-        int key = t0 + i0 + it * STEP;
-        const bf16 *pk = kc, *pv = vc;
-        int bytes = 0;
-        if (key < anchor) {
-            size_t o = (size_t)(c0 + key) * ldk + col;
-            pk = kc + o, pv = vc + o, bytes = 16;
-        } else if (key < anchor + s.B) {
-            size_t o = (size_t)(j * s.B + key - anchor) * ldk + col;
-            pk = kb + o, pv = vb + o, bytes = 16;
-        }
-        cp_async16(dk + it * 1024, pk, bytes);
-        cp_async16(dv + it * 1024, pv, bytes);
-    }
-    cp_async_commit();
-}
-
 /* dQ, grid as k_block_attn_dq: x = block (reversed), y = kv head * chunks. */
 __global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_dq_wgmma(bf16 *dq, const float *lse, const float *dsum, const bf16 *q, const bf16 *d_out,

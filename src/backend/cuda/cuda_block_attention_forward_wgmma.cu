@@ -1,9 +1,18 @@
-/* The DFlash block attention's forward at head_dim 128 on Hopper's wgmma:
- * the pairs of k_block_attn_forward_pair (cuda_block_attention.cu, which
- * still serves head_dim 64 and the variant block_attention_mma_sync), with
- * the same grid, list of keys, masks and outputs.
+/* The DFlash block attention's forward at head_dim 128 on Hopper's wgmma, in
+ * two shapes (cuda_block_attention.cu's mma.sync kernels still serve head_dim
+ * 64 and the variant block_attention_mma_sync):
  *
- * A CTA is two warpgroups, one per block of the pair: warpgroup b holds
+ * By default a CTA is one warpgroup over one block's chunk of query rows and
+ * the block's own list of visible keys (k_block_attn_forward_wgmma, the grid
+ * of k_block_attn_forward). At the bench shape (2 x 2048 context rows, 512
+ * blocks each, H200) it took 0.920 ms against 0.964 for the pairs below, and
+ * 6.7-6.8 ms against 7.1 in the 8B training step (bench/README.md, sixteenth
+ * session): a CTA that waits on no other block's tiles outweighs bringing
+ * each K/V tile in for one block only.
+ *
+ * The variant block_attention_forward_pairs runs the pairs of
+ * k_block_attn_forward_pair, with the same grid, list of keys, masks and
+ * outputs. A CTA is two warpgroups, one per block of the pair: warpgroup b holds
  * chunk c of block b's query rows (64) and walks the pair's key list with
  * the other, both reading each K/V tile brought into shared memory (sw128
  * tiles, cuda_wgmma.h). Per tile of 64 keys:
@@ -24,6 +33,8 @@ constexpr int WTILE = ROWS * WD;          /* values in one 64 x 128 tile (16 KiB
 constexpr int PAIR_THREADS = 2 * WARPS * 32; /* a warpgroup per block of the pair */
 /* Q (a tile per block), K[2], V[2], and room to align the tiles to 1024 bytes */
 constexpr size_t PAIR_SMEM = 6 * WTILE * sizeof(bf16) + 1024;
+/* the single-block kernel: Q, K[2], V[2], alignment */
+constexpr size_t SINGLE_SMEM = 5 * WTILE * sizeof(bf16) + 1024;
 
 /* Keys t0 .. t0+63 of the pair's list (context rows, then block 0's rows,
  * then block 1's; zeros past them) of kv head g, of K and V into sw128
@@ -142,10 +153,90 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
     store_output_rows<WD>(out, lse, s, jb, g, c, warp, lane, o, m_run, l_run);
 }
 
+
+/* The forward one block a CTA (the default; the pairs above are the variant
+ * block_attention_forward_pairs), grid as k_block_attn_forward: x = block (reversed), y = kv head * chunks.
+ * One warpgroup over chunk c of block j's query rows walks the block's own
+ * list of visible keys, as the backward's k_block_attn_dq_wgmma does; the
+ * products, the softmax and the epilogue are the pair kernel's. Against the
+ * pairs it brings every K/V tile in for one block only, but its CTAs wait on
+ * no other block's tiles and fit two an SM with 4 warps each. The first tile
+ * holds the list's first key, which every row sees. */
+__global__ void __launch_bounds__(WARPS * 32)
+    k_block_attn_forward_wgmma(bf16 *out, float *lse, const bf16 *q, const bf16 *kc, const bf16 *vc, const bf16 *kb,
+                               const bf16 *vb, Shape s) {
+    constexpr int DTILES = WD / 8;
+    static_assert(BN == ROWS, "the key tiles are sw128 tiles of ROWS rows");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *sq = aligned_tiles(smem_raw);
+    bf16 *sk = sq + WTILE;     /* [2][WTILE] */
+    bf16 *sv = sk + 2 * WTILE; /* [2][WTILE] */
+
+    int j = s.n_blocks - 1 - (int)blockIdx.x, g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
+    int seq = seq_of_block(s, j), lo = window_start(s, s.anchors[j]);
+    int c0 = s.ctx_starts[seq] + lo, anchor = s.anchors[j] - lo, n_vis = anchor + s.B; /* the visible list */
+    int n_kv = (n_vis + BN - 1) / BN;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
+
+    {
+        bf16 *const dst[1] = {sq};
+        const bf16 *const src[1] = {q};
+        load_query_rows_sw128<1>(dst, src, s, j, g, c, threadIdx.x);
+    }
+    load_visible_kv_sw128(sk, sv, kc, vc, kb, vb, s, c0, anchor, j, g, 0); /* commits the Q rows too */
+
+    float o[DTILES][4], sc[8][4];
+    uint32_t pa[4][4];
+    zero_acc(o);
+    zero_acc(sc); /* S starts from zero at each tile (its first k-step adds nothing) */
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows gr and gr + 8 */
+
+    for (int kt = 0; kt < n_kv; kt++) {
+        int buf = kt & 1, t0 = kt * BN;
+        if (kt + 1 < n_kv) {
+            load_visible_kv_sw128(sk + (buf ^ 1) * WTILE, sv + (buf ^ 1) * WTILE, kc, vc, kb, vb, s, c0, anchor, j, g,
+                                  t0 + BN);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async();
+        __syncthreads();
+        wgmma_fence();
+        tile_times_tile_t(sc, sq, sk + buf * WTILE); /* S = Q K^T */
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_acc(sc);
+        float alpha[2];
+        online_softmax_tile(sc, m_run, l_run, alpha, s.scale_log2, t0, tq, t0 + BN > n_vis,
+                            [&](int key, int) { return key >= n_vis; });
+        scale_acc_rows(o, alpha);
+        pack_a_fragments(pa, sc);
+        wgmma_fence(); /* o was rescaled above */
+        frags_times_tile(o, pa, sv + buf * WTILE); /* O += P V */
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_acc(o);
+        __syncthreads(); /* this buffer is refilled in the next iteration */
+    }
+    store_output_rows<WD>(out, lse, s, j, g, c, warp, lane, o, m_run, l_run);
+}
+
 } // namespace
 
 void df_cuda_block_attention_forward_wgmma(DfBackend *be, const DfBlockAttnArgs *a) {
     Shape s = shape_of(a);
+    DfCudaState *st = df_cuda_state(be);
+    if (!st->block_attn_fwd_pairs) {
+        if (s.n_blocks == 0) return;
+        if (!set_smem(be, k_block_attn_forward_wgmma, SINGLE_SMEM, "block_attention")) return;
+        dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
+        k_block_attn_forward_wgmma<<<grid, WARPS * 32, SINGLE_SMEM, st->stream>>>(
+            (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,
+            (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr, s);
+        DF_CUDA_CHECK_LAUNCH(be, "block_attention (wgmma)");
+        return;
+    }
     int n_pairs = count_pairs(a->layout);
     if (n_pairs == 0) return;
     if (!set_smem(be, k_block_attn_forward_pair_wgmma, PAIR_SMEM, "block_attention")) return;
@@ -153,5 +244,5 @@ void df_cuda_block_attention_forward_wgmma(DfBackend *be, const DfBlockAttnArgs 
     k_block_attn_forward_pair_wgmma<<<grid, PAIR_THREADS, PAIR_SMEM, df_cuda_state(be)->stream>>>(
         (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,
         (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr, s, n_pairs);
-    DF_CUDA_CHECK_LAUNCH(be, "block_attention (wgmma)");
+    DF_CUDA_CHECK_LAUNCH(be, "block_attention (wgmma pairs)");
 }

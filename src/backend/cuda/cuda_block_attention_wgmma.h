@@ -11,7 +11,7 @@
 
 #include "backend/backend.h"
 
-/* The forward (out and lse), two blocks a CTA as k_block_attn_forward_pair. */
+/* The forward (out and lse): a block a CTA, or two (the variant block_attention_forward_pairs). */
 void df_cuda_block_attention_forward_wgmma(DfBackend *be, const DfBlockAttnArgs *a);
 /* Step 2, dQ (written, not added to). */
 void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g, const float *dsum);

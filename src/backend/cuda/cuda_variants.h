@@ -68,6 +68,13 @@ void df_cuda_set_gemm_search(DfBackend *be, int on);
  * 0, the default, wgmma. */
 void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
 
+/* "block_attention_forward_pairs": 1 runs the wgmma forward two
+ * neighbouring blocks a CTA on one key list (k_block_attn_forward_pair_wgmma,
+ * two warpgroups); 0, the default, one block a CTA
+ * (k_block_attn_forward_wgmma: one warpgroup, the block's own key list).
+ * Both in cuda_block_attention_forward_wgmma.cu. */
+void df_cuda_set_block_attention_forward_pairs(DfBackend *be, int on);
+
 /* "rmsnorm_backward_two_pass": 1 runs rmsnorm_backward's row stage on the
  * two-pass kernel (each row read twice, dw added in shared memory) that odd
  * sizes and rows wider than 8192 take, instead of the kernel that holds the
