@@ -153,9 +153,9 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
     store_output_rows<WD>(out, lse, s, jb, g, c, warp, lane, o, m_run, l_run);
 }
 
-
 /* The forward one block a CTA (the default; the pairs above are the variant
- * block_attention_forward_pairs), grid as k_block_attn_forward: x = block (reversed), y = kv head * chunks.
+ * block_attention_forward_pairs), grid as k_block_attn_forward: x = block
+ * (reversed), y = kv head * chunks.
  * One warpgroup over chunk c of block j's query rows walks the block's own
  * list of visible keys, as the backward's k_block_attn_dq_wgmma does; the
  * products, the softmax and the epilogue are the pair kernel's. Against the

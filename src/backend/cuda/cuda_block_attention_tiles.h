@@ -152,8 +152,8 @@ __device__ __forceinline__ void load_query_rows_sw128(bf16 *const (&dst)[N], con
  * anchor, then the block's own rows; zeros past them), of kv head g, of K
  * and V into sw128 tiles at head_dim 128, one cp.async group, by a
  * 128-thread CTA: a row's source is found once for both. Thread t copies
- * chunk t % 16 of rows t / 16 + 8 i (the wgmma forward's single-block
- * variant and the backward's dQ). */
+ * chunk t % 16 of rows t / 16 + 8 i (the wgmma forward a block a CTA and
+ * the backward's dQ). */
 __device__ __forceinline__ void load_visible_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
                                                       const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
                                                       int anchor, int j, int g, int t0) {
