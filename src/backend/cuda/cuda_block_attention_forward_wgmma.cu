@@ -36,6 +36,31 @@ constexpr size_t PAIR_SMEM = 6 * WTILE * sizeof(bf16) + 1024;
 /* the single-block kernel: Q, K[2], V[2], alignment */
 constexpr size_t SINGLE_SMEM = 5 * WTILE * sizeof(bf16) + 1024;
 
+/* One tile of 64 keys for a warpgroup's 64 query rows (Q in sq; K, V in sk,
+ * sv), both forwards' step: S = Q K^T, its online softmax (where need_mask,
+ * the keys hidden(key, half) names set to -inf), O rescaled, O += P V. sc and
+ * pa are the caller's registers for S and P (S's first k-step overwrites sc). */
+template <typename Hidden>
+__device__ __forceinline__ void attend_key_tile(float (&o)[WD / 8][4], float (&sc)[8][4], uint32_t (&pa)[4][4],
+                                                float (&m_run)[2], float (&l_run)[2], const bf16 *sq, const bf16 *sk,
+                                                const bf16 *sv, float scale_log2, int t0, int tq, bool need_mask,
+                                                Hidden hidden) {
+    wgmma_fence();
+    tile_times_tile_t(sc, sq, sk); /* S = Q K^T */
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_acc(sc);
+    float alpha[2];
+    online_softmax_tile(sc, m_run, l_run, alpha, scale_log2, t0, tq, need_mask, hidden);
+    scale_acc_rows(o, alpha);
+    pack_a_fragments(pa, sc);
+    wgmma_fence(); /* o was rescaled above */
+    frags_times_tile(o, pa, sv); /* O += P V */
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_acc(o);
+}
+
 /* Keys t0 .. t0+63 of the pair's list (context rows, then block 0's rows,
  * then block 1's; zeros past them) of kv head g, of K and V into sw128
  * tiles, one cp.async group, by all the CTA's threads: thread t copies
@@ -127,25 +152,11 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
         fence_proxy_async();
         __syncthreads();
         if (seen.sees_any(t0, BN)) { /* the same for the whole warpgroup */
-            wgmma_fence();
-            tile_times_tile_t(sc, sq + b * WTILE, sk + buf * WTILE); /* S = Q K^T */
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_acc(sc);
-
             /* a tile wholly inside the block's context range needs no mask; no guard: the tile
              * holds a key every row sees */
             bool need_mask = !(t0 >= seen.lo && t0 + BN <= seen.hi);
-            float alpha[2];
-            online_softmax_tile(sc, m_run, l_run, alpha, s.scale_log2, t0, tq, need_mask,
-                                [&](int key, int) { return !seen.sees(key); });
-            scale_acc_rows(o, alpha);
-            pack_a_fragments(pa, sc);
-            wgmma_fence(); /* o was rescaled above */
-            frags_times_tile(o, pa, sv + buf * WTILE); /* O += P V */
-            wgmma_commit();
-            wgmma_wait<0>();
-            wgmma_fence_acc(o);
+            attend_key_tile(o, sc, pa, m_run, l_run, sq + b * WTILE, sk + buf * WTILE, sv + buf * WTILE, s.scale_log2,
+                            t0, tq, need_mask, [&](int key, int) { return !seen.sees(key); });
         }
         __syncthreads(); /* this buffer is refilled in the next iteration */
     }
@@ -202,21 +213,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
         fence_proxy_async();
         __syncthreads();
-        wgmma_fence();
-        tile_times_tile_t(sc, sq, sk + buf * WTILE); /* S = Q K^T */
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_acc(sc);
-        float alpha[2];
-        online_softmax_tile(sc, m_run, l_run, alpha, s.scale_log2, t0, tq, t0 + BN > n_vis,
-                            [&](int key, int) { return key >= n_vis; });
-        scale_acc_rows(o, alpha);
-        pack_a_fragments(pa, sc);
-        wgmma_fence(); /* o was rescaled above */
-        frags_times_tile(o, pa, sv + buf * WTILE); /* O += P V */
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_acc(o);
+        attend_key_tile(o, sc, pa, m_run, l_run, sq, sk + buf * WTILE, sv + buf * WTILE, s.scale_log2, t0, tq,
+                        t0 + BN > n_vis, [&](int key, int) { return key >= n_vis; });
         __syncthreads(); /* this buffer is refilled in the next iteration */
     }
     store_output_rows<WD>(out, lse, s, j, g, c, warp, lane, o, m_run, l_run);
