@@ -33,20 +33,28 @@ constexpr int WTILE = ROWS * WD;          /* values in one 64 x 128 tile (16 KiB
 constexpr int PAIR_THREADS = 2 * WARPS * 32; /* a warpgroup per block of the pair */
 /* Q (a tile per block), K[2], V[2], and room to align the tiles to 1024 bytes */
 constexpr size_t PAIR_SMEM = 6 * WTILE * sizeof(bf16) + 1024;
-/* the single-block kernel: Q, K[2], V[2], alignment */
-constexpr size_t SINGLE_SMEM = 5 * WTILE * sizeof(bf16) + 1024;
+/* the single-block kernel: K[2], V[2] (Q passes through V[1] into registers), alignment; three CTAs an SM */
+constexpr size_t SINGLE_SMEM = 4 * WTILE * sizeof(bf16) + 1024;
 
-/* One tile of 64 keys for a warpgroup's 64 query rows (Q in sq; K, V in sk,
- * sv), both forwards' step: S = Q K^T, its online softmax (where need_mask,
+/* S = Q K^T over head_dim 128: Q an sw128 tile (the pairs) or held as A fragments (a block a CTA). */
+__device__ __forceinline__ void q_times_keys(float (&sc)[8][4], const bf16 *sq, const bf16 *sk) {
+    tile_times_tile_t(sc, sq, sk);
+}
+__device__ __forceinline__ void q_times_keys(float (&sc)[8][4], const uint32_t (&qa)[8][4], const bf16 *sk) {
+    frags_times_tile_t(sc, qa, sk);
+}
+
+/* One tile of 64 keys for a warpgroup's 64 query rows (Q as q_times_keys
+ * takes it; K, V in sk, sv), both forwards' step: S = Q K^T, its online softmax (where need_mask,
  * the keys hidden(key, half) names set to -inf), O rescaled, O += P V. sc and
  * pa are the caller's registers for S and P (S's first k-step overwrites sc). */
-template <typename Hidden>
+template <typename QOperand, typename Hidden>
 __device__ __forceinline__ void attend_key_tile(float (&o)[WD / 8][4], float (&sc)[8][4], uint32_t (&pa)[4][4],
-                                                float (&m_run)[2], float (&l_run)[2], const bf16 *sq, const bf16 *sk,
+                                                float (&m_run)[2], float (&l_run)[2], const QOperand &q, const bf16 *sk,
                                                 const bf16 *sv, float scale_log2, int t0, int tq, bool need_mask,
                                                 Hidden hidden) {
     wgmma_fence();
-    tile_times_tile_t(sc, sq, sk); /* S = Q K^T */
+    q_times_keys(sc, q, sk); /* S = Q K^T */
     wgmma_commit();
     wgmma_wait<0>();
     wgmma_fence_acc(sc);
@@ -171,17 +179,18 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
  * list of visible keys, as the backward's k_block_attn_dq_wgmma does; the
  * products, the softmax and the epilogue are the pair kernel's. Against the
  * pairs it brings every K/V tile in for one block only, but its CTAs wait on
- * no other block's tiles and fit two an SM with 4 warps each. The first tile
- * holds the list's first key, which every row sees. */
-__global__ void __launch_bounds__(WARPS * 32)
+ * no other block's tiles. Q is read once, through V's second buffer, into
+ * registers as the A fragments of S = Q K^T (32 a thread), so a CTA's shared
+ * memory is K[2] and V[2] (65 KiB) and three CTAs of 4 warps fit an SM. The
+ * first tile holds the list's first key, which every row sees. */
+__global__ void __launch_bounds__(WARPS * 32, 3) /* three CTAs an SM: at most 168 registers */
     k_block_attn_forward_wgmma(bf16 *out, float *lse, const bf16 *q, const bf16 *kc, const bf16 *vc, const bf16 *kb,
                                const bf16 *vb, Shape s) {
     constexpr int DTILES = WD / 8;
     static_assert(BN == ROWS, "the key tiles are sw128 tiles of ROWS rows");
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sq = aligned_tiles(smem_raw);
-    bf16 *sk = sq + WTILE;     /* [2][WTILE] */
-    bf16 *sv = sk + 2 * WTILE; /* [2][WTILE] */
+    bf16 *sk = aligned_tiles(smem_raw); /* [2][WTILE] */
+    bf16 *sv = sk + 2 * WTILE;          /* [2][WTILE] */
 
     int j = s.n_blocks - 1 - (int)blockIdx.x, g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
     int seq = seq_of_block(s, j), lo = window_start(s, s.anchors[j]);
@@ -189,12 +198,18 @@ __global__ void __launch_bounds__(WARPS * 32)
     int n_kv = (n_vis + BN - 1) / BN;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
 
+    uint32_t qa[8][4];
     {
-        bf16 *const dst[1] = {sq};
+        bf16 *const dst[1] = {sv + WTILE};
         const bf16 *const src[1] = {q};
         load_query_rows_sw128<1>(dst, src, s, j, g, c, threadIdx.x);
+        cp_async_commit();
     }
-    load_visible_kv_sw128(sk, sv, kc, vc, kb, vb, s, c0, anchor, j, g, 0); /* commits the Q rows too */
+    load_visible_kv_sw128(sk, sv, kc, vc, kb, vb, s, c0, anchor, j, g, 0);
+    cp_async_wait<1>(); /* the Q rows; the first keys stay in flight */
+    __syncthreads();
+    load_a_fragments_sw128(qa, sv + WTILE, warp, lane);
+    __syncthreads(); /* V[1] is refilled by the first iteration */
 
     float o[DTILES][4], sc[8][4];
     uint32_t pa[4][4];
@@ -213,7 +228,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
         fence_proxy_async();
         __syncthreads();
-        attend_key_tile(o, sc, pa, m_run, l_run, sq, sk + buf * WTILE, sv + buf * WTILE, s.scale_log2, t0, tq,
+        attend_key_tile(o, sc, pa, m_run, l_run, qa, sk + buf * WTILE, sv + buf * WTILE, s.scale_log2, t0, tq,
                         t0 + BN > n_vis, [&](int key, int) { return key >= n_vis; });
         __syncthreads(); /* this buffer is refilled in the next iteration */
     }

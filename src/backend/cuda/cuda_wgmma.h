@@ -111,6 +111,25 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&acc)[8][4], uint64_t 
                  : "memory");
 }
 
+/* acc (64 x 64) = (accumulate ? acc : 0) + A B^T, A (64 x 16) from registers, B K-major from shared memory. */
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&acc)[8][4], const uint32_t (&a)[4], uint64_t db,
+                                                   int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+                 "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]),
+                   "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]), "+f"(acc[2][0]), "+f"(acc[2][1]),
+                   "+f"(acc[2][2]), "+f"(acc[2][3]), "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]),
+                   "+f"(acc[3][3]), "+f"(acc[4][0]), "+f"(acc[4][1]), "+f"(acc[4][2]), "+f"(acc[4][3]),
+                   "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]), "+f"(acc[6][0]),
+                   "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), "+f"(acc[7][0]), "+f"(acc[7][1]),
+                   "+f"(acc[7][2]), "+f"(acc[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate)
+                 : "memory");
+}
+
 /* acc (64 x 128, m64n128 layout) += A B, A (64 x 16) from registers, B (16 x 128) MN-major from shared memory. */
 __device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&acc)[16][4], const uint32_t (&a)[4], uint64_t db) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -162,6 +181,23 @@ __device__ __forceinline__ void tile_times_tile_t(float (&acc)[8][4], const bf16
 #pragma unroll
     for (int kk = 0; kk < 8; kk++)
         wgmma_m64n64k16_ss(acc, desc_advance(da, sw128_k_step(64, kk)), desc_advance(db, sw128_k_step(64, kk)), kk > 0);
+}
+
+/* The warp's 16 rows (16w..16w+15) of a 64-row sw128 tile of 128 columns
+ * as the A fragments of the 8 k-steps of a product over those columns
+ * (ldmatrix: lane l gives row l % 16, chunk 2 kk + l / 16). */
+__device__ __forceinline__ void load_a_fragments_sw128(uint32_t (&a)[8][4], const bf16 *tile, int warp, int lane) {
+    const unsigned char *base = (const unsigned char *)tile;
+    int row = 16 * warp + lane % 16;
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) ldmatrix_x4(a[kk], base + sw128_offset(64, row, 2 * kk + lane / 16));
+}
+
+/* acc (64 x 64) = A B^T over 128 columns, A as fragments, B a 64-row sw128 tile (S = Q K^T, Q held). */
+__device__ __forceinline__ void frags_times_tile_t(float (&acc)[8][4], const uint32_t (&a)[8][4], const bf16 *b) {
+    uint64_t db = sw128_k_major_desc(b);
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) wgmma_m64n64k16_rs(acc, a[kk], desc_advance(db, sw128_k_step(64, kk)), kk > 0);
 }
 
 /* acc (64 x 128) += A B, A (64 x 64) as fragments, B a 64-row sw128 tile (O += P V). */
