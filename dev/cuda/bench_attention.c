@@ -89,9 +89,6 @@ int main(void) {
     dev_variant(be.gpu, "attention_mma_sync", 1);
     validate(&be, &small, &cpu, "mma.sync");
     dev_variant(be.gpu, NULL, 0);
-    dev_variant(be.gpu, "attention_one_warpgroup", 1);
-    validate(&be, &small, &cpu, "wgmma, one warpgroup a CTA");
-    dev_variant(be.gpu, NULL, 0);
     run_free(&cpu);
     free(small.q), free(small.k), free(small.v);
 
@@ -105,14 +102,9 @@ int main(void) {
         dev_variant(be.gpu, "attention_mma_sync", 1);
         double mma_sync = dev_median_ms(be.gpu, op_once, &r, 3, 21, 1);
         dev_variant(be.gpu, NULL, 0);
-        dev_variant(be.gpu, "attention_one_warpgroup", 1);
-        double one_wg = dev_median_ms(be.gpu, op_once, &r, 3, 21, 1);
-        dev_variant(be.gpu, NULL, 0);
         printf("causal attention, %d x %d tokens, %d/%d heads of %d: %.3f ms %.1f TFLOP/s "
-               "(one warpgroup a CTA, the variant attention_one_warpgroup: %.3f ms, %.1f TFLOP/s; "
-               "on mma.sync, the variant attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
-               n_seqs, LEN, HEADS, KV_HEADS, HD, wgmma, flop / wgmma * 1e-9, one_wg, flop / one_wg * 1e-9, mma_sync,
-               flop / mma_sync * 1e-9);
+               "(on mma.sync, the variant attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
+               n_seqs, LEN, HEADS, KV_HEADS, HD, wgmma, flop / wgmma * 1e-9, mma_sync, flop / mma_sync * 1e-9);
         run_free(&r);
         free(p.q), free(p.k), free(p.v);
     }

@@ -12,21 +12,15 @@
  * each product reads its tiles once for all of them:
  *   S = Q K^T   (Q and K K-major sw128 tiles),
  *   O += P V    (P from registers, V an MN-major sw128 tile).
- * By default a CTA is two warpgroups over 128 query rows of one (sequence,
- * head); they share each K/V tile brought into shared memory, as the
- * 128-row mma.sync blocks do. The variant attention_one_warpgroup runs one
- * warpgroup over 64 rows a CTA instead, with Q read once (through V's second
- * buffer) into registers as the A fragments of S = Q K^T: K[2] and V[2] in
- * 65 KiB, three independent CTAs an SM (the block attention's forward gained
- * from one warpgroup a CTA, NOTES.md). Warp w of a warpgroup keeps the mma.sync accumulator layout
+ * A CTA is two warpgroups over 128 query rows of one (sequence, head); they
+ * share each K/V tile brought into shared memory, as the 128-row mma.sync
+ * blocks do. Warp w of a warpgroup keeps the mma.sync accumulator layout
  * of its 16 rows, so the mask, the softmax and the epilogue are those of
  * cuda_attention.cu (cuda_attention_rows.h).
  *
- * Grid: x = query tile of 128 (64) rows (reversed: the longest first), y = head,
+ * Grid: x = query tile of 128 rows (reversed: the longest first), y = head,
  * z = sequence; tiles past a sequence's end exit. */
 #include <math.h>
-
-#include <type_traits>
 
 #include "backend/cuda/cuda_attention_rows.h"
 #include "backend/cuda/cuda_internal.h"
@@ -36,23 +30,18 @@ namespace {
 
 constexpr int D = 128;                 /* head_dim of this kernel */
 constexpr int WG_ROWS = 64;            /* query rows a warpgroup */
+constexpr int WGS = 2;                 /* warpgroups a CTA */
+constexpr int BM = WGS * WG_ROWS;      /* query rows a CTA */
 constexpr int BN = 64;                 /* keys a tile */
+constexpr int THREADS = WGS * 128;
 constexpr int TILE = 64 * D;           /* values of a 64-row sw128 tile (16 KiB) */
-
-/* A CTA of WGS warpgroups (2, or 1 with Q in registers). */
-template <int WGS>
-struct CtaShape {
-    static constexpr int BM = WGS * WG_ROWS; /* query rows a CTA */
-    static constexpr int THREADS = WGS * 128;
-    /* Q (one tile a warpgroup; none when held in registers), K[2], V[2], and room to align the tiles to 1024 bytes */
-    static constexpr size_t SMEM = (size_t)((WGS == 1 ? 0 : WGS) + 4) * TILE * sizeof(bf16) + 1024;
-};
+/* Q (one tile a warpgroup), K[2], V[2], and room to align the tiles to 1024 bytes */
+constexpr size_t SMEM = (size_t)(WGS + 4) * TILE * sizeof(bf16) + 1024;
 
 /* Rows row0 .. row0+63 of a [len, ld] head slice into a 64-row sw128 tile,
  * zeros past len, as cp.async (the caller commits). Thread t copies 16-byte
  * chunk t % 16 of rows t / 16 + 16 i: a row 16 further sits 2048 bytes
  * further in the tile, its swizzle unchanged. */
-template <int THREADS>
 __device__ __forceinline__ void load_rows_sw128(bf16 *dst, const bf16 *base, int ld, int row0, int len) {
     constexpr int CH = D / 8, STEP = THREADS / CH;
     int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
@@ -73,10 +62,8 @@ struct AttnTile {
     int ldq, ldk;
 };
 
-template <int WGS>
 __device__ __forceinline__ AttnTile attn_tile(const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *seq_starts,
                                               int heads, int kv_heads) {
-    constexpr int BM = CtaShape<WGS>::BM;
     AttnTile a;
     int tile = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, s = blockIdx.z;
     a.t0 = seq_starts[s], a.len = seq_starts[s + 1] - a.t0;
@@ -100,47 +87,22 @@ __device__ __forceinline__ AttnTile attn_tile(const bf16 *q, const bf16 *k, cons
  * tensor pipe meanwhile. A pipelined form (S_{j+1} in flight with P_j V_j,
  * FlashAttention-3's intra-warpgroup overlap) needs P_j, S_{j+1} and O live
  * at once, 168 registers, one CTA an SM, and measured slower (NOTES.md). */
-/* S = Q K^T over head_dim 128: Q an sw128 tile, or held as A fragments. */
-__device__ __forceinline__ void q_times_keys(float (&sc)[8][4], const bf16 *sq, const bf16 *sk) {
-    tile_times_tile_t(sc, sq, sk);
-}
-__device__ __forceinline__ void q_times_keys(float (&sc)[8][4], const uint32_t (&qa)[8][4], const bf16 *sk) {
-    frags_times_tile_t(sc, qa, sk);
-}
-
-template <int WGS>
-__global__ void __launch_bounds__(CtaShape<WGS>::THREADS, WGS == 1 ? 3 : 2) /* at most 168 (128) registers */
+__global__ void __launch_bounds__(THREADS, 2) /* two CTAs an SM: at most 128 registers */
     k_flash_attention_wgmma(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                             const int32_t *seq_starts, int n_tokens, int heads, int kv_heads, float scale_log2) {
-    constexpr int THREADS = CtaShape<WGS>::THREADS;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sk = aligned_tiles(smem_raw) + (WGS == 1 ? 0 : WGS) * TILE; /* [2][TILE], after Q's [WGS][TILE] */
-    bf16 *sv = sk + 2 * TILE;                                          /* [2][TILE] */
-    AttnTile a = attn_tile<WGS>(q, k, v, seq_starts, heads, kv_heads);
+    bf16 *sq = aligned_tiles(smem_raw); /* [WGS][TILE] */
+    bf16 *sk = sq + WGS * TILE;         /* [2][TILE] */
+    bf16 *sv = sk + 2 * TILE;           /* [2][TILE] */
+    AttnTile a = attn_tile(q, k, v, seq_starts, heads, kv_heads);
     if (a.q0 >= a.len) return;
     int g = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
 
-    /* Q's operand: the warpgroup's sw128 tile (WGS 2) or A fragments (WGS 1) */
-    typename std::conditional<WGS == 1, uint32_t[8][4], const bf16 *>::type qop;
-    if constexpr (WGS == 1) {
-        load_rows_sw128<THREADS>(sv + TILE, a.qb, a.ldq, a.q0, a.len);
-        cp_async_commit();
-        load_rows_sw128<THREADS>(sk, a.kb, a.ldk, 0, a.len);
-        load_rows_sw128<THREADS>(sv, a.vb, a.ldk, 0, a.len);
-        cp_async_commit();
-        cp_async_wait<1>(); /* the Q rows; the first keys stay in flight */
-        __syncthreads();
-        load_a_fragments_sw128(qop, sv + TILE, threadIdx.x / 32, threadIdx.x % 32);
-        __syncthreads(); /* V[1] is refilled by the first iteration */
-    } else {
-        bf16 *sq = aligned_tiles(smem_raw); /* [WGS][TILE] */
 #pragma unroll
-        for (int w = 0; w < WGS; w++) load_rows_sw128<THREADS>(sq + w * TILE, a.qb, a.ldq, a.q0 + w * WG_ROWS, a.len);
-        load_rows_sw128<THREADS>(sk, a.kb, a.ldk, 0, a.len);
-        load_rows_sw128<THREADS>(sv, a.vb, a.ldk, 0, a.len);
-        cp_async_commit();
-        qop = sq + a.wg * TILE;
-    }
+    for (int w = 0; w < WGS; w++) load_rows_sw128(sq + w * TILE, a.qb, a.ldq, a.q0 + w * WG_ROWS, a.len);
+    load_rows_sw128(sk, a.kb, a.ldk, 0, a.len);
+    load_rows_sw128(sv, a.vb, a.ldk, 0, a.len);
+    cp_async_commit();
 
     float o[D / 8][4], sc[8][4], alpha[2];
     uint32_t pa[4][4];
@@ -151,8 +113,8 @@ __global__ void __launch_bounds__(CtaShape<WGS>::THREADS, WGS == 1 ? 3 : 2) /* a
     for (int j = 0; j < a.n_kv; j++) {
         int buf = j & 1;
         if (j + 1 < a.n_kv) {
-            load_rows_sw128<THREADS>(sk + (buf ^ 1) * TILE, a.kb, a.ldk, (j + 1) * BN, a.len);
-            load_rows_sw128<THREADS>(sv + (buf ^ 1) * TILE, a.vb, a.ldk, (j + 1) * BN, a.len);
+            load_rows_sw128(sk + (buf ^ 1) * TILE, a.kb, a.ldk, (j + 1) * BN, a.len);
+            load_rows_sw128(sv + (buf ^ 1) * TILE, a.vb, a.ldk, (j + 1) * BN, a.len);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
@@ -163,7 +125,7 @@ __global__ void __launch_bounds__(CtaShape<WGS>::THREADS, WGS == 1 ? 3 : 2) /* a
         /* the warpgroup's rows see keys of this tile: it does not start past its diagonal tile */
         if (a.wg_active && j * BN <= a.wg_row0) {
             wgmma_fence();
-            q_times_keys(sc, qop, sk + buf * TILE); /* S = Q K^T */
+            tile_times_tile_t(sc, sq + a.wg * TILE, sk + buf * TILE); /* S = Q K^T */
             wgmma_commit();
             wgmma_wait<0>();
             wgmma_fence_acc(sc);
@@ -183,31 +145,20 @@ __global__ void __launch_bounds__(CtaShape<WGS>::THREADS, WGS == 1 ? 3 : 2) /* a
                             threadIdx.x % 32);
 }
 
-template <int WGS>
-void launch_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
-                      const DfPackedBatch *batch, int heads, int kv_heads, float scale) {
-    constexpr int BM = CtaShape<WGS>::BM, THREADS = CtaShape<WGS>::THREADS;
-    constexpr size_t SMEM = CtaShape<WGS>::SMEM;
-    cudaError_t e = cudaFuncSetAttribute(k_flash_attention_wgmma<WGS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)SMEM);
+} // namespace
+
+void df_cuda_attention_wgmma(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
+                             const DfPackedBatch *batch, int heads, int kv_heads, float scale) {
+    DfCudaState *st = df_cuda_state(be);
+    cudaError_t e = cudaFuncSetAttribute(k_flash_attention_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
     if (e != cudaSuccess) {
         df_cuda_record_failure(be, __FILE__, __LINE__, "attention: %zu bytes of shared memory: %s", SMEM,
                                cudaGetErrorString(e));
         return;
     }
     dim3 grid((unsigned)((batch->max_seq_len + BM - 1) / BM), (unsigned)heads, (unsigned)batch->n_seqs);
-    k_flash_attention_wgmma<WGS><<<grid, THREADS, SMEM, df_cuda_state(be)->stream>>>(
+    k_flash_attention_wgmma<<<grid, THREADS, SMEM, st->stream>>>(
         (bf16 *)out.ptr, (float *)lse.ptr, (const bf16 *)q.ptr, (const bf16 *)k.ptr, (const bf16 *)v.ptr,
         (const int32_t *)batch->seq_starts.ptr, batch->n_tokens, heads, kv_heads, scale * 1.4426950408889634f);
     DF_CUDA_CHECK_LAUNCH(be, "attention (wgmma)");
-}
-
-} // namespace
-
-void df_cuda_attention_wgmma(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
-                             const DfPackedBatch *batch, int heads, int kv_heads, float scale) {
-    if (df_cuda_state(be)->attn_one_warpgroup)
-        launch_attention<1>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
-    else
-        launch_attention<2>(be, out, lse, q, k, v, batch, heads, kv_heads, scale);
 }

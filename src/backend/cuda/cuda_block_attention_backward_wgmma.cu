@@ -39,9 +39,8 @@ constexpr int WD = 128;             /* head_dim of this kernel */
 constexpr int WTILE = ROWS * WD;    /* values in one 64 x 128 tile (16 KiB) */
 /* dK/dV: K, V, Q[2], dO[2], lse and dsum [2][ROWS] each, the item's anchors, and room to align the tiles to 1024 bytes */
 constexpr size_t WGMMA_DKV_SMEM = 6 * WTILE * sizeof(bf16) + 4 * ROWS * sizeof(float) + CTX_CHUNK * sizeof(int) + 1024;
-/* dQ: Q, dO, K and V (KV_BUFS of each), lse and dsum [ROWS] each, alignment */
-template <int KV_BUFS>
-constexpr size_t WGMMA_DQ_SMEM = (2 + 2 * KV_BUFS) * WTILE * sizeof(bf16) + 2 * ROWS * sizeof(float) + 1024;
+/* dQ: Q, dO, K[2], V[2], lse and dsum [ROWS] each, alignment */
+constexpr size_t WGMMA_DQ_SMEM = 6 * WTILE * sizeof(bf16) + 2 * ROWS * sizeof(float) + 1024;
 
 /* acc *= f: dS (dS^T) is kept unscaled in the products, so the scale of
  * S is applied once to the sums of dQ (dK) instead of to every element of
@@ -101,14 +100,8 @@ __device__ __forceinline__ int next_visitor_of(const Shape &s, const KeyItem &k,
     return k.je;
 }
 
-/* dQ, grid as k_block_attn_dq: x = block (reversed), y = kv head * chunks.
- * KV_BUFS 2 (the default): K and V double-buffered, the next tile's loads
- * under this one's products, 97 KiB, two CTAs an SM. KV_BUFS 1 (the
- * variant block_attention_dq_single_buffer): one K and one V tile, the next
- * V loaded once dP has read this one and the next K after dQ += dS K, 65 KiB,
- * so three CTAs an SM hide each other's loads instead. */
-template <int KV_BUFS>
-__global__ void __launch_bounds__(WARPS * 32, KV_BUFS == 1 ? 3 : 0) /* 0: no minimum (155 registers; 1 or 2 gave 159) */
+/* dQ, grid as k_block_attn_dq: x = block (reversed), y = kv head * chunks. */
+__global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_dq_wgmma(bf16 *dq, const float *lse, const float *dsum, const bf16 *q, const bf16 *d_out,
                           const bf16 *kc, const bf16 *vc, const bf16 *kb, const bf16 *vb, Shape s) {
     constexpr int DTILES = WD / 8;
@@ -116,9 +109,9 @@ __global__ void __launch_bounds__(WARPS * 32, KV_BUFS == 1 ? 3 : 0) /* 0: no min
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sq = aligned_tiles(smem_raw);
     bf16 *sdo = sq + WTILE;
-    bf16 *sk = sdo + WTILE;          /* [KV_BUFS][WTILE] */
-    bf16 *sv = sk + KV_BUFS * WTILE; /* [KV_BUFS][WTILE] */
-    float *slse = (float *)(sv + KV_BUFS * WTILE), *sds = slse + ROWS;
+    bf16 *sk = sdo + WTILE;    /* [2][WTILE] */
+    bf16 *sv = sk + 2 * WTILE; /* [2][WTILE] */
+    float *slse = (float *)(sv + 2 * WTILE), *sds = slse + ROWS;
 
     int j = s.n_blocks - 1 - (int)blockIdx.x, g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
     int seq = seq_of_block(s, j), lo = window_start(s, s.anchors[j]);
@@ -135,8 +128,8 @@ __global__ void __launch_bounds__(WARPS * 32, KV_BUFS == 1 ? 3 : 0) /* 0: no min
     zero_acc(p);
     zero_acc(dp);
     for (int kt = 0; kt < n_kv; kt++) {
-        int buf = KV_BUFS == 2 ? kt & 1 : 0;
-        if (KV_BUFS == 2 && kt + 1 < n_kv) {
+        int buf = kt & 1;
+        if (kt + 1 < n_kv) {
             load_visible_kv_sw128(sk + (buf ^ 1) * WTILE, sv + (buf ^ 1) * WTILE, kc, vc, kb, vb, s, c0, anchor, j, g,
                                   (kt + 1) * BN);
             cp_async_wait<1>();
@@ -170,10 +163,6 @@ __global__ void __launch_bounds__(WARPS * 32, KV_BUFS == 1 ? 3 : 0) /* 0: no min
             }
         wgmma_wait<0>();
         wgmma_fence_acc(dp);
-        if (KV_BUFS == 1) {
-            __syncthreads(); /* every warp's dP has read V */
-            if (kt + 1 < n_kv) load_visible_rows_sw128<1>({sv}, {vc}, {vb}, s, c0, anchor, j, g, (kt + 1) * BN);
-        }
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
@@ -185,7 +174,6 @@ __global__ void __launch_bounds__(WARPS * 32, KV_BUFS == 1 ? 3 : 0) /* 0: no min
         wgmma_wait<0>();
         wgmma_fence_acc(acc);
         __syncthreads(); /* the K/V buffers of this tile are refilled next */
-        if (KV_BUFS == 1 && kt + 1 < n_kv) load_visible_rows_sw128<1>({sk}, {kc}, {kb}, s, c0, anchor, j, g, (kt + 1) * BN);
     }
     scale_acc(acc, s.scale); /* dS's scale, taken once here rather than per product */
     store_dq_rows<WD>(dq, s, j, g, c, warp, lane, acc);
@@ -295,26 +283,18 @@ __global__ void __launch_bounds__(WARPS * 32)
     add_key_sums<D, true, true>(s, k, g, kw0, lane, dk, dv, ctx_dk, ctx_dv, dk_blk, dv_blk);
 }
 
-template <int KV_BUFS>
-void launch_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const float *dsum) {
-    if (!set_smem(be, k_block_attn_dq_wgmma<KV_BUFS>, WGMMA_DQ_SMEM<KV_BUFS>, "block_attention_backward")) return;
-    Shape s = shape_of(a);
-    dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
-    k_block_attn_dq_wgmma<KV_BUFS><<<grid, WARPS * 32, WGMMA_DQ_SMEM<KV_BUFS>, df_cuda_state(be)->stream>>>(
-        (bf16 *)gr->dq.ptr, (const float *)a->lse.ptr, dsum, (const bf16 *)a->q.ptr, (const bf16 *)gr->d_out.ptr,
-        (const bf16 *)a->k_ctx.ptr, (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr,
-        s);
-    DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq; wgmma)");
-}
-
 } // namespace
 
 void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const float *dsum) {
     DfCudaState *st = df_cuda_state(be);
-    if (st->block_attn_dq_single_buffer)
-        launch_dq_wgmma<1>(be, a, gr, dsum);
-    else
-        launch_dq_wgmma<2>(be, a, gr, dsum);
+    if (!set_smem(be, k_block_attn_dq_wgmma, WGMMA_DQ_SMEM, "block_attention_backward")) return;
+    Shape s = shape_of(a);
+    dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
+    k_block_attn_dq_wgmma<<<grid, WARPS * 32, WGMMA_DQ_SMEM, st->stream>>>(
+        (bf16 *)gr->dq.ptr, (const float *)a->lse.ptr, dsum, (const bf16 *)a->q.ptr, (const bf16 *)gr->d_out.ptr,
+        (const bf16 *)a->k_ctx.ptr, (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr,
+        s);
+    DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq; wgmma)");
 }
 
 void df_cuda_block_attn_dkv_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,

@@ -149,43 +149,34 @@ __device__ __forceinline__ void load_query_rows_sw128(bf16 *const (&dst)[N], con
 }
 
 /* Visible keys t0 .. t0 + 63 of block j (context rows c0.. below the
- * anchor, then the block's own rows; zeros past them), of kv head g, of N
- * tensors (K, V, or both: ctx[k] the context's rows, blk[k] the blocks')
- * into sw128 tiles at head_dim 128, one cp.async group, by a 128-thread
- * CTA: a row's source is found once for all N. Thread t copies chunk t % 16
- * of rows t / 16 + 8 i (the wgmma forward a block a CTA and the backward's dQ). */
-template <int N>
-__device__ __forceinline__ void load_visible_rows_sw128(bf16 *const (&dst)[N], const bf16 *const (&ctx)[N],
-                                                        const bf16 *const (&blk)[N], const Shape &s, int c0,
-                                                        int anchor, int j, int g, int t0) {
-    constexpr int D = 128, CH = D / 8, STEP = WARPS * 32 / CH;
-    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
-    size_t ldk = (size_t)s.kv_heads * D, col = (size_t)g * D + (size_t)ch * 8;
-    uint32_t sw = sw128_offset(ROWS, i0, ch);
-#pragma unroll
-    for (int it = 0; it < BN / STEP; it++) {
-        int key = t0 + i0 + it * STEP;
-        size_t o = 0;
-        int bytes = 0, from_blk = 0;
-        if (key < anchor) {
-            o = (size_t)(c0 + key) * ldk + col, bytes = 16;
-        } else if (key < anchor + s.B) {
-            o = (size_t)(j * s.B + key - anchor) * ldk + col, bytes = 16, from_blk = 1;
-        }
-#pragma unroll
-        for (int k = 0; k < N; k++)
-            cp_async16((unsigned char *)dst[k] + sw + it * 1024, (from_blk ? blk[k] : ctx[k]) + o, bytes);
-    }
-    cp_async_commit();
-}
-
-/* K and V of those keys, tiles sk and sv. */
+ * anchor, then the block's own rows; zeros past them), of kv head g, of K
+ * and V into sw128 tiles at head_dim 128, one cp.async group, by a
+ * 128-thread CTA: a row's source is found once for both. Thread t copies
+ * chunk t % 16 of rows t / 16 + 8 i (the wgmma forward a block a CTA and
+ * the backward's dQ). */
 __device__ __forceinline__ void load_visible_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
                                                       const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
                                                       int anchor, int j, int g, int t0) {
-    bf16 *const dst[2] = {sk, sv};
-    const bf16 *const ctx[2] = {kc, vc}, *const blk[2] = {kb, vb};
-    load_visible_rows_sw128<2>(dst, ctx, blk, s, c0, anchor, j, g, t0);
+    constexpr int D = 128, CH = D / 8, STEP = WARPS * 32 / CH;
+    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
+    size_t ldk = (size_t)s.kv_heads * D, col = (size_t)g * D + (size_t)ch * 8;
+    unsigned char *dk = (unsigned char *)sk + sw128_offset(ROWS, i0, ch), *dv = (unsigned char *)sv + (dk - (unsigned char *)sk);
+#pragma unroll
+    for (int it = 0; it < BN / STEP; it++) {
+        int key = t0 + i0 + it * STEP;
+        const bf16 *pk = kc, *pv = vc;
+        int bytes = 0;
+        if (key < anchor) {
+            size_t o = (size_t)(c0 + key) * ldk + col;
+            pk = kc + o, pv = vc + o, bytes = 16;
+        } else if (key < anchor + s.B) {
+            size_t o = (size_t)(j * s.B + key - anchor) * ldk + col;
+            pk = kb + o, pv = vb + o, bytes = 16;
+        }
+        cp_async16(dk + it * 1024, pk, bytes);
+        cp_async16(dv + it * 1024, pv, bytes);
+    }
+    cp_async_commit();
 }
 
 /* Visible keys t0 .. t0+BN-1 of block j (context rows c0.. below the anchor,

@@ -83,10 +83,8 @@ typedef struct DfCudaState {
     size_t kv_ws_bytes;
     int sm_count; /* 0 until first asked for */
     int kv_blocks_per_sm; /* kv_attention's split-K target (df_cuda_set_kv_attention_blocks_per_sm); 0: default */
-    int attn_one_warpgroup; /* causal attention at head_dim 128 one warpgroup a CTA, Q in registers (variant) */
     int block_attn_mma_sync; /* the block attention at head_dim 128 on mma.sync, not wgmma (variant) */
     int block_attn_fwd_pairs; /* its wgmma forward two blocks a CTA, not one (variant) */
-    int block_attn_dq_single_buffer; /* its wgmma dQ with one K/V tile, three CTAs an SM (variant) */
     int rmsnorm_bwd_two_pass; /* rmsnorm_backward on the two-pass kernel everywhere (variant) */
 
     /* Incremented whenever the state's own device memory (scratch, kv_ws,

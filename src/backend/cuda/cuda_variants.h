@@ -27,11 +27,6 @@ void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
  * (cuda_attention_wgmma.cu); 0, the default, wgmma. */
 void df_cuda_set_attention_mma_sync(DfBackend *be, int on);
 
-/* "attention_one_warpgroup": 1 runs the wgmma attention one warpgroup over
- * 64 query rows a CTA, Q held in registers, three CTAs an SM; 0, the
- * default, two warpgroups over 128 rows sharing each K/V tile. cuda_attention_wgmma.cu. */
-void df_cuda_set_attention_one_warpgroup(DfBackend *be, int on);
-
 /* "lm_head_chunk_rows": rows of hidden states per chunk of lm_head_ce (the
  * logits of one chunk are the op's scratch); 0, the default, picks chunks
  * of at most 1024 rows whose logits fit in 1 GiB. */
@@ -79,11 +74,6 @@ void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
  * (k_block_attn_forward_wgmma: one warpgroup, the block's own key list).
  * Both in cuda_block_attention_forward_wgmma.cu. */
 void df_cuda_set_block_attention_forward_pairs(DfBackend *be, int on);
-
-/* "block_attention_dq_single_buffer": 1 runs the wgmma backward's dQ with
- * one K and one V tile (65 KiB, three CTAs an SM) instead of two of each
- * (97 KiB, two an SM); 0, the default, two. cuda_block_attention_backward_wgmma.cu. */
-void df_cuda_set_block_attention_dq_single_buffer(DfBackend *be, int on);
 
 /* "rmsnorm_backward_two_pass": 1 runs rmsnorm_backward's row stage on the
  * two-pass kernel (each row read twice, dw added in shared memory) that odd
