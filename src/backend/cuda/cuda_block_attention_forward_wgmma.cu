@@ -47,9 +47,10 @@ __device__ __forceinline__ void q_times_keys(float (&sc)[8][4], const uint32_t (
 }
 
 /* One tile of 64 keys for a warpgroup's 64 query rows (Q as q_times_keys
- * takes it; K, V in sk, sv), both forwards' step: S = Q K^T, its online softmax (where need_mask,
- * the keys hidden(key, half) names set to -inf), O rescaled, O += P V. sc and
- * pa are the caller's registers for S and P (S's first k-step overwrites sc). */
+ * takes it; K, V in sk, sv), both forwards' step: S = Q K^T, its online
+ * softmax (where need_mask, the keys hidden(key, half) names set to -inf), O
+ * rescaled, O += P V. sc and pa are the caller's registers for S and P (S's
+ * first k-step overwrites sc). */
 template <typename QOperand, typename Hidden>
 __device__ __forceinline__ void attend_key_tile(float (&o)[WD / 8][4], float (&sc)[8][4], uint32_t (&pa)[4][4],
                                                 float (&m_run)[2], float (&l_run)[2], const QOperand &q, const bf16 *sk,

@@ -1,8 +1,9 @@
 /* Hopper's warpgroup matrix products (wgmma, sm_90a) for the kernels that
  * keep their tiles in shared memory themselves (no TMA): the 128-byte
  * swizzled tile layout, its matrix descriptors, and the product shapes the
- * attention kernels use (A from shared memory or from registers). A warpgroup is the 4 warps of a
- * 128-thread CTA; every thread of it executes every call here.
+ * attention kernels use (A from shared memory or from registers). A
+ * warpgroup is the 4 warps of a 128-thread CTA; every thread of it executes
+ * every call here.
  *
  * Tile layout ("sw128"): a tile of R rows x 64c bf16 is stored as c slabs
  * of R rows x 128 bytes (64 values), a slab R x 128 bytes apart; within a
