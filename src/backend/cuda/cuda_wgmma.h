@@ -157,6 +157,32 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&acc)[16][4], cons
                  : "memory");
 }
 
+/* acc (64 x 128) += A B, A (64 x 16) and B (16 x 128) both MN-major from shared memory (A's M, B's N contiguous). */
+__device__ __forceinline__ void wgmma_m64n128k16_ss_mn(float (&acc)[16][4], uint64_t da, uint64_t db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+                 "%64, %65, p, 1, 1, 1, 1;\n}\n"
+                 : "+f"(acc[0][0]), "+f"(acc[0][1]), "+f"(acc[0][2]), "+f"(acc[0][3]), "+f"(acc[1][0]),
+                   "+f"(acc[1][1]), "+f"(acc[1][2]), "+f"(acc[1][3]), "+f"(acc[2][0]), "+f"(acc[2][1]),
+                   "+f"(acc[2][2]), "+f"(acc[2][3]), "+f"(acc[3][0]), "+f"(acc[3][1]), "+f"(acc[3][2]),
+                   "+f"(acc[3][3]), "+f"(acc[4][0]), "+f"(acc[4][1]), "+f"(acc[4][2]), "+f"(acc[4][3]),
+                   "+f"(acc[5][0]), "+f"(acc[5][1]), "+f"(acc[5][2]), "+f"(acc[5][3]), "+f"(acc[6][0]),
+                   "+f"(acc[6][1]), "+f"(acc[6][2]), "+f"(acc[6][3]), "+f"(acc[7][0]), "+f"(acc[7][1]),
+                   "+f"(acc[7][2]), "+f"(acc[7][3]), "+f"(acc[8][0]), "+f"(acc[8][1]), "+f"(acc[8][2]),
+                   "+f"(acc[8][3]), "+f"(acc[9][0]), "+f"(acc[9][1]), "+f"(acc[9][2]), "+f"(acc[9][3]),
+                   "+f"(acc[10][0]), "+f"(acc[10][1]), "+f"(acc[10][2]), "+f"(acc[10][3]), "+f"(acc[11][0]),
+                   "+f"(acc[11][1]), "+f"(acc[11][2]), "+f"(acc[11][3]), "+f"(acc[12][0]), "+f"(acc[12][1]),
+                   "+f"(acc[12][2]), "+f"(acc[12][3]), "+f"(acc[13][0]), "+f"(acc[13][1]), "+f"(acc[13][2]),
+                   "+f"(acc[13][3]), "+f"(acc[14][0]), "+f"(acc[14][1]), "+f"(acc[14][2]), "+f"(acc[14][3]),
+                   "+f"(acc[15][0]), "+f"(acc[15][1]), "+f"(acc[15][2]), "+f"(acc[15][3])
+                 : "l"(da), "l"(db)
+                 : "memory");
+}
+
 /* --- products over 64-row tiles of 128 columns (head_dim 128) ------------------------ */
 
 /* The first 1024-byte boundary in the dynamic shared memory (where sw128 tiles start). */
@@ -199,6 +225,16 @@ __device__ __forceinline__ void frags_times_tile_t(float (&acc)[8][4], const uin
     uint64_t db = sw128_k_major_desc(b);
 #pragma unroll
     for (int kk = 0; kk < 8; kk++) wgmma_m64n64k16_rs(acc, a[kk], desc_advance(db, sw128_k_step(64, kk)), kk > 0);
+}
+
+/* acc (64 x 128) += A B over 64 K rows, A given as its transpose: a
+ * [64 K][64 M] sw128 tile (dS^T as the dK/dV pass leaves it), B a 64-row
+ * sw128 tile [K][128] (dQ += dS K). */
+__device__ __forceinline__ void tile_t_times_tile(float (&acc)[16][4], const bf16 *a_t, const bf16 *b) {
+    uint64_t da = sw128_mn_major_desc(a_t, 64), db = sw128_mn_major_desc(b, 64);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        wgmma_m64n128k16_ss_mn(acc, desc_advance(da, sw128_mn_step(kk)), desc_advance(db, sw128_mn_step(kk)));
 }
 
 /* acc (64 x 128) += A B, A (64 x 64) as fragments, B a 64-row sw128 tile (O += P V). */
