@@ -99,9 +99,34 @@ static void test_step_after_a_variant_matches_a_fresh_step(void **state) {
     df_backend_destroy(k.cpu);
 }
 
+/* bench --kernel-variant: the step runs with the variant asked for (set after
+ * the reset to defaults) and reports it; a name the backend does not know
+ * fails the bench with an error naming the option and the name. */
+static void test_step_with_asked_variants(void **state) {
+    (void)state;
+    Knobbed k;
+    knobbed_init(&k);
+    DfKernelVariants asked = {.count = 1, .names = {"attention_rows_per_warp"}, .values = {32}};
+    DfTrainStepShape s = tiny_shape();
+    s.variants = &asked;
+    DfTrainStepResult r;
+    DfError err = {{0}};
+    if (df_bench_train_step(&k.be, &s, &r, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(k.ran_with[0], 0); /* every attention op of the step ran with the asked value */
+    assert_true(k.ran_with[1] > 0);
+    assert_string_equal(r.variants, "attention_rows_per_warp=32");
+
+    DfKernelVariants unknown = {.count = 1, .names = {"no_such_kernel"}, .values = {1}};
+    s.variants = &unknown;
+    assert_int_equal(df_bench_train_step(&k.be, &s, &r, &err), -1);
+    assert_non_null(strstr(err.msg, "--kernel-variant no_such_kernel=1"));
+    df_backend_destroy(k.cpu);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_after_a_variant_matches_a_fresh_step),
+        cmocka_unit_test(test_step_with_asked_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

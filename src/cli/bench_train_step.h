@@ -13,6 +13,16 @@
 #include "backend/backend.h"
 #include "formats/model_config.h"
 
+/* Kernel variants a benchmarked step runs with instead of their defaults
+ * (bench --kernel-variant NAME=VALUE, for an A/B of two kernels with one
+ * binary in one call): names as the backend's variant list prints them. */
+enum { DF_MAX_KERNEL_VARIANTS = 16 };
+typedef struct DfKernelVariants {
+    int count;
+    char names[DF_MAX_KERNEL_VARIANTS][64];
+    int values[DF_MAX_KERNEL_VARIANTS];
+} DfKernelVariants;
+
 typedef struct DfTrainStepShape {
     DfModelConfig target;  /* random weights of this shape */
     int drafter_layers;    /* e.g. 5 */
@@ -20,6 +30,7 @@ typedef struct DfTrainStepShape {
     int num_anchors;       /* per sequence, e.g. 512 */
     int seq_len, n_seqs;   /* sequences of one step */
     int repeat;            /* timed steps after one warm-up step */
+    const DfKernelVariants *variants; /* NULL: every kernel variant at its default */
 } DfTrainStepShape;
 
 enum { DF_STEP_PHASE_TARGET, DF_STEP_PHASE_DRAFTER, DF_STEP_PHASE_OPTIMIZER, DF_STEP_PHASES };
@@ -40,13 +51,15 @@ typedef struct DfTrainStepResult {
     double op_ms[DF_STEP_PHASES][DF_OP_COUNT];
     double before_ms[DF_STEP_PHASES][DF_OP_COUNT];
     int profiled;
-    char variants[256];                  /* the kernel variants it ran with (df_backend_variants): the defaults */
+    char variants[320];                  /* the kernel variants it ran with (df_backend_variants) */
 } DfTrainStepResult;
 
 const char *df_step_phase_name(int phase);
 
 /* Every kernel variant goes back to its default first (a benchmark before it
- * may have chosen others: the training step is measured as training runs). */
+ * may have chosen others: the training step is measured as training runs),
+ * then shape->variants, if any, are set; a name the backend does not know
+ * fails the bench. */
 int df_bench_train_step(DfBackend *be, const DfTrainStepShape *shape, DfTrainStepResult *res, DfError *err);
 
 /* Prints the result (MFU against the measured GEMM peak and the nominal rate)

@@ -20,6 +20,7 @@
  * --json writes the figures for bench/ records. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -56,6 +57,8 @@ typedef struct BenchOptions {
     int prompt_len, new_tokens;   /* of the decode figures */
     int hybrid;                   /* --hybrid: a Qwen3.6-27B-shaped hybrid target's prefill instead */
     int hybrid_layers;            /* of it: 4..64 decoder layers built (3 default taps need 4) */
+    DfStringList kernel_variant;  /* --kernel-variant NAME=VALUE, as given */
+    DfKernelVariants variants;    /* parsed from them, for the training steps */
 } BenchOptions;
 
 /* Best-of-`repeat` time of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores. */
@@ -520,7 +523,7 @@ static int bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name
  * a 5-layer drafter, S = 2048, 512 anchors of 16. */
 static int bench_gpu_train_steps(DfBackend *be, const BenchOptions *o, double peak, cJSON *json, DfError *err) {
     DfTrainStepShape s = {.drafter_layers = 5, .block_size = 16, .num_anchors = 512, .seq_len = 2048,
-                          .n_seqs = o->train_seqs, .repeat = 5};
+                          .n_seqs = o->train_seqs, .repeat = 5, .variants = &o->variants};
     DfTrainStepResult r;
     printf("\n");
     if (df_model_config_load(&s.target, o->target, err)) return -1;
@@ -669,6 +672,28 @@ done:
     return rc;
 }
 
+/* --kernel-variant NAME=VALUE items into o->variants (whether the backend
+ * knows each name is found when the training steps set it). */
+static int parse_kernel_variants(BenchOptions *o, DfError *err) {
+    DfKernelVariants *v = &o->variants;
+    if (o->kernel_variant.count > DF_MAX_KERNEL_VARIANTS)
+        return df_fail(err, "--kernel-variant: at most %d", DF_MAX_KERNEL_VARIANTS);
+    for (int i = 0; i < o->kernel_variant.count; i++) {
+        const char *item = o->kernel_variant.items[i], *eq = strchr(item, '=');
+        char *end = NULL;
+        long value = eq ? strtol(eq + 1, &end, 10) : 0;
+        size_t len = eq ? (size_t)(eq - item) : 0;
+        if (!eq || len == 0 || len >= sizeof v->names[0] || end == eq + 1 || *end || value < 0 || value > INT_MAX)
+            return df_fail(err, "--kernel-variant '%s': expected NAME=VALUE, VALUE a non-negative integer "
+                                "(names as the bench's `kernel variants:` line prints them)", item);
+        memcpy(v->names[i], item, len);
+        v->names[i][len] = '\0';
+        v->values[i] = (int)value;
+    }
+    v->count = o->kernel_variant.count;
+    return 0;
+}
+
 int df_cmd_bench(int argc, char **argv) {
     /* seq_len, n_seqs, repeat 0: the device's default (CPU 4 x 1024, 3; GPU 8 x 2048, 10) */
     BenchOptions o = {.target = "assets/coder-tiny", .data = "assets/data/code-train.jsonl", .device = "cpu"};
@@ -685,6 +710,9 @@ int df_cmd_bench(int argc, char **argv) {
          "GPU: sequences of 2048 tokens in one benchmarked training step (default 2)", 0, DF_RANGE(1, 4096)},
         {"train-only", DF_OPT_FLAG, &o.train_only, NULL,
          "GPU: only the GEMM peak and the training steps (skip the prefill figures)", 0},
+        {"kernel-variant", DF_OPT_STRING_LIST, &o.kernel_variant, "NAME=VALUE",
+         "GPU: the training steps with this kernel variant instead of its default (repeatable; names as their "
+         "`kernel variants:` line prints them): an A/B of two kernels with one binary", 0},
         {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
         {"decode", DF_OPT_FLAG, &o.decode, NULL, "batched decode tokens/s at batch 1 and 64 next to the bandwidth "
@@ -726,6 +754,15 @@ int df_cmd_bench(int argc, char **argv) {
     if (o.train_seqs == 0) o.train_seqs = 2;
     if (o.seq_len < 1 || o.n_seqs < 1 || o.repeat < 1 || o.train_seqs < 1) {
         fprintf(stderr, "dflash: bench: --seq-len, --seqs, --train-seqs and --repeat must be positive\n");
+        return 2;
+    }
+    if (parse_kernel_variants(&o, &err)) {
+        fprintf(stderr, "dflash: bench: %s\n", err.msg);
+        return 2;
+    }
+    if (o.variants.count > 0 && (!gpu || o.decode || o.hybrid)) {
+        fprintf(stderr, "dflash: bench: --kernel-variant sets the GPU training steps' kernels: it needs --device cuda "
+                        "and neither --decode nor --hybrid\n");
         return 2;
     }
     if (o.prompt_len == 0) o.prompt_len = 512;
