@@ -73,33 +73,15 @@ __device__ __forceinline__ void attend_key_tile(float (&o)[WD / 8][4], float (&s
 }
 
 /* Keys t0 .. t0+63 of the pair's list (context rows, then block 0's rows,
- * then block 1's; zeros past them) of kv head g, of K and V into sw128
- * tiles, one cp.async group, by all the CTA's threads: thread t copies
- * 16-byte chunk t % 16 of rows t / 16 + 16 i, a row's source found once for both. */
+ * then block 1's; zeros past them), by all the CTA's threads. */
 __device__ __forceinline__ void load_pair_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
                                                    const bf16 *kb, const bf16 *vb, const Shape &s,
                                                    const PairBlocks &pb, int g, int t0) {
-    constexpr int CH = WD / 8, STEP = PAIR_THREADS / CH;
-    int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
-    size_t ldk = (size_t)s.kv_heads * WD, col = (size_t)g * WD + (size_t)ch * 8;
-    unsigned char *dk = (unsigned char *)sk + sw128_offset(ROWS, i0, ch), *dv = (unsigned char *)sv + (dk - (unsigned char *)sk);
-#pragma unroll
-    for (int it = 0; it < BN / STEP; it++) {
-        int key = t0 + i0 + it * STEP;
-        const bf16 *pk = kc, *pv = vc;
-        int bytes = 0;
-        if (key < pb.n_ctx) {
-            size_t o = (size_t)(pb.c0 + key) * ldk + col;
-            pk = kc + o, pv = vc + o, bytes = 16;
-        } else if (key < pb.n_vis) {
-            int r = key - pb.n_ctx, j = r < s.B ? pb.j[0] : pb.j[1]; /* a select: no indexing into pb */
-            size_t o = (size_t)(j * s.B + r % s.B) * ldk + col;
-            pk = kb + o, pv = vb + o, bytes = 16;
-        }
-        cp_async16(dk + it * STEP * 128, pk, bytes);
-        cp_async16(dv + it * STEP * 128, pv, bytes);
-    }
-    cp_async_commit();
+    auto block_row = [&](int r) {
+        int j = r < s.B ? pb.j[0] : pb.j[1]; /* a select: no indexing into pb */
+        return j * s.B + r % s.B;
+    };
+    load_list_kv_sw128<PAIR_THREADS>(sk, sv, kc, vc, kb, vb, s, pb.c0, pb.n_ctx, pb.n_vis, block_row, g, t0);
 }
 
 /* The keys of the pair's list one block sees: its context range [lo, hi)

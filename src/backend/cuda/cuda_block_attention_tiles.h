@@ -148,16 +148,16 @@ __device__ __forceinline__ void load_query_rows_sw128(bf16 *const (&dst)[N], con
     load_query_rows_at_sw128<N>(dst, src, s, query_rows_sw128(s, g, c, tid), j, tid);
 }
 
-/* Visible keys t0 .. t0 + 63 of block j (context rows c0.. below the
- * anchor, then the block's own rows; zeros past them), of kv head g, of K
- * and V into sw128 tiles at head_dim 128, one cp.async group, by a
- * 128-thread CTA: a row's source is found once for both. Thread t copies
- * chunk t % 16 of rows t / 16 + 8 i (the wgmma forward a block a CTA and
- * the backward's dQ). */
-__device__ __forceinline__ void load_visible_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
-                                                      const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
-                                                      int anchor, int j, int g, int t0) {
-    constexpr int D = 128, CH = D / 8, STEP = WARPS * 32 / CH;
+/* Keys t0 .. t0 + 63 of a list of visible keys (key < n_ctx: context row
+ * c0 + key; key < n_vis: block row block_row(key - n_ctx); zeros past them)
+ * of kv head g, of K and V into sw128 tiles at head_dim 128, one cp.async
+ * group, by THREADS threads: thread t copies chunk t % 16 of rows t / 16 +
+ * (THREADS / 16) i, a row's source found once for both. */
+template <int THREADS, typename BlockRow>
+__device__ __forceinline__ void load_list_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
+                                                   const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
+                                                   int n_ctx, int n_vis, BlockRow block_row, int g, int t0) {
+    constexpr int D = 128, CH = D / 8, STEP = THREADS / CH;
     int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
     size_t ldk = (size_t)s.kv_heads * D, col = (size_t)g * D + (size_t)ch * 8;
     unsigned char *dk = (unsigned char *)sk + sw128_offset(ROWS, i0, ch), *dv = (unsigned char *)sv + (dk - (unsigned char *)sk);
@@ -166,17 +166,27 @@ __device__ __forceinline__ void load_visible_kv_sw128(bf16 *sk, bf16 *sv, const 
         int key = t0 + i0 + it * STEP;
         const bf16 *pk = kc, *pv = vc;
         int bytes = 0;
-        if (key < anchor) {
+        if (key < n_ctx) {
             size_t o = (size_t)(c0 + key) * ldk + col;
             pk = kc + o, pv = vc + o, bytes = 16;
-        } else if (key < anchor + s.B) {
-            size_t o = (size_t)(j * s.B + key - anchor) * ldk + col;
+        } else if (key < n_vis) {
+            size_t o = (size_t)block_row(key - n_ctx) * ldk + col;
             pk = kb + o, pv = vb + o, bytes = 16;
         }
-        cp_async16(dk + it * 1024, pk, bytes);
-        cp_async16(dv + it * 1024, pv, bytes);
+        cp_async16(dk + it * STEP * 128, pk, bytes);
+        cp_async16(dv + it * STEP * 128, pv, bytes);
     }
     cp_async_commit();
+}
+
+/* Block j's visible keys (context rows c0.. below the anchor, then the
+ * block's own rows), by a 128-thread CTA (the wgmma forward a block a CTA
+ * and the backward's dQ). */
+__device__ __forceinline__ void load_visible_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
+                                                      const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
+                                                      int anchor, int j, int g, int t0) {
+    load_list_kv_sw128<WARPS * 32>(sk, sv, kc, vc, kb, vb, s, c0, anchor, anchor + s.B,
+                                   [&](int r) { return j * s.B + r; }, g, t0);
 }
 
 /* Visible keys t0 .. t0+BN-1 of block j (context rows c0.. below the anchor,
