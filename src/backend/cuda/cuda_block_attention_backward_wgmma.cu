@@ -119,25 +119,18 @@ __global__ void __launch_bounds__(WARPS * 32)
     int n_kv = (n_vis + BN - 1) / BN;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
 
+    auto load_keys = [&](int buf, int kt) {
+        load_visible_kv_sw128(sk + buf * WTILE, sv + buf * WTILE, kc, vc, kb, vb, s, c0, anchor, j, g, kt * BN);
+    };
     load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, visit_rows(s, g, c), j);
-    load_visible_kv_sw128(sk, sv, kc, vc, kb, vb, s, c0, anchor, j, g, 0);
+    load_keys(0, 0);
 
     float acc[DTILES][4], p[8][4], dp[8][4], lse2[2], dsr[2];
     uint32_t dsa[4][4];
     zero_acc(acc);
     zero_acc(p);
     zero_acc(dp);
-    for (int kt = 0; kt < n_kv; kt++) {
-        int buf = kt & 1;
-        if (kt + 1 < n_kv) {
-            load_visible_kv_sw128(sk + (buf ^ 1) * WTILE, sv + (buf ^ 1) * WTILE, kc, vc, kb, vb, s, c0, anchor, j, g,
-                                  (kt + 1) * BN);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();
-        __syncthreads();
+    walk_key_tiles(n_kv, load_keys, [&](int buf, int kt) {
         if (kt == 0)
 #pragma unroll
             for (int r = 0; r < 2; r++) { /* rows past the group: zeros, as their Q and dO */
@@ -173,8 +166,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_acc(acc);
-        __syncthreads(); /* the K/V buffers of this tile are refilled next */
-    }
+    });
     scale_acc(acc, s.scale); /* dS's scale, taken once here rather than per product */
     store_dq_rows<WD>(dq, s, j, g, c, warp, lane, acc);
 }
@@ -330,45 +322,29 @@ __global__ void __launch_bounds__(WARPS * 32)
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const bf16 *ds_block = ds + (((size_t)j * s.chunks + c) * s.kv_heads + g) * ds_slots * DS_TILE;
 
-    /* tile t's dS^T (a flat copy of its sw128 image) and K rows into buffer b, one cp.async group */
-    auto load_tile = [&](int t, int b) {
+    /* into buffer b, one cp.async group: tile t's dS^T (a flat copy of its
+     * sw128 image) and its keys, the key tile of dK/dV's item for them */
+    auto load_tile = [&](int b, int t) {
         bool ctx = t < n_ctx;
         int slot = ctx ? first + t : ds_slots - 1;
         const unsigned char *src = (const unsigned char *)(ds_block + (size_t)slot * DS_TILE);
         unsigned char *dst = (unsigned char *)(sds + b * DS_TILE);
         for (int i = threadIdx.x; i < DS_TILE * 2 / 16; i += WARPS * 32) cp_async16(dst + 16 * i, src + 16 * i, 16);
-        constexpr int CH = WD / 8;
-        size_t ldk = (size_t)s.kv_heads * WD;
-        for (int i = threadIdx.x; i < ROWS * CH; i += WARPS * 32) {
-            int row = i / CH, ch = i % CH, key = ctx ? slot * ROWS + row : row;
-            bool ok = ctx ? key < len : row < s.B;
-            const bf16 *p = ctx ? kc + (size_t)(c0 + key) * ldk : kb + (size_t)(j * s.B + row) * ldk;
-            cp_async16((unsigned char *)(sk + b * WTILE) + sw128_offset(ROWS, row, ch),
-                       ok ? p + (size_t)g * WD + ch * 8 : kc, ok ? 16 : 0);
-        }
+        KeyItem item = {ctx, seq, ctx ? slot * ROWS : 0, c0, len, j, j + 1};
+        load_key_tile<WD, SW128>(sk + b * WTILE, kc, kb, s, item, g);
         cp_async_commit();
     };
 
     float acc[DTILES][4];
     zero_acc(acc);
     load_tile(0, 0);
-    for (int t = 0; t < n_tiles; t++) {
-        int buf = t & 1;
-        if (t + 1 < n_tiles) {
-            load_tile(t + 1, buf ^ 1);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();
-        __syncthreads();
+    walk_key_tiles(n_tiles, load_tile, [&](int buf, int) {
         wgmma_fence();
         tile_t_times_tile(acc, sds + buf * DS_TILE, sk + buf * WTILE); /* dQ += dS K */
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_acc(acc);
-        __syncthreads(); /* this buffer is refilled in the next iteration */
-    }
+    });
     scale_acc(acc, s.scale); /* dS's scale, taken once here as in k_block_attn_dq_wgmma */
     store_dq_rows<WD>(dq, s, j, g, c, warp, lane, acc);
 }

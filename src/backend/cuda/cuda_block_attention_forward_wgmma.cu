@@ -134,25 +134,20 @@ __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 12
     zero_acc(sc); /* S starts from zero at each tile (its first k-step adds nothing) */
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows gr and gr + 8 */
 
-    for (int kt = 0; kt < n_kv; kt++) {
-        int buf = kt & 1, t0 = kt * BN;
-        if (kt + 1 < n_kv) {
-            load_pair_kv_sw128(sk + (buf ^ 1) * WTILE, sv + (buf ^ 1) * WTILE, kc, vc, kb, vb, s, pb, g, t0 + BN);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();
-        __syncthreads();
-        if (seen.sees_any(t0, BN)) { /* the same for the whole warpgroup */
+    walk_key_tiles(
+        n_kv,
+        [&](int buf, int kt) {
+            load_pair_kv_sw128(sk + buf * WTILE, sv + buf * WTILE, kc, vc, kb, vb, s, pb, g, kt * BN);
+        },
+        [&](int buf, int kt) {
+            int t0 = kt * BN;
+            if (!seen.sees_any(t0, BN)) return; /* the same for the whole warpgroup */
             /* a tile wholly inside the block's context range needs no mask; no guard: the tile
              * holds a key every row sees */
             bool need_mask = !(t0 >= seen.lo && t0 + BN <= seen.hi);
             attend_key_tile(o, sc, pa, m_run, l_run, sq + b * WTILE, sk + buf * WTILE, sv + buf * WTILE, s.scale_log2,
                             t0, tq, need_mask, [&](int key, int) { return !seen.sees(key); });
-        }
-        __syncthreads(); /* this buffer is refilled in the next iteration */
-    }
+        });
     if (b >= pb.n) return;
     store_output_rows<WD>(out, lse, s, jb, g, c, warp, lane, o, m_run, l_run);
 }
@@ -202,21 +197,16 @@ __global__ void __launch_bounds__(WARPS * 32, 3) /* three CTAs an SM: at most 16
     zero_acc(sc); /* S starts from zero at each tile (its first k-step adds nothing) */
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}; /* rows gr and gr + 8 */
 
-    for (int kt = 0; kt < n_kv; kt++) {
-        int buf = kt & 1, t0 = kt * BN;
-        if (kt + 1 < n_kv) {
-            load_visible_kv_sw128(sk + (buf ^ 1) * WTILE, sv + (buf ^ 1) * WTILE, kc, vc, kb, vb, s, c0, anchor, j, g,
-                                  t0 + BN);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        fence_proxy_async();
-        __syncthreads();
-        attend_key_tile(o, sc, pa, m_run, l_run, qa, sk + buf * WTILE, sv + buf * WTILE, s.scale_log2, t0, tq,
-                        t0 + BN > n_vis, [&](int key, int) { return key >= n_vis; });
-        __syncthreads(); /* this buffer is refilled in the next iteration */
-    }
+    walk_key_tiles(
+        n_kv,
+        [&](int buf, int kt) {
+            load_visible_kv_sw128(sk + buf * WTILE, sv + buf * WTILE, kc, vc, kb, vb, s, c0, anchor, j, g, kt * BN);
+        },
+        [&](int buf, int kt) {
+            int t0 = kt * BN;
+            attend_key_tile(o, sc, pa, m_run, l_run, qa, sk + buf * WTILE, sv + buf * WTILE, s.scale_log2, t0, tq,
+                            t0 + BN > n_vis, [&](int key, int) { return key >= n_vis; });
+        });
     store_output_rows<WD>(out, lse, s, j, g, c, warp, lane, o, m_run, l_run);
 }
 

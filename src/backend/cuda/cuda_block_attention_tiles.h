@@ -148,6 +148,28 @@ __device__ __forceinline__ void load_query_rows_sw128(bf16 *const (&dst)[N], con
     load_query_rows_at_sw128<N>(dst, src, s, query_rows_sw128(s, g, c, tid), j, tid);
 }
 
+/* The wgmma kernels' walk over n tiles of keys in two buffers: tile kt + 1
+ * comes in (load(buf, kt + 1): one cp.async group) while tile kt is used
+ * (use(buf, kt)); tile 0's group was issued before. The fence hands each
+ * tile to wgmma's async proxy; the last barrier keeps a buffer until every
+ * warp is done with it. */
+template <typename Load, typename Use>
+__device__ __forceinline__ void walk_key_tiles(int n, Load load, Use use) {
+    for (int kt = 0; kt < n; kt++) {
+        int buf = kt & 1;
+        if (kt + 1 < n) {
+            load(buf ^ 1, kt + 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        fence_proxy_async();
+        __syncthreads();
+        use(buf, kt);
+        __syncthreads(); /* this buffer is refilled in the next iteration */
+    }
+}
+
 /* Keys t0 .. t0 + 63 of a list of visible keys (key < n_ctx: context row
  * c0 + key; key < n_vis: block row block_row(key - n_ctx); zeros past them)
  * of kv head g, of K and V into sw128 tiles at head_dim 128, one cp.async
