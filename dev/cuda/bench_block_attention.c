@@ -153,16 +153,12 @@ int main(void) {
         dev_variant(be.gpu, "block_attention_forward_pairs", 1);
         double fwd_pairs = dev_median_ms(be.gpu, op_once, &fwd_run, 3, 21, 1);
         dev_variant(be.gpu, "block_attention_forward_pairs", 0);
-        dev_variant(be.gpu, "block_attention_dq_from_ds", 1);
-        double bwd_from_ds = dev_median_ms(be.gpu, op_once, &bwd_run, 3, 21, 1);
-        dev_variant(be.gpu, "block_attention_dq_from_ds", 0);
         printf("block attention, %d x 2048 context rows, 512 blocks of 16 each, 32/8 heads of 128: "
                "forward %.3f ms %.1f TFLOP/s (two blocks a CTA, the variant block_attention_forward_pairs: %.3f ms, "
                "%.1f TFLOP/s), backward %.3f ms %.1f TFLOP/s "
-               "(dQ from the stored dS^T, the variant block_attention_dq_from_ds: %.3f ms, %.1f TFLOP/s; "
-               "on mma.sync, the variant block_attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
+               "(on mma.sync, the variant block_attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
                n_seqs, fwd, flop / fwd * 1e-9, fwd_pairs, flop / fwd_pairs * 1e-9, bwd, 2.5 * flop / bwd * 1e-9,
-               bwd_from_ds, 2.5 * flop / bwd_from_ds * 1e-9, bwd_mma_sync, 2.5 * flop / bwd_mma_sync * 1e-9);
+               bwd_mma_sync, 2.5 * flop / bwd_mma_sync * 1e-9);
         run_free(&r, be.gpu);
         free_problem(&p);
     }

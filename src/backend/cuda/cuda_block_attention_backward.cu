@@ -202,29 +202,6 @@ __global__ void k_add_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
 
 /* --- host side ------------------------------------------------------------------ */
 
-/* Steps 3 then 2 on wgmma with dQ from the stored dS^T (the variant
- * block_attention_dq_from_ds): dK/dV stores every visit's dS^T in a
- * stream-ordered buffer (counted in the peak: about 2.2 GB a layer at 2 x
- * 2048 context rows of 512 blocks), which dQ then reads as one product a tile
- * instead of recomputing S and dP. */
-void launch_wgmma_dq_from_ds(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const float *dsum,
-                             float *ctx_dk, float *ctx_dv, int n_ctx_items) {
-    DfCudaState *st = df_cuda_state(be);
-    int slots = df_cuda_block_attn_ds_slots(a->layout);
-    size_t bytes = df_cuda_block_attn_ds_bytes(a, slots);
-    bf16 *ds = nullptr;
-    DF_CUDA_RECORD(be, cudaMallocAsync((void **)&ds, bytes, st->stream));
-    if (!ds) return;
-    st->bytes_in_use += bytes;
-    if (st->bytes_in_use > st->peak_bytes) st->peak_bytes = st->bytes_in_use;
-    df_cuda_block_attn_dkv_wgmma(be, a, gr, dsum, ctx_dk, ctx_dv, n_ctx_items, ds, slots);
-    df_cuda_block_attn_dq_from_ds_wgmma(be, a, gr, ds, slots);
-    cudaError_t e = cudaFreeAsync(ds, st->stream);
-    if (e != cudaSuccess)
-        df_cuda_record_failure(be, __FILE__, __LINE__, "block_attention_backward: free: %s", cudaGetErrorString(e));
-    st->bytes_in_use -= bytes;
-}
-
 template <int D>
 void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr) {
     DfCudaState *st = df_cuda_state(be);
@@ -263,9 +240,7 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
     DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dO.O)");
     bool wgmma = D == 128 && !st->block_attn_mma_sync; /* cuda_block_attention_backward_wgmma.cu */
     dim3 grid_q((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
-    if (wgmma && st->block_attn_dq_from_ds) {
-        launch_wgmma_dq_from_ds(be, a, gr, dsum, ctx_dk, ctx_dv, n_ctx_items);
-    } else if (wgmma) {
+    if (wgmma) {
         df_cuda_block_attn_dq_wgmma(be, a, gr, dsum);
     } else {
         k_block_attn_dq<D><<<grid_q, WARPS * 32, smem_dq, st->stream>>>((bf16 *)gr->dq.ptr, lse, dsum, q, dout, kc,
@@ -273,10 +248,8 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
         DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq)");
     }
     dim3 grid_kv((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
-    if (wgmma && st->block_attn_dq_from_ds) {
-        /* dK/dV ran above, before dQ */
-    } else if (wgmma) {
-        df_cuda_block_attn_dkv_wgmma(be, a, gr, dsum, ctx_dk, ctx_dv, n_ctx_items, nullptr, 0);
+    if (wgmma) {
+        df_cuda_block_attn_dkv_wgmma(be, a, gr, dsum, ctx_dk, ctx_dv, n_ctx_items);
     } else {
         k_block_attn_dkv<D, PART0><<<grid_kv, WARPS * 32, smem_dkv, st->stream>>>(
             ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, lse, dsum, q, dout, kc, vc, kb, vb, s,

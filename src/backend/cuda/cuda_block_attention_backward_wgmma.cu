@@ -171,35 +171,11 @@ __global__ void __launch_bounds__(WARPS * 32)
     store_dq_rows<WD>(dq, s, j, g, c, warp, lane, acc);
 }
 
-/* A visit's dS^T (keys x the chunk's 64 query rows, unscaled, as the A
- * fragments dK += dS^T Q takes) into its slot of ds: tile ((j * chunks + c)
- * * kv_heads + g) * slots + slot, an sw128 image of [64 keys][64 rows] that
- * the dQ pass copies as it is (one 128-byte row a key). Slot: the context
- * tile's index in its sequence, or slots - 1 for the block's own keys. */
-__device__ __forceinline__ void store_ds_tile(bf16 *ds, const Shape &s, int slots, int slot, int j, int c, int g,
-                                              int kw0, int lane, const uint32_t (&dsa)[4][4]) {
-    size_t tile = (((size_t)j * s.chunks + c) * s.kv_heads + g) * slots + slot;
-    unsigned char *base = (unsigned char *)(ds + tile * ROWS * ROWS);
-    int gr = lane / 4, tq = lane % 4;
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                int key = kw0 + gr + 8 * r; /* dsa[kk][2h + r]: key row gr + 8r, query rows 16kk + 8h + 2tq, +1 */
-                *(uint32_t *)(base + key * 128 + (((2 * kk + h) ^ (key & 7)) << 4) + 4 * tq) = dsa[kk][2 * h + r];
-            }
-}
-
-/* Grid and outputs as k_block_attn_dkv<128, DKV_BOTH>; with STORE_DS (the
- * variant block_attention_dq_from_ds) each visit's dS^T also goes to its
- * slot of ds (store_ds_tile) for k_block_attn_dq_from_ds_wgmma. */
-template <bool STORE_DS>
+/* Grid and outputs as k_block_attn_dkv<128, DKV_BOTH>. */
 __global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_dkv_wgmma(float *ctx_dk, float *ctx_dv, bf16 *dk_blk, bf16 *dv_blk, const float *lse,
                            const float *dsum, const bf16 *q, const bf16 *d_out, const bf16 *kc, const bf16 *vc,
-                           const bf16 *kb, const bf16 *vb, Shape s, int n_ctx_items, bf16 *ds, int ds_slots) {
+                           const bf16 *kb, const bf16 *vb, Shape s, int n_ctx_items) {
     constexpr int D = WD, DTILES = D / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sk = aligned_tiles(smem_raw);
@@ -284,7 +260,6 @@ __global__ void __launch_bounds__(WARPS * 32)
             for (int e = 0; e < 4; e++) dp[n][e] = p[n][e] * (dp[n][e] - (e & 1 ? d.y : d.x)); /* dS^T / scale */
         }
         pack_a_fragments(dsa, dp);
-        if (STORE_DS) store_ds_tile(ds, s, ds_slots, k.ctx ? k.t0 / ROWS : ds_slots - 1, vj, vchunk, g, kw0, lane, dsa);
         wgmma_fence();
         frags_times_tile(dk, dsa, sqb); /* dK += dS^T Q */
         wgmma_commit();
@@ -298,55 +273,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 
     scale_acc(dk, s.scale); /* dS^T's scale, taken once here rather than per visit */
     add_key_sums<D, true, true>(s, k, g, kw0, lane, dk, dv, ctx_dk, ctx_dv, dk_blk, dv_blk);
-}
-
-/* dQ from the dS^T tiles the dK/dV pass stored (the variant
- * block_attention_dq_from_ds), grid as k_block_attn_dq_wgmma: x = block
- * (reversed), y = kv head * chunks. The block's tiles in dK/dV's order: the
- * context tiles its keys fall in (from the window's start to below the
- * anchor; keys it does not see hold zeros there), then its own keys (slot
- * slots - 1, K rows past B zeros). Each is one product, dQ += dS K, where
- * k_block_attn_dq_wgmma recomputes S and dP for it first. dS^T and K
- * double-buffered: 48 KiB. */
-__global__ void __launch_bounds__(WARPS * 32)
-    k_block_attn_dq_from_ds_wgmma(bf16 *dq, const bf16 *ds, int ds_slots, const bf16 *kc, const bf16 *kb, Shape s) {
-    constexpr int DTILES = WD / 8, DS_TILE = ROWS * ROWS; /* values of a dS^T tile (8 KiB) */
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sk = aligned_tiles(smem_raw); /* [2][WTILE] */
-    bf16 *sds = sk + 2 * WTILE;         /* [2][DS_TILE] */
-
-    int j = s.n_blocks - 1 - (int)blockIdx.x, g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
-    int seq = seq_of_block(s, j), anchor = s.anchors[j];
-    int c0 = s.ctx_starts[seq], len = s.ctx_starts[seq + 1] - c0;
-    int first = window_start(s, anchor) / ROWS, n_ctx = (anchor - 1) / ROWS - first + 1, n_tiles = n_ctx + 1;
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const bf16 *ds_block = ds + (((size_t)j * s.chunks + c) * s.kv_heads + g) * ds_slots * DS_TILE;
-
-    /* into buffer b, one cp.async group: tile t's dS^T (a flat copy of its
-     * sw128 image) and its keys, the key tile of dK/dV's item for them */
-    auto load_tile = [&](int b, int t) {
-        bool ctx = t < n_ctx;
-        int slot = ctx ? first + t : ds_slots - 1;
-        const unsigned char *src = (const unsigned char *)(ds_block + (size_t)slot * DS_TILE);
-        unsigned char *dst = (unsigned char *)(sds + b * DS_TILE);
-        for (int i = threadIdx.x; i < DS_TILE * 2 / 16; i += WARPS * 32) cp_async16(dst + 16 * i, src + 16 * i, 16);
-        KeyItem item = {ctx, seq, ctx ? slot * ROWS : 0, c0, len, j, j + 1};
-        load_key_tile<WD, SW128>(sk + b * WTILE, kc, kb, s, item, g);
-        cp_async_commit();
-    };
-
-    float acc[DTILES][4];
-    zero_acc(acc);
-    load_tile(0, 0);
-    walk_key_tiles(n_tiles, load_tile, [&](int buf, int) {
-        wgmma_fence();
-        tile_t_times_tile(acc, sds + buf * DS_TILE, sk + buf * WTILE); /* dQ += dS K */
-        wgmma_commit();
-        wgmma_wait<0>();
-        wgmma_fence_acc(acc);
-    });
-    scale_acc(acc, s.scale); /* dS's scale, taken once here as in k_block_attn_dq_wgmma */
-    store_dq_rows<WD>(dq, s, j, g, c, warp, lane, acc);
 }
 
 } // namespace
@@ -364,41 +290,14 @@ void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const 
 }
 
 void df_cuda_block_attn_dkv_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,
-                                  const float *dsum, float *ctx_dk, float *ctx_dv, int n_ctx_items, bf16 *ds,
-                                  int ds_slots) {
+                                  const float *dsum, float *ctx_dk, float *ctx_dv, int n_ctx_items) {
     DfCudaState *st = df_cuda_state(be);
-    auto kernel = ds ? k_block_attn_dkv_wgmma<true> : k_block_attn_dkv_wgmma<false>;
-    if (!set_smem(be, kernel, WGMMA_DKV_SMEM, "block_attention_backward")) return;
+    if (!set_smem(be, k_block_attn_dkv_wgmma, WGMMA_DKV_SMEM, "block_attention_backward")) return;
     Shape s = shape_of(a);
     dim3 grid((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
-    kernel<<<grid, WARPS * 32, WGMMA_DKV_SMEM, st->stream>>>(
+    k_block_attn_dkv_wgmma<<<grid, WARPS * 32, WGMMA_DKV_SMEM, st->stream>>>(
         ctx_dk, ctx_dv, (bf16 *)gr->dk_blk.ptr, (bf16 *)gr->dv_blk.ptr, (const float *)a->lse.ptr, dsum,
         (const bf16 *)a->q.ptr, (const bf16 *)gr->d_out.ptr, (const bf16 *)a->k_ctx.ptr, (const bf16 *)a->v_ctx.ptr,
-        (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr, s, n_ctx_items, ds, ds_slots);
+        (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr, s, n_ctx_items);
     DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dk, dv; wgmma)");
-}
-
-int df_cuda_block_attn_ds_slots(const DfBlockAttnLayout *l) {
-    int longest = 0;
-    for (int i = 0; i < l->n_seqs; i++) {
-        int len = l->host_ctx_starts[i + 1] - l->host_ctx_starts[i];
-        if (len > longest) longest = len;
-    }
-    return (longest + ROWS - 1) / ROWS + 1;
-}
-
-size_t df_cuda_block_attn_ds_bytes(const DfBlockAttnArgs *a, int ds_slots) {
-    Shape s = shape_of(a);
-    return (size_t)s.n_blocks * s.chunks * s.kv_heads * ds_slots * ROWS * ROWS * sizeof(bf16);
-}
-
-void df_cuda_block_attn_dq_from_ds_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,
-                                         const bf16 *ds, int ds_slots) {
-    constexpr size_t SMEM = 2 * (WTILE + ROWS * ROWS) * sizeof(bf16) + 1024; /* K[2], dS^T[2], alignment */
-    if (!set_smem(be, k_block_attn_dq_from_ds_wgmma, SMEM, "block_attention_backward")) return;
-    Shape s = shape_of(a);
-    dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
-    k_block_attn_dq_from_ds_wgmma<<<grid, WARPS * 32, SMEM, df_cuda_state(be)->stream>>>(
-        (bf16 *)gr->dq.ptr, ds, ds_slots, (const bf16 *)a->k_ctx.ptr, (const bf16 *)a->k_blk.ptr, s);
-    DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq from dS; wgmma)");
 }

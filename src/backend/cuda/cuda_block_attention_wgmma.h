@@ -20,20 +20,8 @@ void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const 
 
 /* Step 3, dK and dV: the fp32 context sums into ctx_dk/ctx_dv (zeroed by the
  * caller), the block rows' added to dk_blk/dv_blk; n_ctx_items as
- * count_ctx_items (cuda_block_attention_keys.h) counts them. With ds (not
- * NULL: the variant block_attention_dq_from_ds) every visit's dS^T is also
- * stored there, ds_slots tiles a (block, chunk, kv head), for
- * df_cuda_block_attn_dq_from_ds_wgmma, which then stands in for step 2. */
+ * count_ctx_items (cuda_block_attention_keys.h) counts them. */
 void df_cuda_block_attn_dkv_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g, const float *dsum,
-                                  float *ctx_dk, float *ctx_dv, int n_ctx_items, __nv_bfloat16 *ds, int ds_slots);
-
-/* The dS^T store's tiles a (block, chunk, kv head): the longest sequence's
- * context tiles and the block's own; and the store's bytes. */
-int df_cuda_block_attn_ds_slots(const DfBlockAttnLayout *l);
-size_t df_cuda_block_attn_ds_bytes(const DfBlockAttnArgs *a, int ds_slots);
-
-/* Step 2 from the stored dS^T: dQ (written) = dS K, one product a tile. */
-void df_cuda_block_attn_dq_from_ds_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *g,
-                                         const __nv_bfloat16 *ds, int ds_slots);
+                                  float *ctx_dk, float *ctx_dv, int n_ctx_items);
 
 #endif

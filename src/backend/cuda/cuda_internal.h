@@ -85,7 +85,6 @@ typedef struct DfCudaState {
     int kv_blocks_per_sm; /* kv_attention's split-K target (df_cuda_set_kv_attention_blocks_per_sm); 0: default */
     int block_attn_mma_sync; /* the block attention at head_dim 128 on mma.sync, not wgmma (variant) */
     int block_attn_fwd_pairs; /* its wgmma forward two blocks a CTA, not one (variant) */
-    int block_attn_dq_from_ds; /* its wgmma dQ from the dS^T that dK/dV stores (variant) */
     int rmsnorm_bwd_two_pass; /* rmsnorm_backward on the two-pass kernel everywhere (variant) */
 
     /* Incremented whenever the state's own device memory (scratch, kv_ws,

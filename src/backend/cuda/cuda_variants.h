@@ -75,13 +75,6 @@ void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
  * Both in cuda_block_attention_forward_wgmma.cu. */
 void df_cuda_set_block_attention_forward_pairs(DfBackend *be, int on);
 
-/* "block_attention_dq_from_ds": 1 runs the wgmma backward's dK/dV first,
- * storing each visit's dS^T (about 2.2 GB a layer at 2 x 2048 context rows
- * of 512 blocks), and dQ from those tiles, one product a tile
- * (k_block_attn_dq_from_ds_wgmma); 0, the default, dQ recomputing S and dP
- * (k_block_attn_dq_wgmma). cuda_block_attention_backward_wgmma.cu. */
-void df_cuda_set_block_attention_dq_from_ds(DfBackend *be, int on);
-
 /* "rmsnorm_backward_two_pass": 1 runs rmsnorm_backward's row stage on the
  * two-pass kernel (each row read twice, dw added in shared memory) that odd
  * sizes and rows wider than 8192 take, instead of the kernel that holds the

@@ -148,17 +148,6 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&acc)[16][4], cons
                  : "memory");
 }
 
-/* acc (64 x 128) += A B, A (64 x 16) and B (16 x 128) both MN-major from shared memory (A's M, B's N contiguous). */
-__device__ __forceinline__ void wgmma_m64n128k16_ss_mn(float (&acc)[16][4], uint64_t da, uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 DF_WGMMA_D64
-                 "%64, %65, p, 1, 1, 1, 1;\n}\n"
-                 : DF_WGMMA_ACC64(acc)
-                 : "l"(da), "l"(db)
-                 : "memory");
-}
-
 /* --- products over 64-row tiles of 128 columns (head_dim 128) ------------------------ */
 
 /* The first 1024-byte boundary in the dynamic shared memory (where sw128 tiles start). */
@@ -201,16 +190,6 @@ __device__ __forceinline__ void frags_times_tile_t(float (&acc)[8][4], const uin
     uint64_t db = sw128_k_major_desc(b);
 #pragma unroll
     for (int kk = 0; kk < 8; kk++) wgmma_m64n64k16_rs(acc, a[kk], desc_advance(db, sw128_k_step(64, kk)), kk > 0);
-}
-
-/* acc (64 x 128) += A B over 64 K rows, A given as its transpose: a
- * [64 K][64 M] sw128 tile (dS^T as the dK/dV pass leaves it), B a 64-row
- * sw128 tile [K][128] (dQ += dS K). */
-__device__ __forceinline__ void tile_t_times_tile(float (&acc)[16][4], const bf16 *a_t, const bf16 *b) {
-    uint64_t da = sw128_mn_major_desc(a_t, 64), db = sw128_mn_major_desc(b, 64);
-#pragma unroll
-    for (int kk = 0; kk < 4; kk++)
-        wgmma_m64n128k16_ss_mn(acc, desc_advance(da, sw128_mn_step(kk)), desc_advance(db, sw128_mn_step(kk)));
 }
 
 /* acc (64 x 128) += A B, A (64 x 64) as fragments, B a 64-row sw128 tile (O += P V). */
