@@ -20,7 +20,7 @@
 # at its default (--token-budget 8192), the same records: the defaults a new
 # user runs.
 # Other knobs: STEPS (30), BUDGET (16384; 8192 for qwen3-8b), EXTRA (more train options, e.g.
-# "--max-drafter-tokens 32768"), PEAK_TFLOPS (MFU's reference; default the
+# "--max-drafter-tokens 32768", or "--kernel-variant gemm_search=1" for an A/B of a kernel variant), PEAK_TFLOPS (MFU's reference; default the
 # trainer's for the GPU).
 # Usage (from the tree's root, ./dflash built): bash scripts/seed_check.sh [OUTDIR]
 set -uo pipefail

@@ -1,7 +1,8 @@
 /* dflash train --device: a device that cannot train (no GPU, CUDA not built
  * in, or a backend without the drafter's training ops) is refused before any
  * data is read or prepared, with a message naming the device; an unknown
- * name is refused; a CPU run reports the memory of each arena role;
+ * name is refused; a kernel variant the device lacks is refused before the data
+ * too (a malformed one as a usage error); a CPU run reports the memory of each arena role;
  * --random-target-weights trains against a random target of the same shape. */
 #include "test_util.h"
 
@@ -40,6 +41,21 @@ static void test_unknown_device(void **state) {
     int rc = run_train(dir, "/nonexistent/records.jsonl", "--steps 2 --device tpu", out);
     assert_true(rc != 0 && rc < 128);
     assert_non_null(strstr(out, "unknown device 'tpu'"));
+    df_test_rmtree(dir);
+    free(dir), free(out);
+}
+
+static void test_kernel_variant_refused_before_the_data(void **state) {
+    (void)state;
+    char *dir = df_test_tmpdir("train_device"), *out = malloc(OUT_CAP);
+    int rc = run_train(dir, "/nonexistent/records.jsonl", "--steps 2 --device cpu --kernel-variant gemm_search=1", out);
+    if (rc == 0 || rc >= 128) fail_msg("expected a clean failure, got %d:\n%s", rc, out);
+    assert_non_null(strstr(out, "--kernel-variant gemm_search=1"));
+    assert_non_null(strstr(out, "no kernel variant 'gemm_search'"));
+    assert_null(strstr(out, "nonexistent"));
+    rc = run_train(dir, "/nonexistent/records.jsonl", "--steps 2 --kernel-variant gemm_search", out);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "--kernel-variant 'gemm_search': expected NAME=VALUE"));
     df_test_rmtree(dir);
     free(dir), free(out);
 }
@@ -105,6 +121,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cuda_refused_before_the_data),
         cmocka_unit_test(test_unknown_device),
+        cmocka_unit_test(test_kernel_variant_refused_before_the_data),
         cmocka_unit_test(test_cpu_run_reports_memory_per_role),
         cmocka_unit_test(test_random_target_weights),
     };

@@ -162,11 +162,7 @@ int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepRes
     memset(r, 0, sizeof *r);
     if (s->repeat < 1 || s->n_seqs < 1 || s->seq_len < 2 || s->num_anchors < 1)
         return df_fail(err, "train-step bench: repeat, sequences, length and anchors must be positive");
-    if (df_backend_set_variant(be, NULL, 0, err)) return df_context(err, "train-step bench: default kernel variants");
-    for (int i = 0; s->variants && i < s->variants->count; i++)
-        if (df_backend_set_variant(be, s->variants->names[i], s->variants->values[i], err))
-            return df_context(err, "train-step bench: --kernel-variant %s=%d", s->variants->names[i],
-                              s->variants->values[i]);
+    if (df_kernel_variants_apply(be, s->variants, "train-step bench: --kernel-variant", err)) return -1;
     df_backend_variants(be, r->variants, sizeof r->variants);
     StepBench b;
     memset(&b, 0, sizeof b);

@@ -11,17 +11,8 @@
 #include <stddef.h>
 
 #include "backend/backend.h"
+#include "backend/kernel_variants.h"
 #include "formats/model_config.h"
-
-/* Kernel variants a benchmarked step runs with instead of their defaults
- * (bench --kernel-variant NAME=VALUE, for an A/B of two kernels with one
- * binary in one call): names as the backend's variant list prints them. */
-enum { DF_MAX_KERNEL_VARIANTS = 16 };
-typedef struct DfKernelVariants {
-    int count;
-    char names[DF_MAX_KERNEL_VARIANTS][64];
-    int values[DF_MAX_KERNEL_VARIANTS];
-} DfKernelVariants;
 
 typedef struct DfTrainStepShape {
     DfModelConfig target;  /* random weights of this shape */

@@ -20,7 +20,6 @@
  * --json writes the figures for bench/ records. */
 #include <cblas.h>
 #include <cjson/cJSON.h>
-#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -672,28 +671,6 @@ done:
     return rc;
 }
 
-/* --kernel-variant NAME=VALUE items into o->variants (whether the backend
- * knows each name is found when the training steps set it). */
-static int parse_kernel_variants(BenchOptions *o, DfError *err) {
-    DfKernelVariants *v = &o->variants;
-    if (o->kernel_variant.count > DF_MAX_KERNEL_VARIANTS)
-        return df_fail(err, "--kernel-variant: at most %d", DF_MAX_KERNEL_VARIANTS);
-    for (int i = 0; i < o->kernel_variant.count; i++) {
-        const char *item = o->kernel_variant.items[i], *eq = strchr(item, '=');
-        char *end = NULL;
-        long value = eq ? strtol(eq + 1, &end, 10) : 0;
-        size_t len = eq ? (size_t)(eq - item) : 0;
-        if (!eq || len == 0 || len >= sizeof v->names[0] || end == eq + 1 || *end || value < 0 || value > INT_MAX)
-            return df_fail(err, "--kernel-variant '%s': expected NAME=VALUE, VALUE a non-negative integer "
-                                "(names as the bench's `kernel variants:` line prints them)", item);
-        memcpy(v->names[i], item, len);
-        v->names[i][len] = '\0';
-        v->values[i] = (int)value;
-    }
-    v->count = o->kernel_variant.count;
-    return 0;
-}
-
 int df_cmd_bench(int argc, char **argv) {
     /* seq_len, n_seqs, repeat 0: the device's default (CPU 4 x 1024, 3; GPU 8 x 2048, 10) */
     BenchOptions o = {.target = "assets/coder-tiny", .data = "assets/data/code-train.jsonl", .device = "cpu"};
@@ -756,7 +733,8 @@ int df_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "dflash: bench: --seq-len, --seqs, --train-seqs and --repeat must be positive\n");
         return 2;
     }
-    if (parse_kernel_variants(&o, &err)) {
+    if (df_kernel_variants_parse(&o.variants, o.kernel_variant.items, o.kernel_variant.count, "--kernel-variant",
+                                 &err)) {
         fprintf(stderr, "dflash: bench: %s\n", err.msg);
         return 2;
     }

@@ -380,6 +380,8 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     DfTrainPrompts prompts;
     df_train_prompts_default(&prompts);
     double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
+    DfStringList kernel_variant = {0};
+    DfKernelVariants variants; /* parsed from kernel_variant; o.kernel_variants points here */
     int heads = 0, kv_heads = 0, head_dim = 0, eval_every = 0, eval_prompts = 0, eval_new = 0;
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
@@ -432,6 +434,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"overlap-grad-reduce", DF_OPT_STRING, &overlap, "on|off", "data parallel on CUDA: all-reduce gradient buckets during the backward (on, default) or after it (off)", 0},
         {"grad-bucket-mib", DF_OPT_DOUBLE, &bucket_mib, "M", "data parallel on CUDA: MiB of fp32 gradient per NCCL all-reduce bucket (default 25)", 0, DF_RANGE_POSITIVE(1 << 20)},
         {"peak-tflops", DF_OPT_DOUBLE, &peak_tflops, "T", "device peak TFLOP/s for MFU (default: 989 on H100/H200, 312 on A100, none on the CPU)", 0, DF_RANGE_POSITIVE(1e6)},
+        {"kernel-variant", DF_OPT_STRING_LIST, &kernel_variant, "NAME=VALUE", "GPU: run this kernel variant instead of its default (repeatable; names and defaults as the `kernel variants:` line of `dflash bench --device cuda` prints them), e.g. an A/B of two kernels at this run's shapes", 0},
     };
     const DfCommandSpec spec = {
         "train", "train a DFlash drafter for a target", NULL,
@@ -536,6 +539,11 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         return 2;
     }
     if (GIVEN("peak-tflops")) o.peak_tflops = peak_tflops;
+    if (df_kernel_variants_parse(&variants, kernel_variant.items, kernel_variant.count, "--kernel-variant", &err)) {
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 2;
+    }
+    if (variants.count > 0) o.kernel_variants = &variants;
     if (GIVEN("eval-every")) o.eval_every = eval_every;
     if (GIVEN("eval-prompts")) o.eval_prompts = eval_prompts;
     if (GIVEN("eval-max-new-tokens")) o.eval_max_new_tokens = eval_new;
@@ -570,7 +578,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     char store_path[4096], regenerated[4200];
     DfTrainSummary summary;
     DfOutputLock lock = {-1, NULL};
-    int rc = df_train_check_device(o.device, &err); /* before any data is prepared */
+    int rc = df_train_check_device(o.device, o.kernel_variants, &err); /* before any data is prepared */
     if (rc == 0) rc = lock_run(&o, &lock, &err);
     if (rc == 0 && prompts.path) {
         rc = df_train_regenerate(&prompts, &o, o.quiet, regenerated, sizeof regenerated, &err);

@@ -123,9 +123,10 @@ static int make_drafter_config(Trainer *t, DfError *err) {
     return 0;
 }
 
-/* The training device (--device), refused at once when it lacks an op of the
- * drafter's step or of the optimizer. */
-static DfBackend *create_training_backend(const char *device, DfError *err) {
+/* The training device (--device) with the kernel variants asked for
+ * (--kernel-variant), refused at once when it lacks an op of the drafter's
+ * step or of the optimizer, or one of the variants. */
+static DfBackend *create_training_backend(const char *device, const DfKernelVariants *variants, DfError *err) {
     DfBackend *be = df_backend_create(device, err);
     if (!be) {
         df_context(err, "--device %s", device ? device : "cpu");
@@ -140,13 +141,29 @@ static DfBackend *create_training_backend(const char *device, DfError *err) {
         df_backend_destroy(be);
         return NULL;
     }
+    if (variants && variants->count > 0 &&
+        df_kernel_variants_apply(be, variants, "--kernel-variant", err)) {
+        df_context(err, "--device %s", device ? device : "cpu");
+        df_backend_destroy(be);
+        return NULL;
+    }
     return be;
 }
 
-int df_train_check_device(const char *device, DfError *err) {
-    DfBackend *be = create_training_backend(device, err);
+int df_train_check_device(const char *device, const DfKernelVariants *variants, DfError *err) {
+    DfBackend *be = create_training_backend(device, variants, err);
     df_backend_destroy(be);
     return be ? 0 : -1;
+}
+
+/* The kernel variants the run was asked for, as the backend now has them
+ * all (stderr, once: a timing that names its kernels). */
+static void report_kernel_variants(const Trainer *t) {
+    const DfKernelVariants *v = t->opt->kernel_variants;
+    if (!v || v->count == 0 || t->opt->quiet) return;
+    char line[512];
+    df_backend_variants(t->be, line, sizeof line);
+    fprintf(stderr, "train: kernel variants: %s\n", line);
 }
 
 /* Sizes the arenas up front and cuts the training state and the step's
@@ -841,7 +858,8 @@ static int setup(Trainer *t, DfError *err) {
     if (o->queue_depth < 1) return df_fail(err, "--queue-depth %d: must be at least 1", o->queue_depth);
     if (df_model_config_load(&t->tcfg, o->target_dir, err)) return -1;
     if (df_trainer_join_group(t, err)) return -1;
-    if (!(t->be = create_training_backend(t->device, err))) return -1; /* before the data: fail early */
+    if (!(t->be = create_training_backend(t->device, o->kernel_variants, err))) return -1; /* before the data */
+    report_kernel_variants(t);
     if (load_data(t, err) || plan_steps(t, err)) return -1;
     if (df_run_dir_make(o->output_dir, err)) return -1;
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);

@@ -88,6 +88,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/kernel_variants.h"
 #include "base/error.h"
 #include "dist/dist_env.h"
 
@@ -138,6 +139,9 @@ typedef struct DfTrainOptions {
     int queue_depth;         /* step batches assembled ahead by the loader thread (1: lock-step; default 3) */
     int64_t log_every;       /* a progress line every N steps (0: every log_interval_s seconds) */
     double peak_tflops;      /* device peak for MFU (0: a default for known GPUs, none on the CPU) */
+    const DfKernelVariants *kernel_variants; /* --kernel-variant: kernels the training device runs instead of
+                                                its defaults (NULL or none: the defaults; not part of the
+                                                run's identity, as the device is not) */
     const DfDistEnv *dist;   /* data parallel: this process's place in the group (NULL: one process) */
     double bucket_mib;       /* NCCL gradient buckets (MiB of fp32; default 25) */
     int random_target_weights; /* 1: the target's weights are random (df_target_init_random, seeded by
@@ -200,10 +204,11 @@ typedef struct DfTrainSummary {
     double eval_last_tau;
 } DfTrainSummary;
 
-/* Fails (with a message naming the device and the missing op) unless the
- * device exists and its backend implements every op of a training step;
- * lets a command refuse a device before it prepares any data. */
-int df_train_check_device(const char *device, DfError *err);
+/* Fails (with a message naming the device and the missing op, or the
+ * kernel variant it lacks) unless the device exists, its backend implements
+ * every op of a training step and has each of variants (NULL: none); lets a
+ * command refuse a device before it prepares any data. */
+int df_train_check_device(const char *device, const DfKernelVariants *variants, DfError *err);
 
 /* Runs (or resumes) a training run. Metrics line per step:
  *   {"step", "epoch", "loss", "train_tau", "acc": [positions 1..B-1], "lr",
