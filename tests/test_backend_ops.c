@@ -57,6 +57,7 @@ static const OpCase *const CASES[] = {
     &CASE_FILL_ZERO,
     &CASE_ROPE,
     &CASE_RMSNORM_ROPE,
+    &CASE_QK_NORM_ROPE,
     &CASE_RMSNORM_ROPE_BACKWARD,
     &CASE_ATTENTION,
     &CASE_ARGMAX,

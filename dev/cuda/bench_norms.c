@@ -1,5 +1,6 @@
 /* RMSNorm forward and backward, and the q/k norms with their rope
- * (rmsnorm_rope, beside rmsnorm then rope), at the shapes of the Qwen3-8B training step
+ * (rmsnorm_rope, beside rmsnorm then rope; the target's as it runs them, qk_norm_rope from its q/k/v
+ * rows, beside two strided rmsnorm_rope calls), at the shapes of the Qwen3-8B training step
  * (`dflash bench --train-only`: 2 x 2048 context rows, 16,384 block rows,
  * hidden 4096, 32/8 heads of 128): each call's time and the bandwidth its
  * bytes reach next to the device-to-device copy's, and the step's calls
@@ -137,6 +138,72 @@ static double bench_rope_shape(DevBackends *be, const RopeShape *s, const HostRo
     free(x), free(w);
     *apart_step += apart * s->per_step;
     return ms * s->per_step;
+}
+
+/* The target's q and k norms as the step runs them: from the q and k columns of its fused q/k/v rows
+ * (32 + 2 x 8 heads a token), as one qk_norm_rope and as two strided rmsnorm_rope calls. */
+enum { TARGET_TOKENS = 4096, TARGET_QH = 32, TARGET_KH = 8, TARGET_LD = (TARGET_QH + 2 * TARGET_KH) * HD };
+
+typedef struct QkRun {
+    DfBackend *be;
+    DfBuffer x, k_x, qw, kw, pos, cos_t, sin_t, q, k;
+} QkRun;
+
+static void qk_run_init(QkRun *r, DfBackend *be, const float *x, const float *qw, const float *kw, const HostRope *h) {
+    size_t n = (size_t)TARGET_TOKENS * TARGET_LD, nt = (size_t)N_POS * HD / 2;
+    *r = (QkRun){.be = be};
+    r->x = dev_upload(be, x, n, DF_BUF_ACT);
+    r->k_x = df_buffer_view(r->x, (size_t)TARGET_QH * HD, n - (size_t)TARGET_QH * HD);
+    r->qw = dev_upload(be, qw, HD, DF_BUF_ACT), r->kw = dev_upload(be, kw, HD, DF_BUF_ACT);
+    r->pos = dev_upload_i32(be, h->pos, TARGET_TOKENS);
+    r->cos_t = dev_upload(be, h->c, nt, DF_BUF_F32), r->sin_t = dev_upload(be, h->sn, nt, DF_BUF_F32);
+    r->q = dev_poisoned(be, (size_t)TARGET_TOKENS * TARGET_QH * HD, DF_BUF_ACT);
+    r->k = dev_poisoned(be, (size_t)TARGET_TOKENS * TARGET_KH * HD, DF_BUF_ACT);
+}
+
+static void qk_run_free(QkRun *r) {
+    DfBuffer *bufs[] = {&r->x, &r->qw, &r->kw, &r->pos, &r->cos_t, &r->sin_t, &r->q, &r->k};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) df_buffer_free(r->be, bufs[i]);
+}
+
+static void qk_once(void *ctx) {
+    QkRun *r = ctx;
+    df_op_qk_norm_rope(r->be, r->q, r->k, r->x, TARGET_LD, r->qw, r->kw, r->pos, r->cos_t, r->sin_t, TARGET_TOKENS,
+                       TARGET_QH, TARGET_KH, HD, 1e-6f);
+}
+
+static void qk_apart_once(void *ctx) {
+    QkRun *r = ctx;
+    df_op_rmsnorm_rope(r->be, r->q, r->x, TARGET_LD, r->qw, r->pos, r->cos_t, r->sin_t, TARGET_TOKENS, TARGET_QH, HD,
+                       1e-6f);
+    df_op_rmsnorm_rope(r->be, r->k, r->k_x, TARGET_LD, r->kw, r->pos, r->cos_t, r->sin_t, TARGET_TOKENS, TARGET_KH, HD,
+                       1e-6f);
+}
+
+/* qk_norm_rope against the CPU's and, bit for bit, against the GPU's two rmsnorm_rope calls; both timed. */
+static void bench_qk_target(DevBackends *be, const HostRope *h, double copy_gbs) {
+    size_t n = (size_t)TARGET_TOKENS * TARGET_LD;
+    float *x = dev_random(n, 31, 2.0f), *qw = dev_random(HD, 32, 1.0f), *kw = dev_random(HD, 33, 1.0f);
+    QkRun cr, gr, ga;
+    qk_run_init(&cr, be->cpu, x, qw, kw, h), qk_run_init(&gr, be->gpu, x, qw, kw, h), qk_run_init(&ga, be->gpu, x, qw, kw, h);
+    qk_once(&cr), qk_once(&gr), qk_apart_once(&ga);
+    compare(be, "qk_norm_rope target q", gr.q, cr.q);
+    compare(be, "qk_norm_rope target k", gr.k, cr.k);
+    DfBuffer got[2] = {gr.q, gr.k}, want[2] = {ga.q, ga.k};
+    for (int i = 0; i < 2; i++) {
+        float *a = dev_download(be->gpu, got[i]), *b = dev_download(be->gpu, want[i]);
+        dev_validate_exact(i ? "    k: and the GPU's two rmsnorm_rope" : "    q: and the GPU's two rmsnorm_rope", a, b,
+                           got[i].count);
+        free(a), free(b);
+    }
+    double ms = dev_median_ms(be->gpu, qk_once, &gr, 3, 21, 1), apart = dev_median_ms(be->gpu, qk_apart_once, &ga, 3, 21, 1);
+    double gbs = 4.0 * (TARGET_QH + TARGET_KH) * HD * TARGET_TOKENS / ms * 1e-6; /* q, k read and written, bf16 */
+    printf("%-16s %-40s [%7d x %2d+%d heads] %7.3f ms %6.0f GB/s (%3.0f%% of copy), 34 a step: %6.2f ms "
+           "(two rmsnorm_rope calls: %.3f ms, %.2f a step)\n",
+           "qk_norm_rope", "target q and k, from the q/k/v rows", TARGET_TOKENS, TARGET_QH, TARGET_KH, ms, gbs,
+           100 * gbs / copy_gbs, 34 * ms, apart, 34 * apart);
+    qk_run_free(&cr), qk_run_free(&gr), qk_run_free(&ga);
+    free(x), free(qw), free(kw);
 }
 
 typedef struct Run {
@@ -325,6 +392,7 @@ int main(void) {
     HostRope h = host_rope(max_tokens);
     for (size_t i = 0; i < sizeof ROPE_SHAPES / sizeof ROPE_SHAPES[0]; i++)
         fused += bench_rope_shape(&be, &ROPE_SHAPES[i], &h, copy_gbs, &apart);
+    bench_qk_target(&be, &h, copy_gbs);
     for (size_t i = 0; i < 2; i++) /* the drafter's: the target has no backward */
         fused_bwd += bench_rope_backward_shape(&be, &ROPE_SHAPES[i], &h, copy_gbs, &apart_bwd);
     free(h.c), free(h.sn), free(h.pos);

@@ -214,6 +214,38 @@ void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuf
     DISPATCH(be, rmsnorm_rope, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads, head_dim, eps);
 }
 
+void df_op_qk_norm_rope(DfBackend *be, DfBuffer q_out, DfBuffer k_out, DfBuffer x, int x_ld, DfBuffer q_w,
+                        DfBuffer k_w, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                        int q_heads, int k_heads, int head_dim, float eps) {
+    require(n_tokens > 0 && q_heads > 0 && k_heads > 0 && head_dim > 0 && head_dim % 2 == 0, "qk_norm_rope",
+            "needs tokens, q and k heads and an even head_dim");
+    size_t q_row = (size_t)q_heads * head_dim, k_row = (size_t)k_heads * head_dim;
+    size_t nq = (size_t)n_tokens * q_row, nk = (size_t)n_tokens * k_row;
+    require(x_ld > 0 && (size_t)x_ld >= q_row + k_row, "qk_norm_rope", "x_ld smaller than (q_heads + k_heads) * head_dim");
+    size_t x_span = (size_t)(n_tokens - 1) * (size_t)x_ld + q_row + k_row;
+    require(fits(x, x_span, DF_BUF_ACT), "qk_norm_rope",
+            "x holds fewer than (T - 1) * x_ld + (q_heads + k_heads) * head_dim values");
+    require(!overlaps(q_out, nq, x, x_span) && !overlaps(k_out, nk, x, x_span) && !overlaps(q_out, nq, k_out, nk),
+            "qk_norm_rope", "q_out, k_out and x share memory");
+    require(fits(q_out, nq, DF_BUF_ACT) && fits(k_out, nk, DF_BUF_ACT) && fits(q_w, head_dim, DF_BUF_ACT) &&
+                fits(k_w, head_dim, DF_BUF_ACT) && fits(positions, n_tokens, DF_BUF_I32) &&
+                cos_table.kind == DF_BUF_F32 && sin_table.kind == DF_BUF_F32 && cos_table.count == sin_table.count &&
+                cos_table.count % (size_t)(head_dim / 2) == 0,
+            "qk_norm_rope", "bad shapes");
+    DISPATCH(be, qk_norm_rope, q_out, k_out, x, x_ld, q_w, k_w, positions, cos_table, sin_table, n_tokens, q_heads,
+             k_heads, head_dim, eps);
+}
+
+void df_backend_qk_norm_rope_composed(DfBackend *be, DfBuffer q_out, DfBuffer k_out, DfBuffer x, int x_ld,
+                                      DfBuffer q_w, DfBuffer k_w, DfBuffer positions, DfBuffer cos_table,
+                                      DfBuffer sin_table, int n_tokens, int q_heads, int k_heads, int head_dim,
+                                      float eps) {
+    size_t q_row = (size_t)q_heads * head_dim;
+    DfBuffer k_x = df_buffer_view(x, q_row, x.count - q_row);
+    be->ops->rmsnorm_rope(be, q_out, x, x_ld, q_w, positions, cos_table, sin_table, n_tokens, q_heads, head_dim, eps);
+    be->ops->rmsnorm_rope(be, k_out, k_x, x_ld, k_w, positions, cos_table, sin_table, n_tokens, k_heads, head_dim, eps);
+}
+
 void df_backend_rmsnorm_rope_composed(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w,
                                       DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
                                       int heads, int head_dim, float eps) {

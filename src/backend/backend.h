@@ -328,6 +328,17 @@ void df_op_rope(DfBackend *be, DfBuffer x, DfBuffer positions, DfBuffer cos_tabl
  * tokens x_ld values apart (heads * head_dim when packed), out packed. */
 void df_op_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
                         DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps);
+/* The q and k norms with their rope in one op (backend_ops.def): x's q
+ * heads then k heads a token, tokens x_ld values apart; q_out, k_out packed. */
+void df_op_qk_norm_rope(DfBackend *be, DfBuffer q_out, DfBuffer k_out, DfBuffer x, int x_ld, DfBuffer q_w,
+                        DfBuffer k_w, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                        int q_heads, int k_heads, int head_dim, float eps);
+/* For backends: qk_norm_rope as the backend's own rmsnorm_rope twice (the
+ * CPU's op and the CUDA fallback). */
+void df_backend_qk_norm_rope_composed(DfBackend *be, DfBuffer q_out, DfBuffer k_out, DfBuffer x, int x_ld,
+                                      DfBuffer q_w, DfBuffer k_w, DfBuffer positions, DfBuffer cos_table,
+                                      DfBuffer sin_table, int n_tokens, int q_heads, int k_heads, int head_dim,
+                                      float eps);
 /* For backends: rmsnorm_rope as its definition composes it from the
  * backend's own copy2d, rmsnorm and rope (strided x packed into out first,
  * then normed and rotated there); the CPU's op and the CUDA fallback. */

@@ -35,8 +35,8 @@ static DfBuffer fused_qkv_scratch(const DfModelConfig *c, const DfTargetLayer *l
 
 /* q, k, v as one product of the fused weight into qkv (q, k, v columns a
  * row), then the q and k norms with their rope read from its columns into
- * a->q and a->k, and v copied out into a->v: the values of the three
- * products up to their summation order. */
+ * a->q and a->k (one op), and v copied out into a->v: the values of the
+ * three products up to their summation order. */
 static void qkv_one_product(const DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a, DfBuffer qkv,
                             DfBuffer positions, DfBuffer rope_cos, DfBuffer rope_sin) {
     DfBackend *be = m->be;
@@ -45,10 +45,9 @@ static void qkv_one_product(const DfTargetModel *m, const DfTargetLayer *l, cons
     int qd = nh * hd, kvd = nkv * hd, width = qd + 2 * kvd;
     float eps = (float)c->rms_norm_eps;
     df_op_linear(be, qkv, a->h, l->qkv_proj, t, width, c->hidden_size, 0);
-    DfBuffer k_cols = df_buffer_view(qkv, (size_t)qd, qkv.count - (size_t)qd);
     DfBuffer v_cols = df_buffer_view(qkv, (size_t)(qd + kvd), qkv.count - (size_t)(qd + kvd));
-    df_op_rmsnorm_rope(be, a->q, qkv, width, l->q_norm, positions, rope_cos, rope_sin, t, nh, hd, eps);
-    df_op_rmsnorm_rope(be, a->k, k_cols, width, l->k_norm, positions, rope_cos, rope_sin, t, nkv, hd, eps);
+    df_op_qk_norm_rope(be, a->q, a->k, qkv, width, l->q_norm, l->k_norm, positions, rope_cos, rope_sin, t, nh, nkv, hd,
+                       eps);
     df_op_copy2d(be, a->v, kvd, v_cols, width, t, kvd);
 }
 

@@ -578,6 +578,71 @@ static const NormRopeShape NORM_ROPE_SHAPES[] = {
 const OpCase CASE_RMSNORM_ROPE = {"rmsnorm_rope (packed and strided x, against rmsnorm then rope)", "rmsnorm_rope",
                                   run_rmsnorm_rope, OPS_SHAPES(NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
 
+/* qk_norm_rope: q heads then k heads a token of x (the q and k columns of fused q/k/v rows, x_ld values
+ * apart, x_offset values into the buffer). */
+typedef struct QkNormRopeShape {
+    int t, q_heads, k_heads, hd, n_pos, x_ld, x_offset;
+} QkNormRopeShape;
+
+/* The one op on every backend bit for bit against its own rmsnorm_rope of the q columns and of the k
+ * columns (x left as it was); the reference run also against the formula on the packed rows. */
+static void run_qk_norm_rope(Run *r, const void *shape) {
+    const QkNormRopeShape *s = shape;
+    int t = s->t, qh = s->q_heads, kh = s->k_heads, hd = s->hd, x_ld = s->x_ld;
+    NormRopeShape ns = {t, qh + kh, hd, s->n_pos, 0, x_ld, s->x_offset};
+    NormRopeInputs in = norm_rope_inputs(r, &ns);
+    ops_label(r, "T=%d q_heads=%d k_heads=%d head_dim=%d x_ld=%d x_offset=%d", t, qh, kh, hd, x_ld, s->x_offset);
+    size_t nq = (size_t)t * qh * hd, nk = (size_t)t * kh * hd, n_buf;
+    int ld;
+    float *x; /* the packed q and k heads, (qh + kh) * hd a token */
+    float *xbuf = norm_rope_strided_x(r, &ns, &n_buf, &ld, &x);
+    float *qw = ops_inputs(r, hd, 95 + hd, 1), *kw = ops_inputs(r, hd, 96 + hd, 1);
+    DfBuffer qwb = ops_up(r, qw, hd, DF_BUF_ACT), kwb = ops_up(r, kw, hd, DF_BUF_ACT);
+    DfBuffer xbuf_b = ops_up(r, xbuf, n_buf, DF_BUF_ACT);
+    DfBuffer xb = df_buffer_view(xbuf_b, (size_t)s->x_offset, n_buf - (size_t)s->x_offset);
+    DfBuffer kx = df_buffer_view(xb, (size_t)qh * hd, xb.count - (size_t)qh * hd);
+    DfBuffer q = ops_poisoned(r, nq, DF_BUF_ACT), k = ops_poisoned(r, nk, DF_BUF_ACT);
+    DfBuffer q2 = ops_poisoned(r, nq, DF_BUF_ACT), k2 = ops_poisoned(r, nk, DF_BUF_ACT);
+    df_op_qk_norm_rope(r->be, q, k, xb, x_ld, qwb, kwb, in.p, in.ct, in.st, t, qh, kh, hd, 1e-6f);
+    df_op_rmsnorm_rope(r->be, q2, xb, x_ld, qwb, in.p, in.ct, in.st, t, qh, hd, 1e-6f);
+    df_op_rmsnorm_rope(r->be, k2, kx, x_ld, kwb, in.p, in.ct, in.st, t, kh, hd, 1e-6f);
+    float *got_q = ops_result(r, "q", q), *got_k = ops_result(r, "k", k);
+    float *want_q = ops_result(r, "q of rmsnorm_rope", q2), *want_k = ops_result(r, "k of rmsnorm_rope", k2);
+    if (memcmp(got_q, want_q, nq * sizeof *got_q) != 0 || memcmp(got_k, want_k, nk * sizeof *got_k) != 0)
+        fail_msg("%s: qk_norm_rope on the %s backend differs from its rmsnorm_rope of q and of k", r->label,
+                 r->be->ops->name);
+    if (memcmp(ops_result_exact(r, "x (left as it was)", xbuf_b), xbuf, n_buf * sizeof *xbuf) != 0)
+        fail_msg("%s: x was changed", r->label);
+    if (!r->reference) return;
+    int row = (qh + kh) * hd;
+    const int heads[2] = {qh, kh}, first[2] = {0, qh * hd};
+    const float *ws[2] = {qw, kw}, *got[2] = {got_q, got_k};
+    for (int part = 0; part < 2; part++) { /* the formula on the packed q (k) heads */
+        size_t n = (size_t)t * heads[part] * hd;
+        float *rows = ops_fvec(r, n), *normed_f = ops_fvec(r, n);
+        double *normed = ops_dvec(r, n), *want = ops_dvec(r, n);
+        for (int i = 0; i < t; i++)
+            memcpy(rows + (size_t)i * heads[part] * hd, x + (size_t)i * row + first[part],
+                   (size_t)heads[part] * hd * sizeof *rows);
+        ref_rmsnorm(rows, ws[part], normed, t * heads[part], hd, 1e-6);
+        for (size_t i = 0; i < n; i++) normed_f[i] = (float)normed[i];
+        ref_rope(normed_f, in.pos, in.c, in.sn, want, t, heads[part], hd, hd, 1);
+        ops_near(r, part ? "qk_norm_rope k" : "qk_norm_rope q", got[part], want, n, 1e-5);
+    }
+}
+
+/* CUDA: head dims 64, 128 and 256 at token strides that are multiples of 8 take the one kernel over both
+ * segments (301 and 513 tokens: the q segment's last grid block partial, then k's blocks); an odd stride
+ * or offset, or head dims it does not take, the two rmsnorm_rope calls. */
+static const QkNormRopeShape QK_NORM_ROPE_SHAPES[] = {
+    {37, 3, 1, 128, 512, 5 * 128, 0},  {301, 8, 2, 128, 512, 12 * 128, 0}, {513, 32, 8, 128, 1024, 48 * 128, 0},
+    {9, 4, 2, 64, 64, 8 * 64, 0},      {5, 2, 1, 256, 512, 4 * 256, 0},    {1, 4, 2, 128, 16, 8 * 128, 0},
+    {17, 3, 1, 128, 512, 5 * 128 + 3, 0}, {13, 2, 1, 64, 64, 4 * 64, 5},  {7, 3, 1, 10, 16, 43, 3},
+};
+
+const OpCase CASE_QK_NORM_ROPE = {"qk_norm_rope (against rmsnorm_rope of q and of k)", "qk_norm_rope",
+                                  run_qk_norm_rope, OPS_SHAPES(QK_NORM_ROPE_SHAPES), 1e-2, OPS_NO_VARIANTS};
+
 static const NormRopeShape NORM_ROPE_BACKWARD_SHAPES[] = {NORM_ROPE_PACKED_SHAPES};
 
 /* rmsnorm_rope_backward into dx of its own (dy left as it was) and in place,

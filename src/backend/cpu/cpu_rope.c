@@ -47,6 +47,13 @@ void df_cpu_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBu
 
 /* Its backward: on the CPU rope_backward and rmsnorm_backward themselves,
  * dy copied into dx first where they differ. */
+void df_cpu_qk_norm_rope(DfBackend *be, DfBuffer q_out, DfBuffer k_out, DfBuffer x, int x_ld, DfBuffer q_w,
+                         DfBuffer k_w, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                         int q_heads, int k_heads, int head_dim, float eps) {
+    df_backend_qk_norm_rope_composed(be, q_out, k_out, x, x_ld, q_w, k_w, positions, cos_table, sin_table, n_tokens,
+                                     q_heads, k_heads, head_dim, eps);
+}
+
 void df_cpu_rmsnorm_rope_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer dy, DfBuffer x, DfBuffer w,
                                   DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads,
                                   int head_dim, float eps) {

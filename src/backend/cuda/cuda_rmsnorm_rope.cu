@@ -9,7 +9,9 @@
  * and 256, or unaligned buffers or token strides, run those two ops (strided
  * x copied packed into out first). A token's heads are read x_ld values
  * apart from the next token's: only the address of a row's load depends on
- * it. */
+ * it. qk_norm_rope is the same kernel over two segments in one launch, q's
+ * head rows then k's: the target's q and k calls are small (8 to 34 MB)
+ * and each spent much of its time in the ramp and tail of its own grid. */
 #include "backend/cuda/cuda_head_math.h"
 #include "backend/cuda/cuda_internal.h"
 
@@ -40,14 +42,38 @@ __device__ __forceinline__ HeadRow head_row_step(HeadRow r, int by, int heads) {
  * group g is (w * ROWS + r) * ROWS_PER_WARP + g, so a warp's loads of one r
  * are contiguous. sin_sign is passed (1), not folded, as k_rope_vec takes it. */
 #define RMSNORM_ROPE_ROWS 4
+
+/* The head rows one launch norms and rotates: rows = tokens x heads of x
+ * (tokens x_ld apart) into out (packed), with weight w, from grid block
+ * first_block on. A launch has one (rmsnorm_rope) or two (qk_norm_rope: q's
+ * heads, then k's, of the same tokens). */
+struct NormRopeSegment {
+    bf16 *out;
+    const bf16 *x;
+    long x_ld;
+    const bf16 *w;
+    long rows;
+    int heads;
+    unsigned first_block;
+};
+struct NormRopeSegments {
+    NormRopeSegment s[2];
+};
+
 template <int HD>
 __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
-    k_rmsnorm_rope(bf16 *out, const bf16 *x, long x_ld, const bf16 *w, const int32_t *pos, const float *cos_t,
-                   const float *sin_t, float sin_sign, long rows, int heads, float eps, int table_rows,
-                   DfCudaDeviceError *bad) {
+    k_rmsnorm_rope(NormRopeSegments segs, const int32_t *pos, const float *cos_t, const float *sin_t, float sin_sign,
+                   float eps, int table_rows, DfCudaDeviceError *bad) {
     constexpr int LANES = HD / 8, HALF_LANES = LANES / 2, ROWS_PER_WARP = 32 / LANES, R = RMSNORM_ROPE_ROWS;
+    /* the block's segment, field by field (a struct selected at run time would go to local memory) */
+    bool second = blockIdx.x >= segs.s[1].first_block;
+    bf16 *out = second ? segs.s[1].out : segs.s[0].out;
+    const bf16 *x = second ? segs.s[1].x : segs.s[0].x, *w = second ? segs.s[1].w : segs.s[0].w;
+    long x_ld = second ? segs.s[1].x_ld : segs.s[0].x_ld, rows = second ? segs.s[1].rows : segs.s[0].rows;
+    int heads = second ? segs.s[1].heads : segs.s[0].heads;
     int lane = threadIdx.x % 32, gl = lane % LANES;
-    long first_row = ((long)blockIdx.x * RMSNORM_ROPE_WARPS + threadIdx.x / 32) * R * ROWS_PER_WARP + lane / LANES;
+    long block = (long)(blockIdx.x - (second ? segs.s[1].first_block : 0u));
+    long first_row = (block * RMSNORM_ROPE_WARPS + threadIdx.x / 32) * R * ROWS_PER_WARP + lane / LANES;
     Pack8 v[R], wp;
     float ss[R];
     HeadRow hr[R];
@@ -96,33 +122,76 @@ __global__ void __launch_bounds__(RMSNORM_ROPE_WARPS * 32)
     }
 }
 
+/* The grid blocks of a segment of `rows` head rows. */
 template <int HD>
-static void launch(DfCudaState *st, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
-                   DfBuffer cos_table, DfBuffer sin_table, long rows, int heads, float eps) {
+static unsigned segment_blocks(long rows) {
     constexpr long ROWS_PER_BLOCK = RMSNORM_ROPE_WARPS * RMSNORM_ROPE_ROWS * (32 / (HD / 8));
-    unsigned blocks = (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+    return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+}
+
+/* One launch over segs.s[0] and, when two, segs.s[1] (their first_block set here). */
+template <int HD>
+static void launch(DfCudaState *st, NormRopeSegments segs, int n_segs, DfBuffer positions, DfBuffer cos_table,
+                   DfBuffer sin_table, float eps) {
+    unsigned blocks = segment_blocks<HD>(segs.s[0].rows);
+    segs.s[0].first_block = 0;
+    segs.s[1].first_block = blocks; /* one segment: no block reaches it */
+    if (n_segs == 2) blocks += segment_blocks<HD>(segs.s[1].rows);
     int table_rows = (int)(cos_table.count / (size_t)(HD / 2));
     k_rmsnorm_rope<HD><<<blocks, RMSNORM_ROPE_WARPS * 32, 0, st->stream>>>(
-        (bf16 *)out.ptr, (const bf16 *)x.ptr, (long)x_ld, (const bf16 *)w.ptr, (const int32_t *)positions.ptr,
-        (const float *)cos_table.ptr, (const float *)sin_table.ptr, 1.0f, rows, heads, eps, table_rows, st->dev_error);
+        segs, (const int32_t *)positions.ptr, (const float *)cos_table.ptr, (const float *)sin_table.ptr, 1.0f, eps,
+        table_rows, st->dev_error);
+}
+
+static void launch_hd(DfCudaState *st, NormRopeSegments segs, int n_segs, DfBuffer positions, DfBuffer cos_table,
+                      DfBuffer sin_table, int head_dim, float eps) {
+    if (head_dim == 64) launch<64>(st, segs, n_segs, positions, cos_table, sin_table, eps);
+    else if (head_dim == 128) launch<128>(st, segs, n_segs, positions, cos_table, sin_table, eps);
+    else launch<256>(st, segs, n_segs, positions, cos_table, sin_table, eps);
+}
+
+static NormRopeSegment segment(DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, int n_tokens, int heads) {
+    return NormRopeSegment{(bf16 *)out.ptr, (const bf16 *)x.ptr, (long)x_ld, (const bf16 *)w.ptr,
+                           (long)n_tokens * heads, heads, 0};
+}
+
+/* Whether the kernel takes this call: every row's 16-byte loads aligned (the
+ * buffers and the token stride, 8 bf16), its rows counted in int (the grid's
+ * last block included), a head dim it is built for. */
+static bool kernel_takes(DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer cos_table, DfBuffer sin_table,
+                         long rows, int head_dim) {
+    bool aligned = df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && x_ld % 8 == 0 &&
+                   df_cuda_aligned16(w.ptr) && df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr);
+    return aligned && rows <= (long)INT_MAX - 4096 && (head_dim == 64 || head_dim == 128 || head_dim == 256);
 }
 
 void df_cuda_rmsnorm_rope(DfBackend *be, DfBuffer out, DfBuffer x, int x_ld, DfBuffer w, DfBuffer positions,
                           DfBuffer cos_table, DfBuffer sin_table, int n_tokens, int heads, int head_dim, float eps) {
     DfCudaState *st = df_cuda_state(be);
-    long rows = (long)n_tokens * heads;
-    /* every row's 16-byte loads aligned: the buffers and the token stride (8 bf16) */
-    bool aligned = df_cuda_aligned16(out.ptr) && df_cuda_aligned16(x.ptr) && x_ld % 8 == 0 &&
-                   df_cuda_aligned16(w.ptr) && df_cuda_aligned16(cos_table.ptr) && df_cuda_aligned16(sin_table.ptr);
-    /* the kernel counts rows in int, its grid's last block included */
-    bool int_rows = rows <= (long)INT_MAX - 4096;
-    if (!aligned || !int_rows || (head_dim != 64 && head_dim != 128 && head_dim != 256)) {
+    if (!kernel_takes(out, x, x_ld, w, cos_table, sin_table, (long)n_tokens * heads, head_dim)) {
         df_backend_rmsnorm_rope_composed(be, out, x, x_ld, w, positions, cos_table, sin_table, n_tokens, heads,
                                          head_dim, eps);
         return;
     }
-    if (head_dim == 64) launch<64>(st, out, x, x_ld, w, positions, cos_table, sin_table, rows, heads, eps);
-    else if (head_dim == 128) launch<128>(st, out, x, x_ld, w, positions, cos_table, sin_table, rows, heads, eps);
-    else launch<256>(st, out, x, x_ld, w, positions, cos_table, sin_table, rows, heads, eps);
+    NormRopeSegments segs = {{segment(out, x, x_ld, w, n_tokens, heads), {}}};
+    launch_hd(st, segs, 1, positions, cos_table, sin_table, head_dim, eps);
     DF_CUDA_CHECK_LAUNCH(be, "rmsnorm_rope");
+}
+
+void df_cuda_qk_norm_rope(DfBackend *be, DfBuffer q_out, DfBuffer k_out, DfBuffer x, int x_ld, DfBuffer q_w,
+                          DfBuffer k_w, DfBuffer positions, DfBuffer cos_table, DfBuffer sin_table, int n_tokens,
+                          int q_heads, int k_heads, int head_dim, float eps) {
+    DfCudaState *st = df_cuda_state(be);
+    DfBuffer k_x = df_buffer_view(x, (size_t)q_heads * head_dim, x.count - (size_t)q_heads * head_dim);
+    long rows = (long)n_tokens * (q_heads + k_heads);
+    if (!kernel_takes(q_out, x, x_ld, q_w, cos_table, sin_table, rows, head_dim) ||
+        !kernel_takes(k_out, k_x, x_ld, k_w, cos_table, sin_table, rows, head_dim)) {
+        df_backend_qk_norm_rope_composed(be, q_out, k_out, x, x_ld, q_w, k_w, positions, cos_table, sin_table,
+                                         n_tokens, q_heads, k_heads, head_dim, eps);
+        return;
+    }
+    NormRopeSegments segs = {{segment(q_out, x, x_ld, q_w, n_tokens, q_heads),
+                              segment(k_out, k_x, x_ld, k_w, n_tokens, k_heads)}};
+    launch_hd(st, segs, 2, positions, cos_table, sin_table, head_dim, eps);
+    DF_CUDA_CHECK_LAUNCH(be, "qk_norm_rope");
 }
