@@ -180,6 +180,7 @@ int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepRes
     if (run_step(&b, r->phase_s, err) || profile_step(&b, r, err)) goto done;
     df_sort_doubles(times, (size_t)s->repeat);
     r->step_s = times[s->repeat / 2];
+    r->step_min_s = times[0], r->step_max_s = times[s->repeat - 1], r->timed_steps = s->repeat;
     count_flops(&b, s, r);
     r->seqs_per_s = s->n_seqs / r->step_s;
     r->tflops = r->tflop_per_step / r->step_s;
@@ -246,9 +247,10 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
                                 const DfTrainStepResult *r, double peak_tflops, double nominal_tflops, cJSON *json) {
     printf("%s: %d x %d tokens, %d anchors x block %d, %d-layer drafter (%.2f B parameters)\n", label, s->n_seqs,
            s->seq_len, s->num_anchors, s->block_size, s->drafter_layers, r->drafter_params / 1e9);
-    printf("    whole step %8.1f ms  %6.2f sequences/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of %.0f\n",
+    printf("    whole step %8.1f ms  %6.2f sequences/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of %.0f "
+           "(median of %d steps, %.1f-%.1f ms)\n",
            r->step_s * 1e3, r->seqs_per_s, r->tflops, 100 * r->tflops / peak_tflops, 100 * r->tflops / nominal_tflops,
-           nominal_tflops);
+           nominal_tflops, r->timed_steps, r->step_min_s * 1e3, r->step_max_s * 1e3);
     printf("    FLOPs per step: target %.2f TFLOP (%d layers run) + drafter %.2f TFLOP\n", r->target_tflop,
            r->target_layers_run, r->drafter_tflop);
     double total = 0;
@@ -266,6 +268,9 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
         const char *suffix;
         double v;
     } fig[] = {{"step_ms", r->step_s * 1e3},
+               {"step_min_ms", r->step_min_s * 1e3},
+               {"step_max_ms", r->step_max_s * 1e3},
+               {"timed_steps", r->timed_steps},
                {"seqs_per_s", r->seqs_per_s},
                {"tflops", r->tflops},
                {"mfu_measured_peak", r->tflops / peak_tflops},

@@ -28,6 +28,8 @@ enum { DF_STEP_PHASE_TARGET, DF_STEP_PHASE_DRAFTER, DF_STEP_PHASE_OPTIMIZER, DF_
 
 typedef struct DfTrainStepResult {
     double step_s;                       /* median whole step, no syncs between phases */
+    double step_min_s, step_max_s;       /* the fastest and the slowest of the timed steps */
+    int timed_steps;                     /* how many (the shape's repeat) */
     double phase_s[DF_STEP_PHASES];      /* one more step, synced after each phase */
     double seqs_per_s, tflop_per_step, tflops;
     double target_tflop, drafter_tflop;  /* spec section 8 split of tflop_per_step */

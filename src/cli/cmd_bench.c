@@ -51,6 +51,7 @@ typedef struct BenchOptions {
     int n_seqs;
     int repeat;
     int train_seqs; /* sequences of one benchmarked GPU training step */
+    int train_repeat; /* timed GPU training steps after the warm-up (their median is the figure) */
     int train_only; /* GPU: the GEMM peak and the training steps, no prefill figures */
     int decode;                   /* --decode: the decode figures instead */
     int prompt_len, new_tokens;   /* of the decode figures */
@@ -522,7 +523,7 @@ static int bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name
  * a 5-layer drafter, S = 2048, 512 anchors of 16. */
 static int bench_gpu_train_steps(DfBackend *be, const BenchOptions *o, double peak, cJSON *json, DfError *err) {
     DfTrainStepShape s = {.drafter_layers = 5, .block_size = 16, .num_anchors = 512, .seq_len = 2048,
-                          .n_seqs = o->train_seqs, .repeat = 5, .variants = &o->variants};
+                          .n_seqs = o->train_seqs, .repeat = o->train_repeat, .variants = &o->variants};
     DfTrainStepResult r;
     printf("\n");
     if (df_model_config_load(&s.target, o->target, err)) return -1;
@@ -685,6 +686,8 @@ int df_cmd_bench(int argc, char **argv) {
          "timed repetitions after one warm-up; CPU keeps the best (default 3), GPU the median (default 10)", 0, DF_RANGE(1, 10000)},
         {"train-seqs", DF_OPT_INT, &o.train_seqs, "N",
          "GPU: sequences of 2048 tokens in one benchmarked training step (default 2)", 0, DF_RANGE(1, 4096)},
+        {"train-repeat", DF_OPT_INT, &o.train_repeat, "N",
+         "GPU: timed training steps after one warm-up step, their median the figure (default 5)", 0, DF_RANGE(1, 10000)},
         {"train-only", DF_OPT_FLAG, &o.train_only, NULL,
          "GPU: only the GEMM peak and the training steps (skip the prefill figures)", 0},
         {"kernel-variant", DF_OPT_STRING_LIST, &o.kernel_variant, "NAME=VALUE",
@@ -729,6 +732,7 @@ int df_cmd_bench(int argc, char **argv) {
     if (o.n_seqs == 0) o.n_seqs = gpu ? 8 : 4;
     if (o.repeat == 0) o.repeat = gpu ? 10 : 3;
     if (o.train_seqs == 0) o.train_seqs = 2;
+    if (o.train_repeat == 0) o.train_repeat = 5;
     if (o.seq_len < 1 || o.n_seqs < 1 || o.repeat < 1 || o.train_seqs < 1) {
         fprintf(stderr, "dflash: bench: --seq-len, --seqs, --train-seqs and --repeat must be positive\n");
         return 2;
