@@ -44,7 +44,7 @@ typedef struct DfTrainStepResult {
     double op_ms[DF_STEP_PHASES][DF_OP_COUNT];
     double before_ms[DF_STEP_PHASES][DF_OP_COUNT];
     int profiled;
-    char variants[320];                  /* the kernel variants it ran with (df_backend_variants) */
+    char variants[512];                  /* the kernel variants it ran with (df_backend_variants) */
 } DfTrainStepResult;
 
 const char *df_step_phase_name(int phase);
