@@ -14,9 +14,9 @@
 # grouped). Each part has its own time limit so that one hang cannot eat the
 # others' time.
 # Usage (device tool, carry [".devpack"]): bash scripts/gpu_check.sh [PARTS]
-#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train200,train,peer,lmhead,gemm,decode,skinny,hybrid,prefill,dp,
-#   train8b,seed,defaults8b,hydecode,spec,traineval (default: all but racecheck, peer, prefill, dp, train8b, seed, defaults8b,
-#   hydecode, spec and traineval; dp = scripts/dp_check.sh: queue depths,
+#   PARTS: any of tests,memcheck,racecheck,fixtures,gputrain,train200,train,ab,peer,lmhead,gemm,decode,skinny,hybrid,prefill,
+#   dp,train8b,seed,defaults8b,hydecode,spec,traineval (default: all but racecheck, ab, peer, prefill, dp, train8b, seed,
+#   defaults8b, hydecode, spec and traineval; ab = the 8B bench step against AB_VARIANTS, see there; dp = scripts/dp_check.sh: queue depths,
 #   two-GPU data parallel through NCCL, a lost rank, resume across GPU counts, the split layout; run it on
 #   the 2-GPU machine)
 set -uo pipefail
@@ -103,6 +103,29 @@ fi
 if want train; then
     section "bench --train-only" | tee "$OUT/bench_train.txt"
     timeout 400 ./dflash bench --device cuda --train-only --json "$OUT/bench_train.json" 2>&1 | tee -a "$OUT/bench_train.txt"
+fi
+
+# An A/B of kernel variants at the 8B bench step, from one binary in one call: the defaults against
+# AB_VARIANTS (NAME=VALUE items, space-separated, e.g. AB_VARIANTS="attention_longest_first=1"), alternating
+# AB_ROUNDS times (default 2), AB_REPEAT timed steps each (--train-repeat; default the bench's); each run's
+# whole-step, phase and variant lines into bench_ab.txt. With the part peer, the peer's figure is this call's.
+if want ab; then
+    section "A/B at the 8B bench step: the defaults against ${AB_VARIANTS:-(none given)}" | tee "$OUT/bench_ab.txt"
+    variant_args=()
+    for v in ${AB_VARIANTS:-}; do variant_args+=(--kernel-variant "$v"); done
+    for r in $(seq 1 "${AB_ROUNDS:-2}"); do
+        for side in base variant; do
+            [ "$side" = variant ] && [ ${#variant_args[@]} -eq 0 ] && continue
+            args=(--device cuda --train-only ${AB_REPEAT:+--train-repeat "$AB_REPEAT"})
+            [ "$side" = variant ] && args+=("${variant_args[@]}")
+            echo "-- $side, round $r" | tee -a "$OUT/bench_ab.txt"
+            timeout 300 ./dflash bench "${args[@]}" > /tmp/gpu_check_ab.txt 2>&1
+            echo "exit $?" >> /tmp/gpu_check_ab.txt
+            { grep 'measured peak' /tmp/gpu_check_ab.txt; grep -A30 'Qwen3-8B shape' /tmp/gpu_check_ab.txt |
+                  grep -E 'whole step|phases|kernel variants|peak GPU'; tail -1 /tmp/gpu_check_ab.txt; } |
+                tee -a "$OUT/bench_ab.txt"
+        done
+    done
 fi
 
 # The PyTorch peer (built like SpecForge's trainer, at the same Qwen3-8B shape) beside the train part's
