@@ -106,7 +106,7 @@ if want train; then
 fi
 
 # An A/B of kernel variants at the 8B bench step, from one binary in one call: the defaults against
-# AB_VARIANTS (NAME=VALUE items, space-separated, e.g. AB_VARIANTS="attention_longest_first=1"), alternating
+# AB_VARIANTS (NAME=VALUE items, space-separated, e.g. AB_VARIANTS="gemm_search=1"), alternating
 # AB_ROUNDS times (default 2), AB_REPEAT timed steps each (--train-repeat; default the bench's); each run's
 # whole-step, phase and variant lines into bench_ab.txt. With the part peer, the peer's figure is this call's.
 if want ab; then

@@ -1,9 +1,8 @@
 /* Causal GQA attention (the target's prefill) at the training step's shape:
  * 2 and 8 packed sequences of 2048 tokens, 32/8 heads of 128 (Qwen3-8B);
  * device events, median of 21 after 3 warm-up runs. The default kernel at
- * head_dim 128 (wgmma), its grid longest first over all of it (the variant
- * attention_longest_first) and the mma.sync one (the variant
- * attention_mma_sync, 128 rows a block) are timed in the same run.
+ * head_dim 128 (wgmma) and the mma.sync one (the variant attention_mma_sync,
+ * 128 rows a block) are timed in the same run.
  *
  * Each kernel is validated first against the CPU backend's op on the same
  * inputs (2 sequences: out and lse within 1e-2 relative).
@@ -87,9 +86,6 @@ int main(void) {
     run_init(&cpu, be.cpu, &small);
     op_once(&cpu);
     validate(&be, &small, &cpu, "wgmma");
-    dev_variant(be.gpu, "attention_longest_first", 1);
-    validate(&be, &small, &cpu, "wgmma, longest first");
-    dev_variant(be.gpu, NULL, 0);
     dev_variant(be.gpu, "attention_mma_sync", 1);
     validate(&be, &small, &cpu, "mma.sync");
     dev_variant(be.gpu, NULL, 0);
@@ -103,17 +99,12 @@ int main(void) {
         Run r;
         run_init(&r, be.gpu, &p);
         double wgmma = dev_median_ms(be.gpu, op_once, &r, 3, 21, 1);
-        dev_variant(be.gpu, "attention_longest_first", 1);
-        double longest = dev_median_ms(be.gpu, op_once, &r, 3, 21, 1);
-        dev_variant(be.gpu, NULL, 0);
         dev_variant(be.gpu, "attention_mma_sync", 1);
         double mma_sync = dev_median_ms(be.gpu, op_once, &r, 3, 21, 1);
         dev_variant(be.gpu, NULL, 0);
         printf("causal attention, %d x %d tokens, %d/%d heads of %d: %.3f ms %.1f TFLOP/s "
-               "(longest first over the grid, the variant attention_longest_first: %.3f ms, %.1f TFLOP/s; "
-               "on mma.sync, the variant attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
-               n_seqs, LEN, HEADS, KV_HEADS, HD, wgmma, flop / wgmma * 1e-9, longest, flop / longest * 1e-9, mma_sync,
-               flop / mma_sync * 1e-9);
+               "(on mma.sync, the variant attention_mma_sync: %.3f ms, %.1f TFLOP/s)\n",
+               n_seqs, LEN, HEADS, KV_HEADS, HD, wgmma, flop / wgmma * 1e-9, mma_sync, flop / mma_sync * 1e-9);
         run_free(&r);
         free(p.q), free(p.k), free(p.v);
     }

@@ -768,11 +768,10 @@ static const AttentionShape ATTENTION_SHAPES[] = {
     {L_HYBRID, 6, 2, 40, 1e-4, OPS_CHECKED},
 };
 
-/* On CUDA, head_dim 128 takes the wgmma kernel by default (its grid longest first over all of it under
- * attention_longest_first); the mma.sync one (rows per warp 16 or 32) under attention_mma_sync */
+/* On CUDA, head_dim 128 takes the wgmma kernel by default; the mma.sync one (rows per warp 16 or 32) under
+ * attention_mma_sync */
 static const OpsVariant ATTENTION_VARIANTS[] = {
     {"default variants (rows per warp automatic)", {NULL}, {0}},
-    {"attention longest first", {"attention_longest_first"}, {1}},
     {"attention rows per warp 16, on mma.sync", {"attention_rows_per_warp", "attention_mma_sync"}, {16, 1}},
     {"attention rows per warp 32, on mma.sync", {"attention_rows_per_warp", "attention_mma_sync"}, {32, 1}},
 };

@@ -18,15 +18,13 @@
  * of its 16 rows, so the mask, the softmax and the epilogue are those of
  * cuda_attention.cu (cuda_attention_rows.h).
  *
- * Grid: x = query tile of 128 rows (reversed: the longest first), y = head,
- * z = sequence; tiles past a sequence's end exit. With the variant
- * attention_longest_first the tile is the grid's slowest index instead (x =
- * head, y = sequence, z = tile reversed), so that the CTAs start longest
- * first over the whole grid, not within each (head, sequence): in the
- * default order the last (head, sequence) starts its longest tile among the
- * last CTAs, which the rest of the GPU then waits for (bench_attention: 2 x
- * 2048 tokens take 0.215 ms where 8 x 2048, four times the work, take 0.704,
- * about 0.05 ms a call that does not scale with the work). */
+ * Grid: x = head, y = sequence, z = query tile of 128 rows (reversed: the
+ * longest first); tiles past a sequence's end exit. The tile is the slowest
+ * index so that the CTAs start longest first over the whole grid, not only
+ * within each (head, sequence): with x = tile, the last (head, sequence)
+ * started its longest tile among the last CTAs and the rest of the GPU
+ * waited for it (bench_attention at 2 x 2048 tokens: 0.213 ms that way,
+ * 0.174 this way; NOTES.md). */
 #include <math.h>
 
 #include "backend/cuda/cuda_attention_rows.h"
@@ -70,10 +68,9 @@ struct AttnTile {
 };
 
 __device__ __forceinline__ AttnTile attn_tile(const bf16 *q, const bf16 *k, const bf16 *v, const int32_t *seq_starts,
-                                              int heads, int kv_heads, bool tile_major) {
+                                              int heads, int kv_heads) {
     AttnTile a;
-    int tile = tile_major ? gridDim.z - 1 - blockIdx.z : gridDim.x - 1 - blockIdx.x;
-    int h = tile_major ? blockIdx.x : blockIdx.y, s = tile_major ? blockIdx.y : blockIdx.z;
+    int tile = gridDim.z - 1 - blockIdx.z, h = blockIdx.x, s = blockIdx.y;
     a.h = h;
     a.t0 = seq_starts[s], a.len = seq_starts[s + 1] - a.t0;
     a.q0 = tile * BM;
@@ -98,13 +95,12 @@ __device__ __forceinline__ AttnTile attn_tile(const bf16 *q, const bf16 *k, cons
  * at once, 168 registers, one CTA an SM, and measured slower (NOTES.md). */
 __global__ void __launch_bounds__(THREADS, 2) /* two CTAs an SM: at most 128 registers */
     k_flash_attention_wgmma(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                            const int32_t *seq_starts, int n_tokens, int heads, int kv_heads, float scale_log2,
-                            bool tile_major) {
+                            const int32_t *seq_starts, int n_tokens, int heads, int kv_heads, float scale_log2) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sq = aligned_tiles(smem_raw); /* [WGS][TILE] */
     bf16 *sk = sq + WGS * TILE;         /* [2][TILE] */
     bf16 *sv = sk + 2 * TILE;           /* [2][TILE] */
-    AttnTile a = attn_tile(q, k, v, seq_starts, heads, kv_heads, tile_major);
+    AttnTile a = attn_tile(q, k, v, seq_starts, heads, kv_heads);
     if (a.q0 >= a.len) return;
     int g = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
 
@@ -167,12 +163,9 @@ void df_cuda_attention_wgmma(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer
         return;
     }
     unsigned tiles = (unsigned)((batch->max_seq_len + BM - 1) / BM);
-    bool tile_major = st->attn_longest_first != 0;
-    dim3 grid = tile_major ? dim3((unsigned)heads, (unsigned)batch->n_seqs, tiles)
-                           : dim3(tiles, (unsigned)heads, (unsigned)batch->n_seqs);
+    dim3 grid((unsigned)heads, (unsigned)batch->n_seqs, tiles);
     k_flash_attention_wgmma<<<grid, THREADS, SMEM, st->stream>>>(
         (bf16 *)out.ptr, (float *)lse.ptr, (const bf16 *)q.ptr, (const bf16 *)k.ptr, (const bf16 *)v.ptr,
-        (const int32_t *)batch->seq_starts.ptr, batch->n_tokens, heads, kv_heads, scale * 1.4426950408889634f,
-        tile_major);
+        (const int32_t *)batch->seq_starts.ptr, batch->n_tokens, heads, kv_heads, scale * 1.4426950408889634f);
     DF_CUDA_CHECK_LAUNCH(be, "attention (wgmma)");
 }

@@ -69,7 +69,6 @@ typedef struct DfCudaState {
 
     int attn_rows_per_warp; /* 16 or 32, 0 automatic: see df_cuda_set_attention_rows_per_warp */
     int attn_mma_sync;      /* attention at head_dim 128 on mma.sync, not wgmma (variant attention_mma_sync) */
-    int attn_longest_first; /* its wgmma grid tile-major, longest first over the whole grid (variant) */
     int skinny_gemm;        /* DfCudaSkinnyGemm: which products take cuda_skinny_gemm.cu (df_cuda_set_skinny_gemm) */
     int *skinny_arrivals;   /* its split-K counters (device memory, zero between calls) */
     int skinny_arrivals_count;

@@ -26,10 +26,6 @@ extern "C" void df_cuda_set_attention_mma_sync(DfBackend *be, int on) {
     df_cuda_state(be)->attn_mma_sync = on != 0;
 }
 
-extern "C" void df_cuda_set_attention_longest_first(DfBackend *be, int on) {
-    df_cuda_state(be)->attn_longest_first = on != 0;
-}
-
 extern "C" void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on) {
     df_cuda_state(be)->block_attn_mma_sync = on != 0;
 }
@@ -61,7 +57,6 @@ static int skinny_value(int mode) {
 static void reset_all(DfBackend *be) {
     df_cuda_set_attention_rows_per_warp(be, 0);
     df_cuda_set_attention_mma_sync(be, 0);
-    df_cuda_set_attention_longest_first(be, 0);
     df_cuda_set_lm_head_chunk_rows(be, 0);
     df_cuda_set_lm_head_logits_bf16(be, 0);
     df_cuda_set_skinny_gemm(be, DF_SKINNY_GEMM_AUTO);
@@ -84,8 +79,6 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
         df_cuda_set_attention_rows_per_warp(be, value);
     } else if (strcmp(name, "attention_mma_sync") == 0) {
         df_cuda_set_attention_mma_sync(be, value);
-    } else if (strcmp(name, "attention_longest_first") == 0) {
-        df_cuda_set_attention_longest_first(be, value);
     } else if (strcmp(name, "lm_head_chunk_rows") == 0) {
         df_cuda_set_lm_head_chunk_rows(be, value);
     } else if (strcmp(name, "lm_head_logits_bf16") == 0) {
@@ -115,10 +108,10 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
 extern "C" void df_cuda_variants(DfBackend *be, char *buf, size_t cap) {
     const DfCudaState *st = df_cuda_state(be);
     snprintf(buf, cap,
-             "attention_rows_per_warp=%d attention_mma_sync=%d attention_longest_first=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
+             "attention_rows_per_warp=%d attention_mma_sync=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
              "kv_attention_blocks_per_sm=%d gemm_algo=%d gemm_search=%d block_attention_mma_sync=%d "
              "block_attention_forward_pairs=%d rmsnorm_backward_two_pass=%d",
-             st->attn_rows_per_warp, st->attn_mma_sync, st->attn_longest_first, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
+             st->attn_rows_per_warp, st->attn_mma_sync, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
              st->kv_blocks_per_sm, st->gemm_algo, st->gemm_search, st->block_attn_mma_sync,
              st->block_attn_fwd_pairs, st->rmsnorm_bwd_two_pass);
 }

@@ -27,12 +27,6 @@ void df_cuda_set_attention_rows_per_warp(DfBackend *be, int rows);
  * (cuda_attention_wgmma.cu); 0, the default, wgmma. */
 void df_cuda_set_attention_mma_sync(DfBackend *be, int on);
 
-/* "attention_longest_first": 1 orders the wgmma attention's grid by query
- * tile, longest first over the whole grid; 0, the default, by (sequence,
- * head), each one's tiles longest first (cuda_attention_wgmma.cu). The
- * results are the same bits: only the order the CTAs start in changes. */
-void df_cuda_set_attention_longest_first(DfBackend *be, int on);
-
 /* "lm_head_chunk_rows": rows of hidden states per chunk of lm_head_ce (the
  * logits of one chunk are the op's scratch); 0, the default, picks chunks
  * of at most 1024 rows whose logits fit in 1 GiB. */
