@@ -58,7 +58,7 @@ typedef struct BenchOptions {
     int hybrid;                   /* --hybrid: a Qwen3.6-27B-shaped hybrid target's prefill instead */
     int hybrid_layers;            /* of it: 4..64 decoder layers built (3 default taps need 4) */
     DfStringList kernel_variant;  /* --kernel-variant NAME=VALUE, as given */
-    DfKernelVariants variants;    /* parsed from them, for the training steps */
+    DfKernelVariants variants;    /* parsed from them, for the training steps or the hybrid prefill */
 } BenchOptions;
 
 /* Best-of-`repeat` time of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores. */
@@ -551,10 +551,15 @@ static int run_hybrid_bench(const BenchOptions *o, cJSON *json, DfError *err) {
         df_backend_destroy(be);
         return -1;
     }
-    char desc[256];
+    if (df_kernel_variants_apply(be, &o->variants, "bench --hybrid: --kernel-variant", err)) {
+        df_backend_destroy(be);
+        return -1;
+    }
+    char desc[256], variants[512];
     df_backend_describe(be, desc, sizeof desc);
-    printf("dflash bench --hybrid on %s: %s; prefill batches of %d x %d tokens\n\n", o->device, desc, o->n_seqs,
-           o->seq_len);
+    df_backend_variants(be, variants, sizeof variants);
+    printf("dflash bench --hybrid on %s: %s; prefill batches of %d x %d tokens\nkernel variants: %s\n\n", o->device,
+           desc, o->n_seqs, o->seq_len, variants);
     cJSON_AddStringToObject(json, "gpu", desc);
     int rc = -1;
     double peak = 0;
@@ -691,8 +696,9 @@ int df_cmd_bench(int argc, char **argv) {
         {"train-only", DF_OPT_FLAG, &o.train_only, NULL,
          "GPU: only the GEMM peak and the training steps (skip the prefill figures)", 0},
         {"kernel-variant", DF_OPT_STRING_LIST, &o.kernel_variant, "NAME=VALUE",
-         "GPU: the training steps with this kernel variant instead of its default (repeatable; names as their "
-         "`kernel variants:` line prints them): an A/B of two kernels with one binary", 0},
+         "GPU: the training steps (or, with --hybrid, the prefill) with this kernel variant instead of its "
+         "default (repeatable; names as their `kernel variants:` line prints them): an A/B of two kernels with "
+         "one binary", 0},
         {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
         {"decode", DF_OPT_FLAG, &o.decode, NULL, "batched decode tokens/s at batch 1 and 64 next to the bandwidth "
@@ -742,9 +748,9 @@ int df_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "dflash: bench: %s\n", err.msg);
         return 2;
     }
-    if (o.variants.count > 0 && (!gpu || o.decode || o.hybrid)) {
-        fprintf(stderr, "dflash: bench: --kernel-variant sets the GPU training steps' kernels: it needs --device cuda "
-                        "and neither --decode nor --hybrid\n");
+    if (o.variants.count > 0 && (!gpu || o.decode)) {
+        fprintf(stderr, "dflash: bench: --kernel-variant sets the GPU training steps' or the hybrid prefill's "
+                        "kernels: it needs --device cuda and not --decode\n");
         return 2;
     }
     if (o.prompt_len == 0) o.prompt_len = 512;

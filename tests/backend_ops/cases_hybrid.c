@@ -86,6 +86,7 @@ static float *dt_bias_values(Run *r, int nv, uint64_t seed) { return ops_inputs_
 
 static const int LENS_SMALL[] = {4, 3, 0}, LENS[] = {1, 7, 3, 30, 1, 13, 2, 0}, LENS_LONG[] = {200, 1, 77, 0};
 static const int LENS_THREE[] = {1, 7, 3, 0};
+static const int LENS_CHUNKS[] = {33, 1000, 0};
 
 /* ---- causal_conv_silu --------------------------------------------------------------- */
 
@@ -166,10 +167,17 @@ static const DeltaShape DELTA_SHAPES[] = {
     {{2, 6, 128, 128}, LENS, 1e-4},  /* the Qwen3.5-27B head */
     {{1, 2, 128, 128}, LENS_LONG, 1e-4}, /* long sequences: the header's bound */
     {{1, 1, 256, 64}, LENS_THREE, 1e-4}, /* key dim over 128: 8 threads per value column */
+    {{1, 2, 128, 128}, LENS_CHUNKS, 1e-4}, /* many chunks of 32 in one sequence, and a partial one */
+};
+
+/* Head dims of 128 take the chunked kernel on CUDA; the token-by-token one stays checked as a variant. */
+static const OpsVariant DELTA_VARIANTS[] = {
+    {"default variants (chunks of 32 where both head dims are 128)", {NULL}, {0}},
+    {"token by token", {"delta_rule_recurrent"}, {1}},
 };
 
 const OpCase CASE_DELTA_RULE = {"gated_delta_rule", "gated_delta_rule", run_delta_rule, OPS_SHAPES(DELTA_SHAPES), 1e-2,
-                                OPS_NO_VARIANTS};
+                                OPS_VARIANTS(DELTA_VARIANTS)};
 
 /* ---- gated_rmsnorm, sigmoid_gate --------------------------------------------------------- */
 

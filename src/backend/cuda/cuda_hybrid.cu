@@ -8,10 +8,9 @@
  * threads per value column, each keeping key_dim / P rows of it) and walks
  * the sequence in chunks staged in shared memory (k_gated_delta_rule), with
  * no barrier or global load between the tokens of a chunk. Its cost is
- * latency: the sequence length in serial steps. A chunked form (WY / UT transform over
- * chunks of ~64 tokens, as flash-linear-attention does) would turn the three
- * mat-vecs per token into tensor-core matmuls per chunk and the serial
- * steps into length / 64, at the price of a much larger kernel. */
+ * latency: the sequence length in serial steps. Where both head dims are 128
+ * the chunked form on tensor cores runs instead (cuda_delta_rule_chunked.cu;
+ * this kernel stays for the other shapes and the variant delta_rule_recurrent). */
 #include "backend/cuda/cuda_delta_math.h"
 #include "backend/cuda/cuda_internal.h"
 
@@ -187,6 +186,10 @@ static void run_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b
 void df_cuda_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                                   DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
     DeltaLaunch l = {(const int32_t *)batch->seq_starts.ptr, batch->n_seqs};
+    if (!df_cuda_state(be)->delta_rule_recurrent && df_cuda_delta_rule_chunked_fits(s, qkv)) {
+        df_cuda_delta_rule_chunked(be, out, qkv, b, a, a_log, dt_bias, l.seq_starts, l.n_seqs, s);
+        return;
+    }
     run_delta_rule(be, out, qkv, b, a, a_log, dt_bias, &l, s);
 }
 

@@ -86,6 +86,7 @@ typedef struct DfCudaState {
     int block_attn_mma_sync; /* the block attention at head_dim 128 on mma.sync, not wgmma (variant) */
     int block_attn_fwd_pairs; /* its wgmma forward two blocks a CTA, not one (variant) */
     int rmsnorm_bwd_two_pass; /* rmsnorm_backward on the two-pass kernel everywhere (variant) */
+    int delta_rule_recurrent; /* gated_delta_rule token by token even where the chunked kernel fits (variant) */
 
     /* Incremented whenever the state's own device memory (scratch, kv_ws,
      * skinny_arrivals) is reallocated: a recorded graph holds the old
@@ -230,6 +231,11 @@ size_t df_cuda_lm_head_scratch_bytes(void);
 /* attention at head_dim 128 on wgmma (cuda_attention_wgmma.cu); the caller checked the grid and alignment */
 void df_cuda_attention_wgmma(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                              const DfPackedBatch *batch, int heads, int kv_heads, float scale);
+/* gated_delta_rule by chunks on tensor cores (cuda_delta_rule_chunked.cu): whether it takes this shape and
+ * qkv (key and value head dims 128, 16-byte rows), and the launch over n_seqs sequences at seq_starts (device) */
+int df_cuda_delta_rule_chunked_fits(const DfDeltaRuleShape *s, DfBuffer qkv);
+void df_cuda_delta_rule_chunked(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
+                                DfBuffer dt_bias, const int32_t *seq_starts, int n_seqs, const DfDeltaRuleShape *s);
 /* attention for head dims other than 64 and 128, up to 256 (cuda_attention_generic.cu) */
 void df_cuda_attention_generic(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                                const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale);

@@ -81,6 +81,12 @@ void df_cuda_set_block_attention_forward_pairs(DfBackend *be, int on);
  * row in registers; 0, the default, the held kernel where it fits. */
 void df_cuda_set_rmsnorm_backward_two_pass(DfBackend *be, int on);
 
+/* "delta_rule_recurrent": 1 runs gated_delta_rule token by token
+ * (k_gated_delta_rule, cuda_hybrid.cu) for every shape; 0, the default, by
+ * chunks of 32 tokens on tensor cores (cuda_delta_rule_chunked.cu) where
+ * both head dims are 128. */
+void df_cuda_set_delta_rule_recurrent(DfBackend *be, int on);
+
 /* "kv_attention_blocks_per_sm": the blocks per SM that kv_attention's
  * split-K aims for: the key range of each (sequence, kv head) is split until
  * sequences x kv heads x splits reach this many blocks per SM (chunks of at
