@@ -20,8 +20,9 @@
  *
  * One CTA of 8 warps per (sequence, value head), the chunks in order:
  *   1. stage q, k (divided by their l2 norms, q also by sqrt(dk)) and v of the
- *      chunk's tokens, zeros past the sequence's end; one warp turns the gates
- *      into beta and the running sum g of log decays;
+ *      chunk's tokens, zeros past the sequence's end, from registers loaded
+ *      during the previous chunk; one warp turns the gates into beta and the
+ *      running sum g of log decays;
  *   2. A and the masked Q K^T (warps 0-7, two 16 x 8 tiles each); S0^T k and
  *      S0^T q as K S0 and Q S0 (each warp 16 rows x 32 columns), X in place
  *      over v, Q S0 kept in registers;
@@ -86,30 +87,61 @@ __device__ __forceinline__ void tile_row_product(float (*acc)[4], FA a_at, FB b_
     }
 }
 
-/* 1. The chunk's q, k, v rows (tokens c0 .. c0 + n - 1, zeros after) into
- * shared memory, q and k normalized as delta_prepare_token does: 16 threads
- * a row, 8 values each. Then the gates by warp 0, lane t for token t. */
-__device__ void stage_chunk(ChunkSmem &sm, const bf16 *q_src, const bf16 *k_src, const bf16 *v_src, const bf16 *a,
-                            const bf16 *b, size_t width, long c0, int n, int nv, int hv, float neg_a, float dtb) {
+/* 1. A chunk's inputs in registers: thread (task, part = tid % 16) holds 8
+ * values of row t of q, k or v for each of its STAGE_TASKS tasks (task =
+ * tid / 16 + 16 i: kind task / CK, 0 q, 1 k, 2 v; t = task % CK), zeros past
+ * the sequence's end; lane t of warp 0 also the raw gates a and b of token t.
+ * The next chunk's are loaded while this one is computed. */
+constexpr int STAGE_TASKS = 3 * CK / (THREADS / 16);
+
+struct ChunkInputs {
+    uint4 rows[STAGE_TASKS];
+    float a, b;
+};
+
+struct ChunkSource {
+    const bf16 *q, *k, *v, *a, *b; /* q, k, v: the head's columns of qkv's first row; a, b: column hv */
+    size_t width;                  /* qkv's row length */
+    int nv;
+};
+
+__device__ __forceinline__ void load_chunk(ChunkInputs &in, const ChunkSource &src, long c0, int n) {
+    int tid = threadIdx.x, part = tid & 15;
+#pragma unroll
+    for (int i = 0; i < STAGE_TASKS; i++) {
+        int task = (tid >> 4) + i * (THREADS / 16), kind = task / CK, t = task % CK;
+        const bf16 *base = kind == 0 ? src.q : kind == 1 ? src.k : src.v;
+        in.rows[i] = t < n ? *reinterpret_cast<const uint4 *>(base + (size_t)(c0 + t) * src.width + part * 8)
+                           : make_uint4(0, 0, 0, 0);
+    }
+    if (tid < 32 && tid < n) {
+        size_t at = (size_t)(c0 + tid) * src.nv;
+        in.a = __bfloat162float(src.a[at]), in.b = __bfloat162float(src.b[at]);
+    }
+}
+
+/* The loaded chunk into shared memory, q and k divided by their l2 norms as
+ * delta_prepare_token does (q also by sqrt(dk)); the gates, by warp 0, into
+ * beta and the running sum g of log decays (no decay and no update past the
+ * end). */
+__device__ void stage_chunk(ChunkSmem &sm, const ChunkInputs &in, int n, float neg_a, float dtb) {
     int tid = threadIdx.x, part = tid & 15;
     float q_scale = 1.0f / sqrtf((float)HD);
-    for (int task = tid >> 4; task < 3 * CK; task += THREADS / 16) {
-        int kind = task / CK, t = task % CK; /* kind 0 q, 1 k, 2 v */
-        const bf16 *src = kind == 0 ? q_src : kind == 1 ? k_src : v_src;
-        uint4 raw = make_uint4(0, 0, 0, 0);
-        if (t < n) raw = *reinterpret_cast<const uint4 *>(src + (size_t)(c0 + t) * width + part * 8);
-        const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+    for (int i = 0; i < STAGE_TASKS; i++) {
+        int task = (tid >> 4) + i * (THREADS / 16), kind = task / CK, t = task % CK;
+        const __nv_bfloat162 *h2 = reinterpret_cast<const __nv_bfloat162 *>(&in.rows[i]);
         float v[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            float2 f = __bfloat1622float2(h2[i]);
-            v[2 * i] = f.x, v[2 * i + 1] = f.y;
+        for (int j = 0; j < 4; j++) {
+            float2 f = __bfloat1622float2(h2[j]);
+            v[2 * j] = f.x, v[2 * j + 1] = f.y;
         }
         float scale = 1.0f;
-        if (kind < 2) {
+        if (kind < 2) { /* the same for both half warps: tasks 2w + 16i and 2w + 1 + 16i share a kind */
             float ss = 0.0f;
 #pragma unroll
-            for (int i = 0; i < 8; i++) ss += v[i] * v[i];
+            for (int j = 0; j < 8; j++) ss += v[j] * v[j];
 #pragma unroll
             for (int o = 8; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
             scale = (kind == 0 ? q_scale : 1.0f) / sqrtf(ss + 1e-6f);
@@ -120,12 +152,8 @@ __device__ void stage_chunk(ChunkSmem &sm, const bf16 *q_src, const bf16 *k_src,
     }
     if (tid < 32) {
         int t = tid;
-        float log_decay = 0.0f, beta = 0.0f; /* past the end: no decay, no update */
-        if (t < n) {
-            size_t at = (size_t)(c0 + t) * nv + hv;
-            log_decay = neg_a * softplus_f(__bfloat162float(a[at]) + dtb);
-            beta = sigmoid_f(__bfloat162float(b[at]));
-        }
+        float log_decay = 0.0f, beta = 0.0f;
+        if (t < n) log_decay = neg_a * softplus_f(in.a + dtb), beta = sigmoid_f(in.b);
         float g = log_decay;
 #pragma unroll
         for (int o = 1; o < 32; o *= 2) {
@@ -254,17 +282,21 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ __align__(16) unsigned char smem_raw[];
     ChunkSmem &sm = *reinterpret_cast<ChunkSmem *>(smem_raw);
     int hv = blockIdx.x, seq = blockIdx.y, hk = hv / (nv / nk), warp = threadIdx.x >> 5;
-    size_t key_dim = (size_t)nk * HD, width = 2 * key_dim + (size_t)nv * HD, out_ld = (size_t)nv * HD;
-    const bf16 *q_src = qkv + (size_t)hk * HD, *k_src = qkv + key_dim + (size_t)hk * HD;
-    const bf16 *v_src = qkv + 2 * key_dim + (size_t)hv * HD;
+    size_t key_dim = (size_t)nk * HD, out_ld = (size_t)nv * HD;
+    ChunkSource src = {qkv + (size_t)hk * HD, qkv + key_dim + (size_t)hk * HD, qkv + 2 * key_dim + (size_t)hv * HD,
+                       a + hv, b + hv, 2 * key_dim + out_ld, nv};
     bf16 *o_dst = out + (size_t)hv * HD;
     long begin = seq_starts[seq], end = seq_starts[seq + 1];
     float neg_a = -expf(a_log[hv]), dtb = dt_bias[hv];
     for (int i = threadIdx.x; i < HD * LD; i += THREADS) sm.s[i] = 0.0f; /* zero at the sequence's start */
+    ChunkInputs in;
+    if (begin < end) load_chunk(in, src, begin, end - begin < CK ? (int)(end - begin) : CK);
     for (long c0 = begin; c0 < end; c0 += CK) {
         int n = end - c0 < CK ? (int)(end - c0) : CK;
-        stage_chunk(sm, q_src, k_src, v_src, a, b, width, c0, n, nv, hv, neg_a, dtb);
+        stage_chunk(sm, in, n, neg_a, dtb);
         __syncthreads();
+        long next = c0 + CK;
+        if (next < end) load_chunk(in, src, next, end - next < CK ? (int)(end - next) : CK);
         float o[4][4];
         chunk_scores(sm, warp);
         chunk_state_terms(sm, warp, o);
