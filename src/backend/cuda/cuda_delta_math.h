@@ -13,9 +13,14 @@ __device__ __forceinline__ float softplus_f(float x) {
     return x > 20.0f ? x : log1pf(expf(x));
 }
 
-/* A token's state decay exp(-exp(A_log) * softplus(a + dt_bias)); neg_a = -exp(A_log). */
+/* The log of a token's state decay: -exp(A_log) * softplus(a + dt_bias); neg_a = -exp(A_log). */
+__device__ __forceinline__ float delta_log_decay(float neg_a, float a, float dt_bias) {
+    return neg_a * softplus_f(a + dt_bias);
+}
+
+/* A token's state decay exp(-exp(A_log) * softplus(a + dt_bias)). */
 __device__ __forceinline__ float delta_decay(float neg_a, float a, float dt_bias) {
-    return expf(neg_a * softplus_f(a + dt_bias));
+    return expf(delta_log_decay(neg_a, a, dt_bias));
 }
 
 /* A staged token's q and k [dk] divided by their l2 norms (q also by sqrt(dk):

@@ -153,7 +153,7 @@ __device__ void stage_chunk(ChunkSmem &sm, const ChunkInputs &in, int n, float n
     if (tid < 32) {
         int t = tid;
         float log_decay = 0.0f, beta = 0.0f;
-        if (t < n) log_decay = neg_a * softplus_f(in.a + dtb), beta = sigmoid_f(in.b);
+        if (t < n) log_decay = delta_log_decay(neg_a, in.a, dtb), beta = sigmoid_f(in.b);
         float g = log_decay;
 #pragma unroll
         for (int o = 1; o < 32; o *= 2) {
@@ -274,6 +274,11 @@ __device__ void chunk_state_update(ChunkSmem &sm, int warp, int n) {
     }
 }
 
+/* Tokens of the chunk starting at c0 in a sequence ending at end. */
+__device__ __forceinline__ int chunk_tokens(long c0, long end) {
+    return end - c0 < CK ? (int)(end - c0) : CK;
+}
+
 /* grid (value heads, sequences), THREADS threads, sizeof(ChunkSmem) bytes of
  * dynamic shared memory. */
 __global__ void __launch_bounds__(THREADS, 1)
@@ -290,13 +295,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     float neg_a = -expf(a_log[hv]), dtb = dt_bias[hv];
     for (int i = threadIdx.x; i < HD * LD; i += THREADS) sm.s[i] = 0.0f; /* zero at the sequence's start */
     ChunkInputs in;
-    if (begin < end) load_chunk(in, src, begin, end - begin < CK ? (int)(end - begin) : CK);
+    if (begin < end) load_chunk(in, src, begin, chunk_tokens(begin, end));
     for (long c0 = begin; c0 < end; c0 += CK) {
-        int n = end - c0 < CK ? (int)(end - c0) : CK;
+        int n = chunk_tokens(c0, end);
         stage_chunk(sm, in, n, neg_a, dtb);
         __syncthreads();
         long next = c0 + CK;
-        if (next < end) load_chunk(in, src, next, end - next < CK ? (int)(end - next) : CK);
+        if (next < end) load_chunk(in, src, next, chunk_tokens(next, end));
         float o[4][4];
         chunk_scores(sm, warp);
         chunk_state_terms(sm, warp, o);
