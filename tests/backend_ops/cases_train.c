@@ -530,6 +530,7 @@ static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
     {"default variants", {NULL}, {0}},
     {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},
     {"block_attention_forward_pairs 1", {"block_attention_forward_pairs"}, {1}},
+    {"block_attention_dq_q_regs 1", {"block_attention_dq_q_regs"}, {1}},
 };
 
 const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_attention block_attention_backward",

@@ -100,7 +100,13 @@ __device__ __forceinline__ int next_visitor_of(const Shape &s, const KeyItem &k,
     return k.je;
 }
 
-/* dQ, grid as k_block_attn_dq: x = block (reversed), y = kv head * chunks. */
+/* dQ, grid as k_block_attn_dq: x = block (reversed), y = kv head * chunks.
+ * QREG (the variant block_attention_dq_q_regs): the CTA's Q and dO rows,
+ * which every key tile multiplies, are read from shared memory once into
+ * registers as the A fragments of S = Q K^T and dP = dO V^T (64 registers a
+ * thread), so those two products read only their K or V tile from shared
+ * memory at each k-step instead of both operands. */
+template <bool QREG>
 __global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_dq_wgmma(bf16 *dq, const float *lse, const float *dsum, const bf16 *q, const bf16 *d_out,
                           const bf16 *kc, const bf16 *vc, const bf16 *kb, const bf16 *vb, Shape s) {
@@ -124,6 +130,13 @@ __global__ void __launch_bounds__(WARPS * 32)
     };
     load_visit_sw128(sq, sdo, slse, sds, q, d_out, lse, dsum, s, visit_rows(s, g, c), j);
     load_keys(0, 0);
+    uint32_t qa[QREG ? 8 : 1][4], doa[QREG ? 8 : 1][4]; /* Q and dO as A fragments (QREG) */
+    if constexpr (QREG) {
+        cp_async_wait<1>(); /* the Q and dO rows; the first keys stay in flight */
+        __syncthreads();
+        load_a_fragments_sw128(qa, sq, warp, lane);
+        load_a_fragments_sw128(doa, sdo, warp, lane);
+    }
 
     float acc[DTILES][4], p[8][4], dp[8][4], lse2[2], dsr[2];
     uint32_t dsa[4][4];
@@ -139,9 +152,11 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
         const bf16 *skb = sk + buf * WTILE, *svb = sv + buf * WTILE;
         wgmma_fence();
-        tile_times_tile_t(p, sq, skb); /* S = Q K^T */
+        if constexpr (QREG) frags_times_tile_t(p, qa, skb); /* S = Q K^T */
+        else tile_times_tile_t(p, sq, skb);
         wgmma_commit();
-        tile_times_tile_t(dp, sdo, svb); /* dP = dO V^T */
+        if constexpr (QREG) frags_times_tile_t(dp, doa, svb); /* dP = dO V^T */
+        else tile_times_tile_t(dp, sdo, svb);
         wgmma_commit();
         wgmma_wait<1>();
         wgmma_fence_acc(p);
@@ -279,10 +294,11 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const float *dsum) {
     DfCudaState *st = df_cuda_state(be);
-    if (!set_smem(be, k_block_attn_dq_wgmma, WGMMA_DQ_SMEM, "block_attention_backward")) return;
+    auto kernel = st->block_attn_dq_q_regs ? k_block_attn_dq_wgmma<true> : k_block_attn_dq_wgmma<false>;
+    if (!set_smem(be, kernel, WGMMA_DQ_SMEM, "block_attention_backward")) return;
     Shape s = shape_of(a);
     dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
-    k_block_attn_dq_wgmma<<<grid, WARPS * 32, WGMMA_DQ_SMEM, st->stream>>>(
+    kernel<<<grid, WARPS * 32, WGMMA_DQ_SMEM, st->stream>>>(
         (bf16 *)gr->dq.ptr, (const float *)a->lse.ptr, dsum, (const bf16 *)a->q.ptr, (const bf16 *)gr->d_out.ptr,
         (const bf16 *)a->k_ctx.ptr, (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr,
         s);

@@ -123,7 +123,12 @@ __device__ __forceinline__ QueryRowsSw128 query_rows_sw128(const Shape &s, int g
 /* Those rows of block j of N sources (q, or q and d_out) into N sw128
  * tiles, as cp.async (the caller commits), by the 128 threads of a
  * warpgroup, tid its thread; a row 8 further sits 1024 bytes further in the
- * tile. Zeros past the group. */
+ * tile. Zeros past the group: a row there copies no bytes from the block's
+ * first row (a valid address), so every source is the block's row pointer
+ * plus a 32-bit offset. Choosing between two 64-bit pointers per row instead
+ * made the compiler reload the sources from the parameter bank under each
+ * row's predicate: about 260 instructions a visit in the dK/dV kernel for
+ * its 18 copies a thread (SASS, twenty-second session). */
 template <int N>
 __device__ __forceinline__ void load_query_rows_at_sw128(bf16 *const (&dst)[N], const bf16 *const (&src)[N],
                                                          const Shape &s, const QueryRowsSw128 &rows, int j,
@@ -131,12 +136,17 @@ __device__ __forceinline__ void load_query_rows_at_sw128(bf16 *const (&dst)[N], 
     constexpr int D = 128, CH = D / 8;
     size_t base = (size_t)j * s.B * s.heads * D;
     uint32_t sw = sw128_offset(ROWS, (int)(tid / CH), (int)(tid % CH));
+    const bf16 *block_rows[N];
+#pragma unroll
+    for (int k = 0; k < N; k++) block_rows[k] = src[k] + base;
 #pragma unroll
     for (int it = 0; it < ROWS / 8; it++) {
-        bool valid = rows.off[it] >= 0;
+        int off = rows.off[it];
+        bool valid = off >= 0;
+        unsigned off_bytes = valid ? (unsigned)off * (unsigned)sizeof(bf16) : 0u;
 #pragma unroll
         for (int k = 0; k < N; k++)
-            cp_async16((unsigned char *)dst[k] + sw + it * 1024, valid ? src[k] + base + rows.off[it] : src[k],
+            cp_async16((unsigned char *)dst[k] + sw + it * 1024, (const unsigned char *)block_rows[k] + off_bytes,
                        valid ? 16 : 0);
     }
 }
@@ -174,7 +184,14 @@ __device__ __forceinline__ void walk_key_tiles(int n, Load load, Use use) {
  * c0 + key; key < n_vis: block row block_row(key - n_ctx); zeros past them)
  * of kv head g, of K and V into sw128 tiles at head_dim 128, one cp.async
  * group, by THREADS threads: thread t copies chunk t % 16 of rows t / 16 +
- * (THREADS / 16) i, a row's source found once for both. */
+ * (THREADS / 16) i, a row's source found once for both.
+ *
+ * A tile of context rows only (all but a block's last one or two) is 64
+ * consecutive rows: its sources are one pointer stepped by a fixed stride,
+ * where the general case finds each row's source by two comparisons and a
+ * 64-bit product. The kernels that take these tiles are bound by instruction
+ * issue and latency, not by the tensor pipe (ncu, bench/README.md), and the
+ * general case was about half of the dQ kernel's instructions a tile. */
 template <int THREADS, typename BlockRow>
 __device__ __forceinline__ void load_list_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
                                                    const bf16 *kb, const bf16 *vb, const Shape &s, int c0,
@@ -183,6 +200,18 @@ __device__ __forceinline__ void load_list_kv_sw128(bf16 *sk, bf16 *sv, const bf1
     int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
     size_t ldk = (size_t)s.kv_heads * D, col = (size_t)g * D + (size_t)ch * 8;
     unsigned char *dk = (unsigned char *)sk + sw128_offset(ROWS, i0, ch), *dv = (unsigned char *)sv + (dk - (unsigned char *)sk);
+    if (t0 + BN <= n_ctx) { /* the same for every thread of the CTA */
+        size_t o = (size_t)(c0 + t0 + i0) * ldk + col, step = (size_t)STEP * ldk;
+        const bf16 *pk = kc + o, *pv = vc + o;
+#pragma unroll
+        for (int it = 0; it < BN / STEP; it++) {
+            cp_async16(dk + it * STEP * 128, pk, 16);
+            cp_async16(dv + it * STEP * 128, pv, 16);
+            pk += step, pv += step;
+        }
+        cp_async_commit();
+        return;
+    }
 #pragma unroll
     for (int it = 0; it < BN / STEP; it++) {
         int key = t0 + i0 + it * STEP;
