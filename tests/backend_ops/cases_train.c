@@ -524,13 +524,13 @@ static const BlockShape BLOCK_SHAPES[] = {
     ODD(16, 8, 2, 256, 1, 50), MANY(7, 8, 2, 256, 1, 0),
 };
 
-/* At head_dim 128 (CUDA): wgmma (the default), its forward two blocks a CTA instead of one, and the mma.sync
- * kernels of the other head dims */
+/* At head_dim 128 (CUDA): wgmma (the default), its forward two blocks a CTA instead of one, its dQ with Q and dO
+ * read from shared memory instead of held in registers, and the mma.sync kernels of the other head dims */
 static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
     {"default variants", {NULL}, {0}},
     {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},
     {"block_attention_forward_pairs 1", {"block_attention_forward_pairs"}, {1}},
-    {"block_attention_dq_q_regs 1", {"block_attention_dq_q_regs"}, {1}},
+    {"block_attention_dq_q_shared 1", {"block_attention_dq_q_shared"}, {1}},
 };
 
 const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_attention block_attention_backward",

@@ -46,11 +46,21 @@ constexpr size_t SMEM = (size_t)(WGS + 4) * TILE * sizeof(bf16) + 1024;
 /* Rows row0 .. row0+63 of a [len, ld] head slice into a 64-row sw128 tile,
  * zeros past len, as cp.async (the caller commits). Thread t copies 16-byte
  * chunk t % 16 of rows t / 16 + 16 i: a row 16 further sits 2048 bytes
- * further in the tile, its swizzle unchanged. */
+ * further in the tile, its swizzle unchanged. A whole tile (every one but a
+ * sequence's last) steps one source pointer by 16 rows instead of testing
+ * and multiplying out each row (as the block attention's context tiles do,
+ * cuda_block_attention_tiles.h). */
 __device__ __forceinline__ void load_rows_sw128(bf16 *dst, const bf16 *base, int ld, int row0, int len) {
     constexpr int CH = D / 8, STEP = THREADS / CH;
     int ch = threadIdx.x % CH, i0 = threadIdx.x / CH;
     unsigned char *d = (unsigned char *)dst + sw128_offset(64, i0, ch);
+    if (row0 + 64 <= len) { /* the same for every thread of the CTA */
+        const bf16 *p = base + (size_t)(row0 + i0) * ld + ch * 8;
+        size_t step = (size_t)STEP * ld;
+#pragma unroll
+        for (int it = 0; it < 64 / STEP; it++, p += step) cp_async16(d + it * STEP * 128, p, 16);
+        return;
+    }
 #pragma unroll
     for (int it = 0; it < 64 / STEP; it++) {
         int row = row0 + i0 + it * STEP;
