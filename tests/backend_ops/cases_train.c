@@ -525,12 +525,12 @@ static const BlockShape BLOCK_SHAPES[] = {
 };
 
 /* At head_dim 128 (CUDA): wgmma (the default), its forward two blocks a CTA instead of one, its dQ with Q and dO
- * read from shared memory instead of held in registers, and the mma.sync kernels of the other head dims */
+ * held in registers instead of read from shared memory, and the mma.sync kernels of the other head dims */
 static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
     {"default variants", {NULL}, {0}},
     {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},
     {"block_attention_forward_pairs 1", {"block_attention_forward_pairs"}, {1}},
-    {"block_attention_dq_q_shared 1", {"block_attention_dq_q_shared"}, {1}},
+    {"block_attention_dq_q_regs 1", {"block_attention_dq_q_regs"}, {1}},
 };
 
 const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_attention block_attention_backward",

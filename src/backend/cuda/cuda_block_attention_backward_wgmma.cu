@@ -101,15 +101,16 @@ __device__ __forceinline__ int next_visitor_of(const Shape &s, const KeyItem &k,
 }
 
 /* dQ, grid as k_block_attn_dq: x = block (reversed), y = kv head * chunks.
- * QREG (the default): the CTA's Q and dO rows, which every key tile
- * multiplies, are read from shared memory once into registers as the A
- * fragments of S = Q K^T and dP = dO V^T (64 registers a thread, 223 in all,
- * still two CTAs an SM), so those two products read only their K or V tile
- * from shared memory at each k-step. The variant block_attention_dq_q_shared
- * reads both operands from shared memory at every k-step (155 registers).
- * bench_block_attention's backward at 2 x 2048, four paired runs on one H100
- * (twenty-second session): 2.439, 2.577, 2.444, 2.347 ms that way against
- * 2.402, 2.434, 2.387, 2.385 with QREG; a small gain, three runs of four. */
+ * QREG (the variant block_attention_dq_q_regs): the CTA's Q and dO rows,
+ * which every key tile multiplies, are read from shared memory once into
+ * registers as the A fragments of S = Q K^T and dP = dO V^T (64 registers a
+ * thread, 223 in all, still two CTAs an SM), so those two products read
+ * only their K or V tile from shared memory at each k-step; by default both
+ * operands come from shared memory (155 registers). bench_block_attention's
+ * backward at 2 x 2048, six paired runs on H100s (twenty-second session):
+ * 2.439, 2.577, 2.444, 2.347, 2.387, 2.351 ms by default against 2.402,
+ * 2.434, 2.387, 2.385, 2.408, 2.378 with QREG: a tie within the runs'
+ * spread, so the kernel with fewer registers stays the default. */
 template <bool QREG>
 __global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_dq_wgmma(bf16 *dq, const float *lse, const float *dsum, const bf16 *q, const bf16 *d_out,
@@ -298,7 +299,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const float *dsum) {
     DfCudaState *st = df_cuda_state(be);
-    auto kernel = st->block_attn_dq_q_shared ? k_block_attn_dq_wgmma<false> : k_block_attn_dq_wgmma<true>;
+    auto kernel = st->block_attn_dq_q_regs ? k_block_attn_dq_wgmma<true> : k_block_attn_dq_wgmma<false>;
     if (!set_smem(be, kernel, WGMMA_DQ_SMEM, "block_attention_backward")) return;
     Shape s = shape_of(a);
     dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));

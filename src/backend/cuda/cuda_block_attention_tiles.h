@@ -97,24 +97,29 @@ __device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int 
 }
 
 /* Where the rows a thread copies of chunk c's ROWS query-like rows at
- * head_dim 128 (kv head g) come from, as element offsets from the first row
- * of their block, -1 past the group: thread tid copies 16-byte chunk
- * tid % 16 of rows tid / 16 + 8 i (i < 8), of query head g*G + flat/B and
- * block row flat%B. They are the same for every block, so a kernel that
- * loads many blocks' rows of one chunk (the wgmma dK/dV, a visit each) finds
- * them once: found again per visit, with their divisions and stepping, they
- * were a third of that kernel's instructions (ncu, thirteenth session). */
+ * head_dim 128 (kv head g) come from, as byte offsets from the first row
+ * of their block (0 past the group) and a mask of the rows in the group:
+ * thread tid copies 16-byte chunk tid % 16 of rows tid / 16 + 8 i (i < 8),
+ * of query head g*G + flat/B and block row flat%B. They are the same for
+ * every block, so a kernel that loads many blocks' rows of one chunk (the
+ * wgmma dK/dV, a visit each) finds them once: found again per visit, with
+ * their divisions and stepping, they were a third of that kernel's
+ * instructions (ncu, thirteenth session). */
 struct QueryRowsSw128 {
-    int32_t off[ROWS / 8];
+    uint32_t bytes[ROWS / 8];
+    uint32_t in_group; /* bit i: row tid / 16 + 8 i is one of the group's */
 };
 
 __device__ __forceinline__ QueryRowsSw128 query_rows_sw128(const Shape &s, int g, int c, unsigned tid) {
     constexpr int D = 128, CH = D / 8, STEP = WARPS * 32 / CH; /* 16 chunks a row, 8 rows a pass */
     int i0 = (int)(tid / CH), flat = c * ROWS + i0, h = g * s.G + flat / s.B, r = flat % s.B, n_rows = s.G * s.B;
     QueryRowsSw128 q;
+    q.in_group = 0;
 #pragma unroll
     for (int it = 0; it < ROWS / STEP; it++, flat += STEP) {
-        q.off[it] = flat < n_rows ? (r * s.heads + h) * D + (int)(tid % CH) * 8 : -1;
+        bool in = flat < n_rows;
+        q.bytes[it] = in ? (uint32_t)((r * s.heads + h) * D + (int)(tid % CH) * 8) * (uint32_t)sizeof(bf16) : 0u;
+        q.in_group |= (uint32_t)in << it;
         for (r += STEP; r >= s.B; r -= s.B) h++;
     }
     return q;
@@ -136,18 +141,15 @@ __device__ __forceinline__ void load_query_rows_at_sw128(bf16 *const (&dst)[N], 
     constexpr int D = 128, CH = D / 8;
     size_t base = (size_t)j * s.B * s.heads * D;
     uint32_t sw = sw128_offset(ROWS, (int)(tid / CH), (int)(tid % CH));
-    const bf16 *block_rows[N];
+    const unsigned char *block_rows[N];
 #pragma unroll
-    for (int k = 0; k < N; k++) block_rows[k] = src[k] + base;
+    for (int k = 0; k < N; k++) block_rows[k] = (const unsigned char *)(src[k] + base);
 #pragma unroll
     for (int it = 0; it < ROWS / 8; it++) {
-        int off = rows.off[it];
-        bool valid = off >= 0;
-        unsigned off_bytes = valid ? (unsigned)off * (unsigned)sizeof(bf16) : 0u;
+        int bytes = rows.in_group >> it & 1 ? 16 : 0;
 #pragma unroll
         for (int k = 0; k < N; k++)
-            cp_async16((unsigned char *)dst[k] + sw + it * 1024, (const unsigned char *)block_rows[k] + off_bytes,
-                       valid ? 16 : 0);
+            cp_async16((unsigned char *)dst[k] + sw + it * 1024, block_rows[k] + rows.bytes[it], bytes);
     }
 }
 

@@ -85,7 +85,7 @@ typedef struct DfCudaState {
     int kv_blocks_per_sm; /* kv_attention's split-K target (df_cuda_set_kv_attention_blocks_per_sm); 0: default */
     int block_attn_mma_sync; /* the block attention at head_dim 128 on mma.sync, not wgmma (variant) */
     int block_attn_fwd_pairs; /* its wgmma forward two blocks a CTA, not one (variant) */
-    int block_attn_dq_q_shared; /* its wgmma dQ with Q and dO read from shared memory, not registers (variant) */
+    int block_attn_dq_q_regs; /* its wgmma dQ with Q and dO held in registers (variant) */
     int rmsnorm_bwd_two_pass; /* rmsnorm_backward on the two-pass kernel everywhere (variant) */
     int delta_rule_recurrent; /* gated_delta_rule token by token even where the chunked kernel fits (variant) */
 

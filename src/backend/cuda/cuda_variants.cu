@@ -34,8 +34,8 @@ extern "C" void df_cuda_set_block_attention_forward_pairs(DfBackend *be, int on)
     df_cuda_state(be)->block_attn_fwd_pairs = on != 0;
 }
 
-extern "C" void df_cuda_set_block_attention_dq_q_shared(DfBackend *be, int on) {
-    df_cuda_state(be)->block_attn_dq_q_shared = on != 0;
+extern "C" void df_cuda_set_block_attention_dq_q_regs(DfBackend *be, int on) {
+    df_cuda_state(be)->block_attn_dq_q_regs = on != 0;
 }
 
 extern "C" void df_cuda_set_rmsnorm_backward_two_pass(DfBackend *be, int on) {
@@ -73,7 +73,7 @@ static void reset_all(DfBackend *be) {
     df_cuda_set_gemm_search(be, 0);
     df_cuda_set_block_attention_mma_sync(be, 0);
     df_cuda_set_block_attention_forward_pairs(be, 0);
-    df_cuda_set_block_attention_dq_q_shared(be, 0);
+    df_cuda_set_block_attention_dq_q_regs(be, 0);
     df_cuda_set_rmsnorm_backward_two_pass(be, 0);
     df_cuda_set_delta_rule_recurrent(be, 0);
 }
@@ -105,8 +105,8 @@ extern "C" int df_cuda_set_variant(DfBackend *be, const char *name, int value, D
         df_cuda_set_block_attention_mma_sync(be, value);
     } else if (strcmp(name, "block_attention_forward_pairs") == 0) {
         df_cuda_set_block_attention_forward_pairs(be, value);
-    } else if (strcmp(name, "block_attention_dq_q_shared") == 0) {
-        df_cuda_set_block_attention_dq_q_shared(be, value);
+    } else if (strcmp(name, "block_attention_dq_q_regs") == 0) {
+        df_cuda_set_block_attention_dq_q_regs(be, value);
     } else if (strcmp(name, "rmsnorm_backward_two_pass") == 0) {
         df_cuda_set_rmsnorm_backward_two_pass(be, value);
     } else if (strcmp(name, "delta_rule_recurrent") == 0) {
@@ -124,9 +124,9 @@ extern "C" void df_cuda_variants(DfBackend *be, char *buf, size_t cap) {
     snprintf(buf, cap,
              "attention_rows_per_warp=%d attention_mma_sync=%d lm_head_chunk_rows=%d lm_head_logits_bf16=%d skinny_gemm=%d "
              "kv_attention_blocks_per_sm=%d gemm_algo=%d gemm_search=%d block_attention_mma_sync=%d "
-             "block_attention_forward_pairs=%d block_attention_dq_q_shared=%d rmsnorm_backward_two_pass=%d "
+             "block_attention_forward_pairs=%d block_attention_dq_q_regs=%d rmsnorm_backward_two_pass=%d "
              "delta_rule_recurrent=%d",
              st->attn_rows_per_warp, st->attn_mma_sync, st->lm_chunk_rows, st->lm_logits_bf16, skinny_value(st->skinny_gemm),
              st->kv_blocks_per_sm, st->gemm_algo, st->gemm_search, st->block_attn_mma_sync,
-             st->block_attn_fwd_pairs, st->block_attn_dq_q_shared, st->rmsnorm_bwd_two_pass, st->delta_rule_recurrent);
+             st->block_attn_fwd_pairs, st->block_attn_dq_q_regs, st->rmsnorm_bwd_two_pass, st->delta_rule_recurrent);
 }

@@ -75,11 +75,12 @@ void df_cuda_set_block_attention_mma_sync(DfBackend *be, int on);
  * Both in cuda_block_attention_forward_wgmma.cu. */
 void df_cuda_set_block_attention_forward_pairs(DfBackend *be, int on);
 
-/* "block_attention_dq_q_shared": 1 runs the wgmma backward's dQ kernel with
- * both operands of S = Q K^T and dP = dO V^T read from shared memory at
- * every k-step; 0, the default, the CTA's Q and dO rows held in registers
- * as A fragments (cuda_block_attention_backward_wgmma.cu). */
-void df_cuda_set_block_attention_dq_q_shared(DfBackend *be, int on);
+/* "block_attention_dq_q_regs": 1 runs the wgmma backward's dQ kernel with the
+ * CTA's Q and dO rows held in registers as A fragments (S = Q K^T and
+ * dP = dO V^T then read only K or V from shared memory); 0, the default,
+ * both operands of those products from shared memory
+ * (cuda_block_attention_backward_wgmma.cu; measured a tie). */
+void df_cuda_set_block_attention_dq_q_regs(DfBackend *be, int on);
 
 /* "rmsnorm_backward_two_pass": 1 runs rmsnorm_backward's row stage on the
  * two-pass kernel (each row read twice, dw added in shared memory) that odd
