@@ -192,7 +192,7 @@ __device__ __forceinline__ void walk_key_tiles(int n, Load load, Use use) {
  * consecutive rows: its sources are one pointer stepped by a fixed stride,
  * where the general case finds each row's source by two comparisons and a
  * 64-bit product. The kernels that take these tiles are bound by instruction
- * issue and latency, not by the tensor pipe (ncu, bench/README.md), and the
+ * issue and latency, not by the tensor pipe (ncu, NOTES.md), and the
  * general case was about half of the dQ kernel's instructions a tile. */
 template <int THREADS, typename BlockRow>
 __device__ __forceinline__ void load_list_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,
