@@ -4,8 +4,9 @@
  * warm-up runs.
  *
  * Each problem is validated first against the CPU backend's op on the same
- * inputs: out, lse, dq and the added-to dk/dv (their totals and their
- * increments) within 1e-2 relative.
+ * inputs, with the default kernels and with the variant
+ * block_attention_dq_q_regs (one CPU run for both): out, lse, dq and the
+ * added-to dk/dv (their totals and their increments) within 1e-2 relative.
  *
  * Usage: build/dev/cuda/bench_block_attention (make dev; scripts/gpu_check.sh part lmhead). */
 #include <math.h>
@@ -91,36 +92,49 @@ static void run_free(Run *r, DfBackend *be) {
     df_block_attn_layout_free(&r->layout, be);
 }
 
-/* A GPU output against the CPU's; for an added-to buffer (init not NULL) also the increments. */
-static void compare(DevBackends *be, const char *what, DfBuffer g, DfBuffer c, const float *init) {
+/* A GPU output against the CPU's; for an added-to buffer (init not NULL) also the increments. variant names
+ * the kernel variant the GPU ran (NULL: the defaults). */
+static void compare(DevBackends *be, const char *what, const char *variant, DfBuffer g, DfBuffer c,
+                    const float *init) {
     float *a = dev_download(be->gpu, g), *b = dev_download(be->cpu, c);
-    char tag[96];
-    snprintf(tag, sizeof tag, "block attention %s", what);
+    char tag[160];
+    snprintf(tag, sizeof tag, "block attention %s%s%s%s", what, variant ? " (" : "", variant ? variant : "",
+             variant ? ")" : "");
     dev_validate(tag, a, b, c.count, 1e-2);
     if (init) {
         for (size_t i = 0; i < c.count; i++) a[i] -= init[i], b[i] -= init[i];
-        snprintf(tag, sizeof tag, "block attention %s increment", what);
+        snprintf(tag, sizeof tag, "block attention %s increment%s%s%s", what, variant ? " (" : "",
+                 variant ? variant : "", variant ? ")" : "");
         dev_validate(tag, a, b, c.count, 1e-2);
     }
     free(a), free(b);
 }
 
-static void validate(DevBackends *be, const Problem *p) {
-    Run rc, rg;
+/* The GPU's forward and backward under each of n variants (NULL: the defaults; a name: that variant
+ * set to 1) against one run of the CPU's, whose backward at this shape is the slow part. */
+static void validate(DevBackends *be, const Problem *p, const char *const *variants, int n) {
+    Run rc;
     run_init(&rc, be->cpu, p);
-    run_init(&rg, be->gpu, p);
     df_op_block_attention(be->cpu, &rc.args);
-    df_op_block_attention(be->gpu, &rg.args);
     df_op_block_attention_backward(be->cpu, &rc.args, &rc.grads);
-    df_op_block_attention_backward(be->gpu, &rg.args, &rg.grads);
-    compare(be, "out", rg.args.out, rc.args.out, NULL);
-    compare(be, "lse", rg.args.lse, rc.args.lse, NULL);
-    compare(be, "dq", rg.grads.dq, rc.grads.dq, NULL);
-    compare(be, "dk_ctx", rg.grads.dk_ctx, rc.grads.dk_ctx, p->dk_ctx0);
-    compare(be, "dv_ctx", rg.grads.dv_ctx, rc.grads.dv_ctx, p->dv_ctx0);
-    compare(be, "dk_blk", rg.grads.dk_blk, rc.grads.dk_blk, p->dk_blk0);
-    compare(be, "dv_blk", rg.grads.dv_blk, rc.grads.dv_blk, p->dv_blk0);
-    run_free(&rc, be->cpu), run_free(&rg, be->gpu);
+    for (int v = 0; v < n; v++) {
+        const char *variant = variants[v];
+        if (variant) dev_variant(be->gpu, variant, 1);
+        Run rg;
+        run_init(&rg, be->gpu, p);
+        df_op_block_attention(be->gpu, &rg.args);
+        df_op_block_attention_backward(be->gpu, &rg.args, &rg.grads);
+        compare(be, "out", variant, rg.args.out, rc.args.out, NULL);
+        compare(be, "lse", variant, rg.args.lse, rc.args.lse, NULL);
+        compare(be, "dq", variant, rg.grads.dq, rc.grads.dq, NULL);
+        compare(be, "dk_ctx", variant, rg.grads.dk_ctx, rc.grads.dk_ctx, p->dk_ctx0);
+        compare(be, "dv_ctx", variant, rg.grads.dv_ctx, rc.grads.dv_ctx, p->dv_ctx0);
+        compare(be, "dk_blk", variant, rg.grads.dk_blk, rc.grads.dk_blk, p->dk_blk0);
+        compare(be, "dv_blk", variant, rg.grads.dv_blk, rc.grads.dv_blk, p->dv_blk0);
+        run_free(&rg, be->gpu);
+        if (variant) dev_variant(be->gpu, variant, 0);
+    }
+    run_free(&rc, be->cpu);
 }
 
 typedef struct OpRun {
@@ -139,10 +153,8 @@ int main(void) {
     DevBackends be = dev_open("bench_block_attention");
     for (int n_seqs = 1; n_seqs <= 2; n_seqs++) {
         Problem p = make_problem(n_seqs, 512, 4242 + n_seqs);
-        validate(&be, &p);
-        dev_variant(be.gpu, "block_attention_dq_q_regs", 1);
-        validate(&be, &p);
-        dev_variant(be.gpu, "block_attention_dq_q_regs", 0);
+        const char *const variants[] = {NULL, "block_attention_dq_q_regs"};
+        validate(&be, &p, variants, 2);
         double flop = 0;
         for (int j = 0; j < p.n_blocks; j++) flop += 4.0 * B * (p.anchors[j] + B) * HEADS * HD;
         Run r;
