@@ -207,7 +207,8 @@ if want racecheck; then
         grep 'PASSED\|FAILED\|SUMMARY' /tmp/racecheck.txt
         # each hazard names its two accesses' kernels; NVIDIA's closed GEMM kernels (nvjet_*) are known to be
         # reported (bench/README.md, "GPU training step"), so ours are counted apart (bench/step_aims.py reads it)
-        echo "hazard accesses outside cuBLASLt's nvjet kernels: $(grep 'access at' /tmp/racecheck.txt | grep -vc nvjet_)"
+        echo "hazard accesses: $(grep -c 'access at' /tmp/racecheck.txt)," \
+             "outside cuBLASLt's nvjet kernels: $(grep 'access at' /tmp/racecheck.txt | grep -vc nvjet_)"
         grep 'access at' /tmp/racecheck.txt | grep -v nvjet_ | head -6 | cut -c 1-300
     done 2>&1 | tee "$OUT/racecheck.log"
 fi
