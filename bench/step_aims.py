@@ -79,8 +79,8 @@ def read(outs, name):
     return open(path, errors="replace").read() if path else None
 
 
-def judge_bench(out, v):
-    text = read(out, "bench_train.json")
+def judge_bench(outs, v):
+    text = read(outs, "bench_train.json")
     if text is None:
         for aim in ("8B step sequences/s", "8B step MFU of measured peak", "8B step peak memory"):
             v.missing(aim, "no bench_train.json (part train)", "")
@@ -88,6 +88,10 @@ def judge_bench(out, v):
     j = json.loads(text)
     seqs, mfu, peak = j.get("step_qwen3_8b_seqs_per_s"), j.get("step_qwen3_8b_mfu_measured_peak"), j.get(
         "step_qwen3_8b_peak_gib")
+    if None in (seqs, mfu, peak):  # the bench ran but did not finish the 8B step
+        for aim in ("8B step sequences/s", "8B step MFU of measured peak", "8B step peak memory"):
+            v.add(aim, "bench_train.json has no Qwen3-8B step (bench_train.txt says why)", "", False)
+        return None
     gpu = j.get("gpu", "?").split(",")[0]
     v.add("8B step sequences/s", f"{seqs:.2f} ({gpu})", f">= {AIMS['seqs_per_s']}", seqs >= AIMS["seqs_per_s"])
     v.add("8B step MFU of measured peak", f"{mfu:.1%} of {j.get('gemm_peak_tflops', 0):.1f}",
@@ -96,8 +100,8 @@ def judge_bench(out, v):
     return seqs
 
 
-def judge_peer(out, v, seqs):
-    text = read(out, "bench_train.txt") or ""
+def judge_peer(outs, v, seqs):
+    text = read(outs, "bench_train.txt") or ""
     m = re.findall(r"PEER seq/s ([0-9.]+)", text)
     if not m or seqs is None:
         v.missing("against the peer, same call", "no PEER line or no 8B step (parts train, peer)", "")
@@ -108,12 +112,12 @@ def judge_peer(out, v, seqs):
           ratio >= AIMS["peer_ratio"])
 
 
-STEADY = re.compile(r"steady state \(median of steps ([0-9]+)\.\.[0-9]+.*? ([0-9.]+) TFLOP/s a GPU")
+STEADY = re.compile(r"steady state \(median of steps ([0-9]+\.\.[0-9]+).*? ([0-9.]+) TFLOP/s a GPU")
 PEAK = re.compile(r"train: peak ([0-9.]+) GiB against the memory plan's ([0-9.]+) GiB")
 
 
-def judge_trainer_run(out, v, name, label, peak_bound, mfu_bound=None):
-    text = read(out, name)
+def judge_trainer_run(outs, v, name, label, peak_bound, mfu_bound=None):
+    text = read(outs, name)
     if text is None or not PEAK.search(text):
         if mfu_bound is not None:
             v.missing(f"{label} MFU of {NOMINAL_TFLOPS:.0f}", f"no finished run in {name}", "")
@@ -124,7 +128,7 @@ def judge_trainer_run(out, v, name, label, peak_bound, mfu_bound=None):
         if s:
             tflops = float(s[-1][1])
             mfu = tflops / NOMINAL_TFLOPS
-            v.add(f"{label} MFU of {NOMINAL_TFLOPS:.0f}", f"{mfu:.1%} ({tflops:.1f} TFLOP/s, steps {s[-1][0]}..)",
+            v.add(f"{label} MFU of {NOMINAL_TFLOPS:.0f}", f"{mfu:.1%} ({tflops:.1f} TFLOP/s, median of steps {s[-1][0]})",
                   f">= {mfu_bound:.0%}", mfu >= mfu_bound)
         else:
             v.missing(f"{label} MFU of {NOMINAL_TFLOPS:.0f}", f"no steady-state line in {name}", "")
@@ -137,8 +141,8 @@ def losses(path):
     return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if r.get("loss") is not None}
 
 
-def judge_train200(out, v, cpu_path):
-    gpu_path = find(out, "train200_gpu.jsonl")
+def judge_train200(outs, v, cpu_path):
+    gpu_path = find(outs, "train200_gpu.jsonl")
     if not gpu_path or not os.path.exists(cpu_path):
         v.missing("200 coder-tiny steps, GPU vs CPU", "no train200_gpu.jsonl (part train200) or CPU run", "")
         return
@@ -154,8 +158,8 @@ def judge_train200(out, v, cpu_path):
           f"max <= {AIMS['train200_max_rel']:.0e}", worst <= AIMS["train200_max_rel"])
 
 
-def judge_tests(out, v):
-    text = read(out, "tests.log")
+def judge_tests(outs, v):
+    text = read(outs, "tests.log")
     if text is None:
         v.missing("CUDA test programs", "no tests.log (part tests)", "")
         return
@@ -168,14 +172,14 @@ def judge_tests(out, v):
           drafter[-1] == "0" if drafter else None)
 
 
-def judge_sanitizers(out, v):
-    text = read(out, "memcheck.log")
+def judge_sanitizers(outs, v):
+    text = read(outs, "memcheck.log")
     m = re.findall(r"ERROR SUMMARY: (\d+) error", text or "")
     if m:
         v.add("memcheck", f"{m[-1]} errors", "0", int(m[-1]) == 0)
     else:
         v.missing("memcheck", "no ERROR SUMMARY in memcheck.log (part memcheck)", "0")
-    text = read(out, "racecheck.log")
+    text = read(outs, "racecheck.log")
     sums = re.findall(r"RACECHECK SUMMARY: (\d+) hazard", text or "")
     if not sums:
         v.missing("racecheck", "no RACECHECK SUMMARY in racecheck.log (part racecheck)", "0 outside cuBLASLt")
@@ -197,21 +201,21 @@ def judge_sanitizers(out, v):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out", nargs="+", help="gpu_check.sh output folders ($OUT of each call)")
+    ap.add_argument("outs", nargs="+", metavar="OUTDIR", help="gpu_check.sh output folders ($OUT of each call)")
     ap.add_argument("--cpu-losses", default=os.path.join(os.path.dirname(__file__), "train200-cpu-2026-12-03-s15.jsonl"))
     ap.add_argument("--allow-missing", action="store_true")
     a = ap.parse_args()
-    for o in a.out:
+    for o in a.outs:
         if not os.path.isdir(o):
             sys.exit(f"step_aims: {o}: no such folder")
     v = Verdicts()
-    seqs = judge_bench(a.out, v)
-    judge_peer(a.out, v, seqs)
-    judge_trainer_run(a.out, v, "seed.txt", "seed configuration", AIMS["seed_peak_gib"], AIMS["seed_mfu_nominal"])
-    judge_trainer_run(a.out, v, "defaults8b.txt", "8B at the defaults", AIMS["defaults8b_peak_gib"])
-    judge_train200(a.out, v, a.cpu_losses)
-    judge_tests(a.out, v)
-    judge_sanitizers(a.out, v)
+    seqs = judge_bench(a.outs, v)
+    judge_peer(a.outs, v, seqs)
+    judge_trainer_run(a.outs, v, "seed.txt", "seed configuration", AIMS["seed_peak_gib"], AIMS["seed_mfu_nominal"])
+    judge_trainer_run(a.outs, v, "defaults8b.txt", "8B at the defaults", AIMS["defaults8b_peak_gib"])
+    judge_train200(a.outs, v, a.cpu_losses)
+    judge_tests(a.outs, v)
+    judge_sanitizers(a.outs, v)
     v.print()
     sys.exit(v.status(a.allow_missing))
 
