@@ -34,6 +34,9 @@ import re
 import statistics
 import sys
 
+from compare_losses import losses, relative_differences  # bench/, beside this script
+
+BENCH_AIMS = ("8B step sequences/s", "8B step MFU of measured peak", "8B step peak memory")
 NOMINAL_TFLOPS = 989.0  # dense bf16, H100/H200 SXM: the seed aim's reference
 AIMS = {
     "seqs_per_s": 6.0,
@@ -82,14 +85,14 @@ def read(outs, name):
 def judge_bench(outs, v):
     text = read(outs, "bench_train.json")
     if text is None:
-        for aim in ("8B step sequences/s", "8B step MFU of measured peak", "8B step peak memory"):
+        for aim in BENCH_AIMS:
             v.missing(aim, "no bench_train.json (part train)", "")
         return None
     j = json.loads(text)
     seqs, mfu, peak = j.get("step_qwen3_8b_seqs_per_s"), j.get("step_qwen3_8b_mfu_measured_peak"), j.get(
         "step_qwen3_8b_peak_gib")
     if None in (seqs, mfu, peak):  # the bench ran but did not finish the 8B step
-        for aim in ("8B step sequences/s", "8B step MFU of measured peak", "8B step peak memory"):
+        for aim in BENCH_AIMS:
             v.add(aim, "bench_train.json has no Qwen3-8B step (bench_train.txt says why)", "", False)
         return None
     gpu = j.get("gpu", "?").split(",")[0]
@@ -137,21 +140,15 @@ def judge_trainer_run(outs, v, name, label, peak_bound, mfu_bound=None):
           peak <= peak_bound and peak <= plan)
 
 
-def losses(path):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if r.get("loss") is not None}
-
-
 def judge_train200(outs, v, cpu_path):
     gpu_path = find(outs, "train200_gpu.jsonl")
     if not gpu_path or not os.path.exists(cpu_path):
         v.missing("200 coder-tiny steps, GPU vs CPU", "no train200_gpu.jsonl (part train200) or CPU run", "")
         return
-    g, c = losses(gpu_path), losses(cpu_path)
-    steps = sorted(set(g) & set(c))
+    steps, rel = relative_differences(losses(gpu_path), losses(cpu_path))
     if len(steps) < 200:
         v.add("200 coder-tiny steps, GPU vs CPU", f"only {len(steps)} common steps", "200 steps", False)
         return
-    rel = [abs(g[s] - c[s]) / abs(c[s]) for s in steps]
     worst = max(rel)
     v.add("200 coder-tiny steps, GPU vs CPU",
           f"max rel {worst:.2e} (step {steps[rel.index(worst)]}), mean {statistics.mean(rel):.2e}",
