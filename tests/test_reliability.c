@@ -331,6 +331,23 @@ static void test_sigterm_checkpoints_and_exits_0(void **state) {
     assert_same_file(a, b);
 }
 
+/* Waits until a file whose name holds `stem` (a writer's temporary) appears in
+ * dir while pid is still running; 0 if pid ended or timeout_s passed first. */
+static int wait_for_temporary(const char *dir, const char *stem, pid_t pid, double timeout_s) {
+    double start = df_now_seconds();
+    while (df_now_seconds() - start < timeout_s) {
+        if (waitpid(pid, NULL, WNOHANG) != 0) return 0;
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        int seen = 0;
+        for (struct dirent *e; (e = readdir(d));) seen |= strstr(e->d_name, stem) != NULL;
+        closedir(d);
+        if (seen) return 1;
+        df_sleep_seconds(0.01);
+    }
+    return 0;
+}
+
 static void test_sigterm_during_prepare_leaves_no_store(void **state) {
     Fixture *f = *state;
     /* many copies of the training data: long enough to be interrupted */
@@ -342,7 +359,9 @@ static void test_sigterm_during_prepare_leaves_no_store(void **state) {
     for (int i = 0; i < 40; i++)
         at += snprintf(cmd + at, sizeof cmd - (size_t)at, " --input '%s'", df_test_path("assets/data/code-train.jsonl"));
     pid_t pid = spawn(cmd, log, 0);
-    df_sleep_seconds(0.7);
+    /* signal once prepare is writing its temporary store: after its handlers are
+     * installed however slowly the process started, and well before it ends */
+    assert_true(wait_for_temporary(f->dir, "big.store.tmp.", pid, 60.0));
     kill(pid, SIGTERM);
     int status = wait_status(pid);
     char *text = df_test_read_file(log, NULL);
