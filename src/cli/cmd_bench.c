@@ -15,7 +15,7 @@
  *     random weights built in GPU memory; time split by op kind; peak memory;
  *   - with --hybrid, instead: the prefill of a Qwen3.6-27B-shaped hybrid
  *     target (Gated DeltaNet + gated attention) with random weights, all or
- *     --hybrid-layers of its 64 layers (bench/hybrid_transformers.py times
+ *     --hybrid-layers of its 64 layers (dev/compare/hybrid_transformers.py times
  *     transformers' forward of the same model).
  * --json writes the figures for bench/ records. */
 #include <cblas.h>
