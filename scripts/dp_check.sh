@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6 on a GPU machine: the pipeline and data parallel on coder-tiny.
+# On a GPU machine: the pipeline and data parallel on coder-tiny.
 #   1. one GPU, --queue-depth 1 vs 3: the same losses (the inputs do not
 #      depend on the depth; equal to the bit when the kernels are deterministic);
 #      the per-stage table and busy fraction of each.

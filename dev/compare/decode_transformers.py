@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """transformers' generate at the shapes of `dflash bench --decode`, for the
-comparison the issue asks for (same GPU, same run): coder-tiny from
+comparison beside it (same GPU, same run): coder-tiny from
 assets/coder-tiny and a Qwen3-8B-shaped model with random weights built from
 a config, both bf16 on the GPU, greedy, batch 1 and 64, prompts of
 --prompt-len random tokens, --new-tokens new tokens each (EOS ignored).
