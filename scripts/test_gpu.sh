@@ -55,7 +55,7 @@ if want build; then
         tests=$(ls tests/test_cuda_*.c | sed 's|tests/\(.*\)\.c|build/tests/\1|')
         run 1800 make -j"$(nproc)" dflash dev $tests build/tests/test_drafter build/tests/test_backend_ops \
             build/tests/test_bench_train_step
-        bash scripts/fetch_test_tokenizers.sh || echo "tokenizers not fetched: the parity tests that need them skip"
+        timeout 300 bash scripts/fetch_test_tokenizers.sh || echo "tokenizers not fetched: the parity tests that need them skip"
     } > "$OUT/build.log" 2>&1
     tail -3 "$OUT/build.log"
     [ -x ./dflash ] || { echo "test_gpu.sh: the build failed ($OUT/build.log)" >&2; exit 1; }
