@@ -90,7 +90,7 @@ $(BUILD)/tools/nccl_check: tools/nccl_check.c $(BUILD)/libdflash.a
 
 # dev/cuda: the kernel benchmarks, a program per op family (each kernel variant validated against the
 # CPU backend, then timed with device events; dev/cuda/dev_util.h). They build with or without CUDA, as
-# the tests do (without a GPU they say so and exit 1); scripts/gpu_check.sh runs them.
+# the tests do (without a GPU they say so and exit 1); scripts/test_gpu.sh runs them (part kernels).
 DEV_SRC := $(filter-out dev/cuda/dev_util.c,$(wildcard dev/cuda/*.c))
 DEV_BIN := $(DEV_SRC:dev/cuda/%.c=$(BUILD)/dev/cuda/%)
 DEV_COMMON := $(BUILD)/dev/cuda/dev_util.o

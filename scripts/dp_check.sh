@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6 on a GPU machine: the pipeline and data parallel on coder-tiny.
+# On a GPU machine: the pipeline and data parallel on coder-tiny.
 #   1. one GPU, --queue-depth 1 vs 3: the same losses (the inputs do not
 #      depend on the depth; equal to the bit when the kernels are deterministic);
 #      the per-stage table and busy fraction of each.
@@ -21,7 +21,7 @@
 #      and 1 (each sees one GPU, --device cuda:0): rank 0 runs the target
 #      forward only and sends the features to rank 1 (ncclSend/ncclRecv),
 #      rank 1 trains the drafter; losses against the one-GPU run
-#      (bench/compare_losses.py) and sequences/s of both; then the split run
+#      (dev/compare/compare_losses.py) and sequences/s of both; then the split run
 #      stopped at step 30 and resumed in the split layout: losses again.
 # Usage (from the tree's root, ./dflash built): bash scripts/dp_check.sh [OUTDIR] [all|split]
 #   split: only 1 (depth 3, the reference) and 5.
@@ -155,14 +155,14 @@ split() {
     if [ "$ngpu" -ge 2 ]; then
         echo "== 5. split layout: rank 0 target on GPU 0, rank 1 drafter on GPU 1 (features over NCCL)"
         split split2
-        python3 bench/compare_losses.py "$W/split2/metrics.jsonl" "$W/q3/metrics.jsonl"
+        python3 dev/compare/compare_losses.py "$W/split2/metrics.jsonl" "$W/q3/metrics.jsonl"
         throughput q3
         throughput split2
         [ -f "$W/dp2/metrics.jsonl" ] && throughput dp2
         echo "== 5b. split layout stopped at step 30, resumed in the split layout"
         split split_resume --stop-at 30
         split split_resume --resume
-        python3 bench/compare_losses.py "$W/split_resume/metrics.jsonl" "$W/q3/metrics.jsonl"
+        python3 dev/compare/compare_losses.py "$W/split_resume/metrics.jsonl" "$W/q3/metrics.jsonl"
     else
         echo "== 2-5 skipped: $ngpu GPU(s)"
     fi

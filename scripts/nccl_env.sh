@@ -1,6 +1,6 @@
 # Sourced by the multi-GPU scripts (dp_check.sh, train8b_check.sh): NCCL as
 # dist/nccl.h finds it (DFLASH_NCCL_LIB, else PyTorch's nvidia-nccl wheel on
-# the GPU machine), NVLink multicast off (KINDS.md of the device tool), and
+# the GPU machine), NVLink multicast off (NCCL_NVLS_ENABLE=0), and
 # ngpu: the GPUs this process may use (CUDA_VISIBLE_DEVICES when set).
 export NCCL_NVLS_ENABLE=0
 if [ -z "${DFLASH_NCCL_LIB:-}" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed's own configuration on the GPU machine (issue 15): `dflash train`
+# The seed's own configuration on the GPU machine: `dflash train`
 # of a 5-layer drafter (its attention shape the published one for this
 # family: 32 heads of 128, 8 KV heads; about 1.7 B parameters) against a
 # Qwen3.6-27B-shaped hybrid target with random weights

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6 at the Qwen3-8B shape on the GPU machine: `dflash train` of a
+# Data parallel at the Qwen3-8B shape on a GPU machine: `dflash train` of a
 # 5-layer drafter against a Qwen3-8B-shaped target with random weights
 # (--random-target-weights: its config.json written here, coder-tiny's
 # tokenizer), on samples of about 2,000 tokens (code records of

@@ -31,7 +31,7 @@
  * timings are dev/cuda/'s programs (make dev).
  *
  * DFLASH_OPS_QUICK=1 leaves out the models' shapes (the compute-sanitizer
- * runs of scripts/gpu_check.sh); DFLASH_OPS_CASES=a,b runs only the cases
+ * runs of scripts/test_gpu.sh); DFLASH_OPS_CASES=a,b runs only the cases
  * whose names contain one of the words (the coverage test still checks
  * them all). */
 #include <stdio.h>

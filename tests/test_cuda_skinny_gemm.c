@@ -110,7 +110,7 @@ static void test_skinny_small_shapes_take_it(void **state) {
 }
 
 /* The Qwen3-8B decode shapes: q/o, k/v, gate/up, down, lm head (skipped
- * under DFLASH_SKINNY_QUICK=1: the sanitizer runs of scripts/gpu_check.sh). */
+ * under DFLASH_SKINNY_QUICK=1: sanitizer runs). */
 static void test_skinny_qwen3_8b_shapes_take_it(void **state) {
     Fixture *f = gpu_or_skip(state);
     const char *quick = getenv("DFLASH_SKINNY_QUICK");

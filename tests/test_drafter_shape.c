@@ -1,4 +1,4 @@
-/* The drafter's attention shape is its own (spec section 3, issue 15):
+/* The drafter's attention shape is its own (spec section 3):
  * - a dense target (coder-tiny) gives the target's heads, KV heads, head_dim;
  * - a hybrid Qwen3.5/3.6 target gives 32 query heads of 128 and 8 KV heads,
  *   the target's rope base and scaling over the drafter's whole head_dim

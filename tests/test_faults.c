@@ -1,4 +1,4 @@
-/* Faults and bad values through ./dflash in real processes (issue 20): every
+/* Faults and bad values through ./dflash in real processes: every
  * case exits 1 or 2 (never 0, never a signal) with a message naming the
  * option or file, creates or replaces no file and leaves no temporary.
  * - numeric options: NaN, infinities, out-of-range and "unset" sentinels

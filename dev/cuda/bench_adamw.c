@@ -8,7 +8,7 @@
  * bf16 parameters must be the round-to-nearest-even of the master, and the
  * sum of squares within 1e-6 relative of a long double host sum.
  *
- * Usage: build/dev/cuda/bench_adamw (make dev; scripts/gpu_check.sh part lmhead). */
+ * Usage: build/dev/cuda/bench_adamw (make dev; scripts/test_gpu.sh part kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * Each kernel is validated first against the CPU backend's op on the same
  * inputs (2 sequences: out and lse within 1e-2 relative).
  *
- * Usage: build/dev/cuda/bench_attention (make dev; scripts/gpu_check.sh part lmhead). */
+ * Usage: build/dev/cuda/bench_attention (make dev; scripts/test_gpu.sh part kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * block_attention_dq_q_regs (one CPU run for both): out, lse, dq and the
  * added-to dk/dv (their totals and their increments) within 1e-2 relative.
  *
- * Usage: build/dev/cuda/bench_block_attention (make dev; scripts/gpu_check.sh part lmhead). */
+ * Usage: build/dev/cuda/bench_block_attention (make dev; scripts/test_gpu.sh part kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  * v) and the lm head's per-chunk products (model/drafter_loss_rows.c,
  * cuda_lm_head_ce.cu; bf16 logits here, the op writes fp32).
  *
- * Usage: build/dev/cuda/bench_gemm [NAME] (make dev; scripts/gpu_check.sh part gemm): with NAME, only
+ * Usage: build/dev/cuda/bench_gemm [NAME] (make dev; scripts/test_gpu.sh part kernels): with NAME, only
  * the products whose name contains it. */
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * Each shape and split-K target is validated first against the CPU
  * backend's op on the same caches (layer 0's): within 1e-2 relative.
  *
- * Usage: build/dev/cuda/bench_kv_attention (make dev; scripts/gpu_check.sh part decode). */
+ * Usage: build/dev/cuda/bench_kv_attention (make dev; scripts/test_gpu.sh part kernels). */
 #include <stdio.h>
 #include <stdlib.h>
 

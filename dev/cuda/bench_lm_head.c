@@ -18,7 +18,7 @@
  * the logits are bf16; within fp32 accumulation noise, 1e-4, otherwise).
  * The plain GEMM's logits are validated on the same rows.
  *
- * Usage: build/dev/cuda/bench_lm_head (make dev; scripts/gpu_check.sh part lmhead). */
+ * Usage: build/dev/cuda/bench_lm_head (make dev; scripts/test_gpu.sh part kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

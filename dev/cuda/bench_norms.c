@@ -12,7 +12,7 @@
  * on its default kernel (rows held in registers) and on the two-pass one
  * (the variant rmsnorm_backward_two_pass) in the same run.
  *
- * Usage: build/dev/cuda/bench_norms (make dev; scripts/gpu_check.sh part lmhead). */
+ * Usage: build/dev/cuda/bench_norms (make dev; scripts/test_gpu.sh part kernels). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

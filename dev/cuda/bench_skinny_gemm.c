@@ -11,7 +11,7 @@
  * the same shape: within 1e-2 relative. Which products the kernel takes is
  * tests/test_cuda_skinny_gemm.c's.
  *
- * Usage: build/dev/cuda/bench_skinny_gemm (make dev; scripts/gpu_check.sh part skinny). */
+ * Usage: build/dev/cuda/bench_skinny_gemm (make dev; scripts/test_gpu.sh part kernels). */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* Batched decode throughput for the bench command (issue 4, "Speed"): a
+/* Batched decode throughput for the bench command: a
  * batch of prompts prefilled, then one new token per sequence per step
  * (greedy, through df_target_decode as `generate` runs it), next to the
  * memory-bandwidth limit: the bytes one step must move (every weight read

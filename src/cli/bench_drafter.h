@@ -1,5 +1,5 @@
-/* The drafter training step's speed on the CPU (forward + backward, the
- * issue's figure), for the bench command. */
+/* The drafter training step's speed on the CPU
+ * (forward + backward), for the bench command. */
 #ifndef DF_CLI_BENCH_DRAFTER_H
 #define DF_CLI_BENCH_DRAFTER_H
 

@@ -1,4 +1,4 @@
-/* The whole training step's speed (issue #5 item 7): a target and a drafter
+/* The whole training step's speed: a target and a drafter
  * of a named shape with random weights on one backend, one step = target
  * forward to the deepest tap, drafter forward + backward, the optimizer
  * (gradient norm, clipping, AdamW on the device, as the trainer does); timed

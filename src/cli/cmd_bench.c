@@ -15,7 +15,7 @@
  *     random weights built in GPU memory; time split by op kind; peak memory;
  *   - with --hybrid, instead: the prefill of a Qwen3.6-27B-shaped hybrid
  *     target (Gated DeltaNet + gated attention) with random weights, all or
- *     --hybrid-layers of its 64 layers (bench/hybrid_transformers.py times
+ *     --hybrid-layers of its 64 layers (dev/compare/hybrid_transformers.py times
  *     transformers' forward of the same model).
  * --json writes the figures for bench/ records. */
 #include <cblas.h>
@@ -519,7 +519,7 @@ static int bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name
     return 0;
 }
 
-/* The whole training step (issue #5): coder-tiny's shape, then Qwen3-8B's with
+/* The whole training step: coder-tiny's shape, then Qwen3-8B's with
  * a 5-layer drafter, S = 2048, 512 anchors of 16. */
 static int bench_gpu_train_steps(DfBackend *be, const BenchOptions *o, double peak, cJSON *json, DfError *err) {
     DfTrainStepShape s = {.drafter_layers = 5, .block_size = 16, .num_anchors = 512, .seq_len = 2048,

@@ -451,12 +451,9 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.\n"
         "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 0; a second\n"
         "signal exits at once (130/143), leaving the previous checkpoint intact.\n"
-        "Data parallel: start one process per device with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR\n"
-        "and MASTER_PORT set (as torchrun does) and the same options, or with mpirun or srun and\n"
-        "MASTER_ADDR, MASTER_PORT passed through (their rank variables are read); --device cuda\n"
-        "means cuda:LOCAL_RANK. Rank 0 writes OUTPUT (which every rank must see, to resume).\n"
-        "--layout split --target-ranks T: ranks 0..T-1 run the target forward only, ranks T..W-1 the\n"
-        "drafter only (drafter rank d is fed by target rank d % T); rank T writes OUTPUT.",
+        "Data parallel: one process per device, started as torchrun, mpirun or srun start them, with\n"
+        "the same options; --device cuda means cuda:LOCAL_RANK. The layouts, launchers and NCCL are\n"
+        "described in docs/distributed.md; every option in docs/usage.md.",
         options, DF_COUNT(options)};
     DfParsedArgs parsed;
     DfError err = {{0}};

@@ -15,7 +15,7 @@
  * the table's hybrid ops), so the same code serves the CPU and CUDA.
  *
  * Small parameters are F32 buffers on every backend: the (1 + w) norm
- * weights (bf16's 8 bits would round 1 + w to steps of 1/128, wiping out a w
+ * weights (bf16's 8 bits would round (1 + w) to steps of 1/128, wiping out a w
  * of ~1e-2, where transformers adds 1 in fp32), A_log and dt_bias (they go
  * through exp and softplus into the decay, where a bf16 rounding of A_log
  * changes exp(A_log) by up to ~0.5% on every token and compounds over the

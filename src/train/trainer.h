@@ -42,39 +42,13 @@
  * (train/step_timing.h) goes to metrics.jsonl and, summed, to a table on
  * stderr and OUTPUT/stages.json at the end.
  *
- * Data parallel (opt->dist with WORLD_SIZE > 1): one process per device,
- * joined by the TCP rendezvous (dist/rendezvous.h). Every rank plans the
- * same global steps and trains on its share of each step's samples
- * (train/rank_share.h); the loss-weight sum is summed over the ranks before
- * the backward, so the loss is normalized over the global batch (spec
- * section 4 step 5); the gradients are summed (dist/comm.h: NCCL on CUDA,
- * the TCP group on the CPU) and the optimizer runs replicated, identical on
- * every rank. Metrics are summed over the ranks. Rank 0 alone writes
- * metrics.jsonl, the checkpoints, the stage report and final/; every rank
- * reads the checkpoint to resume (OUTPUT must be visible to all), and the
- * ranks check that they start from the same step and weights. A stop
- * signal on any rank stops all of them after the same step. A lost rank
- * (df_dist_poll_failure between steps; every collective fails at once)
- * ends the others with an error naming it; resume works with any WORLD_SIZE
- * (the state is replicated, the data plan global).
- *
- * Split layout (opt->layout DF_LAYOUT_SPLIT, opt->target_ranks T): ranks
- * 0..T-1 run only the target forward (they load the target's layers up to
- * the last tap, no drafter); ranks T..W-1 run only the drafter (they load the
- * drafter, its training state and the frozen embedding and lm head, none of
- * the target's layers). Drafter rank d (0-based among the drafter ranks) is
- * fed by target rank d % T; a target rank runs the forward of each of its
- * drafter ranks' shares in turn, each step, and sends the tap features over
- * a feature link (dist/feature_link.h: TCP on the CPU, NCCL send/receive on
- * CUDA). The drafter ranks split each global batch among themselves
- * (train/rank_share.h over the D = W - T drafter ranks), form a group of
- * their own (a second TCP rendezvous, and on CUDA a second NCCL
- * communicator) for the loss-weight sum, the gradients and the metrics, and
- * grant their target rank queue_depth steps ahead, so a target rank runs at
- * most that far ahead. The first drafter rank (rank T) writes OUTPUT; the
- * target ranks learn the position to start from from it. A stop signal on
- * a target rank travels with its next features; the drafter ranks agree on
- * the step to stop after and tell their target ranks.
+ * Data parallel (opt->dist with WORLD_SIZE > 1) and the split layout
+ * (opt->layout DF_LAYOUT_SPLIT, opt->target_ranks T) are described in
+ * docs/distributed.md. In the code: the ranks join through
+ * dist/rendezvous.h, each trains on its share (train/rank_share.h), the
+ * gradients are summed by dist/comm.h, the roles are set up in
+ * trainer_topology.c, a split layout's target ranks run
+ * trainer_target_rank.c and send their features over dist/feature_link.h.
  *
  * Resume: the newest checkpoint gives the weights, the AdamW state and the
  * position (epoch, batch in epoch); the batcher's epoch plans, the anchors

@@ -196,7 +196,7 @@ static void ref_rmsnorm(const float *x, const float *w, double *out, int rows, i
 
 typedef struct NormShape {
     int rows, dim, in_place;
-    int weight; /* 0: ACT; 1: F32 around 1; 2: F32 1 + 0.0039 in odd columns (bf16 would round it to 1) */
+    int weight; /* 0: ACT; 1: F32 near 1; 2: F32 1 + 0.0039 in odd columns (bf16 would round it to one) */
 } NormShape;
 
 /* The F32 weight's unrounded 1 + 0.0039 (1 in bf16, whose steps above 1 are

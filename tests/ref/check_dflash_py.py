@@ -13,8 +13,8 @@ compared: in fp32 on the CPU within 1e-4 (same bf16 weights, same arithmetic up 
 a GPU is present, in bf16 on it within 3e-2 (bf16 tolerance) with the argmax agreement reported.
 A multi-block forward (two blocks at different anchors in one call) must equal each block alone.
 
-Usage (from the repository root; DFLASH: the binary, e.g. .devpack/dflash with
-LD_LIBRARY_PATH=.devpack/lib): python3 tests/ref/check_dflash_py.py [DFLASH]
+Usage (from the repository root; DFLASH: the binary, ./dflash by default):
+python3 tests/ref/check_dflash_py.py [DFLASH]
 Exit status 0 when every check holds; the failures are printed.
 """
 import json, os, subprocess, sys, tempfile

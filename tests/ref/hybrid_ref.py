@@ -6,7 +6,7 @@ on its CPU, in fp32 with eager attention).
 Usage: hybrid_ref.py [OUT_DIR]   (default tests/fixtures/hybrid)
 
 The committed fixtures were made by this script with transformers 5.17 (CPU
-torch on the GPU machine, scripts/gpu_check.sh fixtures).
+torch on the GPU machine, a CUDA machine with torch).
 
 Writes under OUT_DIR:
   qwen35-random/            config.json + model.safetensors of a

@@ -24,7 +24,7 @@
  * within each (head, sequence): with x = tile, the last (head, sequence)
  * started its longest tile among the last CTAs and the rest of the GPU
  * waited for it (bench_attention at 2 x 2048 tokens: 0.213 ms that way,
- * 0.174 this way; NOTES.md). */
+ * 0.174 this way; docs/kernels.md). */
 #include <math.h>
 
 #include "backend/cuda/cuda_attention_rows.h"
@@ -102,7 +102,7 @@ __device__ __forceinline__ AttnTile attn_tile(const bf16 *q, const bf16 *k, cons
  * product waited for; the other warpgroups of the SM (two CTAs) fill the
  * tensor pipe meanwhile. A pipelined form (S_{j+1} in flight with P_j V_j,
  * FlashAttention-3's intra-warpgroup overlap) needs P_j, S_{j+1} and O live
- * at once, 168 registers, one CTA an SM, and measured slower (NOTES.md). */
+ * at once, 168 registers, one CTA an SM, and measured slower (docs/kernels.md). */
 __global__ void __launch_bounds__(THREADS, 2) /* two CTAs an SM: at most 128 registers */
     k_flash_attention_wgmma(bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                             const int32_t *seq_starts, int n_tokens, int heads, int kv_heads, float scale_log2) {

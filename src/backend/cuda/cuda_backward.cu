@@ -174,7 +174,7 @@ __device__ __forceinline__ uint4 rope_back(const Pack8 &d, long row, bool active
  * into registers across its rows, and w is read once a block. The two-pass
  * kernel above read every row twice and added into shared memory per row:
  * rmsnorm_backward in the 8B step took about 3x its bytes at the copy
- * bandwidth (NOTES.md). Unit i of a thread is lane + i * tpr. ROPE:
+ * bandwidth (docs/kernels.md). Unit i of a thread is lane + i * tpr. ROPE:
  * rmsnorm_rope_backward (UPT 1), dy rotated back at its load. */
 template <int UPT, bool ROPE = false>
 __global__ void __launch_bounds__(RMS_BWD_THREADS)

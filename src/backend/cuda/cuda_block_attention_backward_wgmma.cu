@@ -7,7 +7,7 @@
  *
  * Why: at mma.sync each warp reads every B fragment of its 16 rows from
  * shared memory itself, two products per ldmatrix, and at 255 registers two
- * CTAs an SM left the tensor pipe about 22% busy (bench/README.md, ncu).
+ * CTAs an SM left the tensor pipe about 22% busy (ncu).
  * Here the CTA's 4 warps are one warpgroup over a whole 64-row tile, and
  * every product is a wgmma reading its tiles from shared memory once for the
  * warpgroup (sw128 tiles, cuda_wgmma.h). A visit of dK/dV (64 keys, one
@@ -25,7 +25,7 @@
  * while dV is). Per-row source offsets are stepped rather than divided out
  * row by row: instruction issue, not the tensor pipe, was what the first
  * version of dK/dV waited on (ncu: 2,150 instructions a warp a visit). It
- * still was at about 1,050 (ncu, thirteenth session: the tensor pipe 35%
+ * still was at about 1,050 (ncu: the tensor pipe 35%
  * busy, the warps stalled mostly on fixed-latency dependencies), so dK/dV
  * now finds a chunk's row offsets once rather than each visit (VisitRows),
  * the products step one descriptor per tile (cuda_wgmma.h), and both
@@ -107,7 +107,7 @@ __device__ __forceinline__ int next_visitor_of(const Shape &s, const KeyItem &k,
  * thread, 223 in all, still two CTAs an SM), so those two products read
  * only their K or V tile from shared memory at each k-step; by default both
  * operands come from shared memory (155 registers). bench_block_attention's
- * backward at 2 x 2048, six paired runs on H100s (twenty-second session):
+ * backward at 2 x 2048, six paired runs on H100s:
  * 2.439, 2.577, 2.444, 2.347, 2.387, 2.351 ms by default against 2.402,
  * 2.434, 2.387, 2.385, 2.408, 2.378 with QREG: a tie within the runs'
  * spread, so the kernel with fewer registers stays the default. */

@@ -6,11 +6,10 @@
  * the block's own list of visible keys (k_block_attn_forward_wgmma, the grid
  * of k_block_attn_forward). At the bench shape (2 x 2048 context rows, 512
  * blocks each, H200) it took 0.920 ms against 0.964 for the pairs below, and
- * 6.7-6.8 ms against 7.1 in the 8B training step (bench/README.md, sixteenth
- * session): a CTA that waits on no other block's tiles outweighs bringing
+ * 6.7-6.8 ms against 7.1 in the 8B training step (docs/kernels.md): a CTA that waits on no other block's tiles outweighs bringing
  * each K/V tile in for one block only. With Q held in registers, three such
  * CTAs an SM instead of two: 0.762 ms against 0.912, 5.6 ms against 6.65 in
- * the step (seventeenth session).
+ * the step.
  *
  * The variant block_attention_forward_pairs runs the pairs of
  * k_block_attn_forward_pair, with the same grid, list of keys, masks and

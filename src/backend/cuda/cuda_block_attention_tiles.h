@@ -104,7 +104,7 @@ __device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int 
  * every block, so a kernel that loads many blocks' rows of one chunk (the
  * wgmma dK/dV, a visit each) finds them once: found again per visit, with
  * their divisions and stepping, they were a third of that kernel's
- * instructions (ncu, thirteenth session). */
+ * instructions (ncu). */
 struct QueryRowsSw128 {
     uint32_t bytes[ROWS / 8];
     uint32_t in_group; /* bit i: row tid / 16 + 8 i is one of the group's */
@@ -133,7 +133,7 @@ __device__ __forceinline__ QueryRowsSw128 query_rows_sw128(const Shape &s, int g
  * plus a 32-bit offset. Choosing between two 64-bit pointers per row instead
  * made the compiler reload the sources from the parameter bank under each
  * row's predicate: about 260 instructions a visit in the dK/dV kernel for
- * its 18 copies a thread (SASS, twenty-second session). */
+ * its 18 copies a thread (SASS). */
 template <int N>
 __device__ __forceinline__ void load_query_rows_at_sw128(bf16 *const (&dst)[N], const bf16 *const (&src)[N],
                                                          const Shape &s, const QueryRowsSw128 &rows, int j,
@@ -192,7 +192,7 @@ __device__ __forceinline__ void walk_key_tiles(int n, Load load, Use use) {
  * consecutive rows: its sources are one pointer stepped by a fixed stride,
  * where the general case finds each row's source by two comparisons and a
  * 64-bit product. The kernels that take these tiles are bound by instruction
- * issue and latency, not by the tensor pipe (ncu, NOTES.md), and the
+ * issue and latency, not by the tensor pipe (ncu, docs/kernels.md), and the
  * general case was about half of the dQ kernel's instructions a tile. */
 template <int THREADS, typename BlockRow>
 __device__ __forceinline__ void load_list_kv_sw128(bf16 *sk, bf16 *sv, const bf16 *kc, const bf16 *vc,

@@ -2,7 +2,7 @@
  * (cuda_kv.cu: 64, 128, 256) does not take, up to 256: a hybrid test
  * model's heads of 16, say. (Qwen3.5 / Qwen3.6's heads of 256 ran here
  * until 2026-12-02: 0.94 ms per layer at batch 1 against 640 keys, 40% of
- * a 27B-shaped decode step; bench/README.md.)
+ * a 27B-shaped decode step; docs/kernels.md.)
  * The scheme of cuda_attention_generic.cu against the cache: one warp per
  * (new row, head), keys 32 at a time from the row's slot (lane j scores key
  * j against the query, held by the lanes 32 dims apart and broadcast by

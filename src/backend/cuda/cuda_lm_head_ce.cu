@@ -27,7 +27,7 @@
  * H200 at hidden 4096 (8192 rows, vocab 151936, fp32 logits), 1024 rows a
  * chunk ran the op in 33.4 ms, the 1664 that fill 1 GiB in 36.3, and 1280,
  * 1536, 2048, 2560, 4096 in 35.6, 33.8, 33.9, 33.5, 34.5
- * (bench/README.md, issue #17). */
+ * (docs/kernels.md). */
 #define LM_CHUNK_MAX_ROWS 1024
 
 /* Running (max, sum of exp(v - max), first index of the max). */

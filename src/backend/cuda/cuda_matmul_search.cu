@@ -17,11 +17,11 @@
  *     the same as without the search (no device memory is added).
  * The choice depends on measured times, so two runs may pick different
  * algorithms: results agree within rounding, not bit for bit. Why it is not
- * the default (H200, bench/README.md, issue #17): at the Qwen3-8B bench shape
+ * the default (H200, docs/kernels.md): at the Qwen3-8B bench shape
  * the step's products took 192.3 ms searched against 195.1 with the
  * heuristic's first (dev/cuda/bench_gemm), but in the seed's configuration,
  * whose token counts change every step, the drafter's phase of the same
- * batches ran about 6% slower than in the previous session's run without it
+ * batches ran about 6% slower than in an earlier run without it
  * and the first step took 5.6 s longer; no A/B in one call has settled which
  * of the search and the machine that was. The variant gemm_algo
  * (df_cuda_set_gemm_algo: k >= 1, the heuristic's k-th candidate everywhere)

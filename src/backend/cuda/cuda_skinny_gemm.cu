@@ -343,8 +343,8 @@ extern "C" void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode) {
     df_cuda_state(be)->skinny_gemm = mode;
 }
 
-/* The shapes where the kernel beat cuBLASLt on the H200 (bench/README.md,
- * "Batched decode"): few rows against a small weight matrix. */
+/* The shapes where the kernel beat cuBLASLt on the H200 (docs/kernels.md, "Skinny GEMM
+ * for decoding"): few rows against a small weight matrix. */
 int df_cuda_skinny_gemm_pays(const DfCudaGemm *g) {
     return g->m <= 16 && g->n <= 2048;
 }

@@ -42,7 +42,7 @@ void df_cuda_set_lm_head_logits_bf16(DfBackend *be, int on);
  * (cuda_skinny_gemm.cu) instead of cuBLASLt: none; only the shapes where it
  * measured faster on the H200 (the default: at most 16 rows against at most
  * 2048 weight rows, a Qwen3-8B-sized k/v projection, 1.27x at one row;
- * elsewhere cuBLASLt was as fast or faster, see bench/README.md); or every
+ * elsewhere cuBLASLt was as fast or faster, see docs/kernels.md); or every
  * shape it fits (tests, timings). As a variant value: 0 auto, 1 off, 2 always. */
 typedef enum DfCudaSkinnyGemm { DF_SKINNY_GEMM_OFF, DF_SKINNY_GEMM_AUTO, DF_SKINNY_GEMM_ALWAYS } DfCudaSkinnyGemm;
 void df_cuda_set_skinny_gemm(DfBackend *be, DfCudaSkinnyGemm mode);

@@ -45,7 +45,7 @@ __device__ __forceinline__ uint64_t sw128_desc(const void *p, uint32_t lbo, uint
  * shared memory (below 256 KiB). The products below build a tile's
  * descriptor once and step it so: building it for every k-step (address
  * conversion, masks, shifts) took about 9 uniform instructions a wgmma,
- * issue slots the backward's dK/dV kernel waited on (ncu, thirteenth session). */
+ * issue slots the backward's dK/dV kernel waited on (ncu). */
 __device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) {
     uint32_t lo = (uint32_t)d + (bytes >> 4), hi = (uint32_t)(d >> 32); /* one 32-bit add, no 64-bit carry */
     return (uint64_t)hi << 32 | lo;
