@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "formats/jsonl.h"
 #include "formats/token_store.h"
+#include "formats/json_parse.h"
 
 static void add_text(DfBenchTexts *t, const char *s, size_t *cap) {
     if (t->count == *cap) {
@@ -32,7 +33,11 @@ int df_bench_texts_load(DfBenchTexts *t, const char *path, DfError *err) {
     int64_t line_no;
     int rc;
     while ((rc = df_jsonl_next(&r, &line, &len, &line_no, err)) == 1) {
-        cJSON *rec = cJSON_ParseWithLength(line, len);
+        cJSON *rec = NULL;
+        if (df_json_parse(line, len, path, (long)line_no, &rec, err) == DF_JSON_NUL) {
+            rc = -1;
+            break;
+        }
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(rec, "prompt");
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(rec, "response");
         if (!cJSON_IsString(p) || !cJSON_IsString(q)) {

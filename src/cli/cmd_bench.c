@@ -28,6 +28,7 @@
 
 #include "backend/select.h"
 #include "base/clock.h"
+#include "base/paths_apart.h"
 #include "base/sort.h"
 #include "cli/args.h"
 #include "cli/bench_data.h"
@@ -728,6 +729,9 @@ int df_cmd_bench(int argc, char **argv) {
     DfError err = {{0}};
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
+    const DfPathArg ins[] = {{"--target", o.target}, {"--tokenizer", o.tokenizer}, {"--data", o.data}};
+    const DfPathArg outs[] = {{"--json", o.json_out}};
+    if ((exit_code = df_paths_apart_or_usage("bench", ins, 3, outs, 1)) != 0) return exit_code;
     DfDeviceKind kind = df_device_kind(o.device);
     int gpu = kind == DF_DEVICE_ACCELERATOR;
     if (kind == DF_DEVICE_UNKNOWN) {

@@ -11,6 +11,7 @@
 #include "backend/select.h"
 #include "base/atomic_file.h"
 #include "base/clock.h"
+#include "base/paths_apart.h"
 #include "base/progress.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -224,6 +225,9 @@ int df_cmd_eval(int argc, char **argv) {
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     a.quiet = args.quiet;
+    const DfPathArg ins[] = {{"--target", a.target}, {"--draft", a.draft}, {"--input", a.input}};
+    const DfPathArg outs[] = {{"--json", a.json}, {"--output", a.output}};
+    if ((exit_code = df_paths_apart_or_usage("eval", ins, 3, outs, 2)) != 0) return exit_code;
     if (run_eval(&a, &err)) {
         fprintf(stderr, "dflash eval: %s\n", err.msg);
         return 1;

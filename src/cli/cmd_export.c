@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/paths_apart.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "model/drafter_io.h"
+#include "model/export_dir.h"
 #include "train/drafter_source.h"
 
 static int export_drafter(const char *source, const char *output, DfError *err) {
@@ -32,7 +34,7 @@ static int export_drafter(const char *source, const char *output, DfError *err) 
 int df_cmd_export(int argc, char **argv) {
     const char *output = NULL;
     const DfOption options[] = {
-        {"output", DF_OPT_STRING, &output, "DIR", "the drafter directory to write (replaced whole if it exists)", 1},
+        {"output", DF_OPT_STRING, &output, "DIR", "the drafter directory to write (new, empty, or a previous export, which is replaced whole)", 1},
     };
     const DfCommandSpec spec = {
         "export", "a training checkpoint as a drafter directory (config.json, bf16 model.safetensors, dflash.py)",
@@ -47,6 +49,13 @@ int df_cmd_export(int argc, char **argv) {
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     if (args.n_positional != 1) {
         fprintf(stderr, "dflash export: give one CHECKPOINT (see 'dflash export --help')\n");
+        return 2;
+    }
+    const DfPathArg ins[] = {{"CHECKPOINT", args.positional[0]}};
+    const DfPathArg outs[] = {{"--output", output, DF_OUTPUT_WHOLE_DIR}};
+    if ((exit_code = df_paths_apart_or_usage("export", ins, 1, outs, 1)) != 0) return exit_code;
+    if (df_export_dir_check(output, &err)) {
+        fprintf(stderr, "dflash export: --output %s\n", err.msg);
         return 2;
     }
     if (export_drafter(args.positional[0], output, &err)) {

@@ -11,10 +11,12 @@
 #include "base/input_file.h"
 #include "backend/select.h"
 #include "base/clock.h"
+#include "base/paths_apart.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "formats/safetensors.h"
 #include "model/target.h"
+#include "formats/json_parse.h"
 
 #define MAX_TAPS 64
 
@@ -43,8 +45,8 @@ static int parse_layers(const char *text, int num_layers, int *taps, int *n, DfE
 }
 
 static int parse_record(const char *path, long line_no, const char *line, int vocab, ForwardInput *in, DfError *err) {
-    cJSON *rec = cJSON_Parse(line);
-    if (!rec) return df_fail(err, "%s:%ld: not valid JSON", path, line_no);
+    cJSON *rec = NULL;
+    if (df_json_parse(line, strlen(line), path, line_no, &rec, err) != DF_JSON_OK) return -1;
     int rc = 0;
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(rec, "ids");
     if (!cJSON_IsArray(ids) || cJSON_GetArraySize(ids) == 0) {
@@ -177,6 +179,8 @@ int df_cmd_forward(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
+    const DfPathArg ins[] = {{"--target", target}, {"--input", input}}, outs[] = {{"--output", output}};
+    if ((exit_code = df_paths_apart_or_usage("forward", ins, 2, outs, 1)) != 0) return exit_code;
     if (run_forward(target, input, output, layers, want_logits, device, &err)) {
         fprintf(stderr, "dflash forward: %s\n", err.msg);
         return 1;

@@ -13,6 +13,7 @@
 #include "base/atomic_file.h"
 #include "base/clock.h"
 #include "base/output_lock.h"
+#include "base/paths_apart.h"
 #include "base/progress.h"
 #include "base/signals.h"
 #include "cli/args.h"
@@ -325,14 +326,11 @@ static int load_chat(GenerateRun *g, DfError *err) {
     return 0;
 }
 
-/* The output must be a regular file (or a link to one) and not the input. */
+/* The output must be a regular file (or a link to one); that it is no input was checked at the start. */
 static int check_output(const GenerateArgs *a, DfError *err) {
     char *resolved;
     if (df_output_path_resolve(a->output, &resolved, err)) return df_context(err, "--output");
     free(resolved);
-    struct stat in, out;
-    if (stat(a->input, &in) == 0 && stat(a->output, &out) == 0 && in.st_dev == out.st_dev && in.st_ino == out.st_ino)
-        return df_fail(err, "--output %s is the input file %s: give another --output", a->output, a->input);
     return 0;
 }
 
@@ -442,6 +440,8 @@ int df_cmd_generate(int argc, char **argv) {
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
     a.quiet = args.quiet;
+    const DfPathArg ins[] = {{"--target", a.target}, {"--input", a.input}}, outs[] = {{"--output", a.output}};
+    if ((exit_code = df_paths_apart_or_usage("generate", ins, 2, outs, 1)) != 0) return exit_code;
     if (run_generate(&a, &err)) {
         fprintf(stderr, "dflash generate: %s\n", err.msg);
         return 1;

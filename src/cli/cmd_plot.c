@@ -1,6 +1,7 @@
 /* dflash plot: a training run's curves as one PNG. */
 #include <stdio.h>
 
+#include "base/paths_apart.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "plot/plot_run.h"
@@ -28,6 +29,12 @@ int df_cmd_plot(int argc, char **argv) {
     char path[4200];
     if (!output) snprintf(path, sizeof path, "%s/curves.png", args.positional[0]);
     else snprintf(path, sizeof path, "%s", output);
+    char metrics[4200], evals[4200];
+    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", args.positional[0]);
+    snprintf(evals, sizeof evals, "%s/eval.jsonl", args.positional[0]);
+    const DfPathArg ins[] = {{"RUN_DIR/metrics.jsonl", metrics}, {"RUN_DIR/eval.jsonl", evals}};
+    const DfPathArg outs[] = {{"--output", path}};
+    if ((exit_code = df_paths_apart_or_usage("plot", ins, 2, outs, 1)) != 0) return exit_code;
     if (df_plot_run(args.positional[0], path, &err)) {
         fprintf(stderr, "dflash plot: %s\n", err.msg);
         return 1;

@@ -18,6 +18,7 @@
 #include "base/buffer.h"
 #include "base/clock.h"
 #include "base/input_file.h"
+#include "base/paths_apart.h"
 #include "base/progress.h"
 #include "base/signals.h"
 #include "cli/args.h"
@@ -364,6 +365,10 @@ int df_cmd_prepare(int argc, char **argv) {
         fprintf(stderr, "dflash prepare: --on-bad-record must be skip or fail, not '%s'\n", opt.on_bad_record);
         return 2;
     }
+    DfPathArg ins[65] = {{"--target", opt.tokenizer}};
+    for (int i = 0; i < opt.inputs.count && i < 64; i++) ins[1 + i] = (DfPathArg){"--input", opt.inputs.items[i]};
+    const DfPathArg outs[] = {{"--output", opt.output}};
+    if ((exit_code = df_paths_apart_or_usage("prepare", ins, 1 + opt.inputs.count, outs, 1)) != 0) return exit_code;
 
     /* SIGINT/SIGTERM: stop after the current chunk and drop the temporary store */
     if (df_stop_signals_install(&err) != 0) {

@@ -8,6 +8,7 @@
 
 #include "base/atomic_file.h"
 #include "base/input_file.h"
+#include "base/paths_apart.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "text/json_string.h"
@@ -117,6 +118,8 @@ int df_cmd_tokenize(int argc, char **argv) {
     DfError err = {0};
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &parsed, &exit_code)) return exit_code;
+    const DfPathArg ins[] = {{"--tokenizer", a.tokenizer}, {"--input", a.input}}, outs[] = {{"--output", a.output}};
+    if ((exit_code = df_paths_apart_or_usage("tokenize", ins, 2, outs, 1)) != 0) return exit_code;
     DfTokenizer *tok = df_tokenizer_load(a.tokenizer, &err);
     if (!tok) {
         fprintf(stderr, "dflash tokenize: %s\n", err.msg);

@@ -17,6 +17,7 @@
 #include "base/hash64.h"
 #include "base/output_lock.h"
 #include "base/input_file.h"
+#include "base/paths_apart.h"
 #include "base/signals.h"
 #include "cli/args.h"
 #include "cli/config_args.h"
@@ -553,6 +554,10 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         return 2;
     }
 #undef GIVEN
+    const DfPathArg ins[] = {{"--target", o.target_dir}, {"--data", o.data_source}, {"--prompts", prompts.path},
+                             {"--init-from", o.init_from}, {"--config", config_path}, {"--eval-data", o.eval_data}};
+    const DfPathArg outs[] = {{"--output", o.output_dir}};
+    if ((exit_code = df_paths_apart_or_usage("train", ins, DF_COUNT(ins), outs, 1)) != 0) return exit_code;
     DfDistEnv dist;
     if (df_dist_env_present()) {
         if (df_dist_env_read(&dist, &err) != 0) {

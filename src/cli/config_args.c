@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/mapped_file.h"
+#include "formats/json_parse.h"
 
 static const char *find_config_path(int argc, char **argv, DfError *err, int *bad) {
     *bad = 0;
@@ -81,9 +82,12 @@ static int read_config(const DfCommandSpec *spec, const char *path, const char *
                        DfError *err) {
     char *text = df_read_text_file(path, NULL, err);
     if (!text) return df_context(err, "--config");
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = NULL;
+    int parsed = df_json_parse(text, strlen(text), path, 0, &root, err);
     int rc = 0;
-    if (!cJSON_IsObject(root))
+    if (parsed == DF_JSON_NUL)
+        rc = df_context(err, "--config");
+    else if (!cJSON_IsObject(root))
         rc = df_fail(err, "--config %s: not a JSON object of options (near byte %ld)", path,
                      root ? 0L : (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
     for (const cJSON *item = root ? root->child : NULL; rc == 0 && item; item = item->next)

@@ -4,6 +4,7 @@
 
 #include "backend/select.h"
 #include "base/edit_distance.h"
+#include "base/std_fds.h"
 #include "cli/commands.h"
 #include "version.h"
 
@@ -62,6 +63,8 @@ static int unknown_command(const char *word) {
 }
 
 int main(int argc, char **argv) {
+    /* a closed stdout or stderr would pass its number to the first output opened */
+    if (df_guard_std_fds() != 0) return 1;
     /* line by line into a pipe or a log, as on a terminal: a job's log shows each result when it is made */
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* dflash help CMD: the command's --help */

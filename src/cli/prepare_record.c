@@ -1,5 +1,6 @@
 #include "cli/prepare_record.h"
 #include "formats/json_fields.h"
+#include "formats/json_parse.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -146,17 +147,15 @@ void df_prepare_record_check(const DfRecordRules *rules, DfPreparedRecord *r) {
 
 void df_prepare_record(const DfRecordRules *rules, const char *text, size_t len, DfPreparedRecord *r) {
     df_prepared_record_reset(r);
-    const char *end = NULL;
     const char *nul = memchr(text, '\0', len);
-    cJSON *root = nul ? NULL : cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    df_json_keep_last(root);
     if (nul) {
         df_prepared_record_bad(r, DF_BAD_JSON, "invalid JSON (a NUL byte at column %zu)", (size_t)(nul - text) + 1);
         return;
     }
-    if (!root) {
-        size_t column = end && end >= text ? (size_t)(end - text) + 1 : 1;
-        df_prepared_record_bad(r, DF_BAD_JSON, "invalid JSON (parse error at column %zu)", column);
+    cJSON *root = NULL;
+    DfError why;
+    if (df_json_parse(text, len, NULL, 0, &root, &why) != DF_JSON_OK) {
+        df_prepared_record_bad(r, DF_BAD_JSON, "%s", why.msg);
         return;
     }
     if (!cJSON_IsObject(root)) {

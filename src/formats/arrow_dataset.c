@@ -8,6 +8,7 @@
 #include "base/mapped_file.h"
 #include "formats/json_fields.h"
 #include "formats/arrow_dataset.h"
+#include "formats/json_parse.h"
 
 struct DfArrowDataset {
     char **files;
@@ -37,10 +38,9 @@ static cJSON *read_json(const char *path, DfError *err) {
     size_t size;
     char *text = df_read_text_file(path, &size, err);
     if (!text) return NULL;
-    cJSON *root = cJSON_ParseWithLength(text, size);
-    df_json_keep_last(root);
+    cJSON *root = NULL;
+    df_json_parse(text, size, path, 0, &root, err);
     free(text);
-    if (!root) df_fail(err, "%s: invalid JSON", path);
     return root;
 }
 

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "base/mapped_file.h"
+#include "formats/json_parse.h"
 
 static const struct {
     const char *architecture;
@@ -238,14 +239,8 @@ int df_model_config_load(DfModelConfig *cfg, const char *path, DfError *err) {
     int rc = -1;
     char *text = df_read_text_file(file, NULL, err);
     if (text) {
-        const char *end = NULL;
-        cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
-        if (!root) {
-            df_fail(err, "%s: not valid JSON (error near byte %td)", file, end ? end - text : (ptrdiff_t)0);
-        } else {
-            df_json_keep_last(root);
-            rc = parse_config(&r, root, cfg);
-        }
+        cJSON *root = NULL;
+        if (df_json_parse(text, strlen(text), file, 0, &root, err) == DF_JSON_OK) rc = parse_config(&r, root, cfg);
         cJSON_Delete(root);
         free(text);
     }

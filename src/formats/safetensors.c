@@ -17,6 +17,7 @@
 #include "base/atomic_file.h"
 #include "base/buffer.h"
 #include "base/numeric.h"
+#include "formats/json_parse.h"
 
 /* The safetensors library refuses headers above 100 MB; so do we. */
 #define DF_ST_MAX_HEADER ((uint64_t)100000000)
@@ -235,6 +236,16 @@ static cJSON *parse_header(const DfMappedFile *f, FileScan *fs, DfError *err) {
         free(text);
         return NULL;
     }
+    /* a tensor name or metadata value cut at a NUL would name another tensor or value */
+    char field[256];
+    int is_key = 0;
+    long line = 0;
+    if (df_json_find_nul(text, (size_t)hlen, field, sizeof field, &is_key, &line)) {
+        cJSON_Delete(root);
+        free(text);
+        df_fail(err, "%s: header %s '%s' holds a NUL character (\\u0000)", f->path, is_key ? "key" : "field", field);
+        return NULL;
+    }
     free(text);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
@@ -390,12 +401,10 @@ static const char **distinct_shards(const char *index_path, const cJSON *map, in
 static cJSON *read_weight_map(const char *index_path, cJSON **root_out, DfError *err) {
     char *text = df_read_text_file(index_path, NULL, err);
     if (!text) return NULL;
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root = NULL;
+    int parsed = df_json_parse(text, strlen(text), index_path, 0, &root, err);
     free(text);
-    if (!root) {
-        df_fail(err, "%s: not valid JSON", index_path);
-        return NULL;
-    }
+    if (parsed != DF_JSON_OK) return NULL;
     cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(map)) {
         cJSON_Delete(root);

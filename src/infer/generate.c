@@ -9,6 +9,7 @@
 
 #include "base/input_file.h"
 #include "infer/sampling.h"
+#include "formats/json_parse.h"
 
 static char *read_small_file(const char *path, DfError *err) {
     struct stat st;
@@ -38,10 +39,10 @@ int df_generation_eos_ids(const char *target_dir, const DfModelConfig *cfg, int3
     DfError read_err = {{0}};
     char *text = read_small_file(path, &read_err);
     if (!text) return read_err.msg[0] ? df_fail(err, "%s", read_err.msg) : 0; /* no such file: config.json's */
-    cJSON *root = cJSON_Parse(text);
-    df_json_keep_last(root);
+    cJSON *root = NULL;
+    int parsed = df_json_parse(text, strlen(text), path, 0, &root, err);
     free(text);
-    if (!root) return df_fail(err, "%s: not valid JSON", path);
+    if (parsed != DF_JSON_OK) return -1;
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
     int rc = 0, n = 0;
     int32_t ids[DF_MAX_EOS];
@@ -175,7 +176,7 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
     df_sampler_init(&st.sampler, vocab, opt->temperature, opt->top_p);
     int rc = -1, next = 0, n_steps = 0;
     if (opt->max_new_tokens <= 0) {
-        df_fail(err, "generate: max_new_tokens is %d", opt->max_new_tokens);
+        df_fail(err, "generate: --max-new-tokens is %d (at least 1)", opt->max_new_tokens);
         goto done;
     }
     for (;;) {

@@ -9,6 +9,7 @@
 #include "base/atomic_file.h"
 #include "base/buffer.h"
 #include "formats/jsonl.h"
+#include "formats/json_parse.h"
 
 int df_prompt_cut_offsets(const char *text, size_t len, int n_cuts, size_t *offsets) {
     size_t m = 0;
@@ -88,7 +89,8 @@ static int write_cuts(FILE *fp, const cJSON *rec, const char *prompt, int index,
 
 static int cut_record(FILE *fp, const char *input, int64_t line_no, const char *line, int index, int n_cuts,
                       const char *output, int *n_written, DfError *err) {
-    cJSON *rec = cJSON_Parse(line);
+    cJSON *rec = NULL;
+    if (df_json_parse(line, strlen(line), input, (long)line_no, &rec, err) == DF_JSON_NUL) return -1;
     if (!cJSON_IsObject(rec)) {
         cJSON_Delete(rec);
         return df_fail(err, "%s:%lld: not a JSON object", input, (long long)line_no);

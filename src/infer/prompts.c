@@ -9,6 +9,7 @@
 #include "formats/jsonl.h"
 #include "formats/records.h"
 #include "text/utf8.h"
+#include "formats/json_parse.h"
 
 /* The conversation in `array` into out->turns; err says what is wrong with
  * it (the caller adds the file and line). */
@@ -56,8 +57,8 @@ static int parse_body(const cJSON *rec, int allow_chat, DfPrompt *out, DfError *
 
 static int parse_record(const char *path, int64_t line_no, const char *line, int index, int allow_chat, DfPrompt *out,
                         DfError *err) {
-    cJSON *rec = cJSON_Parse(line);
-    df_json_keep_last(rec);
+    cJSON *rec = NULL;
+    if (df_json_parse(line, strlen(line), path, (long)line_no, &rec, err) == DF_JSON_NUL) return -1;
     if (!rec || !cJSON_IsObject(rec)) {
         cJSON_Delete(rec);
         return df_fail(err, "%s:%lld: not a JSON object", path, (long long)line_no);

@@ -1,4 +1,5 @@
 #include "infer/resume.h"
+#include "formats/json_parse.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -21,7 +22,8 @@ static int check_line(const char *path, long line_no, const char *line, const Df
         return df_fail(err, "%s:%ld: the output has more records than the %d of the input", path, line_no, inputs->n);
     const DfPrompt *p = &inputs->items[i];
     const char *field = output_field(p);
-    cJSON *rec = cJSON_Parse(line);
+    cJSON *rec = NULL;
+    if (df_json_parse(line, strlen(line), path, line_no, &rec, err) == DF_JSON_NUL) return -1;
     const cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
     const cJSON *body = rec ? cJSON_GetObjectItemCaseSensitive(rec, field) : NULL;
     int rc = 0;

@@ -25,6 +25,7 @@
 #include "formats/safetensors.h"
 #include "model/dflash_py.h"
 #include "model/anchors.h"
+#include "formats/json_parse.h"
 
 #define DF_DEFAULT_BLOCK_SIZE 16
 /* Far above any real drafter; keeps a hostile config from sizing huge tables. */
@@ -332,11 +333,8 @@ static int check_config(const DfDrafterConfig *c, const char *src, int need_mask
 int df_drafter_config_parse(const char *json_text, const char *source, DfDrafterConfig *cfg, DfError *err) {
     memset(cfg, 0, sizeof *cfg);
     DfJsonReader r = {source, err};
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(json_text, &end, 1);
-    if (!root)
-        return df_fail(err, "%s: not valid JSON (error near byte %td)", source, end ? end - json_text : (ptrdiff_t)0);
-    df_json_keep_last(root);
+    cJSON *root = NULL;
+    if (df_json_parse(json_text, strlen(json_text), source, 0, &root, err) != DF_JSON_OK) return -1;
     int rc = !cJSON_IsObject(root) ? df_fail(err, "%s: not a JSON object", source)
              : check_identity(&r, root) || read_sizes(&r, root, cfg) || read_dflash(&r, root, cfg) ||
                      read_rope(&r, root, &cfg->rope) || read_layer_types(&r, root, cfg) || check_unsupported(&r, root) ||

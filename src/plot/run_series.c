@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "base/input_file.h"
 
 static double field(const cJSON *j, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
@@ -61,8 +64,11 @@ static void add_eval(DfRunSeries *s, int *cap, const cJSON *j) {
 
 /* Calls add(ctx, object) for each JSON line of path. */
 static int read_lines(const char *path, int required, void (*add)(void *, const cJSON *), void *ctx, DfError *err) {
-    FILE *fp = fopen(path, "r");
-    if (!fp) return !required && errno == ENOENT ? 0 : df_fail_errno(err, "%s: cannot open", path);
+    struct stat st;
+    if (!required && stat(path, &st) != 0 && errno == ENOENT) return 0;
+    /* a directory or a FIFO where the file belongs is refused, not drawn as a run of no steps */
+    FILE *fp = df_fopen_regular(path, err);
+    if (!fp) return -1;
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
@@ -73,6 +79,7 @@ static int read_lines(const char *path, int required, void (*add)(void *, const 
         else if (line[len - 1] == '\n') rc = df_fail(err, "%s:%ld: not a JSON object", path, no);
         cJSON_Delete(j); /* a torn last line (no newline yet) is left out */
     }
+    if (rc == 0 && ferror(fp)) rc = df_fail_errno(err, "%s: read error", path);
     free(line);
     fclose(fp);
     return rc;

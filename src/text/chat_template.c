@@ -13,6 +13,7 @@
 #include "text/chat_template.h"
 #include "text/tokenizer_offsets.h"
 #include "text/utf8.h"
+#include "formats/json_parse.h"
 
 struct DfChatTemplate {
     DfChatFamily family;
@@ -93,14 +94,17 @@ DfChatTemplate *df_chat_template_load(const char *path, DfError *err) {
     char *cfg_path = config_path(path);
     size_t size;
     char *text = df_read_text_file(cfg_path, &size, err);
-    cJSON *cfg = text ? cJSON_ParseWithLength(text, size) : NULL;
-    df_json_keep_last(cfg);
+    cJSON *cfg = NULL;
+    DfError why;
+    int parsed = text ? df_json_parse(text, size, cfg_path, 0, &cfg, &why) : DF_JSON_OK;
     free(text);
     DfChatTemplate *t = NULL;
     const char *tmpl = cfg ? template_text(cfg) : NULL;
     DfChatFamily family;
     if (!text && !cfg) {
         /* err already says why the file could not be read */
+    } else if (parsed == DF_JSON_NUL) {
+        df_fail(err, "%s", why.msg);
     } else if (!cfg) {
         df_fail(err, "%s: invalid JSON", cfg_path);
     } else if (!tmpl) {

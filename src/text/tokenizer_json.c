@@ -12,6 +12,7 @@
 
 #include "text/tokenizer_internal.h"
 #include "formats/json_fields.h"
+#include "formats/json_parse.h"
 
 #define MAX_IDS (1 << 26) /* refuses absurd ids before allocating tables for them */
 
@@ -383,13 +384,14 @@ static int check_not_set(Ctx *c, const cJSON *root, const char *name) {
 
 int df_tokenizer_parse_json(DfTokenizer *tok, const char *json, size_t len, const char *path, DfError *err) {
     Ctx c = {tok, path, err, 0xcbf29ce484222325ull};
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= json && at <= json + len ? (long)(at - json) : -1;
-        return df_fail(err, "%s: invalid JSON (near byte offset %ld)", path, off);
+    cJSON *root = NULL;
+    DfError why;
+    int parsed = df_json_parse(json, len, path, 0, &root, &why);
+    if (parsed == DF_JSON_NUL) return df_fail(err, "%s", why.msg);
+    if (parsed != DF_JSON_OK) {
+        const char *near = strstr(why.msg, " (error near");
+        return df_fail(err, "%s: invalid JSON%s", path, near ? near : "");
     }
-    df_json_keep_last(root);
     int rc = -1;
     if (!cJSON_IsObject(root)) {
         df_fail(err, "%s: expected a JSON object at the top level", path);

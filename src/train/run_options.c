@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/json_diff.h"
+
 /* Absolute path when it resolves, else the path as given. */
 static void canonical(const char *path, char *out, size_t cap) {
     char *r = realpath(path, NULL);
@@ -70,9 +72,11 @@ static int first_difference(const cJSON *old_opts, const cJSON *now_opts, const 
         char *now_text = cJSON_PrintUnformatted(item);
         char *old_text = old ? cJSON_PrintUnformatted(old) : NULL;
         int same = old_text && strcmp(now_text, old_text) == 0;
+        char name[128];
+        df_setting_name(item->string, name, sizeof name);
         if (!same)
-            df_fail(err, "--resume: option '%s' differs: the checkpoint %s has %s, this run %s (refusing to mix runs)",
-                    item->string, path, old_text ? old_text : "nothing", now_text);
+            df_fail(err, "--resume: %s differs: the checkpoint %s has %s, this run %s (refusing to mix runs)", name,
+                    path, old_text ? old_text : "nothing", now_text);
         cJSON_free(now_text);
         cJSON_free(old_text);
         if (!same) return -1;
@@ -86,10 +90,13 @@ int df_run_options_compare(const char *stored, const char *current, const char *
     int rc = 0;
     if (!a || !b || first_difference(a, b, path, err)) rc = -1;
     /* every option of this run matches: the checkpoint may still have more */
-    for (const cJSON *item = a ? a->child : NULL; rc == 0 && item; item = item->next)
+    for (const cJSON *item = a ? a->child : NULL; rc == 0 && item; item = item->next) {
+        char name[128];
+        df_setting_name(item->string, name, sizeof name);
         if (!cJSON_GetObjectItemCaseSensitive(b, item->string))
-            rc = df_fail(err, "--resume: the checkpoint %s has option '%s', which this run does not (refusing to mix "
-                         "runs)", path, item->string);
+            rc = df_fail(err, "--resume: the checkpoint %s records %s, which this run does not (refusing to mix runs)",
+                         path, name);
+    }
     if (rc && !(a && b)) df_fail(err, "--resume: the options of %s differ from this run's", path);
     cJSON_Delete(a);
     cJSON_Delete(b);
