@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "base/mapped_file.h"
 #include "base/input_file.h"
+#include "base/mapping_guard.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,10 +27,12 @@ int df_mapped_file_open(DfMappedFile *f, const char *path, DfError *err) {
     }
     close(fd);
     f->path = df_xstrdup(path);
+    f->guard = df_mapping_guard_add(f->data, f->size, path);
     return 0;
 }
 
 void df_mapped_file_close(DfMappedFile *f) {
+    df_mapping_guard_remove(f->guard);
     if (f->data) munmap((void *)f->data, f->size);
     free(f->path);
     memset(f, 0, sizeof *f);

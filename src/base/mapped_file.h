@@ -9,6 +9,7 @@ typedef struct DfMappedFile {
     const unsigned char *data; /* NULL for an empty file */
     size_t size;
     char *path;
+    int guard; /* base/mapping_guard.h's handle: a truncation while mapped is reported, not a bare SIGBUS */
 } DfMappedFile;
 
 int df_mapped_file_open(DfMappedFile *f, const char *path, DfError *err);

@@ -1,7 +1,9 @@
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_address_space.h"
 #include "backend/select.h"
 #include "base/edit_distance.h"
 #include "base/std_fds.h"
@@ -67,6 +69,13 @@ int main(int argc, char **argv) {
     if (df_guard_std_fds() != 0) return 1;
     /* line by line into a pipe or a log, as on a terminal: a job's log shows each result when it is made */
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* a file-size limit (ulimit -f) makes write() fail with EFBIG, reported by the writer, instead of killing */
+    signal(SIGXFSZ, SIG_IGN);
+    DfError err = {{0}};
+    if (df_address_space_fit(argv, &err) < 0) {
+        fprintf(stderr, "dflash: %s\n", err.msg);
+        return 1;
+    }
     /* dflash help CMD: the command's --help */
     if (argc == 3 && strcmp(argv[1], "help") == 0) {
         char *cmd[] = {argv[2], "--help", NULL};

@@ -83,6 +83,7 @@ static int encode_text(const DfTokenizer *tok, const char *s, size_t n, EncodeSc
         }
         if (seg.end == seg.start) continue;
         rc = df_pretokenize(&tok->pre, s + seg.start, seg.end - seg.start, &sc->pretok, err);
+        if (rc < 0) df_context(err, "%s", tok->path);
         for (size_t k = 0; rc == 0 && k < sc->pretok.spans.len; k++) {
             DfSpan p = sc->pretok.spans.data[k];
             df_bpe_encode_word(&tok->bpe, (const unsigned char *)s + seg.start + p.start, p.end - p.start, &sc->bpe,
@@ -97,6 +98,7 @@ int df_tokenizer_encode(const DfTokenizer *tok, const char *text, size_t len, Df
     size_t bad = df_utf8_first_invalid((const unsigned char *)text, len);
     if (bad < len) return df_fail(err, "encode: the text is not valid UTF-8 (byte offset %zu)", bad);
     EncodeScratch sc = {0};
+    df_pretok_budget(&sc.pretok, len);
     df_added_tokens_split(&tok->added, 0, text, len, &sc.raw_segments);
     int rc = 0;
     for (size_t i = 0; i < sc.raw_segments.len && rc == 0; i++) {

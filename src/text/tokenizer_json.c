@@ -227,7 +227,7 @@ static int parse_normalizer(Ctx *c, const cJSON *root) {
 }
 
 static int add_split(Ctx *c, const char *pattern, const char *field) {
-    if (df_pretokenizer_add_split(&c->tok->pre, pattern, c->err) < 0)
+    if (df_pretokenizer_add_split(&c->tok->pre, pattern, field, c->err) < 0)
         return df_context(c->err, "%s: field '%s'", c->path, field);
     fp_str(c, pattern);
     return 0;

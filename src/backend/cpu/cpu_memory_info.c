@@ -1,6 +1,6 @@
 /* The CPU backend's memory_info: the host's memory as this process sees it
  * (MemAvailable and MemTotal of /proc/meminfo, within RLIMIT_AS and
- * RLIMIT_DATA), and the bytes the backend's buffers hold, now and at most
+ * RLIMIT_DATA less the BLAS buffers still to be mapped), and the bytes the backend's buffers hold, now and at most
  * (cpu_memory.h: counted as the CUDA backend counts its device memory). */
 #include <stdint.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_address_space.h"
 #include "backend/cpu/cpu_memory.h"
 #include "backend/cpu/cpu_ops.h"
 
@@ -23,37 +24,17 @@ static size_t meminfo_bytes(const char *field) {
     return (size_t)found * 1024;
 }
 
-/* The tighter of the address-space and data limits (SIZE_MAX: none). */
-static size_t rlimit_bytes(void) {
-    size_t lim = SIZE_MAX;
-    int which[2] = {RLIMIT_AS, RLIMIT_DATA};
-    for (int i = 0; i < 2; i++) {
-        struct rlimit rl;
-        if (getrlimit(which[i], &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (size_t)rl.rlim_cur < lim)
-            lim = (size_t)rl.rlim_cur;
-    }
-    return lim;
-}
-
-/* The process's mapped (virtual) size, from /proc/self/statm. */
-static size_t mapped_bytes(void) {
-    FILE *fp = fopen("/proc/self/statm", "r");
-    unsigned long long pages = 0;
-    if (fp) {
-        if (fscanf(fp, "%llu", &pages) != 1) pages = 0;
-        fclose(fp);
-    }
-    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 void df_cpu_memory_info(DfBackend *be, DfMemoryInfo *info) {
-    size_t lim = rlimit_bytes(), mapped = mapped_bytes();
+    size_t lim = df_address_space_limit(), mapped = df_address_space_mapped();
     *info = (DfMemoryInfo){.available = meminfo_bytes("MemAvailable"), .total = meminfo_bytes("MemTotal"),
                            .in_use = df_cpu_bytes_in_use(be), .peak = df_cpu_peak_bytes(be), .host = 1};
     if (info->available == 0) info->available = SIZE_MAX; /* no /proc: nothing known */
     if (lim != SIZE_MAX) {
         /* the limits count mapped memory: what they leave beyond what is mapped already */
         size_t left = lim > mapped ? lim - mapped : 0;
+        /* and the OpenMP threads' BLAS buffers, mapped at the first BLAS call (cpu_address_space.h) */
+        size_t blas = df_address_space_blas_reserve();
+        left = left > blas ? left - blas : 0;
         if (left < info->available) info->available = left;
         if (lim < info->total || info->total == 0) info->total = lim;
     }
