@@ -5,7 +5,8 @@
  * new rows than one query tile. Also: causal kv_attention of a whole prompt
  * on an empty cache equals the packed attention op; a step layout set again
  * and again in the same storage equals a fresh one each time; argmax_rows
- * picks the first maximum (ties, NaNs, -inf rows). */
+ * picks the first maximum (ties), the first NaN or +inf of a row holding
+ * one, flagged as -1 - column as a row of -inf is. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,15 +263,23 @@ static void test_kv_batch_reused_across_steps(void **state) {
 }
 
 /* The first maximum as its definition says, written apart from the op: the
- * largest non-NaN value, its smallest column; a NaN in column 0 wins. */
+ * first NaN or +inf if the row has one, else the smallest column of the
+ * largest value. */
 static int reference_argmax(const float *x, int n) {
-    if (isnan(x[0])) return 0;
+    for (int i = 0; i < n; i++)
+        if (isnan(x[i]) || x[i] == INFINITY) return i;
     float m = x[0];
     for (int i = 1; i < n; i++)
-        if (!isnan(x[i]) && x[i] > m) m = x[i];
+        if (x[i] > m) m = x[i];
     for (int i = 0; i < n; i++)
         if (x[i] == m) return i;
     return -1;
+}
+
+/* The op's index: the column, or -1 - column where the chosen value is not finite. */
+static int reference_index(const float *x, int n) {
+    int best = reference_argmax(x, n);
+    return isfinite(x[best]) ? best : -1 - best;
 }
 
 static void test_argmax_rows_first_maximum(void **state) {
@@ -283,7 +292,10 @@ static void test_argmax_rows_first_maximum(void **state) {
     /* few distinct values: ties everywhere, the maximum repeated in most rows */
     for (size_t i = 0; i < (size_t)ROWS * COLS; i++) x[i] = roundf(x[i]);
     x[1 * COLS + 0] = NAN;                                                   /* NaN first: column 0 */
-    x[2 * COLS + 5] = NAN, x[2 * COLS + 900] = 100.f;                        /* NaN skipped */
+    x[2 * COLS + 5] = NAN, x[2 * COLS + 900] = 100.f;                        /* one NaN among numbers: chosen */
+    x[8 * COLS + 7] = INFINITY, x[8 * COLS + 9] = NAN;                       /* +inf before a NaN */
+    x[9 * COLS + 7] = NAN, x[9 * COLS + 9] = INFINITY;                       /* a NaN before +inf */
+    x[10 * COLS + 3] = -INFINITY;                                            /* -inf among numbers: finite top */
     for (int c = 0; c < COLS; c++) x[3 * COLS + c] = -INFINITY;              /* all -inf: column 0 */
     x[4 * COLS + COLS - 1] = 50.f, x[4 * COLS + COLS - 2] = 50.f;            /* tie at the end */
     x[5 * COLS + 0] = 50.f, x[5 * COLS + 1] = 50.f;                          /* tie at the start */
@@ -302,11 +314,16 @@ static void test_argmax_rows_first_maximum(void **state) {
     for (int r = 0; r < ROWS; r++) {
         const float *row = x + (size_t)r * COLS;
         int want = reference_argmax(row, COLS);
-        if (got[r] != want) fail_msg("row %d: argmax %d, expected %d", r, (int)got[r], want);
+        if (got[r] != reference_index(row, COLS))
+            fail_msg("row %d: argmax %d, expected %d", r, (int)got[r], reference_index(row, COLS));
         assert_memory_equal(&got_val[r], &row[want], sizeof(float)); /* NaN included */
         for (int c = want + 1; c < COLS; c++) tied += row[c] == row[want];
     }
     assert_true(tied > ROWS); /* the data did exercise ties */
+    /* the flagged rows, spelt out */
+    assert_int_equal(got[1], -1), assert_int_equal(got[2], -1 - 5), assert_int_equal(got[3], -1);
+    assert_int_equal(got[6], -1 - 1), assert_int_equal(got[8], -1 - 7), assert_int_equal(got[9], -1 - 7);
+    assert_true(got[10] >= 0 && got[5] == 0 && got[4] >= 0);
     /* without the value output, the same choice */
     int32_t again[ROWS];
     df_op_argmax_rows(be, idx, (DfBuffer){0}, bx, ROWS, COLS);

@@ -48,6 +48,7 @@
 #ifndef DF_BACKEND_BACKEND_H
 #define DF_BACKEND_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -396,6 +397,12 @@ int df_packed_batch_set(DfPackedBatch *pb, DfBackend *be, const int32_t *seq_sta
 void df_packed_batch_free(DfPackedBatch *pb, DfBackend *be);
 
 /* --- inference ops against KV caches (see DfKvBatch) --------------------- */
+
+/* The order argmax ranks values by: a NaN above every number (as
+ * torch.argmax), so that a NaN anywhere in a row is what it chooses. */
+static inline float df_argmax_key(float v) {
+    return v != v ? (float)INFINITY : v;
+}
 
 /* Row-wise first argmax (see the table); value may be an empty buffer. */
 void df_op_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols);

@@ -58,7 +58,7 @@ void df_error_clear(DfError *err) {
 
 static void out_of_memory(size_t bytes, const char *what) {
     fprintf(stderr, "dflash: out of memory allocating %zu bytes for %s\n", bytes, what ? what : "?");
-    exit(3);
+    exit(1); /* a failed command (README's exit codes) */
 }
 
 void *df_xmalloc(size_t bytes, const char *what) {

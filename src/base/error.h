@@ -24,8 +24,10 @@ int df_fail_errno(DfError *err, const char *fmt, ...) __attribute__((format(prin
 
 void df_error_clear(DfError *err);
 
-/* Allocation that never returns NULL: out of memory aborts with a message
- * naming what was being allocated (there is nothing sensible to recover). */
+/* Allocation that never returns NULL: out of memory exits 1 with a message
+ * naming what was being allocated (there is nothing sensible to recover).
+ * Allocations sized by an input (a tensor, a config's count) are bounded by
+ * what the file holds first, or fail through DfError naming the file. */
 void *df_xmalloc(size_t bytes, const char *what);
 void *df_xcalloc(size_t count, size_t size, const char *what);
 void *df_xrealloc(void *ptr, size_t bytes, const char *what);

@@ -124,11 +124,17 @@ static int eval_prompt(EvalRun *e, int i, EvalTotals *t, DfError *err) {
         goto done;
     }
     double t0 = df_now_seconds();
-    if (df_speculative_generate(&e->dec, &e->drafter, 0, ids.data, (int)ids.len, &e->spec, &r, err)) goto done;
+    if (df_speculative_generate(&e->dec, &e->drafter, 0, ids.data, (int)ids.len, &e->spec, &r, err)) {
+        df_context(err, "%s: record %d (id %s)", e->args->input, i + 1, p->id_json);
+        goto done;
+    }
     double t1 = df_now_seconds();
     const int32_t *prompt = ids.data;
     int len = (int)ids.len;
-    if (df_generate_batch(&e->dec, 1, &prompt, &len, &e->greedy, &greedy, &steps, err)) goto done;
+    if (df_generate_batch(&e->dec, 1, &prompt, &len, &e->greedy, &greedy, &steps, err)) {
+        df_context(err, "%s: record %d (id %s)", e->args->input, i + 1, p->id_json);
+        goto done;
+    }
     t->spec_s += t1 - t0;
     t->greedy_s += df_now_seconds() - t1;
     if (greedy.len != r.tokens.len || memcmp(greedy.data, r.tokens.data, greedy.len * sizeof *greedy.data)) {

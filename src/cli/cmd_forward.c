@@ -3,6 +3,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "formats/safetensors.h"
+#include "model/drafter_config.h"
 #include "model/target.h"
 #include "formats/json_parse.h"
 
@@ -116,6 +118,23 @@ static int write_output(const char *path, const char *target, const ForwardInput
     return rc;
 }
 
+/* A NaN or infinity in x [T, width] (the logits or the tap features) names
+ * the target, the record and the position: a broken target is refused, not
+ * written out. */
+static int check_finite(const char *target, const ForwardInput *in, const float *x, size_t width, const char *what,
+                        DfError *err) {
+    size_t t = in->ids.len;
+    for (size_t row = 0; row < t; row++)
+        for (size_t j = 0; j < width; j++) {
+            if (isfinite(x[row * width + j])) continue;
+            size_t rec = 0;
+            while (rec + 2 < in->starts.len && (size_t)in->starts.data[rec + 1] <= row) rec++;
+            return df_fail(err, "target %s: its %s are not finite (NaN or infinity) at record %zu, position %zu", target,
+                           what, rec + 1, row - (size_t)in->starts.data[rec]);
+        }
+    return 0;
+}
+
 static int run_forward(const char *target, const char *input, const char *output, const char *layers, int want_logits,
                        const char *device, DfError *err) {
     DfModelConfig cfg;
@@ -123,7 +142,8 @@ static int run_forward(const char *target, const char *input, const char *output
     int taps[MAX_TAPS], n_taps = 3;
     if (layers) {
         if (parse_layers(layers, cfg.num_layers, taps, &n_taps, err)) return -1;
-    } else {
+    } else { /* no layer tapped twice on a small target */
+        if (n_taps > df_drafter_max_taps(&cfg)) n_taps = df_drafter_max_taps(&cfg);
         df_default_target_layer_ids(cfg.num_layers, n_taps, taps);
     }
     ForwardInput in = {0};
@@ -143,6 +163,9 @@ static int run_forward(const char *target, const char *input, const char *output
                           err))
         goto done;
     double secs = df_now_seconds() - t0;
+    if ((logits && check_finite(target, &in, logits, (size_t)cfg.vocab_size, "logits", err)) ||
+        check_finite(target, &in, features, (size_t)n_taps * cfg.hidden_size, "tap features", err))
+        goto done;
     fprintf(stderr, "forward: %zu sequences, %zu tokens, %d layers on %s in %.2fs (%.0f tokens/s)\n",
             in.starts.len - 1, t, model.layers_run, be->ops->name, secs, (double)t / secs);
     if (write_output(output, target, &in, taps, n_taps, cfg.hidden_size, features, logits, cfg.vocab_size, err))

@@ -283,6 +283,16 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
 /* One writer per run directory: the rank that writes OUTPUT (every process
  * when there is one) holds OUTPUT/train.lock for the whole run, data
  * preparation included. */
+/* An explicit --num-taps beyond what the target offers is a bad command
+ * line (exit 2); a config that cannot be read is left to the run, which
+ * names what is wrong with it. */
+static int num_taps_out_of_range(const DfTrainOptions *o, DfError *err) {
+    DfModelConfig cfg;
+    DfError ignored;
+    if (!o->target_dir || df_model_config_load(&cfg, o->target_dir, &ignored)) return 0;
+    return df_drafter_check_num_taps(&cfg, o->num_taps, err) != 0;
+}
+
 static int lock_run(const DfTrainOptions *o, DfOutputLock *lock, DfError *err) {
     int writer = o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0;
     if (o->dist && o->dist->world_size > 1 && o->dist->rank != writer) return 0;
@@ -545,6 +555,10 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     if (GIVEN("eval-every")) o.eval_every = eval_every;
     if (GIVEN("eval-prompts")) o.eval_prompts = eval_prompts;
     if (GIVEN("eval-max-new-tokens")) o.eval_max_new_tokens = eval_new;
+    if (GIVEN("num-taps") && num_taps_out_of_range(&o, &err)) {
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 2;
+    }
     if ((GIVEN("eval-every") || GIVEN("eval-prompts") || GIVEN("eval-max-new-tokens")) && !o.eval_data) {
         fprintf(stderr, "dflash train: --eval-every, --eval-prompts and --eval-max-new-tokens go with --eval-data\n");
         return 2;

@@ -12,9 +12,6 @@
 /* "layer_types", or every full_attention_interval-th layer full (the
  * others linear) when it is absent. */
 static int read_layer_types(const DfJsonReader *r, const cJSON *obj, DfModelConfig *cfg) {
-    if (cfg->num_layers > DF_MAX_LAYERS)
-        return df_fail(r->err, "%s: num_hidden_layers %d exceeds the supported %d", r->path, cfg->num_layers,
-                       DF_MAX_LAYERS);
     const cJSON *types = df_json_field(obj, "layer_types");
     if (!types) {
         int interval;

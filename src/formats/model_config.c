@@ -4,6 +4,7 @@
  * text model's fields in "text_config" (its vision tower is ignored). */
 #include "formats/model_config.h"
 
+#include "formats/dense_config.h"
 #include "formats/hybrid_config.h"
 #include "formats/json_fields.h"
 
@@ -190,7 +191,11 @@ static int read_text_model(const DfJsonReader *r, const cJSON *obj, DfModelConfi
         read_dtype(r, obj, cfg))
         return -1;
     cfg->rotary_dim = cfg->head_dim;
-    return cfg->arch == DF_ARCH_QWEN3_5 ? df_hybrid_config_read(r, obj, cfg) : 0;
+    /* before anything is sized by it: the layer arrays are bounded */
+    if (cfg->num_layers > DF_MAX_LAYERS)
+        return df_fail(r->err, "%s: field 'num_hidden_layers' is %d, more than the %d layers supported", r->path,
+                       cfg->num_layers, DF_MAX_LAYERS);
+    return cfg->arch == DF_ARCH_QWEN3_5 ? df_hybrid_config_read(r, obj, cfg) : df_dense_config_read(r, obj, cfg);
 }
 
 /* A wrapper's own top-level fields win over text_config's where both may

@@ -563,7 +563,12 @@ float *df_safetensors_load_f32(const DfSafetensors *st, const char *name, int nd
         return NULL;
     }
     int64_t n = shape_numel(t->ndim, t->shape); /* validated at open */
-    float *out = df_xmalloc((size_t)n * sizeof(float), name);
+    float *out = malloc((size_t)n * sizeof(float));
+    if (!out) {
+        df_fail(err, "%s: out of memory reading tensor '%s' (%zu bytes as fp32)", t->file, name,
+                (size_t)n * sizeof(float));
+        return NULL;
+    }
     convert_to_f32(t, out, n);
     return out;
 }

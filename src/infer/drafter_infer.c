@@ -320,6 +320,10 @@ int df_drafter_propose(DfDrafterRunner *r, int slot, const int32_t *ids, int blo
     if (r->be->ops->sync(r->be, err) ||
         r->be->ops->download_i32(r->be, argmax, df_buffer_view(r->argmax, 0, (size_t)b), err))
         return -1;
+    for (int i = 0; i < b; i++) /* flagged by the op: -1 - column */
+        if (argmax[i] < 0)
+            return df_fail(err, "drafter: its logits are not finite (NaN or infinity) at block row %d of slot %d", i,
+                           slot);
     r->logits_rows = b;
     return 0; /* the slot's length is unchanged: the block rows are scratch */
 }

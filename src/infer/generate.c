@@ -157,8 +157,10 @@ static int take_token(Stream *st, Slot *sl, int32_t tok) {
     return (int)sl->out.len >= st->opt->max_new_tokens;
 }
 
-int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source, DfGenerateSink sink, void *ctx,
-                       const DfGenerateOptions *opt, int *steps, DfError *err) {
+/* name_records: a decode error names the record (its index past
+ * opt->record_offset); df_generate_batch's callers name their prompts. */
+static int run_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source, DfGenerateSink sink, void *ctx,
+                      const DfGenerateOptions *opt, int name_records, int *steps, DfError *err) {
     Stream st = {0};
     st.d = d;
     st.opt = opt;
@@ -185,7 +187,12 @@ int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource sourc
         if (rows == 0) break;
         DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits,
                              greedy ? st.chosen : NULL, NULL, 0};
-        if (df_target_decode(d, &step, err)) goto done;
+        if (df_target_decode(d, &step, err)) {
+            if (name_records && d->nonfinite_slot >= 0)
+                df_context(err, "record %llu",
+                           (unsigned long long)(opt->record_offset + (uint64_t)st.slots[d->nonfinite_slot].record + 1));
+            goto done;
+        }
         n_steps++;
         for (int r = 0; r < rows; r++) {
             Slot *sl = &st.slots[st.slot_of_row[r]];
@@ -210,6 +217,11 @@ done:
     free(st.chosen);
     df_sampler_free(&st.sampler);
     return rc;
+}
+
+int df_generate_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source, DfGenerateSink sink, void *ctx,
+                       const DfGenerateOptions *opt, int *steps, DfError *err) {
+    return run_stream(d, n_records, source, sink, ctx, opt, 1, steps, err);
 }
 
 /* df_generate_batch over the stream: prompts from arrays, outputs into them. */
@@ -238,5 +250,5 @@ int df_generate_batch(DfTargetDecoder *d, int n, const int32_t *const *prompts, 
                       const DfGenerateOptions *opt, DfI32Vec *outputs, int *steps, DfError *err) {
     ArrayIo io = {prompts, prompt_lens, outputs};
     for (int i = 0; i < n; i++) outputs[i].len = 0;
-    return df_generate_stream(d, n, array_source, array_sink, &io, opt, steps, err);
+    return run_stream(d, n, array_source, array_sink, &io, opt, 0, steps, err);
 }

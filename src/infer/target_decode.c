@@ -100,6 +100,7 @@ static int build_rope_tables(DfTargetDecoder *d, int n_pos, DfError *err) {
 int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, int slot_capacity, const int *taps,
                            int n_taps, DfError *err) {
     memset(d, 0, sizeof *d);
+    d->nonfinite_slot = -1;
     const DfModelConfig *c = &m->cfg;
     if (!m->has_head || m->n_layers_loaded != c->num_layers)
         return df_fail(err, "target decoder: the model must be loaded with all %d layers and the lm head",
@@ -149,7 +150,7 @@ void df_target_decoder_set_graphs(DfTargetDecoder *d, int on) {
 int32_t df_argmax_f32(const float *x, int n) {
     int32_t best = 0;
     for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
+        if (df_argmax_key(x[i]) > df_argmax_key(x[best])) best = i;
     return best;
 }
 
@@ -262,6 +263,20 @@ static int argmax_on_backend(const DfDecodeStep *step) {
     return step->argmax && !step->logits;
 }
 
+/* Logits row `row` of the step is not finite: names the target, the slot
+ * and the position of the token whose next-token logits they are. */
+static int nonfinite_logits(DfTargetDecoder *d, const DfDecodeStep *step, int row, DfError *err) {
+    int seq = row; /* DF_LOGITS_LAST: one row per sequence, its last new token */
+    if (step->logits_rows == DF_LOGITS_ALL)
+        for (seq = 0; seq + 1 < step->n_seqs && step->row_starts[seq + 1] <= row;) seq++;
+    int offset = step->logits_rows == DF_LOGITS_ALL ? row - step->row_starts[seq]
+                                                     : step->row_starts[seq + 1] - step->row_starts[seq] - 1;
+    d->nonfinite_slot = step->slots[seq];
+    const char *dir = d->model->dir ? d->model->dir : "(in memory)";
+    return df_fail(err, "target %s: its logits are not finite (NaN or infinity) at position %d of the sequence in cache "
+                        "slot %d", dir, d->step_lens[seq] + offset, (int)step->slots[seq]);
+}
+
 static int fetch_outputs(DfTargetDecoder *d, const DfDecodeStep *step, int n_rows, int logit_rows, DfError *err) {
     DfBackend *be = d->model->be;
     int vocab = d->model->cfg.vocab_size;
@@ -269,13 +284,21 @@ static int fetch_outputs(DfTargetDecoder *d, const DfDecodeStep *step, int n_row
     if (step->features && d->n_taps && be->ops->download_f32(be, step->features, df_buffer_view(d->features, 0, nf), err))
         return -1;
     if (!logit_rows) return 0;
-    if (argmax_on_backend(step))
-        return be->ops->download_i32(be, step->argmax, df_buffer_view(d->argmax, 0, (size_t)logit_rows), err);
+    if (argmax_on_backend(step)) {
+        if (be->ops->download_i32(be, step->argmax, df_buffer_view(d->argmax, 0, (size_t)logit_rows), err)) return -1;
+        for (int r = 0; r < logit_rows; r++) /* flagged by the op: -1 - column */
+            if (step->argmax[r] < 0) return nonfinite_logits(d, step, r, err);
+        return 0;
+    }
     if (!step->logits) return 0;
     if (be->ops->download_f32(be, step->logits, df_buffer_view(d->logits, 0, (size_t)logit_rows * vocab), err))
         return -1;
-    if (step->argmax)
-        for (int r = 0; r < logit_rows; r++) step->argmax[r] = df_argmax_f32(step->logits + (size_t)r * vocab, vocab);
+    for (int r = 0; r < logit_rows; r++) {
+        const float *row = step->logits + (size_t)r * vocab;
+        int32_t best = df_argmax_f32(row, vocab);
+        if (!isfinite(row[best])) return nonfinite_logits(d, step, r, err);
+        if (step->argmax) step->argmax[r] = best;
+    }
     return 0;
 }
 
@@ -354,6 +377,7 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
     DfBackend *be = m->be;
     const DfModelConfig *c = &m->cfg;
     int n_seqs = step->n_seqs;
+    d->nonfinite_slot = -1;
     if (n_seqs <= 0) return df_fail(err, "target decode: no sequences");
     int t = step->row_starts[n_seqs];
     for (int i = 0; i < t; i++)

@@ -50,6 +50,8 @@ typedef struct DfTargetDecoder {
     int32_t *step_lens;          /* [cache.n_slots]: cache lengths of a step's sequences */
     DfHybridState hybrid;        /* hybrid targets only */
     DfDecodeGraphs graphs;       /* recorded steps, where the backend records (on by default) */
+    int nonfinite_slot;          /* after a step refused for non-finite logits: the slot of the
+                                    sequence named in the error; -1 otherwise */
 } DfTargetDecoder;
 
 /* n_slots sequences of up to slot_capacity tokens each (prompt + generated
@@ -77,7 +79,12 @@ typedef struct DfDecodeStep {
  * bits either way: a replay runs the same kernels on the same buffers. */
 void df_target_decoder_set_graphs(DfTargetDecoder *d, int on);
 
-/* Runs one step; the cache length of each slot grows by its new tokens. */
+/* Runs one step; the cache length of each slot grows by its new tokens.
+ * Logits rows that hold a NaN, or an infinity at their top, fail the step
+ * naming the target, the sequence's slot and the token's position (and
+ * set nonfinite_slot): a broken target is never decoded into a text. The
+ * check rides on the greedy choice (df_op_argmax_rows flags such rows),
+ * or scans the rows the host downloads. */
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err);
 
 /* Empties slot for a new sequence (cache length 0, zero recurrent state). */
@@ -98,7 +105,9 @@ int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *e
  * have asked for them (features or keep_features). */
 DfBuffer df_target_features(const DfTargetDecoder *d, int first, int n);
 
-/* Index of the first maximum of x[0..n-1] (torch.argmax's choice on ties). */
+/* Index of the first maximum of x[0..n-1], a NaN counting as larger than
+ * any number (torch.argmax's choice on ties and NaN): x[result] is not
+ * finite when x holds a NaN or +inf anywhere, or is -inf throughout. */
 int32_t df_argmax_f32(const float *x, int n);
 
 #endif

@@ -41,6 +41,21 @@ static int pick_attention(DfDrafterConfig *c, const DfModelConfig *t, const DfDr
     return 0;
 }
 
+int df_drafter_max_taps(const DfModelConfig *t) {
+    /* round(1 + i*(L-4)/(n-1)) steps by less than one layer once n - 1 > L - 4 */
+    int most = t->num_layers > 4 ? t->num_layers - 3 : 1;
+    return most < DF_MAX_TAPS ? most : DF_MAX_TAPS;
+}
+
+int df_drafter_check_num_taps(const DfModelConfig *t, int n_taps, DfError *err) {
+    int most = df_drafter_max_taps(t);
+    if (n_taps >= 1 && n_taps <= most) return 0;
+    if (most == DF_MAX_TAPS && t->num_layers - 3 > DF_MAX_TAPS)
+        return df_fail(err, "--num-taps must be in 1..%d (the most taps supported), got %d", most, n_taps);
+    return df_fail(err, "--num-taps must be in 1..%d for this %d-layer target (more would tap one layer twice), got %d",
+                   most, t->num_layers, n_taps);
+}
+
 int df_drafter_config_from_target(DfDrafterConfig *c, const DfModelConfig *t, const DfDrafterOptions *o,
                                   DfError *err) {
     memset(c, 0, sizeof *c);
@@ -49,9 +64,11 @@ int df_drafter_config_from_target(DfDrafterConfig *c, const DfModelConfig *t, co
     if (block_size < 2 || block_size > 64) return df_fail(err, "drafter: --block-size must be in 2..64, got %d", block_size);
     if (o->intermediate_size < 0)
         return df_fail(err, "drafter: --intermediate-size must be positive, got %d", o->intermediate_size);
-    if (n_taps == 0) n_taps = num_layers;
-    if (n_taps > t->num_layers - 1) n_taps = t->num_layers > 1 ? t->num_layers - 1 : 1;
-    if (n_taps < 1 || n_taps > DF_MAX_TAPS) return df_fail(err, "drafter: number of target taps must be in 1..%d, got %d", DF_MAX_TAPS, n_taps);
+    if (n_taps == 0) {
+        n_taps = num_layers < df_drafter_max_taps(t) ? num_layers : df_drafter_max_taps(t);
+    } else if (df_drafter_check_num_taps(t, n_taps, err)) {
+        return -1;
+    }
     if (o->mask_token_id < 0 || o->mask_token_id >= t->vocab_size)
         return df_fail(err, "drafter: mask token id %d is outside the target's embedding (%d rows)", o->mask_token_id,
                        t->vocab_size);

@@ -46,8 +46,8 @@ typedef struct DfDrafterOptions {
     int num_layers;        /* 1..64 */
     int intermediate_size; /* 0: the target's */
     int block_size;        /* 2..64 */
-    int n_taps;            /* 0: the default (spec section 2: as many as num_layers, capped so that taps
-                              stay below the target's layer count) */
+    int n_taps;            /* 0: the default (spec section 2: as many as num_layers, capped at
+                              df_drafter_max_taps); else 1..df_drafter_max_taps */
     int mask_token_id;     /* a row of the target's embedding */
     int num_heads;         /* 0: the default attention shape (df_drafter_default_attention) */
     int num_kv_heads;      /* 0: the default */
@@ -64,6 +64,15 @@ typedef struct DfDrafterOptions {
  * targets have (their targets' 24 heads of 256 with partial rotary are no
  * shape for a drafter's plain attention). */
 void df_drafter_default_attention(const DfModelConfig *target, int *num_heads, int *num_kv_heads, int *head_dim);
+
+/* The most taps a drafter of this target may read with no layer tapped
+ * twice: the default ids round(1 + i*(L-4)/(n-1)) are distinct up to
+ * n = L - 3 (1 for a target of 4 layers or fewer), and DF_MAX_TAPS. */
+int df_drafter_max_taps(const DfModelConfig *target);
+
+/* An explicit tap count (--num-taps) in 1..df_drafter_max_taps, or an
+ * error naming the option and the bound. */
+int df_drafter_check_num_taps(const DfModelConfig *target, int n_taps, DfError *err);
 
 /* Fills cfg from the target's config with the given options (0 fields:
  * their defaults) and checks them; errors name the option and its range.

@@ -9,6 +9,7 @@
 #include "model/hybrid_layer.h"
 #include "model/target.h"
 #include "model/target_internal.h"
+#include "model/target_tensor_set.h"
 
 int df_target_layers_needed(const DfModelConfig *cfg, const int *tap_layer_ids, int n_taps, int with_logits) {
     if (with_logits) return cfg->num_layers;
@@ -160,7 +161,13 @@ int df_target_load(DfTargetModel *m, DfBackend *be, const char *dir, int n_layer
         return df_fail(err, "%s: asked for %d layers, the model has %d", dir, n_layers, c->num_layers);
     DfSafetensors st;
     if (df_safetensors_open(&st, dir, err)) return -1;
+    if (df_target_check_tensor_set(c, &st, err)) {
+        df_safetensors_close(&st);
+        memset(m, 0, sizeof *m);
+        return df_context(err, "loading target %s", dir);
+    }
     m->n_layers_loaded = n_layers;
+    m->dir = df_xstrdup(dir);
     m->layers = df_xcalloc((size_t)n_layers, sizeof *m->layers, "target layers");
     int rc = load_weights(m, &st, with_head, err);
     df_safetensors_close(&st);
@@ -183,5 +190,6 @@ void df_target_free(DfTargetModel *m) {
     df_buffer_free(be, &m->rope_sin);
     df_target_workspace_free(be, &m->ws);
     df_hybrid_workspace_free(be, &m->hws);
+    free(m->dir);
     memset(m, 0, sizeof *m);
 }

@@ -802,7 +802,7 @@ static void run_argmax(Run *r, const void *shape) {
         float *m = x + s->offset;
         if (rows > 3) {
             m[0] = NAN;                           /* row 0: NaN in column 0 wins */
-            m[(size_t)1 * cols + cols / 2] = NAN; /* row 1: skipped */
+            m[(size_t)1 * cols + cols / 2] = NAN; /* row 1: one NaN among numbers: chosen */
             for (int c = 0; c < cols; c++) m[(size_t)2 * cols + c] = c % 3 ? NAN : -INFINITY;
             m[(size_t)3 * cols + cols - 1] = 100.f, m[(size_t)3 * cols + cols - 2] = 100.f; /* a tie at the end */
         }
@@ -813,14 +813,17 @@ static void run_argmax(Run *r, const void *shape) {
     float *gi = ops_result_i32(r, "index", idx), *gv = ops_result_exact(r, "value", val);
     if (!r->reference) return;
     const float *m = x + s->offset;
-    for (int i = 0; i < rows; i++) { /* the left-to-right scan with > */
+    for (int i = 0; i < rows; i++) { /* the left-to-right scan with >, a NaN ranked as +inf */
+        const float *row = m + (size_t)i * cols;
         int best = 0;
         for (int j = 1; j < cols; j++)
-            if (m[(size_t)i * cols + j] > m[(size_t)i * cols + best]) best = j;
-        float want = m[(size_t)i * cols + best];
-        if (!(gi[i] == (float)best && (gv[i] == want || (isnan(gv[i]) && isnan(want)))))
-            fail_msg("%s: row %d: index %g value %g, the scan gives %d (%g)", r->label, i, gi[i], gv[i], best, want);
+            if ((isnan(row[j]) ? INFINITY : row[j]) > (isnan(row[best]) ? INFINITY : row[best])) best = j;
+        float want = row[best];
+        int flagged = isfinite(want) ? best : -1 - best;
+        if (!(gi[i] == (float)flagged && (gv[i] == want || (isnan(gv[i]) && isnan(want)))))
+            fail_msg("%s: row %d: index %g value %g, the scan gives %d (%g)", r->label, i, gi[i], gv[i], flagged, want);
     }
+    if (s->ties && rows > 3) assert_true(gi[1] == (float)(-1 - cols / 2)); /* the NaN among numbers, flagged */
     if (!s->ties && rows > 1) assert_true(gi[1] == 5.0f);
 }
 

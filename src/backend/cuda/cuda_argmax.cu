@@ -7,11 +7,10 @@
  * else smaller column", which is associative, so the result is the row's
  * first maximum whatever the split.
  *
- * NaN: the CPU op (a left-to-right scan with `>`) keeps a NaN in column 0
- * (nothing compares greater) and skips every other NaN. The same choice in a
- * reduction: a NaN in column 0 counts as +inf (it wins; any tie goes to
- * column 0 anyway), a NaN elsewhere as -inf (it can only be chosen where
- * column 0 is -inf too, and then column 0, the first, is chosen). */
+ * NaN counts as +inf, so that the first NaN or +inf of a row is chosen
+ * (the first of equal keys wins): the CPU op's choice wherever the row's top
+ * is finite, and a non-finite choice (flagged as -1 - column, as the CPU op
+ * does) wherever the row holds a NaN or an infinity at its top. */
 #include "backend/cuda/cuda_internal.h"
 
 #define ARGMAX_THREADS 512
@@ -21,9 +20,8 @@ struct ArgBest {
     int i;
 };
 
-__device__ __forceinline__ float argmax_key(float v, int col) {
-    if (v != v) return col == 0 ? INFINITY : -INFINITY;
-    return v;
+__device__ __forceinline__ float argmax_key(float v) {
+    return v != v ? INFINITY : v;
 }
 
 __device__ __forceinline__ ArgBest arg_better(ArgBest a, ArgBest b) {
@@ -44,14 +42,14 @@ __global__ void __launch_bounds__(ARGMAX_THREADS) k_argmax_rows(int32_t *index, 
             p.u = *(const uint4 *)(row + c);
             for (int j = 0; j < 4; j++) {
                 float2 f = __bfloat1622float2(p.h2[j]);
-                float k0 = argmax_key(f.x, c + 2 * j), k1 = argmax_key(f.y, c + 2 * j + 1);
+                float k0 = argmax_key(f.x), k1 = argmax_key(f.y);
                 if (k0 > best.v) best.v = k0, best.i = c + 2 * j;
                 if (k1 > best.v) best.v = k1, best.i = c + 2 * j + 1;
             }
         }
     } else {
         for (int c = threadIdx.x; c < cols; c += ARGMAX_THREADS) {
-            float k = argmax_key(__bfloat162float(row[c]), c);
+            float k = argmax_key(__bfloat162float(row[c]));
             if (k > best.v) best.v = k, best.i = c;
         }
     }
@@ -67,8 +65,9 @@ __global__ void __launch_bounds__(ARGMAX_THREADS) k_argmax_rows(int32_t *index, 
     for (int w = 1; w < ARGMAX_THREADS / 32; w++) best = arg_better(best, warp_best[w]);
     /* every key is >= -inf, so some column < cols was taken; guard anyway */
     int at = best.i < cols ? best.i : 0;
-    index[blockIdx.x] = at;
-    if (value) value[blockIdx.x] = __bfloat162float(row[at]);
+    float chosen = __bfloat162float(row[at]);
+    index[blockIdx.x] = isfinite(chosen) ? at : -1 - at;
+    if (value) value[blockIdx.x] = chosen;
 }
 
 void df_cuda_argmax_rows(DfBackend *be, DfBuffer index, DfBuffer value, DfBuffer x, int rows, int cols) {
