@@ -440,6 +440,31 @@ static void test_weights(void **state) {
     df_safetensors_close(&st);
 }
 
+/* A drafter with sliding-window layers: layer_types names them and sliding_window gives the window (z-lab reads
+ * both; vLLM takes the window from sliding_window), and dflash_config.causal is false so that vLLM keeps the
+ * block's attention both ways in those layers too, as it was trained. */
+static void test_sliding_window_export(void **state) {
+    Fixture *f = *state;
+    char args[4096];
+    snprintf(args, sizeof args,
+             "train --target '%s' --data '%s' --output sliding " TRAIN_OPTIONS " --sliding-window 16 --stop-at 1",
+             df_test_path(TARGET_DIR), f->run.data);
+    if (df_test_dflash_in(&f->run, 2, args) != 0) fail_msg("'%s' failed:\n%s", args, f->run.out);
+    char *text = df_test_read_in(&f->run, "sliding/final/config.json");
+    cJSON *c = cJSON_Parse(text);
+    free(text);
+    assert_non_null(c);
+    const cJSON *types = lookup(c, "layer_types");
+    assert_int_equal(cJSON_GetArraySize(types), DRAFT_LAYERS);
+    assert_string_equal(cJSON_GetArrayItem(types, 0)->valuestring, "sliding_attention"); /* all but the last */
+    assert_string_equal(cJSON_GetArrayItem(types, 1)->valuestring, "full_attention");
+    assert_int_equal(int_at(c, "sliding_window"), 16);
+    assert_true(cJSON_IsTrue(lookup(c, "use_sliding_window"))); /* transformers keeps sliding_window only with it */
+    if (!cJSON_IsFalse(lookup(c, "dflash_config.causal")))
+        fail_msg("a sliding-window export lacks dflash_config.causal = false: vLLM would run its sliding layers causally");
+    cJSON_Delete(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_keys_and_types),
@@ -447,6 +472,7 @@ int main(void) {
         cmocka_unit_test(test_mask_token),
         cmocka_unit_test(test_target_layer_ids),
         cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_sliding_window_export),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
