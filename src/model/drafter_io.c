@@ -101,6 +101,9 @@ char *df_drafter_config_json(const DfDrafterConfig *c) {
     if (c->sliding_window > 0) { /* transformers' Qwen3Config keeps sliding_window only with use_sliding_window */
         cJSON_AddTrueToObject(root, "use_sliding_window");
         cJSON_AddNumberToObject(root, "sliding_window", c->sliding_window);
+        /* the block attends both ways in every layer; vLLM runs a sliding_attention layer causally unless this
+         * says otherwise */
+        cJSON_AddFalseToObject(dflash, "causal");
     }
     cJSON_AddStringToObject(root, "hidden_act", "silu");
     cJSON_AddFalseToObject(root, "attention_bias");
