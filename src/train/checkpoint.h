@@ -74,9 +74,11 @@ int df_checkpoint_read_drafter(const char *path, DfDrafterConfig *cfg, DfDrafter
  * field comes from the target). */
 const char *df_train_option_of_field(const char *what);
 
-/* The checkpoint checksum: df_hash64_chunked (src/base/hash64.h) of each
- * tensor in name order (its name bytes, then its data bytes), then of the
- * metadata strings drafter_config, loss_gamma and options, folded in order
- * with df_hash64_mix. */
+/* The checkpoint checksum (metadata "version" "2"): XXH3-64 (seed 0,
+ * src/base/checksum.h) of, concatenated: each tensor in name order (its name
+ * bytes, then its data bytes), then the metadata strings drafter_config,
+ * loss_gamma and options. Version "1" checkpoints, which folded
+ * df_hash64_chunked (src/base/hash64.h) of the same byte ranges with
+ * df_hash64_mix, are still read. */
 
 #endif
