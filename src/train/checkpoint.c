@@ -216,15 +216,17 @@ static char *build_metadata(const char *const *meta_values, uint64_t checksum) {
     return text;
 }
 
-/* Removes the oldest checkpoints beyond keep_last, never the one at keep_step. */
-static int rotate(const char *dir, int keep_last, int64_t keep_step, DfError *err) {
+/* Removes the oldest checkpoints beyond keep_last, never the one at
+ * keep_step; the one at keep_also (-1: none) is kept besides the keep_last. */
+static int rotate(const char *dir, int keep_last, int64_t keep_step, int64_t keep_also, DfError *err) {
     if (keep_last <= 0) return 0;
     CkptEntry *e;
     int n;
     if (list_checkpoints(dir, &e, &n, err) != 0) return -1;
     int excess = n - keep_last, removed = 0, rc = 0;
+    for (int i = 0; i < n; i++) excess -= e[i].step == keep_also && keep_also != keep_step;
     for (int i = 0; i < n && removed < excess; i++) {
-        if (e[i].step == keep_step) continue;
+        if (e[i].step == keep_step || e[i].step == keep_also) continue;
         if (unlink(e[i].path) != 0 && errno != ENOENT) {
             rc = df_fail_errno(err, "%s: cannot remove an old checkpoint", e[i].path);
             break;
@@ -239,6 +241,13 @@ static int rotate(const char *dir, int keep_last, int64_t keep_step, DfError *er
 int df_checkpoint_save(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
                        const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
                        const char *options_json, int keep_last, DfError *err) {
+    return df_checkpoint_save_keeping(checkpoints_dir, cfg, layout, params, opt, progress, options_json, keep_last, -1,
+                                      err);
+}
+
+int df_checkpoint_save_keeping(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
+                               const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
+                               const char *options_json, int keep_last, int64_t keep_also, DfError *err) {
     if (opt->total != layout->total)
         return df_fail(err, "%s: optimizer state has %zu values, the parameters %zu", checkpoints_dir, opt->total,
                        layout->total);
@@ -263,7 +272,7 @@ int df_checkpoint_save(const char *checkpoints_dir, const DfDrafterConfig *cfg, 
     int rc = config && metadata ? 0 : df_fail(err, "%s: cannot build the metadata (out of memory)", path);
     /* Atomic: temporary name, fsync, rename, fsync of the directory. */
     if (rc == 0) rc = df_safetensors_write(path, t, 4 + N_PROGRESS, metadata, err);
-    if (rc == 0) rc = rotate(checkpoints_dir, keep_last, progress->step, err);
+    if (rc == 0) rc = rotate(checkpoints_dir, keep_last, progress->step, keep_also, err);
     free(path);
     cJSON_free(metadata);
     free(config);

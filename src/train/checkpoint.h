@@ -38,6 +38,13 @@ int df_checkpoint_save(const char *checkpoints_dir, const DfDrafterConfig *cfg, 
                        const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
                        const char *options_json, int keep_last, DfError *err);
 
+/* df_checkpoint_save, where rotation also keeps the checkpoint of step
+ * keep_also (when there is one; -1: none) besides the keep_last newest: the
+ * step with the best held-out eval. */
+int df_checkpoint_save_keeping(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
+                               const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
+                               const char *options_json, int keep_last, int64_t keep_also, DfError *err);
+
 /* Path of the newest checkpoint in the directory (caller frees), NULL with
  * err->msg empty when there is none, NULL with a message on error. */
 char *df_checkpoint_latest(const char *checkpoints_dir, DfError *err);

@@ -65,7 +65,7 @@ typedef struct Trainer {
     size_t *sizes;
     DfTrainProgress progress;
     char *options_json;
-    char ckpt_dir[4096], metrics_path[4096], final_dir[4096];
+    char ckpt_dir[4096], metrics_path[4096], final_dir[4096], best_dir[4096];
     FILE *metrics_fp;
     DfMetrics metrics;
     StepBuffers buf;
