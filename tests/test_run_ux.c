@@ -10,13 +10,15 @@
  * --keep-checkpoints 1, best/ holds it (equal to the export of that
  * checkpoint) and final/ is it (--select-by tau, the default). One run (6
  * steps, a checkpoint and a held-out eval every 2, whose held-out tau peaks
- * at step 4) is shared by the tests. */
+ * at step 4) is shared by the tests. OUTPUT/train.log holds every line the
+ * run printed; a run that fails leaves no empty directory it created. */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define TINY_OPTIONS DF_TEST_TINY_TRAIN_OPTIONS
 
@@ -157,7 +159,7 @@ static void test_optimizer_options(void **state) {
     } cases[] = {
         {"beta1", "--adam-beta1 0.5", "adam-beta1", 0.5},
         {"noclip", "--max_grad_norm 0", "max-grad-norm", 0},
-        {"decay", "--weight-decay 30", "weight-decay", 30},
+        {"decay", "--weight-decay 3", "weight-decay", 3},
     };
     train_in(f, "base", "--steps 3", 1);
     char *base = losses_of(f, "base");
@@ -234,11 +236,39 @@ static void test_best_drafter_kept(void **state) {
     if (!strstr(f->first_out, want)) fail_msg("no \"%s\" in:\n%s", want, f->first_out);
 }
 
+static void test_train_log(void **state) {
+    Fixture *f = *state;
+    char *log = df_test_read_in(&f->run, "a/train.log");
+    char *out = strdup(f->first_out);
+    int lines = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++)
+        if (!strstr(log, line)) fail_msg("train.log lacks \"%s\"", line);
+    assert_true(lines > 10);
+    assert_non_null(strstr(log, "evaluate it with:"));  /* stdout */
+    assert_non_null(strstr(log, "train: eval at step")); /* stderr */
+    free(out);
+    free(log);
+}
+
+static void test_failed_run_leaves_no_empty_dirs(void **state) {
+    Fixture *f = *state;
+    char path[1024];
+    assert_int_equal(train_in(f, "new/deeper/run", "--steps 2 --data missing.jsonl", 0), 1);
+    snprintf(path, sizeof path, "%s/new", f->run.dir);
+    if (df_test_file_exists(path)) fail_msg("%s left behind by a failed run:\n%s", path, f->run.out);
+    assert_non_null(strstr(f->run.out, "missing.jsonl"));
+    snprintf(path, sizeof path, "%s/kept", f->run.dir); /* a directory that was there stays */
+    assert_int_equal(mkdir(path, 0777), 0);
+    assert_int_equal(train_in(f, "kept", "--steps 2 --data missing.jsonl", 0), 1);
+    assert_true(df_test_file_exists(path));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inspect_export),     cmocka_unit_test(test_inspect_checkpoint),
         cmocka_unit_test(test_eval_hint),          cmocka_unit_test(test_hugging_face_names),
         cmocka_unit_test(test_optimizer_options),  cmocka_unit_test(test_best_drafter_kept),
+        cmocka_unit_test(test_train_log),          cmocka_unit_test(test_failed_run_leaves_no_empty_dirs),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
@@ -18,6 +19,7 @@
 #include "base/output_lock.h"
 #include "base/input_file.h"
 #include "base/signals.h"
+#include "base/tee_output.h"
 #include "cli/args.h"
 #include "cli/config_args.h"
 #include "cli/commands.h"
@@ -283,6 +285,66 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
     return rc;
 }
 
+/* The width of the terminal on stderr (80 when it does not say). */
+static int terminal_columns(void) {
+    struct winsize ws;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    const char *env = getenv("COLUMNS");
+    int columns = env ? atoi(env) : 0;
+    return columns >= 20 ? columns : 80;
+}
+
+/* The topmost directory of path that does not exist yet (caller frees):
+ * what a run creates for --output, and removes again when it fails empty.
+ * NULL when path exists. */
+static char *first_missing_dir(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return NULL;
+    char *p = df_xstrdup(path), *missing = df_xstrdup(path);
+    for (char *slash; (slash = strrchr(p, '/')) && slash != p;) {
+        *slash = '\0';
+        if (stat(p, &st) == 0) break;
+        free(missing);
+        missing = df_xstrdup(p);
+    }
+    free(p);
+    return missing;
+}
+
+/* OUTPUT/train.log: what the run prints (stdout and stderr), appended to
+ * by each start of the run (a resume adds to it). */
+static int start_run_log(const DfTrainOptions *o, DfTeeOutput *tee, DfError *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train.log", o->output_dir);
+    return df_tee_output_start(tee, path, err);
+}
+
+/* Whether dir holds nothing but its train.log. */
+static int only_a_log(const char *dir) {
+    DIR *d = opendir(dir);
+    int other = !d;
+    for (struct dirent *e; d && !other && (e = readdir(d));)
+        other = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, "train.log") != 0;
+    if (d) closedir(d);
+    return !other;
+}
+
+/* After a failed run: output_dir and its parents up to top (the ones the
+ * run created), each only when empty (output_dir's own train.log aside:
+ * the failure is said on stderr). */
+static void remove_created_dirs(const char *output_dir, const char *top) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s/train.log", output_dir);
+    if (only_a_log(output_dir)) unlink(log);
+    char *p = df_xstrdup(output_dir);
+    while (rmdir(p) == 0 && strcmp(p, top) != 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
+    free(p);
+}
+
 /* One writer per run directory: the rank that writes OUTPUT (every process
  * when there is one) holds OUTPUT/train.lock for the whole run, data
  * preparation included. */
@@ -409,7 +471,7 @@ static const char *const HF_OPTIONS_ADVICE[] = {
 /* Keys of a run record (OUTPUT/args.json) that --config reads past. */
 static const char *const RECORD_ONLY_KEYS[] = {"dflash_version", "backends", NULL};
 
-static int train_main(int argc, char **argv, DfConfigArgs *config) {
+static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *tee) {
     DfTrainOptions o;
     df_train_options_default(&o);
     /* each written only when given (df_option_given), in the range its entry names */
@@ -417,7 +479,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     int seed = 0, save_every = 0, stop_at = 0, max_length = 0, mask = 0, resume = 0, max_bad = 0, window = 0;
     int queue_depth = 0, log_every = 0, target_ranks = 0, drafter_tokens = 0, keep = 0;
     const char *config_path = NULL; /* read by df_config_args_expand */
-    const char *layout = NULL, *overlap = NULL, *select_by = NULL;
+    const char *layout = NULL, *overlap = NULL, *select_by = NULL, *report_to = NULL;
     DfTrainPrompts prompts;
     df_train_prompts_default(&prompts);
     double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
@@ -468,6 +530,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"eval-data", DF_OPT_STRING, &o.eval_data, "FILE", "held-out prompts {\"prompt\"} or conversations {\"messages\"} / {\"conversations\"} (as eval takes them): greedy speculative decoding of them with the current drafter, on the training device, every --eval-every steps; tau, acceptance by position and the lossless check go to OUTPUT/eval.jsonl, the best step is named at the end", 0},
         {"eval-every", DF_OPT_INT, &eval_every, "N", "a held-out eval every N steps and at the last step (needed with --eval-data)", 0, DF_RANGE(1, INT_MAX), .alias = "eval_steps"},
         {"eval-prompts", DF_OPT_INT, &eval_prompts, "K", "the first K prompts of --eval-data (default 16)", 0, DF_RANGE(1, 1 << 20)},
+        {"report-to", DF_OPT_STRING, &report_to, "jsonl|tensorboard", "where the curves go besides the console: jsonl (default: OUTPUT/metrics.jsonl and eval.jsonl) or tensorboard (those and TensorBoard event files under OUTPUT/tb/: the step's loss, train-tau, accuracy by position, lr, grad norm, tokens/s, MFU, stage times; the held-out eval's tau and acceptance by position)", 0, .alias = "report_to"},
         {"select-by", DF_OPT_STRING, &select_by, "tau|last", "which drafter final/ holds at the end: the step with the best held-out tau (tau; its drafter is also kept in OUTPUT/best/ and its checkpoint outlives --keep-checkpoints) or the last step (last) (default: tau with --eval-data, else last)", 0},
         {"eval-max-new-tokens", DF_OPT_INT, &eval_new, "M", "tokens decoded per eval prompt at most (default 128)", 0, DF_RANGE(1, 1 << 20)},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
@@ -581,6 +644,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     if (GIVEN("target-ranks")) o.target_ranks = target_ranks;
     if (GIVEN("log-every")) o.log_every = log_every;
     if (!isatty(STDERR_FILENO)) o.log_interval_s = 30; /* a log file, not a person watching: fewer lines */
+    else o.progress_columns = terminal_columns(); /* taken before stderr is copied to train.log through a pipe */
     if (o.quiet && GIVEN("log-every")) {
         fprintf(stderr, "dflash train: --log-every asks for progress lines, --quiet for none: give one of them\n");
         return 2;
@@ -598,6 +662,11 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         fprintf(stderr, "dflash train: --eval-every, --eval-prompts and --eval-max-new-tokens go with --eval-data\n");
         return 2;
     }
+    if (report_to && strcmp(report_to, "jsonl") != 0 && strcmp(report_to, "tensorboard") != 0) {
+        fprintf(stderr, "dflash train: --report-to takes jsonl or tensorboard, not '%s'\n", report_to);
+        return 2;
+    }
+    o.report_tensorboard = report_to && strcmp(report_to, "tensorboard") == 0;
     if (select_by && strcmp(select_by, "tau") != 0 && strcmp(select_by, "last") != 0) {
         fprintf(stderr, "dflash train: --select-by takes tau or last, not '%s'\n", select_by);
         return 2;
@@ -635,7 +704,9 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     DfTrainSummary summary;
     DfOutputLock lock = {-1, NULL};
     int rc = df_train_check_device(o.device, o.kernel_variants, &err); /* before any data is prepared */
+    char *created = first_missing_dir(o.output_dir);
     if (rc == 0) rc = lock_run(&o, &lock, &err);
+    if (rc == 0 && lock.fd >= 0) rc = start_run_log(&o, tee, &err); /* the writing rank's */
     if (rc == 0 && prompts.path) {
         rc = df_train_regenerate(&prompts, &o, o.quiet, regenerated, sizeof regenerated, &err);
         o.data_source = regenerated; /* trained on as --data would be */
@@ -646,6 +717,8 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         rc = df_train(&o, &summary, &err);
     }
     df_output_unlock(&lock);
+    if (rc != 0 && created) remove_created_dirs(o.output_dir, created);
+    free(created);
     if (rc != 0) {
         if (o.dist && o.dist->world_size > 1) fprintf(stderr, "dflash train: rank %d: %s\n", o.dist->rank, err.msg);
         else fprintf(stderr, "dflash train: %s\n", err.msg);
@@ -663,7 +736,9 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
 
 int df_cmd_train(int argc, char **argv) {
     DfConfigArgs config = {0};
-    int rc = train_main(argc, argv, &config);
+    DfTeeOutput tee = {.child = -1, .saved_out = -1, .saved_err = -1};
+    int rc = train_main(argc, argv, &config, &tee);
+    df_tee_output_stop(&tee);
     df_config_args_free(&config);
     return rc;
 }

@@ -89,6 +89,7 @@ static void add_eval_options(cJSON *j, const DfTrainOptions *o) {
     /* null without --eval-data, which they go with */
     add_or_null(j, "eval-prompts", o->eval_data ? o->eval_prompts : 0);
     add_or_null(j, "eval-max-new-tokens", o->eval_data ? o->eval_max_new_tokens : 0);
+    cJSON_AddStringToObject(j, "report-to", o->report_tensorboard ? "tensorboard" : "jsonl");
     if (o->select_by == DF_SELECT_AUTO) cJSON_AddNullToObject(j, "select-by");
     else cJSON_AddStringToObject(j, "select-by", o->select_by == DF_SELECT_TAU ? "tau" : "last");
 }

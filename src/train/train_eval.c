@@ -180,7 +180,9 @@ int df_train_eval_run(DfTrainEval *e, int64_t step, double elapsed_s, DfTrainEva
     if (rc == 0) rc = write_line(e, step, elapsed_s, &t, err);
     if (rc == 0) {
         *res = (DfTrainEvalResult){.tau = df_eval_tau(&t), .seconds = t.spec_s, .tokens = t.tokens,
-                                   .mismatches = t.mismatches};
+                                   .mismatches = t.mismatches, .tau_prompt_mean = df_eval_tau_prompt_mean(&t)};
+        for (int k = 1; k < e->spec.block_size && k <= DF_TRAIN_EVAL_MAX_POSITIONS; k++)
+            res->accept_by_position[res->n_positions++] = df_eval_reach_fraction(&t, k);
     }
     free(t.hist);
     return rc;

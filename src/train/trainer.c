@@ -705,7 +705,8 @@ static int held_out_eval(Trainer *t, DfTrainSummary *s, const StepReport *rep, D
         if (df_train_eval_run(&t->eval, t->progress.step, rep->elapsed_s, &r, err))
             return df_context(err, "the held-out eval of step %lld", (long long)t->progress.step);
         s->evals++;
-        if (keep_best(t, err)) return -1;
+        if (keep_best(t, err) || (t->tb && df_trainer_tb_eval(t, &r, err))) return -1;
+        df_trainer_end_progress_line(t);
         if (!t->opt->quiet || r.mismatches) /* a lossless failure is said even under --quiet */
             fprintf(stderr, "train: eval at step %lld: tau %.3f over %d prompts (%lld tokens, %s) in %.1f s; best %.3f at "
                             "step %lld\n",
@@ -828,6 +829,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
 
 static void trainer_free(Trainer *t) {
     if (t->metrics_fp) fclose(t->metrics_fp);
+    df_tb_close(t->tb);
     df_train_eval_free(&t->eval);
     df_step_loader_free(&t->loader);
     if (t->have_stages) df_stage_table_free(&t->stages);
@@ -895,6 +897,11 @@ static int setup(Trainer *t, DfError *err) {
     if (t->rank == t->writer && write_run_record(t, err)) return -1;
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
+    if (t->rank == t->writer && o->report_tensorboard) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/tb", o->output_dir);
+        if (!(t->tb = df_tb_open(dir, err))) return df_context(err, "--report-to tensorboard");
+    }
     if (t->eval_here && df_train_eval_open_log(&t->eval, o->output_dir, resumed ? t->progress.step : -1, err))
         return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
@@ -972,6 +979,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
         if (banner) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
         rc = t.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
+        df_trainer_end_progress_line(&t);
     }
     df_trainer_leave_group(&t, rc != 0, err);
     summary->rank = t.rank;

@@ -135,6 +135,8 @@ typedef struct DfTrainOptions {
                                 checkpoint file, train/init_from.h) with a fresh optimizer; NULL: random init */
     double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
     int quiet;               /* no progress lines, plan or stage tables on stderr (errors and warnings still) */
+    int progress_columns;    /* > 0: stderr is a terminal this wide: one short progress line, redrawn in place
+                                (\r); 0: a full line each time (a log) */
     int max_bad_steps;       /* stop after this many non-finite steps in a row (0: never) */
     const char *device;      /* training backend: NULL or "cpu", "cuda", "cuda:N" (not part of the run's
                                 identity: a checkpoint resumes on any device); "cuda" in a group of
@@ -158,6 +160,7 @@ typedef struct DfTrainOptions {
     int eval_prompts;        /* the first K prompts of eval_data (default 16) */
     int eval_max_new_tokens; /* tokens decoded per eval prompt at most (default 128) */
     int select_by;           /* DfSelectBy: which drafter final/ holds at the end */
+    int report_tensorboard;  /* also TensorBoard event files under OUTPUT/tb/ (metrics.jsonl is always written) */
     DfTrainFeatureHook feature_hook; /* NULL (the command line's), or called with each step's features */
     void *feature_hook_ctx;
 } DfTrainOptions;
