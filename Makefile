@@ -4,7 +4,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -Isrc
-LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo -lm -fopenmp
+LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo $(shell pkg-config --libs libxxhash 2>/dev/null || echo -lxxhash) -lm -fopenmp
 # Instrumentation flags for compiling and linking (make test-sanitize, make fuzz).
 SANITIZE ?=
 CFLAGS  += $(SANITIZE)

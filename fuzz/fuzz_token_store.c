@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "base/checksum.h"
 #include "base/hash64.h"
 #include "formats/token_store.h"
 
@@ -23,8 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(file, data + 1, size - 1);
     size_t n = size - 1;
     if (fix_checksums && n >= HEADER) {
-        put_u64(file + 104, df_hash64(file + HEADER, n - HEADER));
-        put_u64(file + 120, df_hash64(file, 120));
+        int legacy = file[8] == 1 && file[9] == 0 && file[10] == 0 && file[11] == 0; /* version 1: df_hash64 */
+        put_u64(file + 104, legacy ? df_hash64(file + HEADER, n - HEADER) : df_checksum(file + HEADER, n - HEADER));
+        put_u64(file + 120, legacy ? df_hash64(file, 120) : df_checksum(file, 120));
     }
     FuzzFile f;
     fuzz_file_make(&f, file, n);

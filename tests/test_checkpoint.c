@@ -4,7 +4,10 @@
  * ignores leftover temporaries; a flipped byte is caught by the checksum
  * (the file named) and df_checkpoint_latest_valid falls back to the previous
  * checkpoint; a different drafter config is refused naming the field. */
+#include <cjson/cJSON.h>
 #include <dirent.h>
+#include <stdint.h>
+#include <inttypes.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +17,7 @@
 
 #include "model/drafter_io.h"
 #include "base/hash64.h"
+#include "formats/safetensors.h"
 #include "train/checkpoint.h"
 #include "test_util.h"
 
@@ -423,11 +427,111 @@ static void test_hash(void **state) {
     free(buf);
 }
 
+/* The "__metadata__" object of a safetensors file (caller deletes). */
+static cJSON *file_metadata(const char *path) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint64_t n = 0;
+    assert_int_equal(fread(&n, 8, 1, f), 1);
+    char *json = calloc(n + 1, 1);
+    assert_int_equal(fread(json, 1, n, f), n);
+    fclose(f);
+    cJSON *root = cJSON_Parse(json);
+    free(json);
+    assert_non_null(root);
+    cJSON *meta = cJSON_DetachItemFromObjectCaseSensitive(root, "__metadata__");
+    cJSON_Delete(root);
+    assert_non_null(meta);
+    return meta;
+}
+
+/* Rewrites a checkpoint with metadata "version" set to `version` and
+ * "checksum" to the version 1 checksum when legacy_sum (the ranges of
+ * checkpoint.h folded with df_hash64_chunked and df_hash64_mix from
+ * 0x165667B19E3779F9), else left as it was. */
+static void rewrite_as_version(const char *path, const char *version, int legacy_sum) {
+    DfSafetensors st;
+    DfError err = {{0}};
+    if (df_safetensors_open(&st, path, &err) != 0) fail_msg("%s", err.msg);
+    cJSON *meta = file_metadata(path);
+    uint64_t h = 0x165667B19E3779F9ull;
+    DfTensorOut *out = calloc((size_t)st.n_tensors, sizeof *out);
+    for (int i = 0; i < st.n_tensors; i++) { /* sorted by name */
+        const DfTensorInfo *t = &st.tensors[i];
+        h = df_hash64_mix(h ^ df_hash64_chunked(t->name, strlen(t->name)));
+        h = df_hash64_mix(h ^ df_hash64_chunked(t->data, t->nbytes));
+        out[i] = (DfTensorOut){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+        memcpy(out[i].shape, t->shape, sizeof t->shape);
+    }
+    const char *hashed[] = {"drafter_config", "loss_gamma", "options"};
+    for (int k = 0; k < 3; k++) {
+        const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, hashed[k]));
+        assert_non_null(v);
+        h = df_hash64_mix(h ^ df_hash64_chunked(v, strlen(v)));
+    }
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, h);
+    cJSON_ReplaceItemInObjectCaseSensitive(meta, "version", cJSON_CreateString(version));
+    if (legacy_sum) cJSON_ReplaceItemInObjectCaseSensitive(meta, "checksum", cJSON_CreateString(hex));
+    char *text = cJSON_PrintUnformatted(meta);
+    char *tmp = malloc(strlen(path) + 8);
+    sprintf(tmp, "%s.new", path);
+    if (df_safetensors_write(tmp, out, st.n_tensors, text, &err) != 0) fail_msg("%s", err.msg);
+    df_safetensors_close(&st);
+    assert_int_equal(rename(tmp, path), 0);
+    free(tmp);
+    free(text);
+    free(out);
+    cJSON_Delete(meta);
+}
+
+/* Checkpoints are XXH3-64-checksummed (version 2); version 1 checkpoints,
+ * checksummed with the older hash, still load; other versions are refused
+ * naming the version. */
+static void test_version_1_still_loads(void **state) {
+    (void)state;
+    State s;
+    state_init(&s, 290);
+    char *dir = df_test_tmpdir("ckpt-v1");
+    save(dir, &s, 10, 0);
+    char *path = ckpt_path(dir, 10);
+    cJSON *meta = file_metadata(path);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "version")), "2");
+    cJSON_Delete(meta);
+
+    Loaded l;
+    DfError err = {{0}};
+    rewrite_as_version(path, "1", 0); /* a version 2 checksum under version 1: corrupt */
+    loaded_init(&l, &s);
+    assert_int_equal(df_checkpoint_load(path, &s.cfg, &s.layout, &l.params, &l.opt, &l.progress, &l.options, &err), -1);
+    assert_contains(err.msg, "checksum");
+    loaded_free(&l);
+
+    rewrite_as_version(path, "1", 1);
+    loaded_init(&l, &s);
+    if (df_checkpoint_load(path, &s.cfg, &s.layout, &l.params, &l.opt, &l.progress, &l.options, &err) != 0)
+        fail_msg("version 1 checkpoint refused: %s", err.msg);
+    assert_memory_equal(l.params, s.params, s.layout.total * sizeof *s.params);
+    assert_int_equal(l.progress.step, 10);
+    loaded_free(&l);
+
+    rewrite_as_version(path, "3", 1);
+    loaded_init(&l, &s);
+    assert_int_equal(df_checkpoint_load(path, &s.cfg, &s.layout, &l.params, &l.opt, &l.progress, &l.options, &err), -1);
+    assert_contains(err.msg, "version '3'");
+    loaded_free(&l);
+    free(path);
+    df_test_rmtree(dir);
+    free(dir);
+    state_free(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),          cmocka_unit_test(test_rotation),
         cmocka_unit_test(test_latest),              cmocka_unit_test(test_corruption_fallback),
         cmocka_unit_test(test_config_mismatch),     cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_version_1_still_loads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

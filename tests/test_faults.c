@@ -256,7 +256,7 @@ static void test_one_writer_per_output(void **state) {
     snprintf(tgt, sizeof tgt, "%s", df_test_path("assets/coder-tiny"));
     char args[4096];
     write_records(path_in("lock.jsonl"), 24, 0);
-    /* train: the first runs until SIGTERM, then checkpoints and exits 0 */
+    /* train: the first runs until SIGTERM, then checkpoints and exits 75 (stopped, resumable) */
     snprintf(args, sizeof args, "train " TARGET "--data lock.jsonl --output lockrun --steps 100000 " TINY, tgt);
     pid_t first = start(args, path_in("first.log"));
     wait_for_file(path_in("lockrun/metrics.jsonl"));
@@ -265,7 +265,7 @@ static void test_one_writer_per_output(void **state) {
     int status;
     assert_int_equal(waitpid(first, &status, 0), first);
     assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(WEXITSTATUS(status), 75);
     assert_false(df_test_file_exists(path_in("lockrun/train.lock")));
 
     /* generate: the second is refused while the first goes on to the end */

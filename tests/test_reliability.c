@@ -2,7 +2,7 @@
  * - SIGKILL at 20 random moments (during steps and checkpoint writes), each
  *   time resumed with --resume: the final weights equal an uninterrupted
  *   run's byte for byte, and a resume never fails;
- * - SIGTERM: exit 0 with a checkpoint of the step reached (and the run
+ * - SIGTERM: exit 75 (stopped, resumable) with a checkpoint of the step reached (and the run
  *   resumes to the same weights); a second signal exits at once (143)
  *   leaving a loadable checkpoint; SIGTERM during dflash prepare leaves no
  *   store;
@@ -284,7 +284,7 @@ static void wait_for_text(const char *path, const char *needle) {
     fail_msg("%s never showed \"%s\"", path, needle);
 }
 
-static void test_sigterm_checkpoints_and_exits_0(void **state) {
+static void test_sigterm_checkpoints_and_exits_75(void **state) {
     Fixture *f = *state;
     char cmd[4096], log[1024], path[1200];
     path_in(f, "term.log", log, sizeof log);
@@ -293,7 +293,7 @@ static void test_sigterm_checkpoints_and_exits_0(void **state) {
     pid_t pid = spawn(cmd, log, 0);
     wait_for_steps(f, "term", 2);
     kill(pid, SIGTERM);
-    assert_int_equal(wait_status(pid), 0);
+    assert_int_equal(wait_status(pid), 75);
     char *text = df_test_read_file(log, NULL);
     const char *msg = strstr(text, "SIGTERM received: stopped after step ");
     assert_non_null(msg);
@@ -748,7 +748,7 @@ int main(void) {
         cmocka_unit_test(test_nonfinite_step_is_skipped),
         cmocka_unit_test(test_nonfinite_weights_stop_the_run),
         cmocka_unit_test(test_file_size_limit_keeps_previous_checkpoint),
-        cmocka_unit_test(test_sigterm_checkpoints_and_exits_0),
+        cmocka_unit_test(test_sigterm_checkpoints_and_exits_75),
         cmocka_unit_test(test_sigterm_during_prepare_leaves_no_store),
         cmocka_unit_test(test_sigkill_and_resume_is_identical),
     };

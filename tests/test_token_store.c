@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/checksum.h"
 #include "base/clock.h"
+#include "base/hash64.h"
 #include "formats/token_store.h"
 
 #define VOCAB 1000
@@ -203,7 +205,15 @@ static uint64_t get64(const Damage *d, size_t at) {
     return v;
 }
 static void put64(Damage *d, size_t at, uint64_t v) { memcpy(d->bytes + at, &v, 8); }
-static void reseal_header(Damage *d) { put64(d, 120, df_hash64(d->bytes, 120)); }
+static uint32_t version_of(const Damage *d) {
+    uint32_t v;
+    memcpy(&v, d->bytes + 8, 4);
+    return v;
+}
+/* The header checksum recomputed with the hash its version uses. */
+static void reseal_header(Damage *d) {
+    put64(d, 120, version_of(d) == 1 ? df_hash64(d->bytes, 120) : df_checksum(d->bytes, 120));
+}
 
 static void test_flipped_payload_byte_fails_checksum(void **state) {
     Damage *d = make_damage_fixture();
@@ -238,10 +248,53 @@ static void test_bad_magic(void **state) {
 
 static void test_wrong_version(void **state) {
     Damage *d = make_damage_fixture();
-    uint32_t v = 2;
+    uint32_t v = 3;
     memcpy(d->bytes + 8, &v, 4);
     reseal_header(d);
-    expect_refused(d, d->size, 0, "version 2");
+    expect_refused(d, d->size, 0, "version 3");
+    free_damage(d);
+}
+
+/* The payload checksum is XXH3-64 of the bytes after the header, so a
+ * standard tool (xxhsum -H3) can check a store. */
+static void test_payload_checksum_is_xxh3_of_file_tail(void **state) {
+    Damage *d = make_damage_fixture();
+    assert_int_equal(version_of(d), 2);
+    assert_true(get64(d, 104) == df_checksum(d->bytes + 128, d->size - 128));
+    assert_true(get64(d, 120) == df_checksum(d->bytes, 120));
+    free_damage(d);
+}
+
+/* A version 1 store (df_hash64 checksums, the format otherwise the same) is
+ * still read and verified; version 1 with XXH3 checksums is corrupt. */
+static void test_version_1_store_still_read(void **state) {
+    Damage *d = make_damage_fixture();
+    uint32_t v = 1;
+    memcpy(d->bytes + 8, &v, 4);
+    reseal_header(d); /* XXH3 payload checksum kept: wrong for version 1 */
+    expect_refused(d, d->size, 1, "payload checksum");
+    put64(d, 104, df_hash64(d->bytes + 128, d->size - 128));
+    reseal_header(d);
+    FILE *f = fopen(d->path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(d->bytes, 1, d->size, f), d->size);
+    fclose(f);
+    DfError err = {{0}};
+    DfTokenStore *st = df_token_store_open(d->path, 1, &err);
+    if (!st) fail_msg("version 1 store refused: %s", err.msg);
+    Samples S = make_samples(40, 50, 3); /* what make_damage_fixture wrote */
+    assert_int_equal(df_token_store_num_samples(st), S.n);
+    for (int i = 0; i < S.n; i++) {
+        const int32_t *ids;
+        const uint8_t *mask;
+        int64_t len;
+        assert_int_equal(df_token_store_sample(st, i, &ids, &mask, &len, &err), 0);
+        assert_int_equal(len, (int64_t)S.len[i]);
+        assert_memory_equal(ids, S.ids[i], S.len[i] * sizeof *ids);
+        assert_memory_equal(mask, S.mask[i], S.len[i]);
+    }
+    free_samples(&S);
+    df_token_store_close(st);
     free_damage(d);
 }
 
@@ -423,6 +476,36 @@ static void test_hash_streaming_and_sensitivity(void **state) {
  *       for v in lanes: h = step(h, mix(v))
  *       return h
  * over the bytes (37 * i + 11) mod 256, i = 0..n-1. */
+/* df_checksum: streaming equals one shot, and known answers printed by
+ * `xxhsum -H3` (xxHash 0.8.1) for the bytes (37 * i + 11) mod 256,
+ * i = 0..n-1 (n = 0 gives XXH3-64's published empty-input value). */
+static void test_checksum_is_xxh3(void **state) {
+    static const struct {
+        size_t n;
+        uint64_t hash;
+    } known[] = {
+        {0, 0x2d06800538d394c2ULL},   {1, 0x4a4139caf4136257ULL},   {3, 0x505118c313121c0eULL},
+        {16, 0x2e4359e2a04a5e32ULL},  {17, 0xf60c53684bbc489dULL},  {128, 0x5c6ab7b5b2360539ULL},
+        {129, 0x45fabbd183de7649ULL}, {240, 0xc0796428068cd12eULL}, {241, 0x859dc8ab6dd85c7cULL},
+        {1000, 0x35b90186550dbb50ULL},
+    };
+    unsigned char data[1000];
+    for (int i = 0; i < 1000; i++) data[i] = (unsigned char)(i * 37 + 11);
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        uint64_t h = df_checksum(data, known[k].n);
+        if (h != known[k].hash)
+            fail_msg("df_checksum of %zu bytes: %016llx, xxhsum -H3 %016llx", known[k].n, (unsigned long long)h,
+                     (unsigned long long)known[k].hash);
+    }
+    for (size_t piece = 1; piece < 300; piece += 37) {
+        DfChecksum *c = df_checksum_new();
+        for (size_t at = 0; at < sizeof data; at += piece)
+            df_checksum_update(c, data + at, at + piece <= sizeof data ? piece : sizeof data - at);
+        assert_true(df_checksum_final(c) == known[9].hash);
+        df_checksum_free(c);
+    }
+}
+
 static void test_hash_known_answers(void **state) {
     static const struct {
         size_t n;
@@ -450,6 +533,8 @@ int main(void) {
         cmocka_unit_test(test_truncated_file),
         cmocka_unit_test(test_bad_magic),
         cmocka_unit_test(test_wrong_version),
+        cmocka_unit_test(test_payload_checksum_is_xxh3_of_file_tail),
+        cmocka_unit_test(test_version_1_store_still_read),
         cmocka_unit_test(test_header_checksum),
         cmocka_unit_test(test_section_past_end),
         cmocka_unit_test(test_section_sizes_and_order),
@@ -459,6 +544,7 @@ int main(void) {
         cmocka_unit_test(test_failed_commit_leaves_nothing),
         cmocka_unit_test(test_hash_streaming_and_sensitivity),
         cmocka_unit_test(test_hash_known_answers),
+        cmocka_unit_test(test_checksum_is_xxh3),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

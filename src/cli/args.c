@@ -99,6 +99,10 @@ static int unknown_option(const DfCommandSpec *spec, const char *name, size_t le
     const char *names[DF_MAX_OPTIONS + 1];
     for (int i = 0; i < spec->n_options; i++) names[i] = spec->options[i].name;
     names[spec->n_options] = "quiet";
+    for (const char *const *h = spec->other_tools_options; h && h[0]; h += 2)
+        if (strlen(h[0]) == len && strncmp(h[0], name, len) == 0)
+            return df_fail(err, "%s: unknown option '--%.*s': %s (see 'dflash %s --help')", spec->name, (int)len, name,
+                           h[1], spec->name);
     const char *near = df_closest_name(name, len, names, spec->n_options + 1);
     if (near)
         return df_fail(err, "%s: unknown option '--%.*s'; did you mean '--%s'? (see 'dflash %s --help')", spec->name,

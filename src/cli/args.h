@@ -48,6 +48,10 @@ typedef struct DfCommandSpec {
     const char *details;    /* extra paragraph for --help, or NULL */
     const DfOption *options;
     int n_options;
+    /* Names of other tools' options that mean something else here, each
+     * with what to give instead: pairs {name, advice}, ending with NULL (or
+     * NULL: none). An unknown option of these names gets its advice. */
+    const char *const *other_tools_options;
 } DfCommandSpec;
 
 #define DF_MAX_OPTIONS 128

@@ -3,10 +3,13 @@
  * config.json, the fields the target forward will use; what a token store
  * holds (counts, length histogram, loss-token fraction; --dump N prints
  * samples as JSON lines); what an Arrow file or datasets folder holds
- * (schema, rows, batches). */
+ * (schema, rows, batches). A drafter directory (config.json listing
+ * DFlashDraftModel) gets the drafter's config; a training checkpoint its
+ * step and the drafter's parameter count, without the optimizer's moments. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -17,6 +20,8 @@
 #include "formats/model_config.h"
 #include "formats/safetensors.h"
 #include "formats/token_store.h"
+#include "model/drafter_io.h"
+#include "train/checkpoint.h"
 
 static void print_shape(const DfTensorInfo *t) {
     char buf[160];
@@ -27,12 +32,22 @@ static void print_shape(const DfTensorInfo *t) {
     printf("%s", buf);
 }
 
+/* A training checkpoint's optimizer moments and progress counters: state,
+ * not parameters of the model. */
+static int is_training_state(const char *name) {
+    return strncmp(name, "adam.", 5) == 0 || strncmp(name, "progress.", 9) == 0;
+}
+
+static int is_checkpoint(const DfSafetensors *st) {
+    return df_safetensors_find(st, "params") && df_safetensors_find(st, "adam.exp_avg");
+}
+
 static void print_tensors(const DfSafetensors *st, int list) {
     long long params = 0, bytes = 0;
-    int per_dtype[DF_DTYPE_BOOL + 1] = {0};
+    int per_dtype[DF_DTYPE_BOOL + 1] = {0}, checkpoint = is_checkpoint(st);
     for (int i = 0; i < st->n_tensors; i++) {
         const DfTensorInfo *t = &st->tensors[i];
-        params += (long long)(t->nbytes / df_dtype_size(t->dtype));
+        if (!(checkpoint && is_training_state(t->name))) params += (long long)(t->nbytes / df_dtype_size(t->dtype));
         bytes += (long long)t->nbytes;
         per_dtype[t->dtype]++;
         if (list) {
@@ -41,8 +56,9 @@ static void print_tensors(const DfSafetensors *st, int list) {
             printf("\n");
         }
     }
-    printf("files: %d\ntensors: %d\nparameters: %lld (%.2f M)\ndata: %lld bytes (%.2f MiB)\ndtypes:", st->n_files,
-           st->n_tensors, params, params / 1e6, bytes, bytes / 1048576.0);
+    printf("files: %d\ntensors: %d\nparameters: %lld (%.2f M)%s\ndata: %lld bytes (%.2f MiB)\ndtypes:", st->n_files,
+           st->n_tensors, params, params / 1e6, checkpoint ? " (the drafter's; the AdamW moments are not counted)" : "",
+           bytes, bytes / 1048576.0);
     for (int d = 0; d <= DF_DTYPE_BOOL; d++)
         if (per_dtype[d]) printf(" %s x%d", df_dtype_name((DfDtype)d), per_dtype[d]);
     printf("\n");
@@ -78,6 +94,47 @@ static void print_config(const DfModelConfig *c) {
     printf("\n  bos %d, eos", c->bos_token_id);
     for (int i = 0; i < c->n_eos; i++) printf(" %d", c->eos_token_ids[i]);
     printf("%s\n", c->n_eos ? "" : " none");
+}
+
+static void print_drafter_config(const DfDrafterConfig *c) {
+    printf("drafter: DFlashDraftModel, %d layers, hidden %d, intermediate %d, heads %d, kv heads %d, head_dim %d\n",
+           c->num_layers, c->hidden_size, c->intermediate_size, c->num_heads, c->num_kv_heads, c->head_dim);
+    printf("  block size %d, mask token %d, vocab %d, target layers %d, taps (target_layer_ids):", c->block_size,
+           c->mask_token_id, c->vocab_size, c->num_target_layers);
+    for (int i = 0; i < c->n_taps; i++) printf(" %d", c->target_layer_ids[i]);
+    printf("\n  rope theta %g, rms_norm_eps %g, max positions %d", c->rope.theta, c->rms_norm_eps,
+           c->max_position_embeddings);
+    if (c->sliding_window > 0) printf(", sliding window %d", c->sliding_window);
+    printf("\n");
+}
+
+/* A drafter directory: its config.json lists DFlashDraftModel. */
+static int is_drafter_dir(const char *dir) {
+    char path[4200], text[8192];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    DfError ignored;
+    FILE *f = df_fopen_regular(path, &ignored);
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = '\0';
+    return strstr(text, "\"DFlashDraftModel\"") != NULL;
+}
+
+/* A drafter directory or a checkpoint: read as the trainer reads them
+ * (every tensor checked; a checkpoint's checksum verified). */
+static int inspect_drafter(const char *path, int checkpoint, DfError *err) {
+    DfDrafterConfig cfg;
+    DfDrafterLayout layout;
+    float *params = NULL;
+    int64_t step = 0;
+    int rc = checkpoint ? df_checkpoint_read_drafter(path, &cfg, &layout, &params, &step, err)
+                        : df_drafter_load(path, &cfg, &layout, &params, err);
+    if (rc != 0) return -1;
+    if (checkpoint) printf("checkpoint: training state after step %lld (checksum verified)\n", (long long)step);
+    print_drafter_config(&cfg);
+    free(params);
+    df_drafter_layout_free(&layout);
+    return 0;
 }
 
 /* ---- token stores ------------------------------------------------------- */
@@ -225,9 +282,16 @@ int df_cmd_inspect(int argc, char **argv) {
         return 1;
     }
     print_tensors(&st, !summary_only);
+    int checkpoint = is_checkpoint(&st);
     df_safetensors_close(&st);
     struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    int dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (checkpoint || (dir && is_drafter_dir(path))) {
+        if (inspect_drafter(path, checkpoint, &err) == 0) return 0;
+        fprintf(stderr, "dflash: %s\n", err.msg);
+        return 1;
+    }
+    if (dir) {
         DfModelConfig cfg;
         if (df_model_config_load(&cfg, path, &err) != 0) {
             fprintf(stderr, "dflash: %s\n", err.msg);

@@ -349,7 +349,7 @@ int df_cmd_prepare(int argc, char **argv) {
         "{\"input_ids\": [int, ...], \"loss_mask\": [0|1, ...]} (already tokenized, same length), or\n"
         "{\"messages\": [{\"role\", \"content\"}, ...]} / ShareGPT {\"conversations\": [{\"from\", \"value\"}, ...]}\n"
         "(rendered with the chat template of the tokenizer's tokenizer_config.json, Qwen3 or Llama-3;\n"
-        "loss on the assistant turns). Arrow inputs (an .arrow file, stream or file format, or a\n"
+        "loss on the assistant turns), or {\"text\": str} (plain text, loss on every token). Arrow inputs (an .arrow file, stream or file format, or a\n"
         "Hugging Face datasets folder) hold the same shapes as columns: input_ids with loss_mask or\n"
         "labels (-100 = no loss), messages, conversations, or prompt and response.\n"
         "Bad records (invalid JSON, missing or mistyped fields, ids outside the vocabulary, mask\n"

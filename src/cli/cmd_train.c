@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 
 #include "base/atomic_file.h"
@@ -19,6 +20,7 @@
 #include "base/input_file.h"
 #include "base/paths_apart.h"
 #include "base/signals.h"
+#include "base/tee_output.h"
 #include "cli/args.h"
 #include "cli/config_args.h"
 #include "cli/commands.h"
@@ -38,6 +40,10 @@
 #define DEFAULT_DATA "assets/data/code-train.regenerated.jsonl"
 #define DEFAULT_OUTPUT "runs/coder-tiny"
 #define DEFAULT_EVAL_DATA "assets/data/code-dev.jsonl"
+/* Exit status of a run stopped by SIGINT/SIGTERM after writing its
+ * checkpoint: not finished, resumable (sysexits.h's EX_TEMPFAIL), so that a
+ * job script can tell it from a finished run (0) and a failed one (1). */
+#define EXIT_STOPPED_RESUMABLE 75
 
 static void apply_bundled_default(DfTrainOptions *o) {
     o->target_dir = DEFAULT_TARGET;
@@ -280,6 +286,66 @@ static int resolve_data_and_mask(DfTrainOptions *o, char *store_path, size_t cap
     return rc;
 }
 
+/* The width of the terminal on stderr (80 when it does not say). */
+static int terminal_columns(void) {
+    struct winsize ws;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    const char *env = getenv("COLUMNS");
+    int columns = env ? atoi(env) : 0;
+    return columns >= 20 ? columns : 80;
+}
+
+/* The topmost directory of path that does not exist yet (caller frees):
+ * what a run creates for --output, and removes again when it fails empty.
+ * NULL when path exists. */
+static char *first_missing_dir(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return NULL;
+    char *p = df_xstrdup(path), *missing = df_xstrdup(path);
+    for (char *slash; (slash = strrchr(p, '/')) && slash != p;) {
+        *slash = '\0';
+        if (stat(p, &st) == 0) break;
+        free(missing);
+        missing = df_xstrdup(p);
+    }
+    free(p);
+    return missing;
+}
+
+/* OUTPUT/train.log: what the run prints (stdout and stderr), appended to
+ * by each start of the run (a resume adds to it). */
+static int start_run_log(const DfTrainOptions *o, DfTeeOutput *tee, DfError *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train.log", o->output_dir);
+    return df_tee_output_start(tee, path, err);
+}
+
+/* Whether dir holds nothing but its train.log. */
+static int only_a_log(const char *dir) {
+    DIR *d = opendir(dir);
+    int other = !d;
+    for (struct dirent *e; d && !other && (e = readdir(d));)
+        other = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, "train.log") != 0;
+    if (d) closedir(d);
+    return !other;
+}
+
+/* After a failed run: output_dir and its parents up to top (the ones the
+ * run created), each only when empty (output_dir's own train.log aside:
+ * the failure is said on stderr). */
+static void remove_created_dirs(const char *output_dir, const char *top) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s/train.log", output_dir);
+    if (only_a_log(output_dir)) unlink(log);
+    char *p = df_xstrdup(output_dir);
+    while (rmdir(p) == 0 && strcmp(p, top) != 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
+    free(p);
+}
+
 /* One writer per run directory: the rank that writes OUTPUT (every process
  * when there is one) holds OUTPUT/train.lock for the whole run, data
  * preparation included. */
@@ -324,6 +390,29 @@ static void print_memory(const DfTrainSummary *s) {
                100.0 * (double)s->device_peak_bytes / (double)s->planned_bytes, (long long)s->drafter_block_rows);
 }
 
+/* The program as the user started it (argv[0], from /proc/self/cmdline), so
+ * that a printed command can be pasted back; "dflash" when unknown. */
+static void program_name(char *out, size_t cap) {
+    snprintf(out, cap, "dflash");
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f) return;
+    size_t n = fread(out, 1, cap - 1, f);
+    fclose(f);
+    out[n] = '\0'; /* the first NUL ends argv[0] */
+    if (!out[0]) snprintf(out, cap, "dflash");
+}
+
+/* The eval command for the drafter just written: the run's own held-out
+ * data, or the bundled default's, or a placeholder to fill in. */
+static void print_eval_hint(const DfTrainOptions *o, const DfTrainSummary *s) {
+    char program[1024];
+    program_name(program, sizeof program);
+    int bundled = strcmp(o->target_dir, DEFAULT_TARGET) == 0 && strcmp(o->output_dir, DEFAULT_OUTPUT) == 0;
+    const char *input = o->eval_data ? o->eval_data : bundled ? DEFAULT_EVAL_DATA : "HELD_OUT_PROMPTS.jsonl";
+    printf("evaluate it with:\n  %s eval --target %s --draft %s --input %s --max-new-tokens 128%s%s\n", program,
+           o->target_dir, s->final_dir, input, o->device ? " --device " : "", o->device ? o->device : "");
+}
+
 static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     if (s->stop_signal) {
         if (s->last_checkpoint[0])
@@ -364,9 +453,14 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
                (long long)s->bad_steps);
     if (s->finished) {
         printf("train: drafter written to %s (config.json, model.safetensors, dflash.py)\n", s->final_dir);
-        if (!o->quiet)
-            printf("evaluate it with:\n  ./dflash eval --target %s --draft %s --input %s --max-new-tokens 128\n", o->target_dir, s->final_dir,
-               DEFAULT_EVAL_DATA);
+        if (s->best_dir[0] && s->final_step == s->eval_best_step)
+            printf("train: %s is the drafter of step %lld, the best held-out tau (%.3f), as is %s\n",
+                   s->final_dir, (long long)s->final_step, s->eval_best_tau, s->best_dir);
+        else if (s->best_dir[0])
+            printf("train: %s is the last step's drafter (--select-by last); %s holds step %lld's, the best held-out "
+                   "tau (%.3f)\n",
+                   s->final_dir, s->best_dir, (long long)s->eval_best_step, s->eval_best_tau);
+        if (!o->quiet) print_eval_hint(o, s);
     } else {
         if (s->exported)
             printf("train: the drafter of step %lld written to %s (config.json, model.safetensors)\n",
@@ -376,10 +470,19 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     }
 }
 
+/* Hugging Face Trainer options whose meaning differs here: what to give instead. */
+static const char *const HF_OPTIONS_ADVICE[] = {
+    "per_device_train_batch_size", "a batch is counted in context tokens here: give --token-budget N",
+    "gradient_accumulation_steps", "a batch larger than the device holds is split into micro-batches by itself "
+                                   "(--max-drafter-tokens); give the whole batch as --token-budget N",
+    "resume_from_checkpoint", "give --resume: it continues from the newest checkpoint in OUTPUT/checkpoints",
+    "logging_steps", "metrics.jsonl gets every step; --log-every N sets how often a progress line is printed",
+    NULL};
+
 /* Keys of a run record (OUTPUT/args.json) that --config reads past. */
 static const char *const RECORD_ONLY_KEYS[] = {"dflash_version", "backends", NULL};
 
-static int train_main(int argc, char **argv, DfConfigArgs *config) {
+static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *tee) {
     DfTrainOptions o;
     df_train_options_default(&o);
     /* each written only when given (df_option_given), in the range its entry names */
@@ -387,7 +490,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     int seed = 0, save_every = 0, stop_at = 0, max_length = 0, mask = 0, resume = 0, max_bad = 0, window = 0;
     int queue_depth = 0, log_every = 0, target_ranks = 0, drafter_tokens = 0, keep = 0;
     const char *config_path = NULL; /* read by df_config_args_expand */
-    const char *layout = NULL, *overlap = NULL;
+    const char *layout = NULL, *overlap = NULL, *select_by = NULL, *report_to = NULL;
     DfTrainPrompts prompts;
     df_train_prompts_default(&prompts);
     double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
@@ -404,9 +507,9 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"top-p", DF_OPT_DOUBLE, &prompts.top_p, "P", "--prompts: nucleus sampling mass, as for generate (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
         {"batch", DF_OPT_INT, &prompts.batch, "N", "--prompts: sequences decoded together, as for generate (default 8)", 0, DF_RANGE(1, 4096)},
         {"no-graphs", DF_OPT_FLAG, &prompts.no_graphs, NULL, "--prompts on a GPU: no CUDA graphs in the regeneration, as for generate", 0},
-        {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, checkpoints/, final/", 0},
-        {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0, DF_RANGE(1, INT_MAX)},
-        {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6)},
+        {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, checkpoints/, final/", 0, .alias = "output_dir"},
+        {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0, DF_RANGE(1, INT_MAX), .alias = "max_steps"},
+        {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6), .alias = "num_train_epochs"},
         {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0, DF_RANGE(1, 64)},
         {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0, DF_RANGE(1, INT_MAX)},
         {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0, DF_RANGE(2, 64)},
@@ -418,13 +521,17 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0, DF_RANGE(1, 256)},
         {"num-anchors", DF_OPT_INT, &anchors, "N", "blocks per sequence and epoch (default 512)", 0, DF_RANGE(1, 1 << 20)},
         {"gamma", DF_OPT_DOUBLE, &gamma, "G", "loss decay over block positions (default 7 for B=16, 5 for 10, 4 for 8)", 0, DF_RANGE_POSITIVE(1e6)},
-        {"lr", DF_OPT_DOUBLE, &lr, "LR", "peak learning rate (default 6e-4)", 0, DF_RANGE_POSITIVE(10)},
-        {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0, DF_RANGE(0, 1)},
+        {"lr", DF_OPT_DOUBLE, &lr, "LR", "peak learning rate (default 6e-4)", 0, DF_RANGE_POSITIVE(10), .alias = "learning_rate"},
+        {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0, DF_RANGE(0, 1), .alias = "warmup_ratio"},
+        {"weight-decay", DF_OPT_DOUBLE, &o.weight_decay, "W", "AdamW decoupled weight decay (default 0)", 0, DF_RANGE(0, 10), .alias = "weight_decay"},
+        {"adam-beta1", DF_OPT_DOUBLE, &o.adam_beta1, "B", "AdamW first-moment decay (default 0.9)", 0, DF_RANGE(0, 0.999999), .alias = "adam_beta1"},
+        {"adam-beta2", DF_OPT_DOUBLE, &o.adam_beta2, "B", "AdamW second-moment decay (default 0.999)", 0, DF_RANGE(0, 0.999999), .alias = "adam_beta2"},
+        {"max-grad-norm", DF_OPT_DOUBLE, &o.max_grad_norm, "N", "clip the global gradient norm to N (default 1; 0: no clipping)", 0, DF_RANGE(0, 1e6), .alias = "max_grad_norm"},
         {"token-budget", DF_OPT_INT, &budget, "N", "context tokens per batch (default 8192)", 0, DF_RANGE(1, INT_MAX)},
         {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0, DF_RANGE(1, INT_MAX)},
         {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors, and --prompts' sampling (default 0)", 0, DF_RANGE(0, INT_MAX)},
-        {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0, DF_RANGE(1, INT_MAX)},
-        {"keep-checkpoints", DF_OPT_INT, &keep, "N", "newest checkpoints kept in OUTPUT/checkpoints (default 3, 0: all)", 0, DF_RANGE(0, INT_MAX)},
+        {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0, DF_RANGE(1, INT_MAX), .alias = "save_steps"},
+        {"keep-checkpoints", DF_OPT_INT, &keep, "N", "newest checkpoints kept in OUTPUT/checkpoints (default 3, 0: all)", 0, DF_RANGE(0, INT_MAX), .alias = "save_total_limit"},
         {"init-from", DF_OPT_STRING, &o.init_from, "DIR", "start from this drafter's weights (a drafter directory, ours or another trainer's, or a checkpoint file) with a fresh optimizer; its shape must be this run's", 0},
         {"config", DF_OPT_STRING, &config_path, "FILE", "options from a JSON object keyed by option names, e.g. a run's OUTPUT/args.json (flags given here win)", 0},
         {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0, DF_RANGE(1, INT_MAX)},
@@ -432,8 +539,10 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0, DF_RANGE(1, 1 << 30)},
         {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0, DF_RANGE(0, INT_MAX)},
         {"eval-data", DF_OPT_STRING, &o.eval_data, "FILE", "held-out prompts {\"prompt\"} or conversations {\"messages\"} / {\"conversations\"} (as eval takes them): greedy speculative decoding of them with the current drafter, on the training device, every --eval-every steps; tau, acceptance by position and the lossless check go to OUTPUT/eval.jsonl, the best step is named at the end", 0},
-        {"eval-every", DF_OPT_INT, &eval_every, "N", "a held-out eval every N steps and at the last step (needed with --eval-data)", 0, DF_RANGE(1, INT_MAX)},
+        {"eval-every", DF_OPT_INT, &eval_every, "N", "a held-out eval every N steps and at the last step (needed with --eval-data)", 0, DF_RANGE(1, INT_MAX), .alias = "eval_steps"},
         {"eval-prompts", DF_OPT_INT, &eval_prompts, "K", "the first K prompts of --eval-data (default 16)", 0, DF_RANGE(1, 1 << 20)},
+        {"report-to", DF_OPT_STRING, &report_to, "jsonl|tensorboard", "where the curves go besides the console: jsonl (default: OUTPUT/metrics.jsonl and eval.jsonl) or tensorboard (those and TensorBoard event files under OUTPUT/tb/: the step's loss, train-tau, accuracy by position, lr, grad norm, tokens/s, MFU, stage times; the held-out eval's tau and acceptance by position)", 0, .alias = "report_to"},
+        {"select-by", DF_OPT_STRING, &select_by, "tau|last", "which drafter final/ holds at the end: the step with the best held-out tau (tau; its drafter is also kept in OUTPUT/best/ and its checkpoint outlives --keep-checkpoints) or the last step (last) (default: tau with --eval-data, else last)", 0},
         {"eval-max-new-tokens", DF_OPT_INT, &eval_new, "M", "tokens decoded per eval prompt at most (default 128)", 0, DF_RANGE(1, 1 << 20)},
         {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
         {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0, DF_RANGE(0, INT_MAX)},
@@ -460,12 +569,13 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         "OUTPUT/regenerated.jsonl, resumably, then trained on as --data would be.\n"
         "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
         "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.\n"
-        "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 0; a second\n"
-        "signal exits at once (130/143), leaving the previous checkpoint intact.\n"
+        "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 75 (stopped,\n"
+        "resumable with --resume); a second signal exits at once (130/143), leaving the previous\n"
+        "checkpoint intact.\n"
         "Data parallel: one process per device, started as torchrun, mpirun or srun start them, with\n"
         "the same options; --device cuda means cuda:LOCAL_RANK. The layouts, launchers and NCCL are\n"
         "described in docs/distributed.md; every option in docs/usage.md.",
-        options, DF_COUNT(options)};
+        options, DF_COUNT(options), HF_OPTIONS_ADVICE};
     DfParsedArgs parsed;
     DfError err = {{0}};
     int exit_code;
@@ -542,6 +652,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     if (GIVEN("target-ranks")) o.target_ranks = target_ranks;
     if (GIVEN("log-every")) o.log_every = log_every;
     if (!isatty(STDERR_FILENO)) o.log_interval_s = 30; /* a log file, not a person watching: fewer lines */
+    else o.progress_columns = terminal_columns(); /* taken before stderr is copied to train.log through a pipe */
     if (o.quiet && GIVEN("log-every")) {
         fprintf(stderr, "dflash train: --log-every asks for progress lines, --quiet for none: give one of them\n");
         return 2;
@@ -563,6 +674,20 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         fprintf(stderr, "dflash train: --eval-every, --eval-prompts and --eval-max-new-tokens go with --eval-data\n");
         return 2;
     }
+    if (report_to && strcmp(report_to, "jsonl") != 0 && strcmp(report_to, "tensorboard") != 0) {
+        fprintf(stderr, "dflash train: --report-to takes jsonl or tensorboard, not '%s'\n", report_to);
+        return 2;
+    }
+    o.report_tensorboard = report_to && strcmp(report_to, "tensorboard") == 0;
+    if (select_by && strcmp(select_by, "tau") != 0 && strcmp(select_by, "last") != 0) {
+        fprintf(stderr, "dflash train: --select-by takes tau or last, not '%s'\n", select_by);
+        return 2;
+    }
+    if (select_by && strcmp(select_by, "tau") == 0 && !o.eval_data) {
+        fprintf(stderr, "dflash train: --select-by tau needs held-out data: give --eval-data and --eval-every\n");
+        return 2;
+    }
+    if (select_by) o.select_by = strcmp(select_by, "tau") == 0 ? DF_SELECT_TAU : DF_SELECT_LAST;
     if (o.eval_data && !GIVEN("eval-every")) {
         fprintf(stderr, "dflash train: --eval-data needs --eval-every N (an eval every N steps)\n");
         return 2;
@@ -595,7 +720,9 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     DfTrainSummary summary;
     DfOutputLock lock = {-1, NULL};
     int rc = df_train_check_device(o.device, o.kernel_variants, &err); /* before any data is prepared */
+    char *created = first_missing_dir(o.output_dir);
     if (rc == 0) rc = lock_run(&o, &lock, &err);
+    if (rc == 0 && lock.fd >= 0) rc = start_run_log(&o, tee, &err); /* the writing rank's */
     if (rc == 0 && prompts.path) {
         rc = df_train_regenerate(&prompts, &o, o.quiet, regenerated, sizeof regenerated, &err);
         o.data_source = regenerated; /* trained on as --data would be */
@@ -606,6 +733,8 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
         rc = df_train(&o, &summary, &err);
     }
     df_output_unlock(&lock);
+    if (rc != 0 && created) remove_created_dirs(o.output_dir, created);
+    free(created);
     if (rc != 0) {
         if (o.dist && o.dist->world_size > 1) fprintf(stderr, "dflash train: rank %d: %s\n", o.dist->rank, err.msg);
         else fprintf(stderr, "dflash train: %s\n", err.msg);
@@ -615,15 +744,17 @@ static int train_main(int argc, char **argv, DfConfigArgs *config) {
     if (summary.rank != summary.writer_rank) {
         printf("train: rank %d of %d: done at step %lld (rank %d writes the run's files)\n", summary.rank,
                summary.world, (long long)summary.last_step, summary.writer_rank);
-        return 0;
+        return summary.stop_signal ? EXIT_STOPPED_RESUMABLE : 0;
     }
     print_result(&o, &summary);
-    return 0;
+    return summary.stop_signal ? EXIT_STOPPED_RESUMABLE : 0;
 }
 
 int df_cmd_train(int argc, char **argv) {
     DfConfigArgs config = {0};
-    int rc = train_main(argc, argv, &config);
+    DfTeeOutput tee = {.child = -1, .saved_out = -1, .saved_err = -1};
+    int rc = train_main(argc, argv, &config, &tee);
+    df_tee_output_stop(&tee);
     df_config_args_free(&config);
     return rc;
 }

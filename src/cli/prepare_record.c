@@ -68,6 +68,21 @@ static void encode_prompt_response(const DfRecordRules *rules, DfPreparedRecord 
     df_prepare_record_texts(rules, r, texts, lens);
 }
 
+/* Plain text ({"text": ...}, as pretraining and continuation data come):
+ * every token is trained on. */
+static void encode_text(const DfRecordRules *rules, DfPreparedRecord *r, const cJSON *text) {
+    if (!cJSON_IsString(text)) {
+        df_prepared_record_bad(r, DF_BAD_WRONG_TYPE, "field \"text\" is not a string");
+        return;
+    }
+    DfError err = {{0}};
+    if (df_tokenizer_encode(rules->tok, text->valuestring, strlen(text->valuestring), &r->ids, &err) != 0) {
+        df_prepared_record_bad(r, DF_BAD_TOKENIZE, "cannot tokenize the text: %s", err.msg);
+        return;
+    }
+    mask_push(&r->mask, 1, r->ids.len);
+}
+
 void df_prepare_record_chat(const DfRecordRules *rules, DfPreparedRecord *r) {
     if (!rules->chat) {
         df_prepared_record_bad(r, DF_BAD_TOKENIZE, "chat record, but %s", rules->chat_error);
@@ -167,12 +182,14 @@ void df_prepare_record(const DfRecordRules *rules, const char *text, size_t len,
         const cJSON *response = cJSON_GetObjectItemCaseSensitive(root, "response");
         const cJSON *messages = cJSON_GetObjectItemCaseSensitive(root, "messages");
         const cJSON *conversations = cJSON_GetObjectItemCaseSensitive(root, "conversations");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(root, "text");
         if (ids || mask) read_pretokenized(rules, r, ids, mask);
         else if (messages) encode_chat_json(rules, r, messages, 0);
         else if (conversations) encode_chat_json(rules, r, conversations, 1);
         else if (prompt || response) encode_prompt_response(rules, r, prompt, response);
+        else if (text) encode_text(rules, r, text);
         else df_prepared_record_bad(r, DF_BAD_MISSING_FIELD, "missing fields: none of \"prompt\"/\"response\", \"input_ids\"/\"loss_mask\", "
-                                            "\"messages\", \"conversations\"");
+                                            "\"messages\", \"conversations\", \"text\"");
         if (r->bad == DF_RECORD_OK) df_prepare_record_check(rules, r);
     }
     cJSON_Delete(root);

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "base/atomic_file.h"
+#include "base/checksum.h"
+#include "base/hash64.h"
 #include "base/mapped_file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -64,7 +66,7 @@ struct DfTokenStoreWriter {
     int64_t *offsets; /* n_samples + 1 entries */
     size_t n_samples, offsets_cap;
     uint64_t n_tokens, n_loss;
-    DfHash64 payload; /* over every byte written after the header */
+    DfChecksum *payload; /* over every byte written after the header */
     int broken;       /* a write failed: commit must fail */
 };
 
@@ -103,7 +105,7 @@ DfTokenStoreWriter *df_token_store_writer_open(const char *path, int vocab_size,
     w->offsets_cap = 1024;
     w->offsets = df_xmalloc(w->offsets_cap * sizeof *w->offsets, "token store offsets");
     w->offsets[0] = 0;
-    df_hash64_init(&w->payload);
+    w->payload = df_checksum_new();
     return w;
 }
 
@@ -128,7 +130,7 @@ int df_token_store_writer_append(DfTokenStoreWriter *w, const int32_t *ids, cons
         w->broken = 1;
         return df_fail_errno(err, "%s: cannot write sample %zu", w->path, w->n_samples);
     }
-    df_hash64_update(&w->payload, ids, n * sizeof *ids);
+    df_checksum_update(w->payload, ids, n * sizeof *ids);
     for (size_t i = 0; i < n; i++) w->n_loss += mask[i];
     w->n_tokens += n;
     if (w->n_samples + 2 > w->offsets_cap) {
@@ -143,6 +145,7 @@ int64_t df_token_store_writer_num_samples(const DfTokenStoreWriter *w) { return 
 
 static void free_writer(DfTokenStoreWriter *w) {
     if (w->mask_fp) fclose(w->mask_fp);
+    df_checksum_free(w->payload);
     free(w->offsets);
     free(w->path);
     free(w);
@@ -157,7 +160,7 @@ void df_token_store_writer_abort(DfTokenStoreWriter *w) {
 /* Writes bytes to the output and adds them to the payload checksum. */
 static int emit(DfTokenStoreWriter *w, const void *data, size_t n, DfError *err) {
     if (fwrite(data, 1, n, w->out.fp) != n) return df_fail_errno(err, "%s: cannot write", w->out.tmp_path);
-    df_hash64_update(&w->payload, data, n);
+    df_checksum_update(w->payload, data, n);
     return 0;
 }
 
@@ -202,8 +205,8 @@ static void build_header(const DfTokenStoreWriter *w, unsigned char *h, uint64_t
     put_u64(h, H_MASK_SIZE, w->n_tokens);
     put_u64(h, H_OFFSETS_OFF, offsets_off);
     put_u64(h, H_OFFSETS_SIZE, 8 * (w->n_samples + 1));
-    put_u64(h, H_PAYLOAD_SUM, df_hash64_final(&w->payload));
-    put_u64(h, H_HEADER_SUM, df_hash64(h, H_HEADER_SUM));
+    put_u64(h, H_PAYLOAD_SUM, df_checksum_final(w->payload));
+    put_u64(h, H_HEADER_SUM, df_checksum(h, H_HEADER_SUM));
 }
 
 static int finish_file(DfTokenStoreWriter *w, DfError *err) {
@@ -242,7 +245,14 @@ struct DfTokenStore {
     int64_t n_samples, n_tokens, n_loss;
     uint32_t vocab_size;
     uint64_t fingerprint, payload_sum;
+    uint32_t version;
 };
+
+/* Version 1 stores were checksummed with df_hash64 (kept for reading them);
+ * version 2 uses df_checksum (XXH3-64). */
+static uint64_t store_checksum(uint32_t version, const void *data, size_t n) {
+    return version == DF_TOKEN_STORE_VERSION_LEGACY ? df_hash64(data, n) : df_checksum(data, n);
+}
 
 /* A section must start on a 64-byte boundary at or after `min_start` (which
  * keeps the sections in order and apart), have the size its counts imply,
@@ -274,13 +284,14 @@ static int check_header(DfTokenStore *s, DfError *err) {
     if (memcmp(h + H_MAGIC, DF_TOKEN_STORE_MAGIC, 8) != 0)
         return df_fail(err, "%s: not a token store (bad magic, expected \"%s\")", path, DF_TOKEN_STORE_MAGIC);
     uint32_t version = get_u32(h, H_VERSION);
-    if (version != DF_TOKEN_STORE_VERSION)
-        return df_fail(err, "%s: token store format version %" PRIu32 ", this build reads version %u", path, version,
-                       DF_TOKEN_STORE_VERSION);
+    if (version != DF_TOKEN_STORE_VERSION && version != DF_TOKEN_STORE_VERSION_LEGACY)
+        return df_fail(err, "%s: token store format version %" PRIu32 ", this build reads versions %u and %u", path,
+                       version, DF_TOKEN_STORE_VERSION_LEGACY, DF_TOKEN_STORE_VERSION);
+    s->version = version;
     if (get_u32(h, H_HEADER_SIZE) != DF_TOKEN_STORE_HEADER_SIZE)
         return df_fail(err, "%s: corrupt header: header size %" PRIu32 ", expected %u", path, get_u32(h, H_HEADER_SIZE),
                        DF_TOKEN_STORE_HEADER_SIZE);
-    uint64_t stored = get_u64(h, H_HEADER_SUM), actual = df_hash64(h, H_HEADER_SUM);
+    uint64_t stored = get_u64(h, H_HEADER_SUM), actual = store_checksum(version, h, H_HEADER_SUM);
     if (stored != actual)
         return df_fail(err, "%s: header checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64 ")", path, stored,
                        actual);
@@ -349,7 +360,8 @@ void df_token_store_close(DfTokenStore *s) {
 
 int df_token_store_verify(const DfTokenStore *s, DfError *err) {
     const char *path = s->file.path;
-    uint64_t sum = df_hash64(s->file.data + DF_TOKEN_STORE_HEADER_SIZE, s->file.size - DF_TOKEN_STORE_HEADER_SIZE);
+    uint64_t sum = store_checksum(s->version, s->file.data + DF_TOKEN_STORE_HEADER_SIZE,
+                                  s->file.size - DF_TOKEN_STORE_HEADER_SIZE);
     if (sum != s->payload_sum)
         return df_fail(err, "%s: payload checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64
                        "): the file is corrupt", path, s->payload_sum, sum);

@@ -2,12 +2,12 @@
  * token) in one binary file that is memory-mapped for reading, with O(1)
  * access to any sample and no parsing or allocation per sample.
  *
- * File format, version 1. All integers little-endian.
+ * File format, version 2. All integers little-endian.
  *
  *   Header, 128 bytes:
  *     offset size  field
  *       0     8    magic "DFLSTORE"
- *       8     4    u32 format version (1)
+ *       8     4    u32 format version (2)
  *      12     4    u32 header size in bytes (128)
  *      16     4    u32 vocabulary size V: every id is in [0, V)
  *      20     4    u32 reserved, 0
@@ -21,9 +21,9 @@
  *      80     8    u64 mask section: byte size (T)
  *      88     8    u64 offsets section: byte offset
  *      96     8    u64 offsets section: byte size (8*(N+1))
- *     104     8    u64 payload checksum: df_hash64 of bytes [128, end of file)
+ *     104     8    u64 payload checksum: XXH3-64 of bytes [128, end of file)
  *     112     8    u64 reserved, 0
- *     120     8    u64 header checksum: df_hash64 of header bytes [0, 120)
+ *     120     8    u64 header checksum: XXH3-64 of header bytes [0, 120)
  *
  *   Sections, in this order, each starting at a multiple of 64 bytes (the
  *   gaps are zero bytes; the file ends where the offsets section ends):
@@ -32,7 +32,10 @@
  *     offsets  int64[N+1] sample i is tokens [offsets[i], offsets[i+1]);
  *                         offsets[0] = 0, non-decreasing, offsets[N] = T
  *
- * Checksum: df_hash64 (src/base/hash64.h) of the bytes named above.
+ * Checksum: XXH3-64 with seed 0 (df_checksum, src/base/checksum.h) of the
+ * bytes named above; `tail -c +129 FILE | xxhsum -H3` prints the payload's.
+ * Version 1 files, identical but checksummed with df_hash64
+ * (src/base/hash64.h), are still read.
  *
  * Writing streams samples: ids go straight into a temporary file next to the
  * output, masks into a second (already unlinked) temporary file, offsets stay
@@ -46,10 +49,10 @@
 #include <stdint.h>
 
 #include "base/error.h"
-#include "base/hash64.h"
 
 #define DF_TOKEN_STORE_MAGIC "DFLSTORE"
-#define DF_TOKEN_STORE_VERSION 1u
+#define DF_TOKEN_STORE_VERSION 2u
+#define DF_TOKEN_STORE_VERSION_LEGACY 1u /* df_hash64 checksums */
 #define DF_TOKEN_STORE_HEADER_SIZE 128u
 #define DF_TOKEN_STORE_ALIGN 64u
 

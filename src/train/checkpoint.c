@@ -3,8 +3,6 @@
  * rotated only after the new one is durable. */
 #include "train/checkpoint.h"
 
-#include "base/hash64.h"
-
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
@@ -16,20 +14,47 @@
 #include <unistd.h>
 
 #include "base/atomic_file.h"
+#include "base/checksum.h"
+#include "base/hash64.h"
 #include "formats/safetensors.h"
 #include "model/drafter_io.h"
 
 #define CKPT_FORMAT "dflash-checkpoint"
-#define CKPT_VERSION "1"
+#define CKPT_VERSION "2"
+#define CKPT_VERSION_LEGACY "1" /* df_hash64 folds; still read */
 #define CKPT_PREFIX "step-"
 #define CKPT_SUFFIX ".safetensors"
 
 /* --------------------------------------------------------------- checksum */
 
-/* Start value of the checkpoint checksum (any fixed constant). */
-#define CHECKSUM_START 0x165667B19E3779F9ull
+/* The checksum over a sequence of byte ranges. Version 2: XXH3-64 of the
+ * ranges concatenated. Version 1: each range's df_hash64_chunked folded in
+ * order with df_hash64_mix from a fixed start value. */
+typedef struct CkptSum {
+    int legacy;
+    DfChecksum *xxh3;
+    uint64_t folded;
+} CkptSum;
 
-static uint64_t fold(uint64_t h, const void *data, size_t n) { return df_hash64_mix(h ^ df_hash64_chunked(data, n)); }
+#define LEGACY_CHECKSUM_START 0x165667B19E3779F9ull
+
+static void sum_begin(CkptSum *c, int legacy) {
+    c->legacy = legacy;
+    c->xxh3 = legacy ? NULL : df_checksum_new();
+    c->folded = LEGACY_CHECKSUM_START;
+}
+
+static void sum_add(CkptSum *c, const void *data, size_t n) {
+    if (c->legacy) c->folded = df_hash64_mix(c->folded ^ df_hash64_chunked(data, n));
+    else df_checksum_update(c->xxh3, data, n);
+}
+
+static uint64_t sum_end(CkptSum *c) {
+    if (c->legacy) return c->folded;
+    uint64_t h = df_checksum_final(c->xxh3);
+    df_checksum_free(c->xxh3);
+    return h;
+}
 
 /* The metadata strings the checksum covers, in order. */
 static const char *const HASHED_METADATA[] = {"drafter_config", "loss_gamma", "options"};
@@ -161,14 +186,15 @@ static uint64_t checksum_of_outputs(const DfTensorOut *t, int n, const char *con
     const DfTensorOut **order = df_xcalloc((size_t)n, sizeof *order, "checksum order");
     for (int i = 0; i < n; i++) order[i] = &t[i];
     qsort(order, (size_t)n, sizeof *order, compare_out_ptr);
-    uint64_t h = CHECKSUM_START;
+    CkptSum c;
+    sum_begin(&c, 0);
     for (int i = 0; i < n; i++) {
-        h = fold(h, order[i]->name, strlen(order[i]->name));
-        h = fold(h, order[i]->data, out_nbytes(order[i]));
+        sum_add(&c, order[i]->name, strlen(order[i]->name));
+        sum_add(&c, order[i]->data, out_nbytes(order[i]));
     }
-    for (int i = 0; i < N_HASHED_METADATA; i++) h = fold(h, meta_values[i], strlen(meta_values[i]));
+    for (int i = 0; i < N_HASHED_METADATA; i++) sum_add(&c, meta_values[i], strlen(meta_values[i]));
     free(order);
-    return h;
+    return sum_end(&c);
 }
 
 static DfTensorOut vector_out(const char *name, DfDtype dtype, int64_t len, const void *data) {
@@ -190,15 +216,17 @@ static char *build_metadata(const char *const *meta_values, uint64_t checksum) {
     return text;
 }
 
-/* Removes the oldest checkpoints beyond keep_last, never the one at keep_step. */
-static int rotate(const char *dir, int keep_last, int64_t keep_step, DfError *err) {
+/* Removes the oldest checkpoints beyond keep_last, never the one at
+ * keep_step; the one at keep_also (-1: none) is kept besides the keep_last. */
+static int rotate(const char *dir, int keep_last, int64_t keep_step, int64_t keep_also, DfError *err) {
     if (keep_last <= 0) return 0;
     CkptEntry *e;
     int n;
     if (list_checkpoints(dir, &e, &n, err) != 0) return -1;
     int excess = n - keep_last, removed = 0, rc = 0;
+    for (int i = 0; i < n; i++) excess -= e[i].step == keep_also && keep_also != keep_step;
     for (int i = 0; i < n && removed < excess; i++) {
-        if (e[i].step == keep_step) continue;
+        if (e[i].step == keep_step || e[i].step == keep_also) continue;
         if (unlink(e[i].path) != 0 && errno != ENOENT) {
             rc = df_fail_errno(err, "%s: cannot remove an old checkpoint", e[i].path);
             break;
@@ -213,6 +241,13 @@ static int rotate(const char *dir, int keep_last, int64_t keep_step, DfError *er
 int df_checkpoint_save(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
                        const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
                        const char *options_json, int keep_last, DfError *err) {
+    return df_checkpoint_save_keeping(checkpoints_dir, cfg, layout, params, opt, progress, options_json, keep_last, -1,
+                                      err);
+}
+
+int df_checkpoint_save_keeping(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
+                               const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
+                               const char *options_json, int keep_last, int64_t keep_also, DfError *err) {
     if (opt->total != layout->total)
         return df_fail(err, "%s: optimizer state has %zu values, the parameters %zu", checkpoints_dir, opt->total,
                        layout->total);
@@ -237,7 +272,7 @@ int df_checkpoint_save(const char *checkpoints_dir, const DfDrafterConfig *cfg, 
     int rc = config && metadata ? 0 : df_fail(err, "%s: cannot build the metadata (out of memory)", path);
     /* Atomic: temporary name, fsync, rename, fsync of the directory. */
     if (rc == 0) rc = df_safetensors_write(path, t, 4 + N_PROGRESS, metadata, err);
-    if (rc == 0) rc = rotate(checkpoints_dir, keep_last, progress->step, err);
+    if (rc == 0) rc = rotate(checkpoints_dir, keep_last, progress->step, keep_also, err);
     free(path);
     cJSON_free(metadata);
     free(config);
@@ -308,21 +343,23 @@ static int verify_file(const DfSafetensors *st, const char *path, const cJSON *m
     const char *format = meta_string(meta, "format"), *version = meta_string(meta, "version");
     if (!format || strcmp(format, CKPT_FORMAT) != 0)
         return df_fail(err, "%s: metadata \"format\" is not \"%s\": not a dflash checkpoint", path, CKPT_FORMAT);
-    if (!version || strcmp(version, CKPT_VERSION) != 0)
-        return df_fail(err, "%s: checkpoint version '%s' is not supported (this build reads version %s)", path,
-                       version ? version : "(none)", CKPT_VERSION);
+    if (!version || (strcmp(version, CKPT_VERSION) != 0 && strcmp(version, CKPT_VERSION_LEGACY) != 0))
+        return df_fail(err, "%s: checkpoint version '%s' is not supported (this build reads versions %s and %s)", path,
+                       version ? version : "(none)", CKPT_VERSION_LEGACY, CKPT_VERSION);
     const char *stored = meta_string(meta, "checksum");
     const char *values[N_HASHED_METADATA];
     for (int i = 0; i < N_HASHED_METADATA; i++)
         if (!(values[i] = meta_string(meta, HASHED_METADATA[i])))
             return df_fail(err, "%s: metadata \"%s\" is missing", path, HASHED_METADATA[i]);
     if (!stored) return df_fail(err, "%s: metadata \"checksum\" is missing", path);
-    uint64_t h = CHECKSUM_START; /* st->tensors is sorted by name, the order the checksum uses */
+    CkptSum c; /* st->tensors is sorted by name, the order the checksum uses */
+    sum_begin(&c, strcmp(version, CKPT_VERSION_LEGACY) == 0);
     for (int i = 0; i < st->n_tensors; i++) {
-        h = fold(h, st->tensors[i].name, strlen(st->tensors[i].name));
-        h = fold(h, st->tensors[i].data, st->tensors[i].nbytes);
+        sum_add(&c, st->tensors[i].name, strlen(st->tensors[i].name));
+        sum_add(&c, st->tensors[i].data, st->tensors[i].nbytes);
     }
-    for (int i = 0; i < N_HASHED_METADATA; i++) h = fold(h, values[i], strlen(values[i]));
+    for (int i = 0; i < N_HASHED_METADATA; i++) sum_add(&c, values[i], strlen(values[i]));
+    uint64_t h = sum_end(&c);
     char hex[17];
     snprintf(hex, sizeof hex, "%016" PRIx64, h);
     if (strcmp(hex, stored) != 0)

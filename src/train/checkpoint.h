@@ -38,6 +38,13 @@ int df_checkpoint_save(const char *checkpoints_dir, const DfDrafterConfig *cfg, 
                        const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
                        const char *options_json, int keep_last, DfError *err);
 
+/* df_checkpoint_save, where rotation also keeps the checkpoint of step
+ * keep_also (when there is one; -1: none) besides the keep_last newest: the
+ * step with the best held-out eval. */
+int df_checkpoint_save_keeping(const char *checkpoints_dir, const DfDrafterConfig *cfg, const DfDrafterLayout *layout,
+                               const float *params, const DfAdamW *opt, const DfTrainProgress *progress,
+                               const char *options_json, int keep_last, int64_t keep_also, DfError *err);
+
 /* Path of the newest checkpoint in the directory (caller frees), NULL with
  * err->msg empty when there is none, NULL with a message on error. */
 char *df_checkpoint_latest(const char *checkpoints_dir, DfError *err);
@@ -74,9 +81,11 @@ int df_checkpoint_read_drafter(const char *path, DfDrafterConfig *cfg, DfDrafter
  * field comes from the target). */
 const char *df_train_option_of_field(const char *what);
 
-/* The checkpoint checksum: df_hash64_chunked (src/base/hash64.h) of each
- * tensor in name order (its name bytes, then its data bytes), then of the
- * metadata strings drafter_config, loss_gamma and options, folded in order
- * with df_hash64_mix. */
+/* The checkpoint checksum (metadata "version" "2"): XXH3-64 (seed 0,
+ * src/base/checksum.h) of, concatenated: each tensor in name order (its name
+ * bytes, then its data bytes), then the metadata strings drafter_config,
+ * loss_gamma and options. Version "1" checkpoints, which folded
+ * df_hash64_chunked (src/base/hash64.h) of the same byte ranges with
+ * df_hash64_mix, are still read. */
 
 #endif

@@ -44,6 +44,13 @@ char *df_run_options_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg, 
     cJSON_AddNumberToObject(j, "gamma", dcfg->gamma);
     cJSON_AddNumberToObject(j, "lr", o->lr);
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
+    /* Recorded only when they differ from their defaults, which runs from
+     * before these options had: a checkpoint without them resumes with the
+     * defaults, and one with them only with the same values. */
+    if (o->weight_decay != 0) cJSON_AddNumberToObject(j, "weight_decay", o->weight_decay);
+    if (o->adam_beta1 != 0.9) cJSON_AddNumberToObject(j, "adam_beta1", o->adam_beta1);
+    if (o->adam_beta2 != 0.999) cJSON_AddNumberToObject(j, "adam_beta2", o->adam_beta2);
+    if (o->max_grad_norm != 1.0) cJSON_AddNumberToObject(j, "max_grad_norm", o->max_grad_norm);
     cJSON_AddNumberToObject(j, "token_budget", (double)o->token_budget);
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);

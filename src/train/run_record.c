@@ -70,6 +70,10 @@ static void add_training_options(cJSON *j, const DfTrainOptions *o, const DfDraf
     cJSON_AddNumberToObject(j, "gamma", c->gamma);
     cJSON_AddNumberToObject(j, "lr", o->lr);
     cJSON_AddNumberToObject(j, "warmup", o->warmup);
+    cJSON_AddNumberToObject(j, "weight-decay", o->weight_decay);
+    cJSON_AddNumberToObject(j, "adam-beta1", o->adam_beta1);
+    cJSON_AddNumberToObject(j, "adam-beta2", o->adam_beta2);
+    cJSON_AddNumberToObject(j, "max-grad-norm", o->max_grad_norm);
     cJSON_AddNumberToObject(j, "token-budget", (double)o->token_budget);
     add_or_null(j, "max-drafter-tokens", (double)o->max_drafter_tokens);
     cJSON_AddNumberToObject(j, "seed", (double)o->seed);
@@ -85,6 +89,9 @@ static void add_eval_options(cJSON *j, const DfTrainOptions *o) {
     /* null without --eval-data, which they go with */
     add_or_null(j, "eval-prompts", o->eval_data ? o->eval_prompts : 0);
     add_or_null(j, "eval-max-new-tokens", o->eval_data ? o->eval_max_new_tokens : 0);
+    cJSON_AddStringToObject(j, "report-to", o->report_tensorboard ? "tensorboard" : "jsonl");
+    if (o->select_by == DF_SELECT_AUTO) cJSON_AddNullToObject(j, "select-by");
+    else cJSON_AddStringToObject(j, "select-by", o->select_by == DF_SELECT_TAU ? "tau" : "last");
 }
 
 static void add_machine_options(cJSON *j, const DfTrainOptions *o) {

@@ -159,6 +159,8 @@ static int write_line(DfTrainEval *e, int64_t step, double elapsed_s, const DfEv
     cJSON_AddNumberToObject(j, "seconds", t->spec_s);
     cJSON_AddNumberToObject(j, "tokens_per_s", t->spec_s > 0 ? (double)t->tokens / t->spec_s : 0);
     cJSON_AddNumberToObject(j, "elapsed_s", elapsed_s);
+    cJSON_AddNumberToObject(j, "best_step", (double)e->best_step); /* OUTPUT/best/ holds its drafter */
+    cJSON_AddNumberToObject(j, "best_tau", e->best_tau);
     char *text = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     int rc = fprintf(e->fp, "%s\n", text) < 0 || fflush(e->fp) ? df_fail_errno(err, "writing %s", e->path) : 0;
@@ -174,11 +176,13 @@ int df_train_eval_run(DfTrainEval *e, int64_t step, double elapsed_s, DfTrainEva
     double t0 = df_now_seconds();
     int rc = decode_all(e, &t, err);
     t.spec_s = df_now_seconds() - t0;
+    if (rc == 0) remember(e, step, df_eval_tau(&t)); /* the line names the best so far */
     if (rc == 0) rc = write_line(e, step, elapsed_s, &t, err);
     if (rc == 0) {
-        remember(e, step, df_eval_tau(&t));
         *res = (DfTrainEvalResult){.tau = df_eval_tau(&t), .seconds = t.spec_s, .tokens = t.tokens,
-                                   .mismatches = t.mismatches};
+                                   .mismatches = t.mismatches, .tau_prompt_mean = df_eval_tau_prompt_mean(&t)};
+        for (int k = 1; k < e->spec.block_size && k <= DF_TRAIN_EVAL_MAX_POSITIONS; k++)
+            res->accept_by_position[res->n_positions++] = df_eval_reach_fraction(&t, k);
     }
     free(t.hist);
     return rc;

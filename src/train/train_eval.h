@@ -52,9 +52,13 @@ typedef struct DfTrainEval {
 } DfTrainEval;
 
 /* The result of one eval, as written. */
+#define DF_TRAIN_EVAL_MAX_POSITIONS 64
 typedef struct DfTrainEvalResult {
     double tau, seconds;
     int64_t tokens, mismatches;
+    double tau_prompt_mean;
+    int n_positions; /* block size - 1 */
+    double accept_by_position[DF_TRAIN_EVAL_MAX_POSITIONS]; /* [k-1]: fraction of cycles reaching position k */
 } DfTrainEvalResult;
 
 /* Reads the first n_prompts prompts of data (all when it has fewer),

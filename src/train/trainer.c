@@ -43,8 +43,6 @@
 #include "train/step_loader.h"
 #include "train/step_timing.h"
 
-#define CLIP_NORM 1.0f
-
 void df_train_options_default(DfTrainOptions *o) {
     memset(o, 0, sizeof *o);
     o->epochs = 6;
@@ -53,6 +51,9 @@ void df_train_options_default(DfTrainOptions *o) {
     o->num_anchors = 512;
     o->lr = 6e-4;
     o->warmup = 0.04;
+    o->adam_beta1 = 0.9;
+    o->adam_beta2 = 0.999;
+    o->max_grad_norm = 1.0;
     o->token_budget = 8192;
     o->max_drafter_tokens = 0;
     o->seed = 0;
@@ -277,7 +278,8 @@ static int init_optimizer(Trainer *t, DfError *err) {
     t->sizes = df_xmalloc((size_t)L->n_params * sizeof *t->sizes, "parameter sizes");
     if (!t->params) t->params = df_xmalloc(L->total * sizeof *t->params, "parameters");
     for (int i = 0; i < L->n_params; i++) t->sizes[i] = L->params[i].count;
-    DfAdamWConfig acfg = {.beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.0};
+    DfAdamWConfig acfg = {.beta1 = t->opt->adam_beta1, .beta2 = t->opt->adam_beta2, .eps = 1e-8,
+                          .weight_decay = t->opt->weight_decay};
     if (df_adamw_init(&t->adamw, &acfg, t->sizes, L->n_params, err)) return -1;
     t->have_adamw = 1;
     return 0;
@@ -403,7 +405,8 @@ static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
     t->adamw.step++;
     DfAdamWArgs a = {.master = t->master, .exp_avg = t->exp_avg, .exp_avg_sq = t->exp_avg_sq,
                      .grads = t->drafter.grads, .params = t->drafter.params,
-                     .clip_coef = df_clip_coef(r->grad_norm, CLIP_NORM),
+                     .clip_coef = t->opt->max_grad_norm > 0 ? df_clip_coef(r->grad_norm, (float)t->opt->max_grad_norm)
+                                                            : 1.0f,
                      .s = df_adamw_scalars(&t->adamw.cfg, t->adamw.step, r->lr)};
     df_op_adamw_step(t->be, &a);
     return check_weights_finite(t, r, err);
@@ -572,8 +575,9 @@ static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
 
 static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
     if (download_state(t, err)) return df_context(err, "the checkpoint of step %lld", (long long)t->progress.step);
-    if (df_checkpoint_save(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
-                           t->options_json, t->opt->keep_checkpoints, err)) {
+    int64_t best = t->eval_here ? t->eval.best_step : -1; /* its checkpoint outlives --keep-checkpoints */
+    if (df_checkpoint_save_keeping(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
+                                   t->options_json, t->opt->keep_checkpoints, best, err)) {
         if (s->last_checkpoint[0])
             return df_context(err, "writing the checkpoint of step %lld (the previous checkpoint %s is intact)",
                               (long long)t->progress.step, s->last_checkpoint);
@@ -682,6 +686,15 @@ static int eval_due(const Trainer *t) {
     return o->eval_data && (t->progress.step % o->eval_every == 0 || t->progress.step == t->stop_step);
 }
 
+/* A new best held-out tau: the drafter of this step goes to OUTPUT/best/
+ * at once (and its checkpoint, when the step writes one, is kept). */
+static int keep_best(Trainer *t, DfError *err) {
+    if (t->eval.best_step != t->progress.step) return 0;
+    if (download_state(t, err) || df_drafter_export(t->best_dir, &t->dcfg, &t->drafter.layout, t->params, err))
+        return df_context(err, "the best drafter so far (step %lld)", (long long)t->progress.step);
+    return 0;
+}
+
 /* The held-out eval of the step reached, by the evaluating rank; the other
  * ranks that run the drafter wait for it at a barrier (the split layout's
  * target ranks wait for their next grant). */
@@ -692,6 +705,8 @@ static int held_out_eval(Trainer *t, DfTrainSummary *s, const StepReport *rep, D
         if (df_train_eval_run(&t->eval, t->progress.step, rep->elapsed_s, &r, err))
             return df_context(err, "the held-out eval of step %lld", (long long)t->progress.step);
         s->evals++;
+        if (keep_best(t, err) || (t->tb && df_trainer_tb_eval(t, &r, err))) return -1;
+        df_trainer_end_progress_line(t);
         if (!t->opt->quiet || r.mismatches) /* a lossless failure is said even under --quiet */
             fprintf(stderr, "train: eval at step %lld: tau %.3f over %d prompts (%lld tokens, %s) in %.1f s; best %.3f at "
                             "step %lld\n",
@@ -814,6 +829,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
 
 static void trainer_free(Trainer *t) {
     if (t->metrics_fp) fclose(t->metrics_fp);
+    df_tb_close(t->tb);
     df_train_eval_free(&t->eval);
     df_step_loader_free(&t->loader);
     if (t->have_stages) df_stage_table_free(&t->stages);
@@ -865,10 +881,12 @@ static int setup(Trainer *t, DfError *err) {
     snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s/checkpoints", o->output_dir);
     snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
     snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
+    snprintf(t->best_dir, sizeof t->best_dir, "%s/best", o->output_dir);
     if (t->rank == t->writer) {
         df_run_dir_remove_stale_temporaries(o->output_dir);
         df_run_dir_remove_stale_temporaries(t->ckpt_dir);
         df_run_dir_remove_stale_temporaries(t->final_dir);
+        df_run_dir_remove_stale_temporaries(t->best_dir);
     }
     if (make_drafter_config(t, err) || read_eval_prompts(t, err) || df_trainer_plan_memory(t, err)) return -1;
     if (t->role == ROLE_TARGET) return setup_target_role(t, err);
@@ -879,6 +897,11 @@ static int setup(Trainer *t, DfError *err) {
     if (t->rank == t->writer && write_run_record(t, err)) return -1;
     int resumed = 0;
     if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
+    if (t->rank == t->writer && o->report_tensorboard) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/tb", o->output_dir);
+        if (!(t->tb = df_tb_open(dir, err))) return df_context(err, "--report-to tensorboard");
+    }
     if (t->eval_here && df_train_eval_open_log(&t->eval, o->output_dir, resumed ? t->progress.step : -1, err))
         return -1;
     if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
@@ -891,6 +914,48 @@ static int setup(Trainer *t, DfError *err) {
                 df_comm_transport_name(&t->comm));
     if (df_trainer_check_replicas_agree(t, err)) return -1;
     return t->role == ROLE_DRAFTER ? df_trainer_share_position(t, err) : 0;
+}
+
+/* Whether best/ holds a drafter (a run resumed from a version that kept
+ * none has an eval log but no best/). */
+static int have_best_dir(const Trainer *t) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", t->best_dir);
+    return t->eval_here && t->eval.best_step >= 0 && access(path, F_OK) == 0;
+}
+
+/* Whether final/ is to hold the best held-out eval's drafter (best/). */
+static int final_is_best(const Trainer *t, int at_end) {
+    const DfTrainOptions *o = t->opt;
+    int by_tau = o->select_by == DF_SELECT_TAU || (o->select_by == DF_SELECT_AUTO && o->eval_data);
+    if (!(by_tau && at_end && t->eval_here && t->eval.best_step >= 0 && t->eval.best_step != t->progress.step))
+        return 0;
+    if (have_best_dir(t)) return 1;
+    fprintf(stderr, "train: warning: %s holds no drafter (the best eval, step %lld, predates it): final/ is the last "
+                    "step's\n", t->best_dir, (long long)t->eval.best_step);
+    return 0;
+}
+
+/* final/: the drafter of the step reached, or (final_is_best) best/'s,
+ * read back whole (bf16, as exported) and written again. */
+static int export_final(Trainer *t, int at_end, DfTrainSummary *s, DfError *err) {
+    if (!final_is_best(t, at_end)) {
+        s->final_step = t->progress.step;
+        return download_state(t, err) || df_drafter_export(t->final_dir, &t->dcfg, &t->drafter.layout, t->params, err);
+    }
+    DfDrafterConfig cfg;
+    DfDrafterLayout layout;
+    float *params = NULL;
+    if (df_drafter_load(t->best_dir, &cfg, &layout, &params, err))
+        return df_context(err, "final/ as the best held-out eval's drafter (step %lld)", (long long)t->eval.best_step);
+    int rc = layout.total == t->drafter.layout.total
+                 ? df_drafter_export(t->final_dir, &t->dcfg, &t->drafter.layout, params, err)
+                 : df_fail(err, "%s: %zu parameters, this run's drafter %zu", t->best_dir, layout.total,
+                           t->drafter.layout.total);
+    free(params);
+    df_drafter_layout_free(&layout);
+    s->final_step = t->eval.best_step;
+    return rc;
 }
 
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
@@ -914,6 +979,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
         if (banner) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
         rc = t.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
+        df_trainer_end_progress_line(&t);
     }
     df_trainer_leave_group(&t, rc != 0, err);
     summary->rank = t.rank;
@@ -922,8 +988,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     /* final/: at the end of the run, and at --stop-at from that step's checkpoint's weights */
     int at_end = t.progress.step == t.total_steps, at_stop = opt->stop_at > 0 && t.progress.step == t.stop_step;
     if (rc == 0 && (at_end || at_stop) && t.rank == t.writer) {
-        rc = download_state(&t, err);
-        if (rc == 0) rc = df_drafter_export(t.final_dir, &t.dcfg, &t.drafter.layout, t.params, err);
+        rc = export_final(&t, at_end, summary, err);
         if (rc == 0) {
             refresh_curves(&t);
             summary->finished = at_end;
@@ -933,6 +998,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     }
     if (t.be) df_trainer_report_memory(&t, summary);
     summary->eval_best_step = t.eval_here ? t.eval.best_step : -1;
+    if (have_best_dir(&t)) snprintf(summary->best_dir, sizeof summary->best_dir, "%s", t.best_dir);
     summary->eval_best_tau = t.eval.best_tau;
     summary->eval_last_step = t.eval_here ? t.eval.last_step : -1;
     summary->eval_last_tau = t.eval.last_tau;

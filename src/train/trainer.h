@@ -93,6 +93,9 @@ typedef struct DfTrainOptions {
     double gamma;            /* 0: df_default_gamma(block_size) */
     double lr;
     double warmup;           /* fraction of the steps */
+    double weight_decay;     /* AdamW's decoupled weight decay (default 0) */
+    double adam_beta1, adam_beta2; /* AdamW's moment decays (default 0.9, 0.999) */
+    double max_grad_norm;    /* global gradient norm clipped to this (default 1; 0: no clipping) */
     int64_t token_budget;
     int64_t max_drafter_tokens; /* block rows per drafter micro-batch (0: sized to the device by the memory plan) */
     uint64_t seed;
@@ -106,6 +109,8 @@ typedef struct DfTrainOptions {
                                 checkpoint file, train/init_from.h) with a fresh optimizer; NULL: random init */
     double log_interval_s;   /* at most one progress line per this many seconds (0: every step) */
     int quiet;               /* no progress lines, plan or stage tables on stderr (errors and warnings still) */
+    int progress_columns;    /* > 0: stderr is a terminal this wide: one short progress line, redrawn in place
+                                (\r); 0: a full line each time (a log) */
     int max_bad_steps;       /* stop after this many non-finite steps in a row (0: never) */
     const char *device;      /* training backend: NULL or "cpu", "cuda", "cuda:N" (not part of the run's
                                 identity: a checkpoint resumes on any device); "cuda" in a group of
@@ -128,11 +133,18 @@ typedef struct DfTrainOptions {
     int64_t eval_every;      /* an eval every N steps (and at the run's last step); needed with eval_data */
     int eval_prompts;        /* the first K prompts of eval_data (default 16) */
     int eval_max_new_tokens; /* tokens decoded per eval prompt at most (default 128) */
+    int select_by;           /* DfSelectBy: which drafter final/ holds at the end */
+    int report_tensorboard;  /* also TensorBoard event files under OUTPUT/tb/ (metrics.jsonl is always written) */
     DfTrainFeatureHook feature_hook; /* NULL (the command line's), or called with each step's features */
     void *feature_hook_ctx;
 } DfTrainOptions;
 
 typedef enum DfTrainLayout { DF_LAYOUT_COLOCATED, DF_LAYOUT_SPLIT } DfTrainLayout;
+
+/* final/ at the end of a run: the drafter of the step with the best
+ * held-out tau (also in OUTPUT/best/), or of the last step. AUTO: TAU with
+ * eval_data, else LAST. */
+typedef enum DfSelectBy { DF_SELECT_AUTO, DF_SELECT_TAU, DF_SELECT_LAST } DfSelectBy;
 
 /* Device memory of one role (an arena): bytes reserved and the most used. */
 typedef struct DfTrainMemoryUse {
@@ -176,6 +188,8 @@ typedef struct DfTrainSummary {
     double eval_best_tau;
     int64_t eval_last_step;   /* the newest eval (-1: none) */
     double eval_last_tau;
+    int64_t final_step;       /* the step whose drafter final/ holds (when exported) */
+    char best_dir[4200];      /* OUTPUT/best/ when it holds the best eval's drafter, else "" */
 } DfTrainSummary;
 
 /* Fails (with a message naming the device and the missing op, or the

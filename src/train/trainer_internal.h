@@ -13,6 +13,7 @@
 #include "dist/comm.h"
 #include "dist/feature_link.h"
 #include "dist/rendezvous.h"
+#include "formats/tb_events.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
 #include "model/target.h"
@@ -65,7 +66,7 @@ typedef struct Trainer {
     size_t *sizes;
     DfTrainProgress progress;
     char *options_json;
-    char ckpt_dir[4096], metrics_path[4096], final_dir[4096];
+    char ckpt_dir[4096], metrics_path[4096], final_dir[4096], best_dir[4096];
     FILE *metrics_fp;
     DfMetrics metrics;
     StepBuffers buf;
@@ -74,6 +75,8 @@ typedef struct Trainer {
     double elapsed_offset; /* elapsed_s of the run before this call (resume) */
     double start_s;
     int64_t bad_in_row, bad_total; /* steps whose update was skipped (non-finite) */
+    int progress_open;   /* a progress line drawn in place awaits its newline */
+    DfTbWriter *tb;      /* --report-to tensorboard, on the writing rank; else NULL */
     size_t target_bytes; /* device memory of the target's weights, where the backend tracks it */
     /* held-out eval (train/train_eval.h) */
     DfTrainEval eval;
@@ -129,7 +132,14 @@ typedef struct StepReport {
  * first_wall_s its wall time, both kept out of the steady-state figure). */
 int df_trainer_write_metrics(Trainer *t, int64_t epoch, const StepResult *r, const int64_t *samples,
                              const StepReport *rep, DfError *err);
-void df_trainer_print_progress(const Trainer *t, const StepResult *r, const StepReport *rep);
+void df_trainer_print_progress(Trainer *t, const StepResult *r, const StepReport *rep);
+/* The step's scalars, and a held-out eval's, in the TensorBoard event file
+ * (trainer_tb.c), equal to what metrics.jsonl and eval.jsonl hold. */
+int df_trainer_tb_step(Trainer *t, const StepResult *r, const StepReport *rep, DfError *err);
+int df_trainer_tb_eval(Trainer *t, const DfTrainEvalResult *e, DfError *err);
+/* Ends a progress line drawn in place, so that what is printed next starts
+ * a line of its own. */
+void df_trainer_end_progress_line(Trainer *t);
 void df_trainer_report_bad_step(Trainer *t, const StepResult *r, const int64_t *samples, DfTrainSummary *s);
 int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const DfStepTimes *first,
                              double first_wall_s, DfError *err);

@@ -3,6 +3,7 @@
  * table at the end (stderr and OUTPUT/stages.json). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/progress.h"
 #include "train/trainer_internal.h"
@@ -51,11 +52,33 @@ int df_trainer_write_metrics(Trainer *t, int64_t epoch, const StepResult *r, con
     put_number(fp, "%.4f", t->peak_tflops > 0 ? tflops / t->peak_tflops : NAN);
     fprintf(fp, ", \"eta_s\": %.1f, \"elapsed_s\": %.3f}\n", rep->eta_s, rep->elapsed_s);
     if (fflush(fp) != 0 || ferror(fp)) return df_fail_errno(err, "writing %s", t->metrics_path);
-    return 0;
+    return t->tb ? df_trainer_tb_step(t, r, rep, err) : 0;
 }
 
-/* The compact progress line. */
-void df_trainer_print_progress(const Trainer *t, const StepResult *r, const StepReport *rep) {
+void df_trainer_end_progress_line(Trainer *t) {
+    if (!t->progress_open) return;
+    fputc('\n', stderr);
+    t->progress_open = 0;
+}
+
+/* On a terminal: the figures a person watches, cut to the terminal's width
+ * and redrawn in place (the full line goes to metrics.jsonl). */
+static void print_short_progress(Trainer *t, const StepResult *r, const StepReport *rep, const char *eval,
+                                 const char *mfu, const char *eta) {
+    char line[512];
+    int n = snprintf(line, sizeof line, "step %lld/%lld  loss %.4f  tau %.3f%s  lr %.2e  |g| %.3f  %.0f tok/s%s%s  ETA %s",
+                     (long long)t->progress.step, (long long)t->total_steps, df_metrics_loss(&t->metrics),
+                     df_metrics_train_tau(&t->metrics), eval, r->lr, (double)r->grad_norm,
+                     per_second((double)r->tokens, rep->wall_s), strcmp(mfu, "-") ? "  MFU " : "",
+                     strcmp(mfu, "-") ? mfu : "", eta);
+    int width = t->opt->progress_columns - 1; /* the last column would wrap on some terminals */
+    fprintf(stderr, "\r%.*s\033[K", n < width ? n : width, line);
+    fflush(stderr);
+    t->progress_open = 1;
+}
+
+/* The progress line: short and in place on a terminal, whole in a log. */
+void df_trainer_print_progress(Trainer *t, const StepResult *r, const StepReport *rep) {
     if (t->opt->quiet) return;
     char eta[32], el[32], stages[256], mfu[32] = "-";
     df_format_duration(rep->eta_s, eta, sizeof eta);
@@ -66,6 +89,10 @@ void df_trainer_print_progress(const Trainer *t, const StepResult *r, const Step
     char eval[64] = "";
     if (t->eval_here && t->eval.evals)
         snprintf(eval, sizeof eval, "  eval tau %.3f@%lld", t->eval.last_tau, (long long)t->eval.last_step);
+    if (t->opt->progress_columns > 0) {
+        print_short_progress(t, r, rep, eval, mfu, eta);
+        return;
+    }
     fprintf(stderr,
             "step %lld/%lld  loss %.4f  tau %.3f%s  lr %.2e  |g| %.3f | %.0f tok/s %.2f seq/s %.3g TFLOP/s MFU %s "
             "busy %.0f%% q %.1f/%d | ms: %s | %s ETA %s\n",
@@ -84,6 +111,7 @@ void df_trainer_report_bad_step(Trainer *t, const StepResult *r, const int64_t *
     t->bad_total++;
     s->bad_steps++;
     if (t->rank != t->writer) return;
+    df_trainer_end_progress_line(t);
     fprintf(stderr, "train: step %lld: non-finite %s (loss %g, |g| %g): update skipped (%lld in a row, %lld in all); "
                     "batch sample ids [",
             (long long)t->progress.step, r->nonfinite, df_metrics_loss(&t->metrics), (double)r->grad_norm,

@@ -2,7 +2,9 @@
 """Writes the malformed token stores of this folder from a valid one made by
 `dflash prepare` (valid.store, 3 samples: usage: make_cases.py VALID_STORE).
 Each case gets correct checksums unless the case is about checksums, so that
-the check it targets is the one that fails. df_hash64 as in src/base/hash64.h."""
+the check it targets is the one that fails. valid.store is a format version 1
+store (df_hash64 checksums, as in src/base/hash64.h), which readers still
+accept; the cases keep that version.
 import struct, sys
 
 M = (1 << 64) - 1
@@ -43,7 +45,7 @@ cases["bad_magic"] = b"NOTSTORE" + valid[8:]
 cases["truncated_header"] = valid[:100]
 cases["header_checksum"] = valid[:20] + bytes([valid[20] ^ 1]) + valid[21:]
 cases["payload_checksum"] = valid[:ids_off] + bytes([valid[ids_off] ^ 1]) + valid[ids_off + 1:]
-b = bytearray(valid); struct.pack_into("<I", b, 8, 2); cases["version"] = seal(b)
+b = bytearray(valid); struct.pack_into("<I", b, 8, 3); cases["version"] = seal(b)
 b = bytearray(valid); struct.pack_into("<I", b, 16, 0); cases["zero_vocab"] = seal(b)
 cases["sample_count_huge"] = u64(valid, 32, 1 << 60)
 cases["ids_misaligned"] = u64(valid, 56, len(valid) + 8)
