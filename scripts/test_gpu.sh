@@ -119,11 +119,14 @@ fi
 if want train200; then
     {
         section "train --device cuda, 200 steps"
-        run 600 ./dflash train --device cuda --output "$WORK/r200" --target assets/coder-tiny \
-            --data assets/data/code-train.jsonl --draft-layers 2 --intermediate-size 512 --num-taps 3 \
-            --num-anchors 32 --token-budget 2048 --steps 200 --lr 1.5e-3 --save-every 200 2>&1 | tail -3
-        cp "$WORK/r200/metrics.jsonl" "$OUT/train200_gpu.jsonl"
-        python3 dev/compare/compare_losses.py bench/records/train200-losses-cpu.jsonl "$OUT/train200_gpu.jsonl"
+        if run 600 ./dflash train --device cuda --output "$WORK/r200" --target assets/coder-tiny \
+               --data assets/data/code-train.jsonl --draft-layers 2 --intermediate-size 512 --num-taps 3 \
+               --num-anchors 32 --token-budget 2048 --steps 200 --lr 1.5e-3 --save-every 200 > "$WORK/r200.log" 2>&1
+        then
+            cp "$WORK/r200/metrics.jsonl" "$OUT/train200_gpu.jsonl"
+            python3 dev/compare/compare_losses.py bench/records/train200-losses-cpu.jsonl "$OUT/train200_gpu.jsonl"
+        fi
+        tail -4 "$WORK/r200.log"
     } > "$OUT/train200.txt" 2>&1
     tail -2 "$OUT/train200.txt"
 fi
