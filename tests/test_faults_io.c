@@ -256,6 +256,14 @@ static void test_output_is_an_input(void **state) {
     /* a run directory that is the target's directory; plot over its own metrics */
     snprintf(args, sizeof args, "train --target m --data d.jsonl --output m/ --steps 1");
     expect_exit(2, args, "--output m/ is the same file as --target m", NULL);
+    /* a new run into a directory whose final/ it starts from: final/ is replaced at the end */
+    sh("mkdir -p %s/r/final && cp %s/config.json %s/model.safetensors %s/r/final/", g_dir,
+       df_test_path("tests/fixtures/export/drafter"), df_test_path("tests/fixtures/export/drafter"), g_dir);
+    snprintf(args, sizeof args, "train --target %s --data d.jsonl --output r --init-from r/final --steps 1", g_tgt);
+    expect_exit(2, args, "--output r/final is the same file as --init-from r/final", NULL);
+    snprintf(args, sizeof args, "train --target %s --data d.jsonl --output r --init-from r/final/model.safetensors",
+             g_tgt);
+    expect_exit(2, args, "--output r/final holds r/final/model.safetensors", NULL);
     sh("mkdir -p %s/pr && echo '{\"step\": 1, \"loss\": 2}' > %s/pr/metrics.jsonl", g_dir, g_dir);
     expect_exit(2, "plot pr --output pr/metrics.jsonl", "--output pr/metrics.jsonl is the same file as", NULL);
     /* the check leaves ordinary outputs alone */

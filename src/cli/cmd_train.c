@@ -695,8 +695,15 @@ static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *
 #undef GIVEN
     const DfPathArg ins[] = {{"--target", o.target_dir}, {"--data", o.data_source}, {"--prompts", prompts.path},
                              {"--init-from", o.init_from}, {"--config", config_path}, {"--eval-data", o.eval_data}};
-    const DfPathArg outs[] = {{"--output", o.output_dir}};
-    if ((exit_code = df_paths_apart_or_usage("train", ins, DF_COUNT(ins), outs, 1)) != 0) return exit_code;
+    /* the run replaces final/ whole and rotates checkpoints/: neither may hold what it reads */
+    char final_dir[4200], checkpoints_dir[4200];
+    snprintf(final_dir, sizeof final_dir, "%s/final", o.output_dir);
+    snprintf(checkpoints_dir, sizeof checkpoints_dir, "%s/checkpoints", o.output_dir);
+    const DfPathArg outs[] = {{"--output", o.output_dir},
+                              {"--output", final_dir, DF_OUTPUT_WHOLE_DIR},
+                              {"--output", checkpoints_dir, DF_OUTPUT_WHOLE_DIR}};
+    if ((exit_code = df_paths_apart_or_usage("train", ins, DF_COUNT(ins), outs, DF_COUNT(outs))) != 0)
+        return exit_code;
     DfDistEnv dist;
     if (df_dist_env_present()) {
         if (df_dist_env_read(&dist, &err) != 0) {

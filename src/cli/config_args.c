@@ -85,11 +85,8 @@ static int read_config(const DfCommandSpec *spec, const char *path, const char *
     cJSON *root = NULL;
     int parsed = df_json_parse(text, strlen(text), path, 0, &root, err);
     int rc = 0;
-    if (parsed == DF_JSON_NUL)
-        rc = df_context(err, "--config");
-    else if (!cJSON_IsObject(root))
-        rc = df_fail(err, "--config %s: not a JSON object of options (near byte %ld)", path,
-                     root ? 0L : (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
+    if (parsed != DF_JSON_OK) rc = df_context(err, "--config");
+    else if (!cJSON_IsObject(root)) rc = df_fail(err, "--config %s: not a JSON object of options", path);
     for (const cJSON *item = root ? root->child : NULL; rc == 0 && item; item = item->next)
         if (!is_ignored(item->string, ignored)) rc = add_entry(spec, path, item, a, err);
     cJSON_Delete(root);

@@ -1,5 +1,4 @@
 #include "infer/resume.h"
-#include "formats/json_parse.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -7,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "formats/json_parse.h"
 
 /* The field an output record of input p holds: "response" for a prompt
  * record, the conversation's own form for a conversation. */
