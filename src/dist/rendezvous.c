@@ -24,6 +24,13 @@ void df_dist_options_default(DfDistOptions *opt) {
 int df_dist_rank(const DfDistGroup *g) { return g->rank; }
 int df_dist_world_size(const DfDistGroup *g) { return g->world; }
 
+/* An IPv4 peer on the dual-stack socket ("::ffff:10.0.0.2"): the IPv4 address. */
+static void strip_v4_mapped(char *buf) {
+    const char *mapped = "::ffff:";
+    size_t n = strlen(mapped);
+    if (strncmp(buf, mapped, n) == 0 && strchr(buf + n, '.')) memmove(buf, buf + n, strlen(buf + n) + 1);
+}
+
 int df_dist_local_address(const DfDistGroup *g, char *buf, size_t cap, DfError *err) {
     int fd = g->world > 1 ? g->ctrl[g->rank == 0 ? 1 : 0] : -1;
     struct sockaddr_storage ss;
@@ -32,9 +39,7 @@ int df_dist_local_address(const DfDistGroup *g, char *buf, size_t cap, DfError *
         return df_fail(err, "rendezvous: rank %d has no connection to take its address from", g->rank);
     int rc = getnameinfo((struct sockaddr *)&ss, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
     if (rc) return df_fail(err, "rendezvous: rank %d's own address: %s", g->rank, gai_strerror(rc));
-    const char *mapped = "::ffff:"; /* an IPv4 peer on the dual-stack socket: the IPv4 address */
-    size_t n = strlen(mapped);
-    if (strncmp(buf, mapped, n) == 0 && strchr(buf + n, '.')) memmove(buf, buf + n, strlen(buf + n) + 1);
+    strip_v4_mapped(buf);
     return 0;
 }
 
@@ -261,9 +266,12 @@ static int send_raw(int fd, uint32_t type, const void *payload, size_t len, doub
 static void peer_address(int fd, char *buf, size_t cap) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    snprintf(buf, cap, "?");
-    if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0)
-        getnameinfo((struct sockaddr *)&ss, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 ||
+        getnameinfo((struct sockaddr *)&ss, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    strip_v4_mapped(buf);
 }
 
 /* A process with another job's token (or none): told why and logged, and the
@@ -272,8 +280,8 @@ static int turn_away(int fd, const DfWireHello *hello, const DfDistEnv *env, dou
     char addr[256], msg[DF_ERROR_MAX];
     peer_address(fd, addr, sizeof addr);
     snprintf(msg, sizeof msg,
-             "rendezvous: refused a process at %s joining as RANK=%u: its job token differs from rank 0's (from "
-             "%s; set the same DFLASH_JOB_TOKEN, or launch every rank in the same job)",
+             "rendezvous: refused a process at %s joining as RANK=%u: its job token differs from rank 0's (rank 0's "
+             "comes from %s; give every rank the same DFLASH_JOB_TOKEN, or launch them all in one job)",
              addr, hello->rank, env->token.source ? env->token.source : "none");
     fprintf(stderr, "dflash: %s\n", msg);
     send_raw(fd, DF_MSG_ABORT, msg, strlen(msg), deadline, NULL);
