@@ -130,25 +130,42 @@ static void test_file_size_limit_train(void **state) {
 
 /* ------------------------------------------------- address-space limit */
 
+/* A number after `key` in the log, -1 when absent. */
+static long log_number_after(const char *log, const char *key) {
+    char *text = df_test_read_file(log, NULL);
+    assert_non_null(text);
+    const char *at = strstr(text, key);
+    long v = at ? strtol(at + strlen(key), NULL, 10) : -1;
+    free(text);
+    return v;
+}
+
 static void test_address_space_limit(void **state) {
     char *dir = df_test_tmpdir("vlimit");
-    char log[512], cmd[1024];
+    char log[512], cmd[1024], blas_cmd[1024];
     snprintf(log, sizeof log, "%s/version.log", dir);
     snprintf(cmd, sizeof cmd, "'%s' --version", df_test_path("dflash"));
     /* ulimit -v 800000: OpenBLAS's workers used to retry their buffers for ever */
     int status = run_limited(RLIMIT_AS, (rlim_t)800000 << 10, cmd, log, 60);
     if (status != 0) assert_log_has(log, "(expected exit 0)", status);
     assert_log_has(log, "dflash ", status);
-    /* OpenBLAS asked for more threads than fit: still prompt */
-    snprintf(cmd, sizeof cmd, "env OPENBLAS_NUM_THREADS=8 OMP_NUM_THREADS=8 '%s' --version", df_test_path("dflash"));
-    status = run_limited(RLIMIT_AS, (rlim_t)400000 << 10, cmd, log, 60);
-    if (status != 0) assert_log_has(log, "(expected exit 0)", status);
-    assert_log_has(log, "fits", status); /* the lowered thread count is said */
-    /* too low for one thread's buffer: refused with the figure */
-    snprintf(cmd, sizeof cmd, "'%s' --version", df_test_path("dflash"));
-    status = run_limited(RLIMIT_AS, (rlim_t)150000 << 10, cmd, log, 60);
+    /* a command that calls BLAS (forward: the fit comes before its options are read), more threads asked
+     * for than 2 GiB fits: lowered, and said with what the program maps at start */
+    snprintf(blas_cmd, sizeof blas_cmd,
+             "env OPENBLAS_NUM_THREADS=64 OMP_NUM_THREADS=64 '%s' forward --target '%s/none' --input x --output y",
+             df_test_path("dflash"), dir);
+    status = run_limited(RLIMIT_AS, (rlim_t)2048 << 20, blas_cmd, log, 60);
+    assert_true(status != TIMED_OUT);
+    assert_log_has(log, "fits", status);
+    long at_start = log_number_after(log, "MiB, ");
+    assert_true(at_start > 0);
+    /* 100 MiB beyond that: not even one thread's buffer; refused with the figure, promptly */
+    status = run_limited(RLIMIT_AS, (rlim_t)(at_start + 100) << 20, blas_cmd, log, 60);
     if (status != 1) assert_log_has(log, "(expected exit 1)", status);
     assert_log_has(log, "raise the limit to at least", status);
+    /* --version makes no BLAS call: it runs there */
+    status = run_limited(RLIMIT_AS, (rlim_t)(at_start + 100) << 20, cmd, log, 60);
+    if (status != 0) assert_log_has(log, "(expected exit 0)", status);
     df_test_rmtree(dir);
     free(dir);
 }
@@ -164,7 +181,8 @@ static void test_address_space_limit_forward(void **state) {
     snprintf(cmd, sizeof cmd, "env OMP_NUM_THREADS=8 OMP_WAIT_POLICY=passive '%s' forward --target '%s' --input '%s' "
                               "--output '%s'",
              df_test_path("dflash"), df_test_path("assets/coder-tiny"), ids, out);
-    int status = run_limited(RLIMIT_AS, (rlim_t)1200000 << 10, cmd, log, 300);
+    /* about 2 GB: room for the target beside what the program maps at start (a CUDA build its libraries, 700 MB) */
+    int status = run_limited(RLIMIT_AS, (rlim_t)2000 << 20, cmd, log, 300);
     if (status != 0) assert_log_has(log, "(expected exit 0)", status);
     assert_true(df_test_file_exists(out));
     df_test_rmtree(dir);
