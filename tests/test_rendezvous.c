@@ -5,7 +5,10 @@
  * only the heartbeat timeout can tell), a rank that aborts, collectives out
  * of step, a duplicate RANK, a WORLD_SIZE mismatch, no rank 0 at all: each
  * ends the others with a message naming the rank within a bound, never a
- * hang (children are killed after 30 s). And the environment parsing. */
+ * hang (children are killed after 30 s). A process of another job (its
+ * job token differs) and a hello with an absurd length are turned away
+ * while rank 0 keeps waiting; the wire format's bounds. And the
+ * environment parsing. */
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -19,6 +22,8 @@
 
 #include "base/clock.h"
 #include "dist/rendezvous.h"
+#include "dist/tcp.h"
+#include "dist/wire.h"
 #include "test_util.h"
 
 #define MAX_WORLD 4
@@ -37,6 +42,8 @@ typedef struct Spec {
     int expect_create_failure;
     double connect_timeout_s;
     int silent; /* gives no result (stops itself): not waited for */
+    const char *token; /* the job token (NULL: none) */
+    uint64_t raw_hello_len; /* > 0: no rank, a raw hello header claiming this length, then wait for rank 0 */
 } Spec;
 
 static DfDistOptions fast_options(double connect_timeout_s) {
@@ -49,10 +56,39 @@ static DfDistOptions fast_options(double connect_timeout_s) {
     return o;
 }
 
+/* A client that sends a hello header with an absurd length and a few bytes:
+ * rank 0 must close the connection without an answer, having read no more. */
+static void raw_hello(const Spec *s, int port, ChildResult *res) {
+    DfError err = {{0}};
+    int fd = -1;
+    for (double until = df_now_seconds() + 5; fd < 0 && df_now_seconds() < until;)
+        fd = df_tcp_connect("localhost", port, df_now_seconds() + 1, NULL, NULL, &err);
+    if (fd < 0) {
+        res->rc = 1;
+        snprintf(res->msg, sizeof res->msg, "raw client: %s", err.msg);
+        return;
+    }
+    uint8_t msg[DF_WIRE_HEADER + 16] = {0};
+    df_wire_put_header(msg, DF_MSG_HELLO, 0, s->raw_hello_len);
+    double deadline = df_now_seconds() + 5;
+    df_tcp_send_all(fd, msg, sizeof msg, deadline, NULL, NULL, NULL);
+    uint8_t answer[DF_WIRE_HEADER];
+    DfTcpStatus st = df_tcp_recv_all(fd, answer, sizeof answer, deadline, NULL, NULL, NULL);
+    res->rc = st == DF_TCP_CLOSED || st == DF_TCP_ERROR ? 0 : 1;
+    snprintf(res->msg, sizeof res->msg, "raw client: rank 0's answer: status %d", (int)st);
+    close(fd);
+}
+
 static void child_main(const Spec *s, int port, int out_fd) {
     ChildResult res = {0};
     DfDistEnv env = {.rank = s->rank, .world_size = s->world, .local_rank = s->rank, .master_port = port};
     snprintf(env.master_addr, sizeof env.master_addr, "localhost");
+    if (s->token) df_job_token_from_string(&env.token, s->token, "DFLASH_JOB_TOKEN");
+    if (s->raw_hello_len) {
+        raw_hello(s, port, &res);
+        ssize_t w = write(out_fd, &res, sizeof res);
+        _exit(w == (ssize_t)sizeof res ? 0 : 3);
+    }
     DfDistOptions opt = fast_options(s->connect_timeout_s);
     DfError err = {{0}};
     double t0 = df_now_seconds();
@@ -382,6 +418,131 @@ static void test_missing_ranks_time_out(void **state) {
     assert_true(res[0].t[0] >= 0.9 && res[0].t[0] < 5.0);
 }
 
+static void test_same_token_forms(void **state) {
+    (void)state;
+    Spec s[2] = {{.rank = 0, .world = 2, .token = "job-7f3a"}, {.rank = 1, .world = 2, .token = "job-7f3a"}};
+    ChildResult res[2];
+    run_children(s, 2, res);
+    expect_ok(res, 2);
+}
+
+static void test_wrong_token_refused(void **state) {
+    (void)state;
+    /* another job's rank 1: turned away with the reason, and rank 0 goes on waiting for its own */
+    Spec s[2] = {{.rank = 0, .world = 2, .token = "job-7f3a", .expect_create_failure = 1, .connect_timeout_s = 3.0},
+                 {.rank = 1, .world = 2, .token = "job-0b21", .expect_create_failure = 1, .connect_timeout_s = 3.0}};
+    ChildResult res[2];
+    run_children(s, 2, res);
+    expect_ok(res, 2);
+    expect_contains(res[0].msg, "rank(s) 1 of 2 never joined");
+    expect_contains(res[1].msg, "rank 0 turned rank 1 away");
+    expect_contains(res[1].msg, "job token differs");
+    assert_true(res[1].t[0] < 5.0);
+    /* a token against none: refused too */
+    Spec s2[2] = {{.rank = 0, .world = 2, .expect_create_failure = 1, .connect_timeout_s = 3.0},
+                  {.rank = 1, .world = 2, .token = "job-0b21", .expect_create_failure = 1, .connect_timeout_s = 3.0}};
+    run_children(s2, 2, res);
+    expect_ok(res, 2);
+    expect_contains(res[1].msg, "job token differs");
+}
+
+static void test_absurd_hello_length_dropped(void **state) {
+    (void)state;
+    uint64_t lengths[3] = {(uint64_t)1 << 40, DF_WIRE_HELLO_BYTES + 1, 3};
+    for (int i = 0; i < 3; i++) {
+        Spec s[2] = {{.rank = 0, .world = 2, .expect_create_failure = 1, .connect_timeout_s = 3.0},
+                     {.raw_hello_len = lengths[i]}};
+        ChildResult res[2];
+        run_children(s, 2, res);
+        expect_ok(res, 2);
+        expect_contains(res[0].msg, "rank(s) 1 of 2 never joined"); /* not crashed, still waiting */
+    }
+}
+
+static void test_wire_bounds(void **state) {
+    (void)state;
+    uint8_t b[DF_WIRE_HEADER];
+    DfWireHeader h;
+    df_wire_put_header(b, DF_MSG_ABORT, 0, DF_ERROR_MAX - 1);
+    assert_int_equal(df_wire_get_header(b, &h), 0);
+    df_wire_put_header(b, DF_MSG_ABORT, 0, DF_ERROR_MAX);
+    assert_int_equal(df_wire_get_header(b, &h), -1);
+    df_wire_put_header(b, DF_MSG_HEARTBEAT, 0, 1);
+    assert_int_equal(df_wire_get_header(b, &h), -1);
+    df_wire_put_header(b, DF_MSG_HELLO, 0, DF_WIRE_HELLO_BYTES + 1);
+    assert_int_equal(df_wire_get_header(b, &h), -1);
+    df_wire_put_header(b, DF_MSG_BROADCAST, 0, DF_WIRE_MAX_PAYLOAD);
+    assert_int_equal(df_wire_get_header(b, &h), 0);
+    df_wire_put_header(b, DF_MSG_BROADCAST, 0, DF_WIRE_MAX_PAYLOAD + 1);
+    assert_int_equal(df_wire_get_header(b, &h), -1);
+    uint32_t unknown[3] = {0, DF_MSG_TYPE_END, 0xffffffffu};
+    for (int i = 0; i < 3; i++) {
+        df_wire_put_header(b, unknown[i], 0, 0);
+        assert_int_equal(df_wire_get_header(b, &h), -1);
+    }
+    df_wire_put_header(b, DF_MSG_WELCOME, 0, 0);
+    b[0] ^= 1; /* the magic */
+    assert_int_equal(df_wire_get_header(b, &h), -1);
+    /* hellos: too short; another version's (told apart, no token); this version's, short or whole */
+    DfWireHello in = {.rank = 3, .world = 4, .channel = 1, .version = DF_WIRE_VERSION}, out;
+    memcpy(in.token, "abc", 3);
+    uint8_t p[DF_WIRE_HELLO_BYTES];
+    df_wire_put_hello(p, &in);
+    assert_int_equal(df_wire_get_hello(p, 15, &out, NULL), -1);
+    assert_int_equal(df_wire_get_hello(p, DF_WIRE_HELLO_BYTES - 1, &out, NULL), -1);
+    assert_int_equal(df_wire_get_hello(p, DF_WIRE_HELLO_BYTES, &out, NULL), 0);
+    assert_int_equal(out.rank, 3);
+    assert_memory_equal(out.token, in.token, DF_JOB_TOKEN_BYTES);
+    in.version = 1;
+    df_wire_put_hello(p, &in);
+    assert_int_equal(df_wire_get_hello(p, 16, &out, NULL), 0);
+    assert_int_equal(out.version, 1);
+}
+
+static void test_job_token(void **state) {
+    (void)state;
+    DfJobToken a, b;
+    DfError err = {{0}};
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("SLURM_JOB_ID");
+    setenv("DFLASH_JOB_TOKEN", "s3cret", 1);
+    assert_int_equal(df_job_token_read(&a, 29500, &err), 0);
+    assert_string_equal(a.source, "DFLASH_JOB_TOKEN");
+    df_job_token_from_string(&b, "s3cret", "x");
+    assert_true(df_job_token_equal(a.bytes, b.bytes));
+    setenv("DFLASH_JOB_TOKEN", "", 1);
+    assert_int_equal(df_job_token_read(&a, 29500, &err), -1);
+    expect_contains(err.msg, "DFLASH_JOB_TOKEN");
+    char long_token[80];
+    memset(long_token, 'x', 65);
+    long_token[65] = '\0';
+    setenv("DFLASH_JOB_TOKEN", long_token, 1);
+    assert_int_equal(df_job_token_read(&a, 29500, &err), -1);
+    unsetenv("DFLASH_JOB_TOKEN");
+    /* derived: the launcher's job id with the port; another port or job differs */
+    setenv("SLURM_JOB_ID", "81234", 1);
+    assert_int_equal(df_job_token_read(&a, 29500, &err), 0);
+    assert_string_equal(a.source, "SLURM_JOB_ID");
+    assert_int_equal(df_job_token_read(&b, 29501, &err), 0);
+    assert_false(df_job_token_equal(a.bytes, b.bytes));
+    setenv("TORCHELASTIC_RUN_ID", "none-1", 1);
+    assert_int_equal(df_job_token_read(&b, 29500, &err), 0);
+    assert_string_equal(b.source, "TORCHELASTIC_RUN_ID");
+    assert_false(df_job_token_equal(a.bytes, b.bytes));
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("SLURM_JOB_ID");
+    assert_int_equal(df_job_token_read(&a, 29500, &err), 0);
+    assert_string_equal(a.source, "none");
+    /* a long derived one keeps a hash of the whole: two that share 64 bytes differ */
+    char s1[200], s2[200];
+    memset(s1, 'j', 150), memset(s2, 'j', 150);
+    s1[150] = s2[150] = '\0';
+    s2[149] = 'k';
+    df_job_token_from_string(&a, s1, "x");
+    df_job_token_from_string(&b, s2, "x");
+    assert_false(df_job_token_equal(a.bytes, b.bytes));
+}
+
 /* ------------------------------------------------------ environment */
 
 static void set_env(const char *rank, const char *world, const char *local, const char *addr, const char *port) {
@@ -503,6 +664,11 @@ int main(void) {
         cmocka_unit_test(test_duplicate_rank),
         cmocka_unit_test(test_world_size_mismatch),
         cmocka_unit_test(test_missing_ranks_time_out),
+        cmocka_unit_test(test_same_token_forms),
+        cmocka_unit_test(test_wrong_token_refused),
+        cmocka_unit_test(test_absurd_hello_length_dropped),
+        cmocka_unit_test(test_wire_bounds),
+        cmocka_unit_test(test_job_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

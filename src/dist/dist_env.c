@@ -72,5 +72,6 @@ int df_dist_env_read(DfDistEnv *env, DfError *err) {
     if (strlen(addr) >= sizeof env->master_addr)
         return df_fail(err, "environment variable MASTER_ADDR is too long (%zu bytes)", strlen(addr));
     snprintf(env->master_addr, sizeof env->master_addr, "%s", addr);
-    return int_var(l, "MASTER_PORT", 1, 65535, &env->master_port, err);
+    if (int_var(l, "MASTER_PORT", 1, 65535, &env->master_port, err)) return -1;
+    return df_job_token_read(&env->token, env->master_port, err);
 }

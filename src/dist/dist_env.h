@@ -14,6 +14,7 @@
 #define DF_DIST_DIST_ENV_H
 
 #include "base/error.h"
+#include "dist/job_token.h"
 
 #define DF_DIST_MAX_WORLD 4096
 
@@ -24,6 +25,7 @@ typedef struct DfDistEnv {
     int local_rank;       /* LOCAL_RANK: the GPU index on this host */
     char master_addr[256]; /* MASTER_ADDR: host name, IPv4 or IPv6 address of rank 0 */
     int master_port;      /* MASTER_PORT: 1 .. 65535 */
+    DfJobToken token;     /* DFLASH_JOB_TOKEN, or the launcher's job id with MASTER_PORT (dist/job_token.h) */
 } DfDistEnv;
 
 /* 1 when the process was started as part of a group: WORLD_SIZE is set
@@ -32,7 +34,7 @@ typedef struct DfDistEnv {
 int df_dist_env_present(void);
 
 /* Reads and checks the launcher's three variables and MASTER_ADDR and
- * MASTER_PORT; a missing or malformed one fails with a message naming it
+ * MASTER_PORT, and the job token; a missing or malformed one fails with a message naming it
  * and its value. Without any launcher's world size it asks for torchrun's. */
 int df_dist_env_read(DfDistEnv *env, DfError *err);
 

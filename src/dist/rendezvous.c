@@ -14,16 +14,6 @@
 #include "dist/rendezvous_internal.h"
 #include "dist/tcp.h"
 
-#define HELLO_BYTES 16
-
-const char *df_wire_type_name(uint32_t type) {
-    static const char *const names[] = {"?",         "hello",      "welcome",     "abort",
-                                        "heartbeat", "goodbye",    "broadcast",   "barrier",
-                                        "barrier",   "all-gather", "all-gather",
-                                        "all-reduce", "all-reduce"};
-    return type < sizeof names / sizeof *names ? names[type] : "unknown message";
-}
-
 void df_dist_options_default(DfDistOptions *opt) {
     opt->connect_timeout_s = 300;
     opt->op_timeout_s = 1800;
@@ -34,6 +24,13 @@ void df_dist_options_default(DfDistOptions *opt) {
 int df_dist_rank(const DfDistGroup *g) { return g->rank; }
 int df_dist_world_size(const DfDistGroup *g) { return g->world; }
 
+/* An IPv4 peer on the dual-stack socket ("::ffff:10.0.0.2"): the IPv4 address. */
+static void strip_v4_mapped(char *buf) {
+    const char *mapped = "::ffff:";
+    size_t n = strlen(mapped);
+    if (strncmp(buf, mapped, n) == 0 && strchr(buf + n, '.')) memmove(buf, buf + n, strlen(buf + n) + 1);
+}
+
 int df_dist_local_address(const DfDistGroup *g, char *buf, size_t cap, DfError *err) {
     int fd = g->world > 1 ? g->ctrl[g->rank == 0 ? 1 : 0] : -1;
     struct sockaddr_storage ss;
@@ -42,9 +39,7 @@ int df_dist_local_address(const DfDistGroup *g, char *buf, size_t cap, DfError *
         return df_fail(err, "rendezvous: rank %d has no connection to take its address from", g->rank);
     int rc = getnameinfo((struct sockaddr *)&ss, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
     if (rc) return df_fail(err, "rendezvous: rank %d's own address: %s", g->rank, gai_strerror(rc));
-    const char *mapped = "::ffff:"; /* an IPv4 peer on the dual-stack socket: the IPv4 address */
-    size_t n = strlen(mapped);
-    if (strncmp(buf, mapped, n) == 0 && strchr(buf + n, '.')) memmove(buf, buf + n, strlen(buf + n) + 1);
+    strip_v4_mapped(buf);
     return 0;
 }
 
@@ -267,11 +262,31 @@ static int send_raw(int fd, uint32_t type, const void *payload, size_t len, doub
     return len && df_tcp_send_all(fd, payload, len, deadline, NULL, NULL, err) != DF_TCP_OK ? -1 : 0;
 }
 
-static void send_hello(uint8_t *p, int rank, int world, int channel) {
-    df_wire_put_u32(p, (uint32_t)rank);
-    df_wire_put_u32(p + 4, (uint32_t)world);
-    df_wire_put_u32(p + 8, (uint32_t)channel);
-    df_wire_put_u32(p + 12, DF_WIRE_VERSION);
+/* The joining process's address, for rank 0's log ("?" when unknown). */
+static void peer_address(int fd, char *buf, size_t cap) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0 ||
+        getnameinfo((struct sockaddr *)&ss, len, buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    strip_v4_mapped(buf);
+}
+
+/* A process with another job's token (or none): told why and logged, and the
+ * wait goes on, so that a stray process cannot end the group. */
+static int turn_away(int fd, const DfWireHello *hello, const DfDistEnv *env, double deadline) {
+    char addr[256], msg[DF_ERROR_MAX];
+    peer_address(fd, addr, sizeof addr);
+    snprintf(msg, sizeof msg,
+             "rendezvous: refused a process at %s joining as RANK=%u: its job token differs from rank 0's (rank 0's "
+             "comes from %s; give every rank the same DFLASH_JOB_TOKEN, or launch them all in one job)",
+             addr, hello->rank, env->token.source ? env->token.source : "none");
+    fprintf(stderr, "dflash: %s\n", msg);
+    send_raw(fd, DF_MSG_ABORT, msg, strlen(msg), deadline, NULL);
+    close(fd);
+    return 1;
 }
 
 /* Rank 0 turns down a joining process: tells it why, and fails. */
@@ -288,23 +303,26 @@ static int refuse(int fd, double deadline, DfError *err, const char *fmt, ...) {
 }
 
 /* Reads a joining connection's hello and files it; 1 when it was no
- * rendezvous client at all (dropped, the wait goes on). */
-static int take_hello(DfDistGroup *g, int fd, double deadline, DfError *err) {
+ * rendezvous client at all, or another job's (dropped, the wait goes on). */
+static int take_hello(DfDistGroup *g, const DfDistEnv *env, int fd, double deadline, DfError *err) {
     double hello_deadline = df_now_seconds() + 5.0;
     if (hello_deadline > deadline) hello_deadline = deadline;
-    uint8_t buf[DF_WIRE_HEADER + HELLO_BYTES];
+    uint8_t head[DF_WIRE_HEADER], p[DF_WIRE_HELLO_BYTES];
     DfWireHeader h;
-    if (df_tcp_recv_all(fd, buf, sizeof buf, hello_deadline, NULL, NULL, NULL) != DF_TCP_OK ||
-        df_wire_get_header(buf, &h) || h.type != DF_MSG_HELLO || h.len != HELLO_BYTES) {
+    DfWireHello hello;
+    /* the header's length is bounded (dist/wire.h) before the payload is read */
+    if (df_tcp_recv_all(fd, head, sizeof head, hello_deadline, NULL, NULL, NULL) != DF_TCP_OK ||
+        df_wire_get_header(head, &h) || h.type != DF_MSG_HELLO ||
+        df_tcp_recv_all(fd, p, h.len, hello_deadline, NULL, NULL, NULL) != DF_TCP_OK ||
+        df_wire_get_hello(p, h.len, &hello, NULL)) {
         close(fd);
         return 1;
     }
-    const uint8_t *p = buf + DF_WIRE_HEADER;
-    uint32_t rank = df_wire_get_u32(p), world = df_wire_get_u32(p + 4), channel = df_wire_get_u32(p + 8);
-    uint32_t version = df_wire_get_u32(p + 12);
+    uint32_t rank = hello.rank, world = hello.world, channel = hello.channel, version = hello.version;
     if (version != DF_WIRE_VERSION)
         return refuse(fd, deadline, err, "rendezvous: rank %u speaks protocol version %u, rank 0 version %u (mixed "
                       "dflash builds?)", rank, version, DF_WIRE_VERSION);
+    if (!df_job_token_equal(hello.token, env->token.bytes)) return turn_away(fd, &hello, env, deadline);
     if (world != (uint32_t)g->world)
         return refuse(fd, deadline, err, "rendezvous: rank %u has WORLD_SIZE=%u but rank 0 has WORLD_SIZE=%d", rank,
                       world, g->world);
@@ -354,7 +372,7 @@ static int form_as_rank0(DfDistGroup *g, const DfDistEnv *env, DfError *err) {
             close(lfd);
             return df_context(err, "rendezvous (rank 0, port %d)", env->master_port);
         }
-        int rc = take_hello(g, fd, deadline, err);
+        int rc = take_hello(g, env, fd, deadline, err);
         if (rc < 0) {
             abort_joined(g, err); /* before closing the listener, whose backlog gets reset */
             close(lfd);
@@ -412,9 +430,12 @@ static int connect_and_hello(const DfDistEnv *env, int channel, double deadline,
         df_context(err, "rendezvous (rank %d) with rank 0", env->rank);
         return -1;
     }
-    uint8_t hello[HELLO_BYTES];
-    send_hello(hello, env->rank, env->world_size, channel);
-    if (send_raw(fd, DF_MSG_HELLO, hello, sizeof hello, deadline, err) ||
+    DfWireHello hello = {.rank = (uint32_t)env->rank, .world = (uint32_t)env->world_size,
+                         .channel = (uint32_t)channel, .version = DF_WIRE_VERSION};
+    memcpy(hello.token, env->token.bytes, DF_JOB_TOKEN_BYTES);
+    uint8_t payload[DF_WIRE_HELLO_BYTES];
+    df_wire_put_hello(payload, &hello);
+    if (send_raw(fd, DF_MSG_HELLO, payload, sizeof payload, deadline, err) ||
         await_answer(fd, env, DF_MSG_HELLO, deadline, timeout_s, err)) {
         close(fd);
         return -1;

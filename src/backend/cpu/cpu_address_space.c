@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -65,13 +66,23 @@ static int run_again(char **argv, DfError *err) {
                               "single-threaded (/proc/self/exe)");
 }
 
+/* --version and --help (of dflash or of a command) make no BLAS call: no buffer to fit. */
+static int calls_blas(char **argv) {
+    if (!argv[0] || !argv[1] || strcmp(argv[1], "help") == 0) return 0;
+    for (int i = 1; argv[i]; i++)
+        if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 0;
+    return 1;
+}
+
 /* The second run: the user's OPENBLAS_NUM_THREADS back for the processes it starts, then the team fitted. */
-static int fit_threads(const char *mark, size_t lim, DfError *err) {
+static int fit_threads(const char *mark, size_t lim, int blas, DfError *err) {
     char user_blas_threads[64];
     snprintf(user_blas_threads, sizeof user_blas_threads, "%s", mark);
     if (*user_blas_threads) setenv("OPENBLAS_NUM_THREADS", user_blas_threads, 1);
     else unsetenv("OPENBLAS_NUM_THREADS");
     unsetenv(RERUN_MARK);
+    if (!blas) return 0;
     size_t mapped = df_address_space_mapped(), stack = thread_stack_bytes();
     size_t left = lim > mapped ? lim - mapped : 0;
     size_t need = DF_BLAS_BUFFER_BYTES + MIN_WORK_BYTES;
@@ -88,9 +99,9 @@ static int fit_threads(const char *mark, size_t lim, DfError *err) {
     size_t fit = 1 + budget / (DF_BLAS_BUFFER_BYTES + stack);
     if (fit >= (size_t)want) return 0;
     fprintf(stderr,
-            "dflash: the address-space limit (ulimit -v) of %zu MiB fits %zu of %d threads (each maps a %zu MiB "
-            "OpenBLAS buffer and a %zu MiB stack); running with %zu\n",
-            lim / MIB, fit, want, DF_BLAS_BUFFER_BYTES / MIB, stack / MIB, fit);
+            "dflash: the address-space limit (ulimit -v) of %zu MiB, %zu MiB of it mapped at start, fits %zu of %d "
+            "threads (each maps a %zu MiB OpenBLAS buffer and a %zu MiB stack); running with %zu\n",
+            lim / MIB, mapped / MIB, fit, want, DF_BLAS_BUFFER_BYTES / MIB, stack / MIB, fit);
     omp_set_num_threads((int)fit);
     return 0;
 }
@@ -100,5 +111,5 @@ int df_address_space_fit(char **argv, DfError *err) {
     if (lim == SIZE_MAX) return 0;
     const char *mark = getenv(RERUN_MARK);
     if (!mark) return run_again(argv, err);
-    return fit_threads(mark, lim, err);
+    return fit_threads(mark, lim, calls_blas(argv), err);
 }

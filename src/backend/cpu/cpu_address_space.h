@@ -13,8 +13,9 @@
  * starts (the library reads it as it loads: setting it later is too late);
  * the second run sizes the OpenMP team to what the limit leaves (per thread a
  * BLAS buffer and a stack, using at most half of it, the rest for the
- * command), and refuses with the figures when not even one thread fits.
- * Without a limit it does nothing. */
+ * command), and refuses with the figures when not even one thread fits
+ * (--version and --help, which make no BLAS call, always run). Without a
+ * limit it does nothing. */
 #ifndef DF_BACKEND_CPU_ADDRESS_SPACE_H
 #define DF_BACKEND_CPU_ADDRESS_SPACE_H
 
