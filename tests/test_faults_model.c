@@ -11,8 +11,9 @@
  *   allocation; one layer more than the file holds names the first missing
  *   tensor;
  * - tensors the model would not use (a bias, a layer past the last, an
- *   lm_head that differs from the embedding it is tied to) are refused
- *   naming the first one; a tied lm_head that copies the embedding runs;
+ *   lm_head that differs from the embedding it is tied to), in a dense and a
+ *   hybrid checkpoint, are refused naming the first one; a tied lm_head that
+ *   copies the embedding runs, as does a hybrid's mtp.* head;
  * - non-finite logits: one NaN column of the lm head among finite ones, and
  *   a rope_theta of 1e-300, fail forward, generate (greedy and sampled) and
  *   eval naming the target, the record and the position;
@@ -108,16 +109,18 @@ typedef enum Rewrite {
     NAN_HEAD_ROW,   /* the (tied) embedding's row UNUSED_ROW all NaN */
 } Rewrite;
 
-/* dir/model.safetensors: coder-tiny's tensors, rewritten as `how` says. */
-static void rewrite_weights(const char *dir, Rewrite how, const char *name, const char *from) {
+/* dir/model.safetensors: the tensors of the model in src (relative to the
+ * source tree), rewritten as `how` says. */
+static void rewrite_weights_of(const char *src, const char *dir, Rewrite how, const char *name, const char *from) {
     DfSafetensors st;
     DfError err;
-    if (df_safetensors_open(&st, df_test_path(TINY), &err)) fail_msg("%s", err.msg);
+    if (df_safetensors_open(&st, df_test_path(src), &err)) fail_msg("%s", err.msg);
     DfTensorOut *out = calloc((size_t)st.n_tensors + 1, sizeof *out);
     int n = 0;
     const DfTensorInfo *embed = df_safetensors_find(&st, "model.embed_tokens.weight");
+    if (!embed) embed = df_safetensors_find(&st, "model.language_model.embed_tokens.weight");
     assert_non_null(embed);
-    assert_int_equal(embed->dtype, DF_DTYPE_BF16);
+    if (how != ADD_COPY) assert_int_equal(embed->dtype, DF_DTYPE_BF16);
     uint16_t *changed = malloc(embed->nbytes);
     memcpy(changed, embed->data, embed->nbytes);
     int64_t hidden = embed->shape[1];
@@ -131,12 +134,12 @@ static void rewrite_weights(const char *dir, Rewrite how, const char *name, cons
         if (t == embed && how == NAN_HEAD_ROW) out[n].data = changed;
         n++;
     }
-    const DfTensorInfo *src = how == ADD_COPY ? df_safetensors_find(&st, from) : embed;
-    assert_non_null(src);
+    const DfTensorInfo *copied = how == ADD_COPY ? df_safetensors_find(&st, from) : embed;
+    assert_non_null(copied);
     if (how != NAN_HEAD_ROW) {
-        out[n] = (DfTensorOut){how == ADD_COPY ? name : "lm_head.weight", src->dtype, src->ndim, {0},
-                               how == LM_HEAD_OTHER ? (const void *)changed : src->data};
-        memcpy(out[n].shape, src->shape, sizeof src->shape);
+        out[n] = (DfTensorOut){how == ADD_COPY ? name : "lm_head.weight", copied->dtype, copied->ndim, {0},
+                               how == LM_HEAD_OTHER ? (const void *)changed : copied->data};
+        memcpy(out[n].shape, copied->shape, sizeof copied->shape);
         n++;
     }
     char path[1200];
@@ -145,6 +148,10 @@ static void rewrite_weights(const char *dir, Rewrite how, const char *name, cons
     free(changed);
     free(out);
     df_safetensors_close(&st);
+}
+
+static void rewrite_weights(const char *dir, Rewrite how, const char *name, const char *from) {
+    rewrite_weights_of(TINY, dir, how, name, from);
 }
 
 static void write_ids(void) {
@@ -240,6 +247,25 @@ static void test_unused_tensors_refused(void **state) {
     rewrite_weights(dir, LM_HEAD_OTHER, NULL, NULL);
     const char *other[] = {"'lm_head.weight' differs from the embedding", "tie_word_embeddings true", NULL};
     expect_forward(dir, 1, other);
+
+    /* the hybrid loader reads through the same check: a bias of a DeltaNet projection, a layer past the last */
+    char cmd[4096], hybrid_dir[1024];
+    snprintf(hybrid_dir, sizeof hybrid_dir, "%s", path_in("hybrid-bias"));
+    dir = hybrid_dir;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp %s/* '%s'/", dir, dir,
+             df_test_path("tests/fixtures/hybrid/qwen35-random"), dir);
+    assert_int_equal(system(cmd), 0);
+    rewrite_weights_of("tests/fixtures/hybrid/qwen35-random", dir, ADD_COPY, "model.layers.1.linear_attn.in_proj_a.bias",
+                       "model.layers.1.linear_attn.dt_bias");
+    const char *hybrid[] = {"unknown tensor 'model.layers.1.linear_attn.in_proj_a.bias'", NULL};
+    expect_forward(dir, 1, hybrid);
+    rewrite_weights_of("tests/fixtures/hybrid/qwen35-random", dir, ADD_COPY, "model.layers.4.input_layernorm.weight",
+                       "model.layers.3.input_layernorm.weight");
+    const char *hybrid_layer[] = {"unknown tensor 'model.layers.4.input_layernorm.weight'", NULL};
+    expect_forward(dir, 1, hybrid_layer);
+    rewrite_weights_of("tests/fixtures/hybrid/qwen35-random", dir, ADD_COPY, "mtp.fc.weight",
+                       "model.layers.3.input_layernorm.weight");
+    expect_forward(dir, 0, NULL); /* the multi-token-prediction head the family ships: not the decoder's */
 
     /* a tied head saved beside the embedding it copies: what transformers ties anyway */
     dir = target_with("head-copy", "{}");

@@ -359,6 +359,9 @@ static int num_taps_out_of_range(const DfTrainOptions *o, DfError *err) {
     return df_drafter_check_num_taps(&cfg, o->num_taps, err) != 0;
 }
 
+/* One writer per run directory: the rank that writes OUTPUT (every process
+ * when there is one) holds OUTPUT/train.lock for the whole run, data
+ * preparation included. */
 static int lock_run(const DfTrainOptions *o, DfOutputLock *lock, DfError *err) {
     int writer = o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0;
     if (o->dist && o->dist->world_size > 1 && o->dist->rank != writer) return 0;
