@@ -5,8 +5,9 @@
 
 #include "text/jinja/interp.h"
 
+/* Empty spans are kept: they mark where an empty tagged string landed. */
 static void span_push(JArena *a, JSpanList *l, JSpan s) {
-    if (s.e <= s.s) return;
+    if (s.e < s.s) return;
     if (l->n && l->v[l->n - 1].tag == s.tag && l->v[l->n - 1].e == s.s) {
         l->v[l->n - 1].e = s.e;
         return;
@@ -23,7 +24,7 @@ static void span_push(JArena *a, JSpanList *l, JSpan s) {
 
 /* The spans of s (tag >= 0: one span over all of it). */
 static const JSpan *spans_of(const JCtx *c, JVal s, JSpan *one, size_t *n) {
-    if (s.type != JV_STR || s.tag == -1 || s.u.s.n == 0) {
+    if (s.type != JV_STR || s.tag == -1) {
         *n = 0;
         return NULL;
     }
@@ -57,7 +58,7 @@ JVal jx_substr(JCtx *c, JVal s, size_t start, size_t end) {
     JVal r = jv_str(s.u.s.p + start, end - start, -1);
     if (s.tag == -1) return r;
     if (s.tag >= 0) {
-        r.tag = end > start ? s.tag : -1;
+        r.tag = s.tag;
         return r;
     }
     JSpan one;
@@ -72,8 +73,8 @@ JVal jx_substr(JCtx *c, JVal s, size_t start, size_t end) {
 }
 
 JVal jx_concat(JCtx *c, JVal x, JVal y) {
-    if (x.u.s.n == 0) return y;
-    if (y.u.s.n == 0) return x;
+    if (x.u.s.n == 0 && x.tag == -1) return y;
+    if (y.u.s.n == 0 && y.tag == -1) return x;
     char *p = jv_alloc(c->a, x.u.s.n + y.u.s.n + 1);
     memcpy(p, x.u.s.p, x.u.s.n);
     memcpy(p + x.u.s.n, y.u.s.p, y.u.s.n);
