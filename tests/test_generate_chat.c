@@ -355,7 +355,7 @@ static void test_bad_records(void **state) {
     struct { const char *record, *why; } cases[] = {
         {"{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}",
          "no user turn"},
-        {"{\"conversations\": [{\"from\": \"tool\", \"value\": \"s\"}]}", "conversations[0]: unknown role \"tool\""},
+        {"{\"conversations\": [{\"from\": \"narrator\", \"value\": \"s\"}]}", "conversations[0]: unknown role \"narrator\""},
         {"{\"messages\": [{\"role\": \"user\", \"content\": 3}]}", "messages[0]"},
         {"{\"messages\": [], \"conversations\": []}", "both"},
         {"{\"messages\": {}}", "not an array"},

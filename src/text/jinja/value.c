@@ -17,7 +17,9 @@ void *jv_alloc(JArena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     JArenaBlock *b = a->head;
     if (!b || b->used + n > b->cap) {
-        size_t cap = n > 65536 - sizeof *b ? n : 65536 - sizeof *b;
+        /* blocks grow from 4 KiB to 256 KiB: a short rendering touches little fresh memory */
+        size_t want = b ? (b->cap * 2 < (size_t)262144 ? b->cap * 2 : (size_t)262144) : 4096 - sizeof *b;
+        size_t cap = n > want ? n : want;
         b = df_xmalloc(sizeof *b + cap, "template arena");
         b->used = 0;
         b->cap = cap;
