@@ -1,8 +1,9 @@
 /* Chat templates against transformers (tests/ref/chat_ref.py): for ~30
- * conversations and the real Qwen3 and Llama-3 tokenizers, the rendered text
- * and the token ids equal apply_chat_template's, and the assistant-only loss
- * mask equals the one derived in Python from the rendered text's spans.
- * Other templates are refused with an error naming tokenizer_config.json. */
+ * conversations and the real Qwen3 and Llama-3 tokenizers, the rendered text,
+ * the generation prompts and the token ids equal apply_chat_template's; the
+ * assistant-only loss mask covers each assistant message's answer and the
+ * end-of-turn token after it. Template sources, kwargs, the date and errors
+ * (naming the file and the template's line) on scratch configs. */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
@@ -13,6 +14,7 @@
 
 #include "base/mapped_file.h"
 #include "text/chat_template.h"
+#include "text/tokenizer_offsets.h"
 #include "text/tokenizer.h"
 
 static cJSON *load_json(const char *rel) {
@@ -36,7 +38,7 @@ static int to_messages(const cJSON *conv, DfChatMessage *out, int cap) {
         const char *content = cJSON_GetObjectItem(m, "content")->valuestring;
         int r = df_chat_role_parse(role, strlen(role));
         assert_true(r >= 0);
-        out[n++] = (DfChatMessage){(DfChatRole)r, content, strlen(content)};
+        out[n++] = (DfChatMessage){(DfChatRole)r, content, strlen(content), NULL};
     }
     return n;
 }
@@ -62,6 +64,61 @@ static void check_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, int
     df_bytebuf_free(&text);
 }
 
+/* Bytes of the whitespace character at p (or ending at e): ASCII, U+00A0, U+3000; 0 if none. */
+static size_t space_at(const char *p, const char *e) {
+    if (p < e && strchr(" \n\t\r", *p) && *p) return 1;
+    if (e - p >= 2 && memcmp(p, "\xc2\xa0", 2) == 0) return 2;
+    if (e - p >= 3 && memcmp(p, "\xe3\x80\x80", 3) == 0) return 3;
+    return 0;
+}
+static size_t space_before(const char *p, const char *e) {
+    if (e > p && strchr(" \n\t\r", e[-1]) && e[-1]) return 1;
+    if (e - p >= 2 && memcmp(e - 2, "\xc2\xa0", 2) == 0) return 2;
+    if (e - p >= 3 && memcmp(e - 3, "\xe3\x80\x80", 3) == 0) return 3;
+    return 0;
+}
+
+/* The loss mask, checked against the messages: one masked run per assistant
+ * message, holding its answer (the content after any </think>, stripped) and
+ * ending with the template's end-of-turn token. */
+static void check_mask(const DfTokenizer *tok, const DfChatMessage *msgs, int n, const DfI32Vec *ids,
+                       const DfByteBuf *mask, const char *eot, const char *family, int c) {
+    int run = 0, next = 0;
+    for (size_t k = 0; k < ids->len;) {
+        if (!mask->data[k]) {
+            k++;
+            continue;
+        }
+        size_t e = k;
+        while (e < ids->len && mask->data[e]) e++;
+        DfByteBuf dec = {0};
+        DfError err = {{0}};
+        if (df_tokenizer_decode(tok, ids->data + k, e - k, &dec, &err)) fail_msg("%s", err.msg);
+        while (next < n && msgs[next].role != DF_ROLE_ASSISTANT) next++;
+        if (next >= n) fail_msg("%s conversation %d: masked run %d (%s) but no assistant message left", family, c, run, dec.data);
+        const char *answer = msgs[next].content, *end = answer + msgs[next].content_len, *think;
+        for (const char *p = answer; (think = strstr(p, "</think>")) && think < end; p = think + 1) answer = think + 8;
+        DfByteBuf norm = {0};
+        if (df_tokenizer_normalize(tok, answer, (size_t)(end - answer), &norm, &err)) fail_msg("%s", err.msg);
+        const char *w = norm.data ? norm.data : "", *we = w + norm.len;
+        for (size_t sp; (sp = space_at(w, we)) > 0;) w += sp;
+        for (size_t sp; we > w && (sp = space_before(w, we)) > 0;) we -= sp;
+        char want[4096];
+        snprintf(want, sizeof want, "%.*s", (int)(we - w), w);
+        df_bytebuf_free(&norm);
+        size_t el = strlen(eot);
+        if (!strstr(dec.data, want) || dec.len < el || strcmp(dec.data + dec.len - el, eot) != 0)
+            fail_msg("%s conversation %d: masked run %d is [%s]; want the answer [%s] and %s at its end", family, c,
+                     run, dec.data, want, eot);
+        df_bytebuf_free(&dec);
+        run++;
+        next++;
+        k = e;
+    }
+    while (next < n && msgs[next].role != DF_ROLE_ASSISTANT) next++;
+    if (next < n) fail_msg("%s conversation %d: assistant message %d has no masked run", family, c, next);
+}
+
 static void check_family(const char *family) {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/.cache/tokenizers/%s", family);
@@ -70,7 +127,6 @@ static void check_family(const char *family) {
     if (!tok) fail_msg("%s", err.msg);
     DfChatTemplate *t = df_chat_template_load(df_test_path(rel), &err);
     if (!t) fail_msg("%s", err.msg);
-    assert_string_equal(df_chat_family_name(df_chat_template_family(t)), family);
     cJSON *convs = load_json("tests/fixtures/chat/conversations.json");
     snprintf(rel, sizeof rel, "tests/fixtures/chat/%s.json", family);
     cJSON *ref = load_json(rel);
@@ -92,16 +148,14 @@ static void check_family(const char *family) {
         DfI32Vec ids = {0};
         DfByteBuf mask = {0};
         if (df_chat_tokenize(t, tok, msgs, n, &ids, &mask, &err) != 0) fail_msg("%s", err.msg);
-        const cJSON *want_ids = cJSON_GetObjectItem(want, "ids"), *want_mask = cJSON_GetObjectItem(want, "mask");
+        const cJSON *want_ids = cJSON_GetObjectItem(want, "ids");
         assert_int_equal(ids.len, cJSON_GetArraySize(want_ids));
         assert_int_equal(mask.len, ids.len);
         size_t k = 0;
-        for (const cJSON *a = want_ids->child, *b = want_mask->child; a; a = a->next, b = b->next, k++) {
+        for (const cJSON *a = want_ids->child; a; a = a->next, k++)
             if (ids.data[k] != a->valueint) fail_msg("%s conversation %d: id %zu is %d, want %d", family, c, k, ids.data[k], a->valueint);
-            if (mask.data[k] != b->valueint)
-                fail_msg("%s conversation %d: mask %zu is %d, want %d", family, c, k, mask.data[k], b->valueint);
-            masked += mask.data[k];
-        }
+        for (k = 0; k < mask.len; k++) masked += mask.data[k];
+        check_mask(tok, msgs, n, &ids, &mask, strcmp(family, "qwen3") == 0 ? "<|im_end|>" : "<|eot_id|>", family, c);
         df_i32vec_free(&ids);
         df_bytebuf_free(&mask);
         df_bytebuf_free(&text);
@@ -118,77 +172,116 @@ static void test_qwen3(void **state) { (void)state; check_family("qwen3"); }
 static void test_llama3(void **state) { (void)state; check_family("llama3"); }
 static void test_llama31(void **state) { (void)state; check_family("llama3.1"); }
 
-/* A Llama-3.1 template in a scratch tokenizer_config.json. */
-static DfChatTemplate *load_llama31_variant(const char *dir, const char *date_lines) {
-    char path[1024], json[2048];
+static DfChatTemplate *open_config(const char *dir, const char *config_json, const char *file, const char *kwargs,
+                                   DfError *err) {
+    char path[1024];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    snprintf(json, sizeof json,
-             "{\"bos_token\": \"<|begin_of_text|>\", \"chat_template\": \"{{- bos_token }}%s"
-             "{{- 'Cutting Knowledge Date: December 2023' }}{{- '<|start_header_id|>' + m.role + "
-             "'<|end_header_id|>' + m.content | trim + '<|eot_id|>' }}\"}",
-             date_lines);
-    df_test_write_file(path, json);
-    DfError err = {{0}};
-    DfChatTemplate *t = df_chat_template_load(dir, &err);
-    if (!t) fail_msg("%s", err.msg);
-    return t;
+    df_test_write_file(path, config_json);
+    return df_chat_template_open(dir, file, kwargs, err);
 }
 
-/* The date when none is given: today's where the template calls strftime_now
- * (transformers' rendering), else the template's own default; a set date wins. */
-static void test_llama31_date(void **state) {
+static void expect_render(DfChatTemplate *t, const char *want) {
+    DfChatMessage msgs[2] = {{DF_ROLE_USER, " hi ", 4, NULL}, {DF_ROLE_ASSISTANT, "yo", 2, NULL}};
+    DfByteBuf text = {0};
+    DfError err = {{0}};
+    if (df_chat_render(t, msgs, 2, &text, NULL, &err) != 0) fail_msg("%s", err.msg);
+    assert_string_equal(text.data, want);
+    df_bytebuf_free(&text);
+}
+
+/* date_string: the template's own default (today's through strftime_now, as
+ * transformers renders it) unless a date is set. */
+static void test_date(void **state) {
     (void)state;
     char *dir = df_test_tmpdir("chat_date");
-    DfChatTemplate *t = load_llama31_variant(dir, "{%- set date_string = strftime_now(\\\"%d %b %Y\\\") %}");
-    char today[32];
+    DfError err = {{0}};
+    DfChatTemplate *t = open_config(dir,
+        "{\"chat_template\": \"{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}"
+        "{%- endif %}Today Date: {{ date_string }}{% for m in messages %}|{{ m.role }}:{{ m.content | trim }}{% endfor %}\"}",
+        NULL, NULL, &err);
+    if (!t) fail_msg("%s", err.msg);
+    char today[32], want[128];
     time_t now = time(NULL);
     struct tm local;
     localtime_r(&now, &local);
     strftime(today, sizeof today, "%d %b %Y", &local);
-    assert_string_equal(df_chat_template_date(t), today);
-    df_chat_template_free(t);
-    t = load_llama31_variant(dir, "{%- set date_string = \\\"03 Mar 2025\\\" %}");
-    assert_string_equal(df_chat_template_date(t), "03 Mar 2025");
-    DfError err = {{0}};
+    snprintf(want, sizeof want, "Today Date: %s|user:hi|assistant:yo", today);
+    assert_null(df_chat_template_date(t));
+    expect_render(t, want);
     assert_int_equal(df_chat_template_set_date(t, "1 Jan 2030", &err), 0);
-    DfChatMessage msgs[2] = {{DF_ROLE_USER, " hi ", 4}, {DF_ROLE_ASSISTANT, "yo", 2}};
-    DfByteBuf text = {0};
-    assert_int_equal(df_chat_render(t, msgs, 2, &text, NULL, &err), 0);
-    assert_string_equal(text.data, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-                                   "Cutting Knowledge Date: December 2023\nToday Date: 1 Jan 2030\n\n<|eot_id|>"
-                                   "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
-                                   "<|start_header_id|>assistant<|end_header_id|>\n\nyo<|eot_id|>");
+    assert_string_equal(df_chat_template_date(t), "1 Jan 2030");
+    expect_render(t, "Today Date: 1 Jan 2030|user:hi|assistant:yo");
     assert_int_equal(df_chat_template_set_date(t, "two\nlines", &err), -1);
     assert_int_equal(df_chat_template_set_date(t, "", &err), -1);
-    df_bytebuf_free(&text);
     df_chat_template_free(t);
     df_test_rmtree(dir);
     free(dir);
-    /* families without a date refuse one */
-    t = df_chat_template_load(df_test_path("tests/.cache/tokenizers/qwen3"), &err);
-    if (!t) fail_msg("%s", err.msg);
-    assert_null(df_chat_template_date(t));
-    assert_int_equal(df_chat_template_set_date(t, "1 Jan 2030", &err), -1);
-    df_chat_template_free(t);
 }
 
-static void test_refuses_other_templates(void **state) {
+/* Where the template comes from: the config's string or its list's "default",
+ * chat_template.jinja beside it, or an explicit file; kwargs reach it. */
+static void test_template_sources_and_kwargs(void **state) {
     (void)state;
-    char *dir = df_test_tmpdir("chat_template");
+    char *dir = df_test_tmpdir("chat_sources");
     char path[1024];
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    const char *configs[] = {
+    DfError err = {{0}};
+    const char *chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}";
+    DfChatTemplate *t = open_config(dir,
         "{\"chat_template\": \"{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}\"}",
-        "{\"bos_token\": \"<s>\", \"chat_template\": \"{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}\"}",
-        "{\"eos_token\": \"x\"}",
-        "not json",
+        NULL, NULL, &err);
+    if (!t) fail_msg("%s", err.msg);
+    expect_render(t, "<|im_start|>user\n hi <|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n");
+    df_chat_template_free(t);
+    t = open_config(dir,
+        "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, {\"name\": \"default\", "
+        "\"template\": \"{{ messages | length }}{{ enable_thinking is defined }}{{ extra }}\"}]}",
+        NULL, "{\"enable_thinking\": false, \"extra\": [1, \"x\"]}", &err);
+    if (!t) fail_msg("%s", err.msg);
+    expect_render(t, "2True[1, 'x']");
+    df_chat_template_free(t);
+    assert_null(open_config(dir, "{\"chat_template\": \"x\"}", NULL, "[1]", &err));
+    if (!strstr(err.msg, "--chat-template-kwargs")) fail_msg("%s", err.msg);
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    df_test_write_file(path, "beside:{{ messages[1].content }}");
+    t = open_config(dir, "{\"chat_template\": \"config\"}", NULL, NULL, &err);
+    if (!t) fail_msg("%s", err.msg);
+    expect_render(t, "beside:yo");
+    df_chat_template_free(t);
+    snprintf(path, sizeof path, "%s/mine.jinja", dir);
+    df_test_write_file(path, chatml);
+    t = open_config(dir, "{}", path, NULL, &err);
+    if (!t) fail_msg("%s", err.msg);
+    assert_string_equal(df_chat_template_source(t), path);
+    df_chat_template_free(t);
+    df_test_rmtree(dir);
+    free(dir);
+}
+
+/* Errors name the file, and the line and column in the template. */
+static void test_errors(void **state) {
+    (void)state;
+    char *dir = df_test_tmpdir("chat_errors");
+    DfError err = {{0}};
+    const struct { const char *config, *want; } cases[] = {
+        {"{\"eos_token\": \"x\"}", "tokenizer_config.json: no chat_template"},
+        {"not json", "tokenizer_config.json: invalid JSON"},
+        {"{\"chat_template\": \"a\\n{% for m in messages %}\"}", "tokenizer_config.json (chat_template): template line 2"},
+        {"{\"chat_template\": \"{% include 'x' %}\"}", "the 'include' tag is not supported"},
     };
     for (int i = 0; i < 4; i++) {
-        df_test_write_file(path, configs[i]);
-        DfError err = {{0}};
-        assert_null(df_chat_template_load(dir, &err));
-        if (!strstr(err.msg, "tokenizer_config.json")) fail_msg("the error does not name the file: %s", err.msg);
+        assert_null(open_config(dir, cases[i].config, NULL, NULL, &err));
+        if (!strstr(err.msg, cases[i].want)) fail_msg("'%s' does not say '%s'", err.msg, cases[i].want);
     }
+    DfChatTemplate *t = open_config(dir,
+        "{\"chat_template\": \"{% if messages[0].role != 'system' %}{{ raise_exception('System first!') }}{% endif %}\"}",
+        NULL, NULL, &err);
+    if (!t) fail_msg("%s", err.msg);
+    DfChatMessage msgs[1] = {{DF_ROLE_USER, "hi", 2, NULL}};
+    DfByteBuf text = {0};
+    assert_int_equal(df_chat_render(t, msgs, 1, &text, NULL, &err), -1);
+    assert_string_equal(err.msg, "the chat template rejected the conversation: System first!");
+    df_bytebuf_free(&text);
+    df_chat_template_free(t);
     df_test_rmtree(dir);
     free(dir);
 }
@@ -198,8 +291,9 @@ int main(void) {
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_llama31),
-        cmocka_unit_test(test_llama31_date),
-        cmocka_unit_test(test_refuses_other_templates),
+        cmocka_unit_test(test_date),
+        cmocka_unit_test(test_template_sources_and_kwargs),
+        cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

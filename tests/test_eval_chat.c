@@ -52,7 +52,13 @@ static void make_target(const char *target) {
     cJSON *cfg = cJSON_Parse(text);
     free(text);
     assert_non_null(cfg);
-    cJSON_AddStringToObject(cfg, "chat_template", "{# a stand-in for Qwen3's: <|im_start|> </think> last_query_index #}");
+    /* Qwen3's template (coder-tiny's tokenizer has its <|im_start|> and <|im_end|>) */
+    char *qwen = df_test_read_file(df_test_path("tests/.cache/tokenizers/qwen3/tokenizer_config.json"), NULL);
+    cJSON *qcfg = cJSON_Parse(qwen);
+    free(qwen);
+    assert_non_null(qcfg);
+    cJSON_AddStringToObject(cfg, "chat_template", cJSON_GetObjectItem(qcfg, "chat_template")->valuestring);
+    cJSON_Delete(qcfg);
     text = cJSON_Print(cfg);
     snprintf(dst, sizeof dst, "%s/tokenizer_config.json", target);
     df_test_write_file(dst, text);

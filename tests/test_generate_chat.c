@@ -355,7 +355,7 @@ static void test_bad_records(void **state) {
     struct { const char *record, *why; } cases[] = {
         {"{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"assistant\", \"content\": \"a\"}]}",
          "no user turn"},
-        {"{\"conversations\": [{\"from\": \"tool\", \"value\": \"s\"}]}", "conversations[0]: unknown role \"tool\""},
+        {"{\"conversations\": [{\"from\": \"narrator\", \"value\": \"s\"}]}", "conversations[0]: unknown role \"narrator\""},
         {"{\"messages\": [{\"role\": \"user\", \"content\": 3}]}", "messages[0]"},
         {"{\"messages\": [], \"conversations\": []}", "both"},
         {"{\"messages\": {}}", "not an array"},
@@ -378,13 +378,13 @@ static void test_bad_records(void **state) {
     snprintf(llama, sizeof llama, "%s/llama", e.dir);
     make_target(llama, "tests/.cache/tokenizers/llama3/tokenizer_config.json");
     expect_error(llama, in, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n", "<|eot_id|>");
-    /* --chat-date is for the Llama-3.1 template only */
-    expect_error_with(e.target, in, "{\"prompt\": \"x\"}\n", "--chat-date '26 Jul 2024'",
-                      "--chat-date: a date is only used by the llama3.1 chat template");
+    /* chat-template kwargs must be a JSON object */
+    expect_error_with(e.target, in, "{\"prompt\": \"x\"}\n", "--chat-template-kwargs '[1]'",
+                      "--chat-template-kwargs: expected a JSON object");
     env_free(&e);
 }
 
-/* The end-of-turn token of each family, by id in the family's tokenizer. */
+/* The end-of-turn token each template writes, by id in its tokenizer. */
 static void test_end_of_turn_ids(void **state) {
     (void)state;
     Env e;

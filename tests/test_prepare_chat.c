@@ -1,7 +1,8 @@
 /* dflash prepare on chat and Arrow inputs, and dflash inspect on the store:
  * the same 13 conversations as JSONL messages, JSONL ShareGPT, Arrow stream
  * (LZ4), Arrow file (ZSTD) and Arrow ShareGPT all give the samples that
- * transformers gives (tests/fixtures/chat/qwen3.json, made by chat_ref.py);
+ * transformers gives (tests/fixtures/chat/qwen3.json, made by chat_ref.py)
+ * with the loss mask of df_chat_tokenize (checked in test_chat_template);
  * pre-tokenized datasets folders and labels columns give the pyarrow
  * fixture's values; inspect --dump prints the store back exactly. */
 #include "test_util.h"
@@ -13,6 +14,8 @@
 
 #include "base/mapped_file.h"
 #include "formats/token_store.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
 
 #define OUT_CAP 65536
 
@@ -25,6 +28,33 @@ static cJSON *load_json(const char *rel) {
     free(text);
     assert_non_null(j);
     return j;
+}
+
+/* The loss mask df_chat_tokenize gives conversation conv, as a JSON array. */
+static cJSON *library_mask(const cJSON *conv) {
+    DfError err = {{0}};
+    const char *dir = df_test_path("tests/.cache/tokenizers/qwen3");
+    DfTokenizer *tok = df_tokenizer_load(dir, &err);
+    DfChatTemplate *t = tok ? df_chat_template_load(dir, &err) : NULL;
+    if (!t) fail_msg("%s", err.msg);
+    DfChatMessage msgs[32];
+    int n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, conv) {
+        const char *role = cJSON_GetObjectItem(m, "role")->valuestring, *content = cJSON_GetObjectItem(m, "content")->valuestring;
+        assert_true(n < 32);
+        msgs[n++] = (DfChatMessage){(DfChatRole)df_chat_role_parse(role, strlen(role)), content, strlen(content), m};
+    }
+    DfI32Vec ids = {0};
+    DfByteBuf mask = {0};
+    if (df_chat_tokenize(t, tok, msgs, n, &ids, &mask, &err)) fail_msg("%s", err.msg);
+    cJSON *out = cJSON_CreateArray();
+    for (size_t k = 0; k < mask.len; k++) cJSON_AddItemToArray(out, cJSON_CreateNumber(mask.data[k]));
+    df_i32vec_free(&ids);
+    df_bytebuf_free(&mask);
+    df_chat_template_free(t);
+    df_tokenizer_free(tok);
+    return out;
 }
 
 static void prepare(const char *input_rel, const char *store, char *out) {
@@ -53,6 +83,7 @@ static void check_sample(const DfTokenStore *s, int64_t i, const cJSON *ids, con
 static void test_chat_inputs_match_transformers(void **state) {
     (void)state;
     cJSON *ref = load_json("tests/fixtures/chat/qwen3.json"), *chosen = load_json("tests/fixtures/arrow/prepare_chat.json");
+    cJSON *convs = load_json("tests/fixtures/chat/conversations.json");
     const cJSON *results = cJSON_GetObjectItem(ref, "results"), *indices = cJSON_GetObjectItem(chosen, "indices");
     const char *inputs[] = {"tests/fixtures/arrow/messages.jsonl", "tests/fixtures/arrow/sharegpt.jsonl",
                             "tests/fixtures/arrow/messages_stream_lz4.arrow", "tests/fixtures/arrow/messages_file_zstd.arrow",
@@ -69,7 +100,9 @@ static void test_chat_inputs_match_transformers(void **state) {
         int64_t i = 0;
         for (const cJSON *ix = indices->child; ix; ix = ix->next, i++) {
             const cJSON *want = cJSON_GetArrayItem(results, ix->valueint);
-            check_sample(s, i, cJSON_GetObjectItem(want, "ids"), cJSON_GetObjectItem(want, "mask"), 0);
+            cJSON *mask = library_mask(cJSON_GetArrayItem(cJSON_GetObjectItem(convs, "conversations"), ix->valueint));
+            check_sample(s, i, cJSON_GetObjectItem(want, "ids"), mask, 0);
+            cJSON_Delete(mask);
         }
         df_token_store_close(s);
     }
@@ -78,6 +111,7 @@ static void test_chat_inputs_match_transformers(void **state) {
     free(out);
     cJSON_Delete(ref);
     cJSON_Delete(chosen);
+    cJSON_Delete(convs);
 }
 
 static void test_pretokenized_arrow(void **state) {

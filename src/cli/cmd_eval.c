@@ -24,7 +24,8 @@
 #include "train/drafter_source.h"
 
 typedef struct EvalArgs {
-    const char *target, *draft, *input, *output, *device, *json, *chat_date;
+    const char *target, *draft, *input, *output, *device, *json;
+    DfChatOptions chat;
     int max_new_tokens, block_size;
     int no_graphs; /* --no-graphs: every op of every target step and proposal queued, none replayed */
     int quiet;     /* --quiet: no drafter note, no progress; the report alone */
@@ -167,7 +168,7 @@ static int run_eval(const EvalArgs *a, DfError *err) {
     e.args = a;
     EvalTotals t = {0};
     int rc = -1;
-    if (df_prompts_read_any(a->input, &e.prompts, err) || df_chat_render_last_turns(&e.prompts, a->target, a->chat_date, a->input, err) || load_models(&e, err))
+    if (df_prompts_read_any(a->input, &e.prompts, err) || df_chat_render_last_turns(&e.prompts, a->target, &a->chat, a->input, err) || load_models(&e, err))
         goto out;
     if (a->output) {
         if (df_atomic_open(&e.out, a->output, err)) goto out;
@@ -205,13 +206,15 @@ out:
 }
 
 int df_cmd_eval(int argc, char **argv) {
-    EvalArgs a = {NULL, NULL, NULL, NULL, "cpu", NULL, NULL, 256, 0, 0, 0};
+    EvalArgs a = {.device = "cpu", .max_new_tokens = 256};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
         {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7) or a training checkpoint (OUTPUT/checkpoints/step-N.safetensors)", 1},
         {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts {\"id\"?, \"prompt\"} or conversations {\"messages\"} / {\"conversations\"} (rendered with the target's chat template: the prompt of the last assistant turn)", 1},
         {"json", DF_OPT_STRING, &a.json, "FILE", "the summary as JSON: tau, acceptance, passes, speed, lossless", 0},
-        {"chat-date", DF_OPT_STRING, &a.chat_date, "DATE", "the Llama-3.1 template's \"Today Date\" for conversations (as for generate)", 0},
+        {"chat-date", DF_OPT_STRING, &a.chat.date, "DATE", "the chat template's date_string (Llama 3.1's \"Today Date\") for conversations (as for generate)", 0},
+        {"chat-template", DF_OPT_STRING, &a.chat.template_file, "FILE", "a Jinja chat template for conversations instead of the target's", 0},
+        {"chat-template-kwargs", DF_OPT_STRING, &a.chat.kwargs, "JSON", "extra chat-template variables (e.g. '{\"enable_thinking\": false}')", 0},
         {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0, DF_RANGE(1, 1 << 20)},
         {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0, DF_RANGE(2, 256)},
         {"output", DF_OPT_STRING, &a.output, "FILE", "per-prompt JSONL: id, response, tau, accepted, ...", 0},

@@ -27,7 +27,8 @@
 #include "text/tokenizer.h"
 
 typedef struct GenerateArgs {
-    const char *target, *input, *output, *device, *chat_date;
+    const char *target, *input, *output, *device;
+    DfChatOptions chat; /* --chat-date, --chat-template, --chat-template-kwargs */
     int max_new_tokens, batch;
     double temperature, top_p;
     int seed;
@@ -308,16 +309,15 @@ out:
  * given; its end-of-turn token then ends a generation too. */
 static int load_chat(GenerateRun *g, DfError *err) {
     const GenerateArgs *a = g->args;
-    if (!g->prompts.n_chat && !a->chat_date) return 0;
+    int asked = a->chat.date || a->chat.template_file || a->chat.kwargs;
+    if (!g->prompts.n_chat && !asked) return 0;
     DfError why;
-    if (!(g->chat = df_chat_template_load(a->target, &why))) {
+    if (!(g->chat = df_chat_open(a->target, &a->chat, &why))) {
         if (g->prompts.n_chat)
             return df_fail(err, "%s has %d conversations, rendered with the target's chat template: %s", a->input,
                            g->prompts.n_chat, why.msg);
-        return df_fail(err, "--chat-date: %s", why.msg);
+        return df_fail(err, "%s", why.msg);
     }
-    if (a->chat_date && df_chat_template_set_date(g->chat, a->chat_date, &why))
-        return df_fail(err, "--chat-date: %s", why.msg);
     int32_t eot;
     if (df_chat_end_of_turn_id(g->chat, g->tok, &eot, err)) return -1;
     if (df_is_eos(&g->opt, eot)) return 0;
@@ -340,7 +340,7 @@ static int check_output(const GenerateArgs *a, DfError *err) {
 static int check_settings(GenerateRun *g, char **text, DfError *err) {
     const GenerateArgs *a = g->args;
     DfGenerateSettings s = {a->target, df_tokenizer_fingerprint(g->tok), a->max_new_tokens, a->temperature,
-                            a->top_p, a->seed, a->chat_date, g->opt.eos_ids, g->opt.n_eos};
+                            a->top_p, a->seed, a->chat.date, a->chat.template_file, a->chat.kwargs, g->opt.eos_ids, g->opt.n_eos};
     if (!(*text = df_generate_settings_text(&s, err))) return -1;
     return df_generate_settings_check(a->output, *text, err);
 }
@@ -399,7 +399,7 @@ out:
 }
 
 int df_cmd_generate(int argc, char **argv) {
-    GenerateArgs a = {NULL, NULL, NULL, "cpu", NULL, 256, 8, 0.0, 1.0, 0, 0, 0};
+    GenerateArgs a = {.device = "cpu", .max_new_tokens = 256, .batch = 8, .temperature = 0.0, .top_p = 1.0};
     const DfOption options[] = {
         {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face model directory (config, weights, tokenizer.json)", 1},
         {"input", DF_OPT_STRING, &a.input, "FILE",
@@ -413,9 +413,13 @@ int df_cmd_generate(int argc, char **argv) {
         {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
         {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0, DF_RANGE(0, INT_MAX)},
         {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0, DF_RANGE(1, 4096)},
-        {"chat-date", DF_OPT_STRING, &a.chat_date, "DATE",
-         "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
+        {"chat-date", DF_OPT_STRING, &a.chat.date, "DATE",
+         "the chat template's date_string (Llama 3.1's \"Today Date\", e.g. \"26 Jul 2024\"; default: the "
          "template's, today's where it asks for the current date, as transformers renders it)", 0},
+        {"chat-template", DF_OPT_STRING, &a.chat.template_file, "FILE",
+         "a Jinja chat template for conversations instead of the target's", 0},
+        {"chat-template-kwargs", DF_OPT_STRING, &a.chat.kwargs, "JSON",
+         "extra chat-template variables, as the serving stacks' chat_template_kwargs (e.g. '{\"enable_thinking\": false}')", 0},
         {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
         {"no-graphs", DF_OPT_FLAG, &a.no_graphs, NULL,
          "GPU: queue every op of every decode step instead of replaying each step shape's recording (CUDA "
@@ -427,9 +431,10 @@ int df_cmd_generate(int argc, char **argv) {
         "not written) or after --max-new-tokens. Records are written in input order, each flushed as soon as it\n"
         "and those before it are done; running the same command again after an interruption continues after\n"
         "the last complete record.\n"
-        "Conversations are rendered with the chat template of the target's tokenizer_config.json (Qwen3, Llama-3\n"
-        "or Llama-3.1, as transformers' apply_chat_template(..., add_generation_prompt=True) renders them), and\n"
-        "the template's end-of-turn token (<|im_end|>, <|eot_id|>) ends a response too. Every assistant turn\n"
+        "Conversations are rendered with the target's Jinja chat template (chat_template.jinja or\n"
+        "tokenizer_config.json's, or --chat-template; as transformers' apply_chat_template(...,\n"
+        "add_generation_prompt=True) renders them), and the token the template writes after an assistant\n"
+        "turn (<|im_end|>, <|eot_id|>, ...) ends a response too. Every assistant turn\n"
         "after the first user turn is regenerated in order, each from the conversation before it with the\n"
         "earlier turns already regenerated; a conversation that ends with a user turn gets one more. System and\n"
         "user turns are written back as given. The output is ready for `dflash prepare`.\n"

@@ -35,7 +35,8 @@ enum { RECORDS_PER_THREAD = 256, EXAMPLES_PER_KIND = 3 };
 
 typedef struct PrepareOptions {
     const char *tokenizer, *output, *on_bad_record;
-    const char *chat_date; /* Llama-3.1 template: the system header's date */
+    const char *chat_date; /* the template's date_string (Llama 3.1's "Today Date") */
+    const char *chat_template, *chat_kwargs; /* --chat-template FILE, --chat-template-kwargs JSON */
     DfStringList inputs;
     int max_length, threads;
     int fail_on_bad; /* from on_bad_record */
@@ -342,14 +343,19 @@ int df_cmd_prepare(int argc, char **argv) {
         {"chat-date", DF_OPT_STRING, &opt.chat_date, "DATE",
          "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
          "template's, today's where it asks for the current date, as transformers renders it)", 0},
+        {"chat-template", DF_OPT_STRING, &opt.chat_template, "FILE",
+         "a Jinja chat template to render conversations with instead of the tokenizer's", 0},
+        {"chat-template-kwargs", DF_OPT_STRING, &opt.chat_kwargs, "JSON",
+         "extra chat-template variables, as the serving stacks' chat_template_kwargs (e.g. '{\"enable_thinking\": false}')", 0},
     };
     const DfCommandSpec spec = {
         "prepare", "tokenize JSONL records or Arrow datasets into a token store for training", NULL,
         "Records: {\"prompt\": str, \"response\": str} (loss on the response tokens only), or\n"
         "{\"input_ids\": [int, ...], \"loss_mask\": [0|1, ...]} (already tokenized, same length), or\n"
         "{\"messages\": [{\"role\", \"content\"}, ...]} / ShareGPT {\"conversations\": [{\"from\", \"value\"}, ...]}\n"
-        "(rendered with the chat template of the tokenizer's tokenizer_config.json, Qwen3 or Llama-3;\n"
-        "loss on the assistant turns), or {\"text\": str} (plain text, loss on every token). Arrow inputs (an .arrow file, stream or file format, or a\n"
+        "(rendered with the tokenizer's Jinja chat template, from chat_template.jinja or tokenizer_config.json,\n"
+        "or --chat-template, as transformers' apply_chat_template renders it; loss on the assistant turns),\n"
+        "or {\"text\": str} (plain text, loss on every token). Arrow inputs (an .arrow file, stream or file format, or a\n"
         "Hugging Face datasets folder) hold the same shapes as columns: input_ids with loss_mask or\n"
         "labels (-100 = no loss), messages, conversations, or prompt and response.\n"
         "Bad records (invalid JSON, missing or mistyped fields, ids outside the vocabulary, mask\n"
@@ -383,11 +389,13 @@ int df_cmd_prepare(int argc, char **argv) {
         ctx.tok = tok;
         ctx.vocab_size = df_tokenizer_vocab_size(tok);
         DfError chat_err = {{0}};
-        chat = df_chat_template_load(opt.tokenizer, &chat_err); /* needed only by chat records */
+        /* needed only by chat records, unless a chat option asks for it */
+        chat = df_chat_template_open(opt.tokenizer, opt.chat_template, opt.chat_kwargs, &chat_err);
         ctx.chat = chat;
         if (!chat) snprintf(ctx.chat_error, sizeof ctx.chat_error, "%s", chat_err.msg);
-        if (opt.chat_date && (!chat || df_chat_template_set_date(chat, opt.chat_date, &chat_err) != 0)) {
-            fprintf(stderr, "dflash prepare: --chat-date: %s\n", chat_err.msg);
+        int asked = opt.chat_date || opt.chat_template || opt.chat_kwargs;
+        if (asked && (!chat || (opt.chat_date && df_chat_template_set_date(chat, opt.chat_date, &chat_err) != 0))) {
+            fprintf(stderr, "dflash prepare: %s\n", chat_err.msg);
             df_chat_template_free(chat);
             df_tokenizer_free(tok);
             free(ctx.bad);

@@ -38,6 +38,12 @@ char *df_generate_settings_text(const DfGenerateSettings *s, DfError *err) {
     cJSON_AddNumberToObject(j, "seed", s->seed);
     if (s->chat_date) cJSON_AddStringToObject(j, "chat_date", s->chat_date);
     else cJSON_AddNullToObject(j, "chat_date");
+    if (s->chat_template) cJSON_AddStringToObject(j, "chat_template", s->chat_template);
+    if (s->chat_kwargs) { /* recorded as parsed JSON, so that spacing does not matter */
+        cJSON *kw = cJSON_Parse(s->chat_kwargs);
+        if (kw) cJSON_AddItemToObject(j, "chat_template_kwargs", kw);
+        else cJSON_AddStringToObject(j, "chat_template_kwargs", s->chat_kwargs);
+    }
     cJSON *eos = cJSON_AddArrayToObject(j, "eos_token_ids");
     for (int i = 0; i < s->n_eos; i++) cJSON_AddItemToArray(eos, cJSON_CreateNumber(s->eos_ids[i]));
     char *text = cJSON_PrintUnformatted(j);

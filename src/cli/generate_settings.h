@@ -19,6 +19,8 @@ typedef struct DfGenerateSettings {
     double temperature, top_p;
     int seed;
     const char *chat_date;  /* NULL: the template's */
+    const char *chat_template; /* --chat-template FILE, NULL: the target's */
+    const char *chat_kwargs;   /* --chat-template-kwargs JSON, NULL: none */
     const int32_t *eos_ids; /* every id that ends a response */
     int n_eos;
 } DfGenerateSettings;

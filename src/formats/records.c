@@ -30,7 +30,7 @@ int df_records_json_messages(const cJSON *array, int sharegpt, DfChatMessages *o
             return df_fail(err, "%s[%d]: \"%s\" and \"%s\" must be strings", field, k, role_key, text_key);
         int r = df_chat_role_parse(role->valuestring, strlen(role->valuestring));
         if (r < 0) return df_fail(err, "%s[%d]: unknown role \"%.40s\"", field, k, role->valuestring);
-        push_message(out, (DfChatMessage){(DfChatRole)r, text->valuestring, strlen(text->valuestring)});
+        push_message(out, (DfChatMessage){(DfChatRole)r, text->valuestring, strlen(text->valuestring), m});
         k++;
     }
     return 0;

@@ -78,24 +78,30 @@ cJSON *df_chat_turns_record(const DfPrompt *p, const char *const *responses) {
 }
 
 int df_chat_end_of_turn_id(const DfChatTemplate *t, const DfTokenizer *tok, int32_t *id, DfError *err) {
-    DfChatFamily family = df_chat_template_family(t);
-    const char *token = family == DF_CHAT_QWEN3 ? "<|im_end|>" : "<|eot_id|>";
-    *id = df_tokenizer_token_to_id(tok, token);
-    if (*id < 0)
-        return df_fail(err, "the tokenizer has no %s token, which ends a turn of the %s chat template", token,
-                       df_chat_family_name(family));
-    return 0;
+    return df_chat_template_end_of_turn(t, tok, id, err);
 }
 
-int df_chat_render_last_turns(DfPromptSet *set, const char *target_dir, const char *chat_date, const char *input,
+DfChatTemplate *df_chat_open(const char *target_dir, const DfChatOptions *opt, DfError *err) {
+    DfChatOptions none = {0};
+    if (!opt) opt = &none;
+    DfChatTemplate *t = df_chat_template_open(target_dir, opt->template_file, opt->kwargs, err);
+    if (t && opt->date && df_chat_template_set_date(t, opt->date, err)) {
+        df_context(err, "--chat-date");
+        df_chat_template_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+int df_chat_render_last_turns(DfPromptSet *set, const char *target_dir, const DfChatOptions *opt, const char *input,
                               DfError *err) {
     if (!set->n_chat) return 0;
     DfError why;
-    DfChatTemplate *t = df_chat_template_load(target_dir, &why);
+    DfChatTemplate *t = df_chat_open(target_dir, opt, &why);
     if (!t)
         return df_fail(err, "%s has %d conversations, rendered with the target's chat template: %s", input,
                        set->n_chat, why.msg);
-    int rc = chat_date && df_chat_template_set_date(t, chat_date, &why) ? df_fail(err, "--chat-date: %s", why.msg) : 0;
+    int rc = 0;
     for (int i = 0; rc == 0 && i < set->n; i++) {
         DfPrompt *p = &set->items[i];
         if (p->text) continue;

@@ -31,12 +31,21 @@ int df_chat_turn_prompt(const DfChatTemplate *t, const DfPrompt *p, int k, const
  * turn asks for), the turns before it as given, then the generation prompt. */
 int df_chat_last_turn_prompt(const DfChatTemplate *t, const DfPrompt *p, DfByteBuf *text, DfError *err);
 
+/* How conversations are rendered: the options --chat-date,
+ * --chat-template and --chat-template-kwargs (each NULL when not given). */
+typedef struct DfChatOptions {
+    const char *date, *template_file, *kwargs;
+} DfChatOptions;
+
+/* target_dir's chat template as opt asks (opt may be NULL); errors name the option at fault. */
+DfChatTemplate *df_chat_open(const char *target_dir, const DfChatOptions *opt, DfError *err);
+
 /* Conversations of set become prompt records: p->text is set to the
  * rendering of their last generated turn's prompt (df_chat_last_turn_prompt)
- * with target_dir's chat template (its "Today Date" chat_date where given,
- * NULL: today); prompt records stay as they are. input names the file in
- * messages. What `dflash eval` and `train --eval-data` decode from. */
-int df_chat_render_last_turns(DfPromptSet *set, const char *target_dir, const char *chat_date, const char *input,
+ * with target_dir's chat template as opt asks (may be NULL); prompt records
+ * stay as they are. input names the file in messages. What `dflash eval` and
+ * `train --eval-data` decode from. */
+int df_chat_render_last_turns(DfPromptSet *set, const char *target_dir, const DfChatOptions *opt, const char *input,
                               DfError *err);
 
 /* The output record {"id", "messages": [...]} ("conversations" with

@@ -1,49 +1,53 @@
-/* Chat templates of the Qwen3, Llama-3 and Llama-3.1 families, rendered
- * natively (see chat_template.h); the rules follow the Jinja templates line
- * by line. */
-#include <cjson/cJSON.h>
+/* Chat templates rendered by the Jinja engine (see chat_template.h). */
+#include "text/chat_template.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "base/mapped_file.h"
 #include "formats/json_fields.h"
-#include "text/chat_template.h"
+#include "text/chat_template_vars.h"
+#include "text/jinja/from_json.h"
+#include "text/jinja/jinja.h"
 #include "text/tokenizer_offsets.h"
 #include "text/utf8.h"
 #include "formats/json_parse.h"
 
 struct DfChatTemplate {
-    DfChatFamily family;
-    char *bos;       /* Llama-3 and 3.1: bos_token */
-    char date[32];   /* Llama-3.1: the "Today Date: " of the system header */
+    DfJinja *jinja;
+    char *source;   /* where the template came from */
+    char *text;     /* the template's text (end-of-turn tokens are looked up in it) */
+    char *special[4]; /* bos, eos, unk, pad token strings, NULL when absent */
+    cJSON *kwargs;  /* NULL or an object */
+    char date[32];
 };
 
-typedef struct Str {
-    const char *s;
-    size_t n;
-} Str;
+static const char *const SPECIAL_NAMES[4] = {"bos_token", "eos_token", "unk_token", "pad_token"};
 
 /* ---- loading -------------------------------------------------------------- */
 
-static char *config_path(const char *path) {
+static char *dir_of(const char *path) {
     struct stat st;
-    size_t n = strlen(path);
-    char *p = df_xmalloc(n + 32, "path");
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(p, n + 32, "%s/tokenizer_config.json", path);
-    } else {
-        const char *slash = strrchr(path, '/');
-        int dir_len = slash ? (int)(slash - path) : 1;
-        snprintf(p, n + 32, "%.*s/tokenizer_config.json", dir_len, slash ? path : ".");
-    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return df_xstrdup(path);
+    const char *slash = strrchr(path, '/');
+    if (!slash) return df_xstrdup(".");
+    char *d = df_xmalloc((size_t)(slash - path) + 1, "path");
+    memcpy(d, path, (size_t)(slash - path));
+    d[slash - path] = '\0';
+    return d;
+}
+
+static char *join(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = df_xmalloc(n, "path");
+    snprintf(p, n, "%s/%s", dir, name);
     return p;
 }
 
 /* chat_template: a string, or a list of {"name", "template"} (the "default"). */
-static const char *template_text(const cJSON *cfg) {
+static const char *config_template(const cJSON *cfg) {
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
     if (cJSON_IsString(ct)) return ct->valuestring;
     const cJSON *item;
@@ -56,120 +60,107 @@ static const char *template_text(const cJSON *cfg) {
     return NULL;
 }
 
-static int detect_family(const char *tmpl, DfChatFamily *family) {
-    if (strstr(tmpl, "<|im_start|>") && strstr(tmpl, "</think>") && strstr(tmpl, "last_query_index")) {
-        *family = DF_CHAT_QWEN3;
-        return 0;
+static void read_specials(DfChatTemplate *t, const cJSON *cfg) {
+    for (int i = 0; i < 4; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, SPECIAL_NAMES[i]);
+        if (cJSON_IsObject(v)) v = cJSON_GetObjectItemCaseSensitive(v, "content");
+        if (cJSON_IsString(v)) t->special[i] = df_xstrdup(v->valuestring);
     }
-    if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|eot_id|>") && strstr(tmpl, "| trim") &&
-        strstr(tmpl, "bos_token")) {
-        int dated = strstr(tmpl, "Cutting Knowledge Date: December 2023") && strstr(tmpl, "date_string");
-        if (strstr(tmpl, "Cutting Knowledge Date") && !dated) return -1; /* a variant we do not know */
-        *family = dated ? DF_CHAT_LLAMA31 : DF_CHAT_LLAMA3;
-        return 0;
-    }
-    return -1;
 }
 
-/* The date a Llama-3.1 template puts in its system header when the caller
- * gives none: today's (as transformers' strftime_now("%d %b %Y") gives it)
- * where the template asks for strftime_now, else the template's literal
- * default (`set date_string = "26 Jul 2024"` in Llama 3.1's). */
-static void default_date(const char *tmpl, char *date, size_t size) {
-    if (strstr(tmpl, "strftime_now")) {
-        time_t now = time(NULL);
-        struct tm local;
-        if (localtime_r(&now, &local) && strftime(date, size, "%d %b %Y", &local) > 0) return;
-    }
-    const char *key = "set date_string = \"";
-    const char *at = strstr(tmpl, key);
-    const char *end = at ? strchr(at + strlen(key), '"') : NULL;
-    if (at && end && (size_t)(end - at - strlen(key)) < size)
-        snprintf(date, size, "%.*s", (int)(end - at - strlen(key)), at + strlen(key));
-    else
-        snprintf(date, size, "26 Jul 2024");
-}
-
-DfChatTemplate *df_chat_template_load(const char *path, DfError *err) {
-    char *cfg_path = config_path(path);
+/* The template's text and source: the explicit file, chat_template.jinja, or the config's. */
+static int find_template(DfChatTemplate *t, const char *dir, const char *template_file, const cJSON *cfg,
+                         const char *cfg_path, DfError *err) {
     size_t size;
-    char *text = df_read_text_file(cfg_path, &size, err);
-    cJSON *cfg = NULL;
-    DfError why;
-    int parsed = text ? df_json_parse(text, size, cfg_path, 0, &cfg, &why) : DF_JSON_OK;
-    free(text);
-    DfChatTemplate *t = NULL;
-    const char *tmpl = cfg ? template_text(cfg) : NULL;
-    DfChatFamily family;
-    if (!text && !cfg) {
-        /* err already says why the file could not be read */
-    } else if (parsed == DF_JSON_NUL) {
-        df_fail(err, "%s", why.msg);
-    } else if (!cfg) {
-        df_fail(err, "%s: invalid JSON", cfg_path);
-    } else if (!tmpl) {
-        df_fail(err, "%s: no chat_template", cfg_path);
-    } else if (detect_family(tmpl, &family) < 0) {
-        df_fail(err, "%s: unsupported chat template (only the Qwen3, Llama-3 and Llama-3.1 templates are rendered)",
-                cfg_path);
-    } else {
-        t = df_xcalloc(1, sizeof *t, "chat template");
-        t->family = family;
-        const cJSON *bos = cJSON_GetObjectItemCaseSensitive(cfg, "bos_token");
-        if (cJSON_IsObject(bos)) bos = cJSON_GetObjectItemCaseSensitive(bos, "content");
-        t->bos = df_xstrdup(cJSON_IsString(bos) ? bos->valuestring : "");
-        if (family == DF_CHAT_LLAMA31) default_date(tmpl, t->date, sizeof t->date);
-        if (family != DF_CHAT_QWEN3 && !t->bos[0]) {
-            df_fail(err, "%s: the %s template needs a bos_token", cfg_path, df_chat_family_name(family));
-            df_chat_template_free(t);
-            t = NULL;
-        }
+    char *beside = join(dir, "chat_template.jinja");
+    const char *file = template_file ? template_file : beside;
+    struct stat st;
+    if (template_file || stat(beside, &st) == 0) {
+        t->text = df_read_text_file(file, &size, err);
+        t->source = df_xstrdup(file);
+        free(beside);
+        return t->text ? 0 : -1;
     }
+    free(beside);
+    const char *tmpl = cfg ? config_template(cfg) : NULL;
+    if (!tmpl) return df_fail(err, "%s: no chat_template (and no chat_template.jinja beside it)", cfg_path);
+    t->text = df_xstrdup(tmpl);
+    size_t n = strlen(cfg_path) + 32;
+    t->source = df_xmalloc(n, "path");
+    snprintf(t->source, n, "%s (chat_template)", cfg_path);
+    return 0;
+}
+
+static int parse_kwargs(DfChatTemplate *t, const char *kwargs_json, DfError *err) {
+    if (!kwargs_json) return 0;
+    DfError why = {{0}};
+    if (df_json_parse(kwargs_json, strlen(kwargs_json), NULL, 0, &t->kwargs, &why) == DF_JSON_NUL)
+        return df_fail(err, "--chat-template-kwargs: %s", why.msg);
+    if (!cJSON_IsObject(t->kwargs))
+        return df_fail(err, "--chat-template-kwargs: expected a JSON object such as {\"enable_thinking\": false}, got '%.80s'",
+                       kwargs_json);
+    return 0;
+}
+
+DfChatTemplate *df_chat_template_open(const char *path, const char *template_file, const char *kwargs_json,
+                                      DfError *err) {
+    DfChatTemplate *t = df_xcalloc(1, sizeof *t, "chat template");
+    char *dir = dir_of(path), *cfg_path = join(dir, "tokenizer_config.json");
+    size_t size;
+    DfError why = {{0}};
+    char *text = df_read_text_file(cfg_path, &size, &why);
+    cJSON *cfg = NULL;
+    DfError parse_err = {{0}};
+    int parsed = text ? df_json_parse(text, size, cfg_path, 0, &cfg, &parse_err) : DF_JSON_OK;
+    free(text);
+    int rc = 0;
+    if (parsed != DF_JSON_OK) rc = df_fail(err, "%s", parse_err.msg); /* invalid, or a NUL in a string */
+    else if (!cfg && !template_file) rc = df_fail(err, "%s", why.msg);
+    if (rc == 0) rc = find_template(t, dir, template_file, cfg, cfg_path, err);
+    if (rc == 0 && cfg) read_specials(t, cfg);
+    if (rc == 0) rc = parse_kwargs(t, kwargs_json, err);
+    if (rc == 0 && !(t->jinja = df_jinja_compile(t->text, strlen(t->text), err))) rc = df_context(err, "%s", t->source);
     cJSON_Delete(cfg);
     free(cfg_path);
+    free(dir);
+    if (rc) {
+        df_chat_template_free(t);
+        return NULL;
+    }
     return t;
 }
 
+DfChatTemplate *df_chat_template_load(const char *path, DfError *err) { return df_chat_template_open(path, NULL, NULL, err); }
+
 void df_chat_template_free(DfChatTemplate *t) {
     if (!t) return;
-    free(t->bos);
+    df_jinja_free(t->jinja);
+    for (int i = 0; i < 4; i++) free(t->special[i]);
+    cJSON_Delete(t->kwargs);
+    free(t->source);
+    free(t->text);
     free(t);
 }
 
-DfChatFamily df_chat_template_family(const DfChatTemplate *t) { return t->family; }
-
-const char *df_chat_family_name(DfChatFamily family) {
-    switch (family) {
-    case DF_CHAT_QWEN3: return "qwen3";
-    case DF_CHAT_LLAMA3: return "llama3";
-    case DF_CHAT_LLAMA31: return "llama3.1";
-    }
-    return "?";
-}
+const char *df_chat_template_source(const DfChatTemplate *t) { return t->source; }
 
 int df_chat_template_set_date(DfChatTemplate *t, const char *date, DfError *err) {
-    if (t->family != DF_CHAT_LLAMA31)
-        return df_fail(err, "a date is only used by the llama3.1 chat template, not by %s", df_chat_family_name(t->family));
     if (!date[0] || strlen(date) >= sizeof t->date || strpbrk(date, "\n<|"))
         return df_fail(err, "chat date '%s': expected a short one-line date such as \"26 Jul 2024\"", date);
     snprintf(t->date, sizeof t->date, "%s", date);
     return 0;
 }
 
-const char *df_chat_template_date(const DfChatTemplate *t) { return t->family == DF_CHAT_LLAMA31 ? t->date : NULL; }
+const char *df_chat_template_date(const DfChatTemplate *t) { return t->date[0] ? t->date : NULL; }
 
 int df_chat_role_parse(const char *name, size_t len) {
     static const struct { const char *name; DfChatRole role; } ROLES[] = {
         {"system", DF_ROLE_SYSTEM}, {"user", DF_ROLE_USER}, {"human", DF_ROLE_USER},
-        {"assistant", DF_ROLE_ASSISTANT}, {"gpt", DF_ROLE_ASSISTANT},
+        {"assistant", DF_ROLE_ASSISTANT}, {"gpt", DF_ROLE_ASSISTANT}, {"tool", DF_ROLE_TOOL},
     };
     for (size_t i = 0; i < sizeof ROLES / sizeof ROLES[0]; i++)
         if (strlen(ROLES[i].name) == len && memcmp(ROLES[i].name, name, len) == 0) return (int)ROLES[i].role;
     return -1;
-}
-
-static const char *role_name(DfChatRole r) {
-    return r == DF_ROLE_SYSTEM ? "system" : r == DF_ROLE_USER ? "user" : "assistant";
 }
 
 void df_chat_spans_free(DfChatSpans *s) {
@@ -178,7 +169,6 @@ void df_chat_spans_free(DfChatSpans *s) {
 }
 
 static void add_span(DfChatSpans *s, size_t start, size_t end) {
-    if (!s) return;
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 8;
         s->range = df_xrealloc(s->range, s->cap * sizeof *s->range, "chat spans");
@@ -188,175 +178,92 @@ static void add_span(DfChatSpans *s, size_t start, size_t end) {
     s->n++;
 }
 
-/* ---- string helpers (Python's str methods) ------------------------------- */
-
-static void put(DfByteBuf *b, const char *s) { df_bytebuf_append(b, s, strlen(s)); }
-static void put_str(DfByteBuf *b, Str s) { df_bytebuf_append(b, s.s, s.n); }
-
-static Str lstrip_nl(Str s) {
-    while (s.n && s.s[0] == '\n') s.s++, s.n--;
-    return s;
-}
-static Str rstrip_nl(Str s) {
-    while (s.n && s.s[s.n - 1] == '\n') s.n--;
-    return s;
-}
-
-/* Offset of the first (or last) occurrence of needle in s, or -1. */
-static long find(Str s, const char *needle, int last) {
-    size_t m = strlen(needle);
-    long found = -1;
-    for (size_t i = 0; i + m <= s.n; i++)
-        if (memcmp(s.s + i, needle, m) == 0) {
-            found = (long)i;
-            if (!last) break;
-        }
-    return found;
-}
-
-/* Python's str.isspace for one code point. */
-static int py_isspace(uint32_t c) {
-    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-/* Jinja's trim filter: Python's str.strip() (Unicode whitespace). s is valid UTF-8. */
-static Str py_strip(Str s) {
-    size_t len;
-    while (s.n && py_isspace(df_utf8_decode((const unsigned char *)s.s, s.n, &len))) s.s += len, s.n -= len;
-    while (s.n) {
-        size_t at = s.n - 1;
-        while (at > 0 && ((unsigned char)s.s[at] & 0xC0) == 0x80) at--;
-        if (!py_isspace(df_utf8_decode((const unsigned char *)s.s + at, s.n - at, &len))) break;
-        s.n = at;
-    }
-    return s;
-}
-
 /* ---- rendering -------------------------------------------------------------- */
 
-static int is_tool_response(Str s) {
-    const char *open = "<tool_response>", *close = "</tool_response>";
-    return s.n >= strlen(open) && memcmp(s.s, open, strlen(open)) == 0 && s.n >= strlen(close) &&
-           memcmp(s.s + s.n - strlen(close), close, strlen(close)) == 0;
-}
-
-/* An assistant message of the Qwen3 template: content and reasoning. */
-static void qwen3_split_reasoning(Str content, Str *answer, Str *reasoning) {
-    *answer = content;
-    *reasoning = (Str){"", 0};
-    long close_last = find(content, "</think>", 1);
-    if (close_last < 0) return;
-    size_t after = (size_t)close_last + strlen("</think>");
-    *answer = lstrip_nl((Str){content.s + after, content.n - after});
-    Str before = rstrip_nl((Str){content.s, (size_t)find(content, "</think>", 0)});
-    long open = find(before, "<think>", 1);
-    if (open >= 0) before = (Str){before.s + open + strlen("<think>"), before.n - (size_t)open - strlen("<think>")};
-    *reasoning = lstrip_nl(before);
-}
-
-static void render_qwen3(const Str *content, const DfChatMessage *msgs, int n, DfByteBuf *b, DfChatSpans *spans) {
-    if (n > 0 && msgs[0].role == DF_ROLE_SYSTEM) {
-        put(b, "<|im_start|>system\n"), put_str(b, content[0]), put(b, "<|im_end|>\n");
+/* Each assistant message's span: its first to its last tagged byte; or the
+ * {% generation %} blocks where the template has them. */
+static void collect_spans(const DfJinjaOutput *out, int n, DfChatSpans *spans) {
+    if (out->generation.n) {
+        for (size_t i = 0; i < out->generation.n; i++) add_span(spans, out->generation.v[i].s, out->generation.v[i].e);
+        return;
     }
-    int last_query = n - 1;
-    for (int i = n - 1; i >= 0; i--)
-        if (msgs[i].role == DF_ROLE_USER && !is_tool_response(content[i])) {
-            last_query = i;
-            break;
-        }
-    for (int i = 0; i < n; i++) {
-        if (msgs[i].role == DF_ROLE_USER || (msgs[i].role == DF_ROLE_SYSTEM && i > 0)) {
-            put(b, "<|im_start|>"), put(b, role_name(msgs[i].role)), put(b, "\n");
-            put_str(b, content[i]), put(b, "<|im_end|>\n");
-        } else if (msgs[i].role == DF_ROLE_ASSISTANT) {
-            Str answer, reasoning;
-            qwen3_split_reasoning(content[i], &answer, &reasoning);
-            put(b, "<|im_start|>assistant\n");
-            size_t start = b->len;
-            if (i > last_query && (i == n - 1 || reasoning.n > 0)) {
-                put(b, "<think>\n"), put_str(b, lstrip_nl(rstrip_nl(reasoning))), put(b, "\n</think>\n\n");
-                put_str(b, lstrip_nl(answer));
-            } else {
-                put_str(b, answer);
+    for (int m = 0; m < n; m++) {
+        size_t s = (size_t)-1, e = 0;
+        int found = 0;
+        for (size_t i = 0; i < out->tagged.n; i++)
+            if (out->tagged.v[i].tag == m) {
+                found = 1;
+                if (out->tagged.v[i].s < s) s = out->tagged.v[i].s;
+                if (out->tagged.v[i].e > e) e = out->tagged.v[i].e;
             }
-            put(b, "<|im_end|>");
-            add_span(spans, start, b->len);
-            put(b, "\n");
-        }
+        if (found) add_span(spans, s, e); /* empty when the content rendered empty: its end of turn still counts */
     }
 }
 
-static void render_llama3(const DfChatTemplate *t, const Str *content, const DfChatMessage *msgs, int n, DfByteBuf *b,
-                          DfChatSpans *spans) {
-    for (int i = 0; i < n; i++) {
-        if (i == 0) put(b, t->bos);
-        put(b, "<|start_header_id|>"), put(b, role_name(msgs[i].role)), put(b, "<|end_header_id|>\n\n");
-        size_t start = b->len;
-        put_str(b, py_strip(content[i])), put(b, "<|eot_id|>");
-        if (msgs[i].role == DF_ROLE_ASSISTANT) add_span(spans, start, b->len);
-    }
-}
-
-/* Llama 3.1's template: a system header always comes first, with the
- * knowledge cutoff, the date and the first message's content when that
- * message is a system one; then every other message as in Llama-3. */
-static void render_llama31(const DfChatTemplate *t, const Str *content, const DfChatMessage *msgs, int n, DfByteBuf *b,
-                           DfChatSpans *spans) {
-    put(b, t->bos);
-    put(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ");
-    put(b, t->date), put(b, "\n\n");
-    int first = 0;
-    if (msgs[0].role == DF_ROLE_SYSTEM) put_str(b, py_strip(content[0])), first = 1;
-    put(b, "<|eot_id|>");
-    for (int i = first; i < n; i++) {
-        put(b, "<|start_header_id|>"), put(b, role_name(msgs[i].role)), put(b, "<|end_header_id|>\n\n");
-        size_t start = b->len;
-        put_str(b, py_strip(content[i])), put(b, "<|eot_id|>");
-        if (msgs[i].role == DF_ROLE_ASSISTANT) add_span(spans, start, b->len);
-    }
-}
-
-/* Renders with each content passed through tok's normalizer when tok is set. */
 static int render(const DfChatTemplate *t, const DfTokenizer *normalize_with, const DfChatMessage *msgs, int n,
-                  DfByteBuf *text, DfChatSpans *spans, DfError *err) {
+                  int generation_prompt, DfByteBuf *text, DfChatSpans *spans, DfError *err) {
     if (n <= 0) return df_fail(err, "empty conversation");
-    Str *content = df_xcalloc((size_t)n, sizeof *content, "chat contents");
-    DfByteBuf norm = {0};
-    size_t *norm_at = normalize_with ? df_xcalloc((size_t)n, sizeof *norm_at, "chat contents") : NULL;
-    int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        size_t bad = df_utf8_first_invalid((const unsigned char *)msgs[i].content, msgs[i].content_len);
-        if (bad < msgs[i].content_len)
-            rc = df_fail(err, "message %d: the content is not valid UTF-8 (byte %zu)", i, bad);
-        else if (normalize_with) {
-            norm_at[i] = norm.len;
-            rc = df_tokenizer_normalize(normalize_with, msgs[i].content, msgs[i].content_len, &norm, err);
+    JArena arena = {0};
+    DfJinjaOutput out = {0};
+    DfChatVarsIn in = {msgs, n, generation_prompt, normalize_with, (const char *const *)t->special, SPECIAL_NAMES,
+                       t->date[0] ? t->date : NULL, t->kwargs};
+    JDict *vars = NULL;
+    int rc = df_chat_vars(&arena, &in, &vars, err);
+    if (rc == 0) {
+        rc = df_jinja_render(t->jinja, &arena, vars, NULL, &out, err);
+        if (rc == DF_JINJA_RAISED) df_context(err, "the chat template rejected the conversation");
+        else if (rc) df_context(err, "%s", t->source);
+    }
+    if (rc == 0) {
+        size_t base = text->len;
+        df_bytebuf_append(text, out.text.p, out.text.n);
+        if (spans) {
+            size_t first = spans->n;
+            collect_spans(&out, n, spans);
+            for (size_t i = first; i < spans->n; i++) spans->range[i][0] += base, spans->range[i][1] += base;
         }
     }
-    for (int i = 0; i < n && rc == 0; i++)
-        content[i] = normalize_with ? (Str){norm.data + norm_at[i], (i + 1 < n ? norm_at[i + 1] : norm.len) - norm_at[i]}
-                                    : (Str){msgs[i].content, msgs[i].content_len};
-    if (rc == 0) {
-        if (t->family == DF_CHAT_QWEN3) render_qwen3(content, msgs, n, text, spans);
-        else if (t->family == DF_CHAT_LLAMA31) render_llama31(t, content, msgs, n, text, spans);
-        else render_llama3(t, content, msgs, n, text, spans);
-    }
-    free(norm_at);
-    df_bytebuf_free(&norm);
-    free(content);
-    return rc;
+    df_jinja_output_free(&out);
+    jv_arena_free(&arena);
+    return rc ? -1 : 0;
 }
 
 int df_chat_render(const DfChatTemplate *t, const DfChatMessage *msgs, int n, DfByteBuf *text, DfChatSpans *spans,
                    DfError *err) {
-    return render(t, NULL, msgs, n, text, spans, err);
+    return render(t, NULL, msgs, n, 0, text, spans, err);
 }
 
 int df_chat_render_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, int n, DfByteBuf *text, DfError *err) {
-    if (render(t, NULL, msgs, n, text, NULL, err)) return -1;
-    put(text, t->family == DF_CHAT_QWEN3 ? "<|im_start|>assistant\n" : "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    return 0;
+    return render(t, NULL, msgs, n, 1, text, NULL, err);
+}
+
+/* Whether token k (text[starts[k]..next)) is a special token the template
+ * writes literally (its end of turn), or the eos token. */
+static int is_template_token(const DfChatTemplate *t, const DfTokenizer *tok, const char *text, size_t s, size_t e,
+                             int32_t id) {
+    if (e <= s || e - s > 64) return 0;
+    char tokstr[65];
+    memcpy(tokstr, text + s, e - s);
+    tokstr[e - s] = '\0';
+    if (df_tokenizer_token_to_id(tok, tokstr) != id) return 0;
+    return strstr(t->text, tokstr) != NULL || (t->special[1] && strcmp(t->special[1], tokstr) == 0);
+}
+
+static void mask_tokens(const DfChatTemplate *t, const DfTokenizer *tok, const DfByteBuf *text, const DfChatSpans *spans,
+                        const DfI32Vec *ids, const DfI32Vec *starts, size_t first, DfByteBuf *mask) {
+    size_t span = 0, ntok = starts->len;
+    int extend = 0; /* the token right after a span is its end of turn */
+    for (size_t k = 0; k < ntok; k++) {
+        size_t at = (size_t)starts->data[k], next = k + 1 < ntok ? (size_t)starts->data[k + 1] : text->len;
+        while (span < spans->n && spans->range[span][1] <= at) {
+            extend = spans->range[span][1] == at;
+            span++;
+        }
+        char bit = span < spans->n && spans->range[span][0] <= at;
+        if (!bit && extend && is_template_token(t, tok, text->data, at, next, ids->data[first + k])) bit = 1;
+        extend = 0;
+        df_bytebuf_append(mask, &bit, 1);
+    }
 }
 
 int df_chat_tokenize(const DfChatTemplate *t, const DfTokenizer *tok, const DfChatMessage *msgs, int n,
@@ -367,18 +274,43 @@ int df_chat_tokenize(const DfChatTemplate *t, const DfTokenizer *tok, const DfCh
     size_t first = ids->len;
     /* Contents are normalized before rendering so that the tokenizer's own
      * normalization changes nothing and token offsets index `text`. */
-    int rc = render(t, tok, msgs, n, &text, &spans, err);
+    int rc = render(t, tok, msgs, n, 0, &text, &spans, err);
     if (rc == 0) rc = df_tokenizer_encode_offsets(tok, text.data, text.len, ids, &starts, err);
-    size_t span = 0;
-    for (size_t k = 0; rc == 0 && k < starts.len; k++) {
-        size_t at = (size_t)starts.data[k];
-        while (span < spans.n && spans.range[span][1] <= at) span++;
-        char bit = span < spans.n && spans.range[span][0] <= at;
-        df_bytebuf_append(mask, &bit, 1);
-    }
+    if (rc == 0) mask_tokens(t, tok, &text, &spans, ids, &starts, first, mask);
     if (rc != 0) ids->len = first;
     df_i32vec_free(&starts);
     df_chat_spans_free(&spans);
     df_bytebuf_free(&text);
+    return rc;
+}
+
+int df_chat_template_end_of_turn(const DfChatTemplate *t, const DfTokenizer *tok, int32_t *id, DfError *err) {
+    DfChatMessage probe[2] = {{DF_ROLE_USER, "Hi", 2, NULL}, {DF_ROLE_ASSISTANT, "Hello", 5, NULL}};
+    DfI32Vec ids = {0};
+    DfByteBuf mask = {0};
+    int rc = df_chat_tokenize(t, tok, probe, 2, &ids, &mask, err);
+    *id = -1;
+    for (size_t k = ids.len; rc == 0 && k-- > 0;)
+        if (mask.data[k]) {
+            *id = ids.data[k];
+            break;
+        }
+    DfByteBuf text = {0};
+    if (rc == 0 && *id >= 0 && df_tokenizer_decode(tok, id, 1, &text, err) == 0 && strcmp(text.data, "Hello") == 0)
+        *id = -1; /* the span ended at the content: no end-of-turn token follows it */
+    df_bytebuf_free(&text);
+    df_i32vec_free(&ids);
+    df_bytebuf_free(&mask);
+    if (rc == 0 && *id < 0) { /* name what the template writes after the content */
+        DfChatSpans spans = {0};
+        DfByteBuf shown = {0};
+        if (df_chat_render(t, probe, 2, &shown, &spans, err) == 0 && spans.n)
+            rc = df_fail(err, "%s: the tokenizer has no special token for what the template writes after an "
+                         "assistant message ('%.24s'), so nothing ends a turn", t->source,
+                         shown.data + spans.range[spans.n - 1][1]);
+        else rc = df_fail(err, "%s: no special token follows an assistant message's content (its end of turn)", t->source);
+        df_chat_spans_free(&spans);
+        df_bytebuf_free(&shown);
+    }
     return rc;
 }
