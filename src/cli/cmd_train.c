@@ -510,7 +510,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *
         {"top-p", DF_OPT_DOUBLE, &prompts.top_p, "P", "--prompts: nucleus sampling mass, as for generate (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
         {"batch", DF_OPT_INT, &prompts.batch, "N", "--prompts: sequences decoded together, as for generate (default 8)", 0, DF_RANGE(1, 4096)},
         {"no-graphs", DF_OPT_FLAG, &prompts.no_graphs, NULL, "--prompts on a GPU: no CUDA graphs in the regeneration, as for generate", 0},
-        {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, checkpoints/, final/", 0, .alias = "output_dir"},
+        {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, train.log, checkpoints/, final/ (best/ with --eval-data, tb/ with --report-to tensorboard)", 0, .alias = "output_dir"},
         {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0, DF_RANGE(1, INT_MAX), .alias = "max_steps"},
         {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6), .alias = "num_train_epochs"},
         {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0, DF_RANGE(1, 64)},
