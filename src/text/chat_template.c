@@ -233,7 +233,7 @@ int df_chat_render_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, in
     return render(t, NULL, msgs, n, 1, text, NULL, err);
 }
 
-/* Whether token k (text[starts[k]..next)) is a special token the template
+/* Whether token k (text[starts[k]..next)) is an added token the template
  * writes literally (its end of turn), or the eos token. */
 static int is_template_token(const DfChatTemplate *t, const DfTokenizer *tok, const char *text, size_t s, size_t e,
                              int32_t id) {
@@ -241,7 +241,7 @@ static int is_template_token(const DfChatTemplate *t, const DfTokenizer *tok, co
     char tokstr[65];
     memcpy(tokstr, text + s, e - s);
     tokstr[e - s] = '\0';
-    if (df_tokenizer_token_to_id(tok, tokstr) != id) return 0;
+    if (!df_tokenizer_is_added(tok, id) || df_tokenizer_token_to_id(tok, tokstr) != id) return 0;
     return strstr(t->text, tokstr) != NULL || (t->special[1] && strcmp(t->special[1], tokstr) == 0);
 }
 
