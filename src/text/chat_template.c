@@ -237,7 +237,7 @@ int df_chat_render_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, in
     return render(t, NULL, msgs, n, 1, text, NULL, err);
 }
 
-/* Whether token k (text[starts[k]..next)) is a special token the template
+/* Whether token k (text[starts[k]..next)) is an added token the template
  * writes literally (its end of turn), or the eos token. */
 static int is_template_token(const DfChatTemplate *t, const DfTokenizer *tok, const char *text, size_t s, size_t e,
                              int32_t id) {
@@ -245,7 +245,7 @@ static int is_template_token(const DfChatTemplate *t, const DfTokenizer *tok, co
     char tokstr[65];
     memcpy(tokstr, text + s, e - s);
     tokstr[e - s] = '\0';
-    if (df_tokenizer_token_to_id(tok, tokstr) != id) return 0;
+    if (!df_tokenizer_is_added(tok, id) || df_tokenizer_token_to_id(tok, tokstr) != id) return 0;
     return strstr(t->text, tokstr) != NULL || (t->special[1] && strcmp(t->special[1], tokstr) == 0);
 }
 
@@ -286,31 +286,24 @@ int df_chat_tokenize(const DfChatTemplate *t, const DfTokenizer *tok, const DfCh
 
 int df_chat_template_end_of_turn(const DfChatTemplate *t, const DfTokenizer *tok, int32_t *id, DfError *err) {
     DfChatMessage probe[2] = {{DF_ROLE_USER, "Hi", 2, NULL}, {DF_ROLE_ASSISTANT, "Hello", 5, NULL}};
-    DfI32Vec ids = {0};
-    DfByteBuf mask = {0};
-    int rc = df_chat_tokenize(t, tok, probe, 2, &ids, &mask, err);
-    *id = -1;
-    for (size_t k = ids.len; rc == 0 && k-- > 0;)
-        if (mask.data[k]) {
-            *id = ids.data[k];
-            break;
-        }
     DfByteBuf text = {0};
-    if (rc == 0 && *id >= 0 && df_tokenizer_decode(tok, id, 1, &text, err) == 0 && strcmp(text.data, "Hello") == 0)
-        *id = -1; /* the span ended at the content: no end-of-turn token follows it */
-    df_bytebuf_free(&text);
-    df_i32vec_free(&ids);
-    df_bytebuf_free(&mask);
-    if (rc == 0 && *id < 0) { /* name what the template writes after the content */
-        DfChatSpans spans = {0};
-        DfByteBuf shown = {0};
-        if (df_chat_render(t, probe, 2, &shown, &spans, err) == 0 && spans.n)
-            rc = df_fail(err, "%s: the tokenizer has no special token for what the template writes after an "
-                         "assistant message ('%.24s'), so nothing ends a turn", t->source,
-                         shown.data + spans.range[spans.n - 1][1]);
-        else rc = df_fail(err, "%s: no special token follows an assistant message's content (its end of turn)", t->source);
-        df_chat_spans_free(&spans);
-        df_bytebuf_free(&shown);
+    DfChatSpans spans = {0};
+    DfI32Vec ids = {0}, starts = {0};
+    *id = -1;
+    int rc = render(t, tok, probe, 2, 0, &text, &spans, err);
+    if (rc == 0 && spans.n == 0) rc = df_fail(err, "%s: an assistant message's content does not appear in the rendering", t->source);
+    if (rc == 0) rc = df_tokenizer_encode_offsets(tok, text.data, text.len, &ids, &starts, err);
+    size_t end = rc == 0 ? spans.range[spans.n - 1][1] : 0;
+    for (size_t k = 0; rc == 0 && k < starts.len; k++) {
+        size_t at = (size_t)starts.data[k], next = k + 1 < starts.len ? (size_t)starts.data[k + 1] : text.len;
+        if (at == end && is_template_token(t, tok, text.data, at, next, ids.data[k])) *id = ids.data[k];
     }
+    if (rc == 0 && *id < 0) /* name what the template writes after the content */
+        rc = df_fail(err, "%s: the tokenizer has no special token for what the template writes after an "
+                     "assistant message ('%.24s'), so nothing ends a turn", t->source, text.data + end);
+    df_i32vec_free(&ids);
+    df_i32vec_free(&starts);
+    df_chat_spans_free(&spans);
+    df_bytebuf_free(&text);
     return rc;
 }

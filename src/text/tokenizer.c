@@ -124,3 +124,9 @@ int32_t df_tokenizer_token_to_id(const DfTokenizer *tok, const char *token) {
 uint64_t df_tokenizer_fingerprint(const DfTokenizer *tok) {
     return tok->fingerprint;
 }
+
+int df_tokenizer_is_added(const DfTokenizer *tok, int32_t id) {
+    for (size_t i = 0; i < tok->added.n; i++)
+        if (tok->added.tokens[i].id == id) return 1;
+    return 0;
+}

@@ -29,6 +29,9 @@ int df_tokenizer_decode(const DfTokenizer *tok, const int32_t *ids, size_t n, Df
 /* One more than the largest id the tokenizer can produce (added tokens included). */
 int df_tokenizer_vocab_size(const DfTokenizer *tok);
 
+/* Whether id is one of the tokenizer's added tokens (special or not). */
+int df_tokenizer_is_added(const DfTokenizer *tok, int32_t id);
+
 /* Id of a token string (vocabulary or added token), or -1. */
 int32_t df_tokenizer_token_to_id(const DfTokenizer *tok, const char *token);
 
