@@ -264,11 +264,13 @@ static void test_errors(void **state) {
     DfError err = {{0}};
     const struct { const char *config, *want; } cases[] = {
         {"{\"eos_token\": \"x\"}", "tokenizer_config.json: no chat_template"},
-        {"not json", "tokenizer_config.json: invalid JSON"},
+        {"not json", "tokenizer_config.json: not valid JSON"},
         {"{\"chat_template\": \"a\\n{% for m in messages %}\"}", "tokenizer_config.json (chat_template): template line 2"},
         {"{\"chat_template\": \"{% include 'x' %}\"}", "the 'include' tag is not supported"},
+        /* a template cut at a NUL would render something else without a word */
+        {"{\"chat_template\": \"{{ bos_token }}\\u0000{{ messages }}\"}", "field 'chat_template' holds a NUL"},
     };
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_null(open_config(dir, cases[i].config, NULL, NULL, &err));
         if (!strstr(err.msg, cases[i].want)) fail_msg("'%s' does not say '%s'", err.msg, cases[i].want);
     }
