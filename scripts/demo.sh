@@ -13,7 +13,10 @@ if nvidia-smi > /dev/null 2>&1; then
     case "$(./dflash --version)" in *cuda*) device=cuda ;; *) echo "demo: a GPU answers, but ./dflash has no CUDA backend (no nvcc at build time): on the CPU" ;; esac
 fi
 echo "demo: on $device"
-./dflash train --device "$device" --resume
+# held-out tau every 100 of the 500 steps on 8 of the dev prompts (curves in eval.jsonl and curves.png);
+# final/ stays the last step's drafter, which the eval below measures on all 64
+./dflash train --device "$device" --resume --eval-data assets/data/code-dev.jsonl --eval-every 100 \
+    --eval-prompts 8 --select-by last
 ./dflash eval --device "$device" --target assets/coder-tiny --draft runs/coder-tiny/final \
     --input assets/data/code-dev.jsonl --max-new-tokens 128 --json runs/coder-tiny/eval.json
 if [ "$device" = cpu ]; then
