@@ -21,7 +21,7 @@ tokenizer's offset mapping, and are checked to add up to the (normalized) text.
 
 usage: python3 chat_ref.py TOKENIZERS_DIR CONVERSATIONS_JSON OUT_DIR
 
-With one argument, python3 chat_ref.py OUT_DIR writes OUT_DIR/templates.json
+With one argument, python3 chat_ref.py OUT_DIR writes OUT_DIR/transformers.json
 from what the repository holds: every template of
 tests/fixtures/chat_templates/ set on the assets/coder-tiny tokenizer, for
 every conversation of tests/jinja/conversations.json, with and without the
@@ -158,7 +158,7 @@ def templates_main(out_dir):
             break  # all renderings on the day `now` names
     specials = {k: getattr(tok, k) for k in SPECIALS if isinstance(getattr(tok, k, None), str)}
     import transformers
-    with open(f"{out_dir}/templates.json", "w", encoding="utf-8") as f:
+    with open(f"{out_dir}/transformers.json", "w", encoding="utf-8") as f:
         json.dump({"transformers": transformers.__version__, "now": now, "specials": specials, "templates": templates},
                   f, ensure_ascii=False, separators=(",", ":"))
     print(len(templates), "templates,", sum(len(v) for v in templates.values()), "renderings")
