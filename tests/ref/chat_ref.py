@@ -20,10 +20,22 @@ pieces mapped back to bytes, added tokens as their text), not from the
 tokenizer's offset mapping, and are checked to add up to the (normalized) text.
 
 usage: python3 chat_ref.py TOKENIZERS_DIR CONVERSATIONS_JSON OUT_DIR
+
+With one argument, python3 chat_ref.py OUT_DIR writes OUT_DIR/transformers.json
+from what the repository holds: every template of
+tests/fixtures/chat_templates/ set on the assets/coder-tiny tokenizer, for
+every conversation of tests/jinja/conversations.json, with and without the
+generation prompt and with enable_thinking absent, true and false, the text
+apply_chat_template renders (or the error it raises) and, for a template with
+{% generation %} blocks, the token ids and the assistant mask of
+return_assistant_tokens_mask. strftime_now reads the clock: the file records
+the time (TZ=UTC) the renderings were made at.
 """
 import json
+import os
 import re
 import sys
+import time
 import unicodedata
 
 from transformers import AutoTokenizer
@@ -100,5 +112,60 @@ def main():
         print(family, len(results), "conversations")
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SPECIALS = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+def render_all(tok, name, src, convs, tools):
+    """Every rendering of one template: a list of dicts."""
+    out = []
+    for conv_name, conv in convs.items():
+        for agp in (0, 1):
+            for think in (-1, 0, 1):
+                kwargs = {"add_generation_prompt": bool(agp)}
+                if think >= 0:
+                    kwargs["enable_thinking"] = bool(think)
+                if conv_name.startswith("tools"):
+                    kwargs["tools"] = tools
+                r = {"conversation": conv_name, "add_generation_prompt": agp, "enable_thinking": think}
+                try:
+                    r["text"] = tok.apply_chat_template(conv, chat_template=src, tokenize=False, **kwargs)
+                    if "{%- generation" in src or "{% generation" in src:
+                        enc = tok.apply_chat_template(conv, chat_template=src, tokenize=True, return_dict=True,
+                                                      return_assistant_tokens_mask=True, **kwargs)
+                        r["ids"] = list(enc["input_ids"])
+                        r["mask"] = list(enc["assistant_masks"])
+                except Exception as e:  # a conversation the template rejects
+                    r["error"] = f"{type(e).__name__}: {e}"
+                out.append(r)
+    return out
+
+
+def templates_main(out_dir):
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    tok = AutoTokenizer.from_pretrained(f"{ROOT}/assets/coder-tiny")
+    conv_file = json.load(open(f"{ROOT}/tests/jinja/conversations.json", encoding="utf-8"))
+    tdir = f"{ROOT}/tests/fixtures/chat_templates"
+    while True:
+        now = int(time.time())
+        templates = {}
+        for f in sorted(os.listdir(tdir)):
+            if f.endswith(".jinja"):
+                src = open(f"{tdir}/{f}", encoding="utf-8").read()
+                templates[f[:-6]] = render_all(tok, f[:-6], src, conv_file["conversations"], conv_file["tools"])
+        if time.strftime("%Y-%m-%d", time.gmtime(now)) == time.strftime("%Y-%m-%d", time.gmtime()):
+            break  # all renderings on the day `now` names
+    specials = {k: getattr(tok, k) for k in SPECIALS if isinstance(getattr(tok, k, None), str)}
+    import transformers
+    with open(f"{out_dir}/transformers.json", "w", encoding="utf-8") as f:
+        json.dump({"transformers": transformers.__version__, "now": now, "specials": specials, "templates": templates},
+                  f, ensure_ascii=False, separators=(",", ":"))
+    print(len(templates), "templates,", sum(len(v) for v in templates.values()), "renderings")
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 2:
+        templates_main(sys.argv[1])
+    else:
+        main()
