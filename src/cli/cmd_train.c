@@ -234,7 +234,8 @@ static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *
     read_key(key_path, stored, sizeof stored);
     uint64_t fingerprint = df_tokenizer_fingerprint(tok);
     char *key = cache_key(o, &st, hash, fingerprint, template_hash);
-    if (!o->chat_template && !o->chat_kwargs && legacy_key_matches(stored, o->data_source, &st, fingerprint, (int)o->max_length))
+    int plain = !o->chat_template && !o->chat_kwargs; /* earlier keys had no chat options */
+    if (plain && legacy_key_matches(stored, o->data_source, &st, fingerprint, (int)o->max_length))
         snprintf(stored, sizeof stored, "%s", key);
     int rc = 0;
     if (cache_is_current(store_path, stored, key, fingerprint)) {

@@ -71,7 +71,7 @@ int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int qu
     snprintf(top_p, sizeof top_p, "%.17g", p->top_p);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     snprintf(batch, sizeof batch, "%d", p->batch);
-    char *argv[24] = {"generate", "--target", (char *)o->target_dir, "--input", input, "--output", data,
+    char *argv[28] = {"generate", "--target", (char *)o->target_dir, "--input", input, "--output", data,
                       "--max-new-tokens", max_new, "--temperature", temperature, "--top-p", top_p, "--seed", seed,
                       "--batch", batch, "--device", (char *)(o->device ? o->device : "cpu")};
     int argc = 19;
