@@ -29,6 +29,7 @@
 #include "formats/model_config.h"
 #include "formats/token_store.h"
 #include "model/drafter_config.h"
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "train/trainer.h"
 
@@ -72,10 +73,10 @@ static int is_token_store(const char *path, int *yes, DfError *err) {
     return 0;
 }
 
-/* df_hash64 of the file's bytes (read in 1 MiB chunks). */
-static int content_hash(const char *path, uint64_t *out, DfError *err) {
+/* df_hash64 of the file's bytes (read in 1 MiB chunks); option names the file in errors. */
+static int content_hash(const char *path, const char *option, uint64_t *out, DfError *err) {
     FILE *fp = df_fopen_regular(path, err);
-    if (!fp) return df_context(err, "--data");
+    if (!fp) return df_context(err, "%s", option);
     DfHash64 h;
     df_hash64_init(&h);
     size_t cap = 1 << 20, n;
@@ -84,15 +85,35 @@ static int content_hash(const char *path, uint64_t *out, DfError *err) {
     int bad = ferror(fp);
     fclose(fp);
     free(buf);
-    if (bad) return df_fail(err, "--data %s: read error", path);
+    if (bad) return df_fail(err, "%s %s: read error", option, path);
     *out = df_hash64_final(&h);
     return 0;
 }
 
+/* The chat options the data was rendered with, only when given (a key
+ * without them is that of a rendering with the target's template and no
+ * variables): the template's path and content hash, the variables as
+ * normalized JSON. */
+static void add_chat_key(cJSON *j, const DfTrainOptions *o, uint64_t template_hash) {
+    if (o->chat_template) {
+        char *abs = realpath(o->chat_template, NULL), text[32];
+        cJSON_AddStringToObject(j, "chat_template", abs ? abs : o->chat_template);
+        free(abs);
+        snprintf(text, sizeof text, "%016llx", (unsigned long long)template_hash);
+        cJSON_AddStringToObject(j, "chat_template_hash", text);
+    }
+    if (!o->chat_kwargs) return;
+    cJSON *kwargs = cJSON_Parse(o->chat_kwargs);
+    if (kwargs) cJSON_AddItemToObject(j, "chat_template_kwargs", kwargs);
+    else cJSON_AddStringToObject(j, "chat_template_kwargs", o->chat_kwargs);
+}
+
 /* What the cache was made from: the source's path, size and content hash,
- * the tokenizer's fingerprint and the length limit. */
-static char *cache_key(const char *source, const struct stat *st, uint64_t hash, uint64_t fingerprint,
-                       int max_length) {
+ * the tokenizer's fingerprint, the length limit and the chat options. */
+static char *cache_key(const DfTrainOptions *o, const struct stat *st, uint64_t hash, uint64_t fingerprint,
+                       uint64_t template_hash) {
+    const char *source = o->data_source;
+    int max_length = (int)o->max_length;
     char *abs = realpath(source, NULL);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "source", abs ? abs : source);
@@ -103,6 +124,7 @@ static char *cache_key(const char *source, const struct stat *st, uint64_t hash,
     snprintf(text, sizeof text, "%016llx", (unsigned long long)fingerprint);
     cJSON_AddStringToObject(j, "tokenizer_fingerprint", text);
     cJSON_AddNumberToObject(j, "max_length", max_length);
+    add_chat_key(j, o, template_hash);
     char *out = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     free(abs);
@@ -203,14 +225,17 @@ static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *
     struct stat st;
     uint64_t hash = 0;
     if (stat(o->data_source, &st) != 0) return df_fail_errno(err, "--data %s", o->data_source);
-    if (content_hash(o->data_source, &hash, err)) return -1;
+    if (content_hash(o->data_source, "--data", &hash, err)) return -1;
+    uint64_t template_hash = 0;
+    if (o->chat_template && content_hash(o->chat_template, "--chat-template", &template_hash, err)) return -1;
     snprintf(store_path, cap, "%s/data.store", o->output_dir);
     char key_path[4200], stored[8192];
     snprintf(key_path, sizeof key_path, "%s.source.json", store_path);
     read_key(key_path, stored, sizeof stored);
     uint64_t fingerprint = df_tokenizer_fingerprint(tok);
-    char *key = cache_key(o->data_source, &st, hash, fingerprint, (int)o->max_length);
-    if (legacy_key_matches(stored, o->data_source, &st, fingerprint, (int)o->max_length))
+    char *key = cache_key(o, &st, hash, fingerprint, template_hash);
+    int plain = !o->chat_template && !o->chat_kwargs; /* earlier keys had no chat options */
+    if (plain && legacy_key_matches(stored, o->data_source, &st, fingerprint, (int)o->max_length))
         snprintf(stored, sizeof stored, "%s", key);
     int rc = 0;
     if (cache_is_current(store_path, stored, key, fingerprint)) {
@@ -220,9 +245,14 @@ static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *
         remove(key_path);
         char max_length[32];
         snprintf(max_length, sizeof max_length, "%lld", (long long)o->max_length);
-        char *argv[] = {"prepare", "--target", (char *)o->target_dir, "--input", (char *)o->data_source,
-                        "--output", store_path, "--max-length", max_length, o->quiet ? "--quiet" : NULL, NULL};
-        if (df_cmd_prepare(DF_COUNT(argv) - 1 - !o->quiet, argv) != 0) {
+        char *argv[16] = {"prepare", "--target", (char *)o->target_dir, "--input", (char *)o->data_source,
+                          "--output", store_path, "--max-length", max_length};
+        int argc = 9;
+        if (o->chat_template) argv[argc++] = "--chat-template", argv[argc++] = (char *)o->chat_template;
+        if (o->chat_kwargs) argv[argc++] = "--chat-template-kwargs", argv[argc++] = (char *)o->chat_kwargs;
+        if (o->quiet) argv[argc++] = "--quiet";
+        argv[argc] = NULL;
+        if (df_cmd_prepare(argc, argv) != 0) {
             rc = df_fail(err, "could not prepare %s (see the message above)", o->data_source);
         } else {
             rc = df_atomic_write_text(key_path, key, 0, err);
@@ -346,9 +376,6 @@ static void remove_created_dirs(const char *output_dir, const char *top) {
     free(p);
 }
 
-/* One writer per run directory: the rank that writes OUTPUT (every process
- * when there is one) holds OUTPUT/train.lock for the whole run, data
- * preparation included. */
 /* An explicit --num-taps beyond what the target offers is a bad command
  * line (exit 2); a config that cannot be read is left to the run, which
  * names what is wrong with it. */
@@ -357,6 +384,16 @@ static int num_taps_out_of_range(const DfTrainOptions *o, DfError *err) {
     DfError ignored;
     if (!o->target_dir || df_model_config_load(&cfg, o->target_dir, &ignored)) return 0;
     return df_drafter_check_num_taps(&cfg, o->num_taps, err) != 0;
+}
+
+/* A --chat-template that does not parse, --chat-template-kwargs that are
+ * not a JSON object, or either with no template to apply to, are a bad
+ * command line (exit 2, as for prepare), found before any data is prepared. */
+static int chat_options_bad(const DfTrainOptions *o, DfError *err) {
+    if (!o->chat_template && !o->chat_kwargs) return 0;
+    DfChatTemplate *t = df_chat_template_open(o->target_dir, o->chat_template, o->chat_kwargs, err);
+    df_chat_template_free(t);
+    return !t;
 }
 
 /* One writer per run directory: the rank that writes OUTPUT (every process
@@ -510,6 +547,8 @@ static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *
         {"top-p", DF_OPT_DOUBLE, &prompts.top_p, "P", "--prompts: nucleus sampling mass, as for generate (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
         {"batch", DF_OPT_INT, &prompts.batch, "N", "--prompts: sequences decoded together, as for generate (default 8)", 0, DF_RANGE(1, 4096)},
         {"no-graphs", DF_OPT_FLAG, &prompts.no_graphs, NULL, "--prompts on a GPU: no CUDA graphs in the regeneration, as for generate", 0},
+        {"chat-template", DF_OPT_STRING, &o.chat_template, "FILE", "a Jinja chat template for conversations instead of the target's: the --data records prepared, the --prompts regenerated and the --eval-data decoded (as for prepare, generate and eval)", 0},
+        {"chat-template-kwargs", DF_OPT_STRING, &o.chat_kwargs, "JSON", "extra chat-template variables for those conversations, as the serving stacks' chat_template_kwargs (e.g. '{\"enable_thinking\": false}')", 0},
         {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, train.log, checkpoints/, final/ (best/ with --eval-data, tb/ with --report-to tensorboard)", 0, .alias = "output_dir"},
         {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0, DF_RANGE(1, INT_MAX), .alias = "max_steps"},
         {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6), .alias = "num_train_epochs"},
@@ -670,6 +709,10 @@ static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *
     if (GIVEN("eval-prompts")) o.eval_prompts = eval_prompts;
     if (GIVEN("eval-max-new-tokens")) o.eval_max_new_tokens = eval_new;
     if (GIVEN("num-taps") && num_taps_out_of_range(&o, &err)) {
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 2;
+    }
+    if (chat_options_bad(&o, &err)) {
         fprintf(stderr, "dflash train: %s\n", err.msg);
         return 2;
     }

@@ -71,10 +71,12 @@ int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int qu
     snprintf(top_p, sizeof top_p, "%.17g", p->top_p);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     snprintf(batch, sizeof batch, "%d", p->batch);
-    char *argv[24] = {"generate", "--target", (char *)o->target_dir, "--input", input, "--output", data,
+    char *argv[28] = {"generate", "--target", (char *)o->target_dir, "--input", input, "--output", data,
                       "--max-new-tokens", max_new, "--temperature", temperature, "--top-p", top_p, "--seed", seed,
                       "--batch", batch, "--device", (char *)(o->device ? o->device : "cpu")};
     int argc = 19;
+    if (o->chat_template) argv[argc++] = "--chat-template", argv[argc++] = (char *)o->chat_template;
+    if (o->chat_kwargs) argv[argc++] = "--chat-template-kwargs", argv[argc++] = (char *)o->chat_kwargs;
     if (p->no_graphs) argv[argc++] = "--no-graphs";
     if (quiet) argv[argc++] = "--quiet";
     argv[argc] = NULL;

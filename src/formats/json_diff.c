@@ -14,6 +14,7 @@ static const char *const DERIVED[][2] = {
     {"size", "the size of --data"},
     {"mtime", "the modification time of --data"},
     {"content_hash", "the content of --data"},
+    {"chat_template_hash", "the content of --chat-template"},
     {"data_samples", "the samples of --data"},
     {"data_tokens", "the tokens of --data"},
     {"target_layer_ids", "the tapped target layers (--num-taps)"},

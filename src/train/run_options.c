@@ -15,6 +15,22 @@ static void canonical(const char *path, char *out, size_t cap) {
     free(r);
 }
 
+/* How conversations were rendered, recorded only when asked for (a run
+ * without them, or from before these options, renders with the target's
+ * template and no variables): the template's path and the variables as
+ * normalized JSON, so that spacing alone is no difference. */
+static void add_chat_options(cJSON *j, const DfTrainOptions *o) {
+    if (o->chat_template) {
+        char path[4096];
+        canonical(o->chat_template, path, sizeof path);
+        cJSON_AddStringToObject(j, "chat_template", path);
+    }
+    if (!o->chat_kwargs) return;
+    cJSON *kwargs = cJSON_Parse(o->chat_kwargs);
+    if (kwargs) cJSON_AddItemToObject(j, "chat_template_kwargs", kwargs);
+    else cJSON_AddStringToObject(j, "chat_template_kwargs", o->chat_kwargs);
+}
+
 char *df_run_options_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg, const DfTokenStore *store,
                           int64_t total_steps) {
     char target[4096], data[4096];
@@ -24,6 +40,7 @@ char *df_run_options_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg, 
     cJSON_AddStringToObject(j, "target", target);
     if (o->random_target_weights) cJSON_AddStringToObject(j, "target_weights", "random");
     cJSON_AddStringToObject(j, "data", data);
+    add_chat_options(j, o);
     cJSON_AddNumberToObject(j, "data_samples", (double)df_token_store_num_samples(store));
     cJSON_AddNumberToObject(j, "data_tokens", (double)df_token_store_num_tokens(store));
     char fp[32];

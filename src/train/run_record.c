@@ -47,6 +47,9 @@ static void add_data_options(cJSON *j, const DfTrainOptions *o) {
     add_path(j, "data", o->data_source ? o->data_source : o->data_store);
     add_path(j, "output", o->output_dir);
     add_path(j, "init-from", o->init_from);
+    add_path(j, "chat-template", o->chat_template);
+    if (o->chat_kwargs) cJSON_AddStringToObject(j, "chat-template-kwargs", o->chat_kwargs);
+    else cJSON_AddNullToObject(j, "chat-template-kwargs");
     add_or_null(j, "steps", (double)o->steps);
     add_or_null(j, "epochs", o->steps ? 0.0 : (double)o->epochs);
     cJSON_AddNumberToObject(j, "max-length", (double)o->max_length);

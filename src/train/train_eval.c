@@ -31,12 +31,12 @@ static int tokenize_prompts(DfTrainEval *e, const DfPromptSet *set, const char *
 }
 
 int df_train_eval_read(DfTrainEval *e, const char *target_dir, const DfModelConfig *tcfg, const char *data,
-                       int n_prompts, int max_new_tokens, int block_size, DfError *err) {
+                       const DfChatOptions *chat, int n_prompts, int max_new_tokens, int block_size, DfError *err) {
     memset(e, 0, sizeof *e);
     e->data = data;
     e->best_step = e->last_step = -1;
     DfPromptSet set = {0};
-    int rc = df_prompts_read_any(data, &set, err) || df_chat_render_last_turns(&set, target_dir, NULL, data, err);
+    int rc = df_prompts_read_any(data, &set, err) || df_chat_render_last_turns(&set, target_dir, chat, data, err);
     if (rc == 0 && set.n == 0) rc = df_fail(err, "--eval-data %s holds no prompt", data);
     if (rc == 0) {
         e->n_prompts = n_prompts < set.n ? n_prompts : set.n;

@@ -24,6 +24,7 @@
 #include "base/buffer.h"
 #include "base/error.h"
 #include "formats/model_config.h"
+#include "infer/chat_turns.h"
 #include "infer/drafter_infer.h"
 #include "infer/speculative.h"
 #include "infer/target_decode.h"
@@ -62,11 +63,12 @@ typedef struct DfTrainEvalResult {
 } DfTrainEvalResult;
 
 /* Reads the first n_prompts prompts of data (all when it has fewer),
- * renders its conversations with the target's chat template, tokenizes them
+ * renders its conversations with the target's chat template as chat asks
+ * (--chat-template, --chat-template-kwargs; may be NULL), tokenizes them
  * with the target's tokenizer and takes its end-of-generation ids; nothing
  * goes to a device yet. block_size: the drafter's. */
 int df_train_eval_read(DfTrainEval *e, const char *target_dir, const DfModelConfig *tcfg, const char *data,
-                       int n_prompts, int max_new_tokens, int block_size, DfError *err);
+                       const DfChatOptions *chat, int n_prompts, int max_new_tokens, int block_size, DfError *err);
 
 /* OUTPUT/eval.jsonl: created empty (resume_step < 0), or cut back to the
  * lines of steps <= resume_step, whose best tau it remembers. */

@@ -244,8 +244,9 @@ static int read_eval_prompts(Trainer *t, DfError *err) {
                        o->eval_max_new_tokens);
     t->eval_here = t->rank == t->writer && t->role != ROLE_TARGET;
     if (!t->eval_here) return 0;
-    if (df_train_eval_read(&t->eval, o->target_dir, &t->tcfg, o->eval_data, o->eval_prompts, o->eval_max_new_tokens,
-                           t->dcfg.block_size, err))
+    const DfChatOptions chat = {.template_file = o->chat_template, .kwargs = o->chat_kwargs};
+    if (df_train_eval_read(&t->eval, o->target_dir, &t->tcfg, o->eval_data, &chat, o->eval_prompts,
+                           o->eval_max_new_tokens, t->dcfg.block_size, err))
         return -1;
     if (!o->quiet)
         fprintf(stderr, "train: held-out eval every %lld steps: %d prompts of %s (up to %lld tokens), %d new tokens each\n",

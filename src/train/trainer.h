@@ -129,6 +129,8 @@ typedef struct DfTrainOptions {
     int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
     int layout;              /* DfTrainLayout (data parallel only) */
     int target_ranks;        /* split layout: ranks 0..target_ranks-1 run the target (default 1) */
+    const char *chat_template; /* --chat-template FILE: renders conversations (data, --prompts, eval_data); NULL: the target's */
+    const char *chat_kwargs;   /* --chat-template-kwargs JSON: extra template variables; NULL: none */
     const char *eval_data;   /* held-out eval (train/train_eval.h): prompt or chat records; NULL: none */
     int64_t eval_every;      /* an eval every N steps (and at the run's last step); needed with eval_data */
     int eval_prompts;        /* the first K prompts of eval_data (default 16) */
