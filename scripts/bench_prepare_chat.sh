@@ -3,7 +3,7 @@
 # user and two assistant turns made from assets/data/code-train.jsonl) with
 # the real Qwen3 tokenizer and chat template, for each dflash binary given
 # (e.g. a build before and after a change), alternating, best of 2.
-# Usage: bench/prepare_chat_speed.sh DFLASH... (default ./dflash)
+# Usage: scripts/bench_prepare_chat.sh DFLASH... (default ./dflash)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch_test_tokenizers.sh
