@@ -4,7 +4,9 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -fopenmp -Isrc
-LDLIBS  += -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo $(shell pkg-config --libs libxxhash 2>/dev/null || echo -lxxhash) -lm -fopenmp
+# the libraries every program links (the fuzz targets' rule below too)
+BASE_LIBS := -lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo $(shell pkg-config --libs libxxhash 2>/dev/null || echo -lxxhash) -lm -fopenmp
+LDLIBS  += $(BASE_LIBS)
 # Instrumentation flags for compiling and linking (make test-sanitize, make fuzz).
 SANITIZE ?=
 CFLAGS  += $(SANITIZE)
@@ -164,7 +166,7 @@ build-fuzz/fuzz/%: fuzz/%.c build-fuzz/libdflash.a
 	@mkdir -p $(dir $@)
 	clang -O1 -g -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wno-unused-parameter -Isrc -Ifuzz \
 		-DDF_SOURCE_DIR=\"$(CURDIR)\" $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $< build-fuzz/libdflash.a \
-		-lcjson -lonig -lutf8proc -lopenblas -llz4 -lzstd -lcairo -lm -fopenmp
+		$(BASE_LIBS)
 
 fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
