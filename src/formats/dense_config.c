@@ -42,18 +42,9 @@ static int check_window(const DfJsonReader *r, const cJSON *obj, const DfModelCo
 static int check_layer_types(const DfJsonReader *r, const cJSON *obj, const DfModelConfig *cfg) {
     const cJSON *types = df_json_field(obj, "layer_types");
     if (!types) return 0;
-    if (!cJSON_IsArray(types))
-        return df_fail(r->err, "%s: field 'layer_types' must be an array of strings, not %s", r->path,
-                       df_json_type_name(types));
-    int n = cJSON_GetArraySize(types);
-    if (n != cfg->num_layers)
-        return df_fail(r->err, "%s: field 'layer_types' lists %d layers, num_hidden_layers is %d", r->path, n,
-                       cfg->num_layers);
+    if (df_json_check_layer_list(r, types, "layer_types", cfg->num_layers)) return -1;
     int i = 0;
     for (const cJSON *t = types->child; t; t = t->next, i++) {
-        if (!cJSON_IsString(t))
-            return df_fail(r->err, "%s: field 'layer_types[%d]' must be a string, not %s", r->path, i,
-                           df_json_type_name(t));
         if (strcmp(t->valuestring, "full_attention") != 0)
             return df_fail(r->err, "%s: field 'layer_types[%d]' is '%s' (supported: full_attention)", r->path, i,
                            t->valuestring);

@@ -21,18 +21,9 @@ static int read_layer_types(const DfJsonReader *r, const cJSON *obj, DfModelConf
         for (int i = 0; i < cfg->num_layers; i++) cfg->layer_is_linear[i] = (i + 1) % interval != 0;
         return 0;
     }
-    if (!cJSON_IsArray(types))
-        return df_fail(r->err, "%s: field 'layer_types' must be an array of strings, not %s", r->path,
-                       df_json_type_name(types));
-    int n = cJSON_GetArraySize(types);
-    if (n != cfg->num_layers)
-        return df_fail(r->err, "%s: field 'layer_types' lists %d layers, num_hidden_layers is %d", r->path, n,
-                       cfg->num_layers);
+    if (df_json_check_layer_list(r, types, "layer_types", cfg->num_layers)) return -1;
     int i = 0;
     for (const cJSON *t = types->child; t; t = t->next, i++) {
-        if (!cJSON_IsString(t))
-            return df_fail(r->err, "%s: field 'layer_types[%d]' must be a string, not %s", r->path, i,
-                           df_json_type_name(t));
         if (strcmp(t->valuestring, "linear_attention") == 0)
             cfg->layer_is_linear[i] = 1;
         else if (strcmp(t->valuestring, "full_attention") == 0)

@@ -140,3 +140,19 @@ int df_json_read_object(const DfJsonReader *r, const cJSON *obj, const char *sco
                        df_json_type_name(*out));
     return 0;
 }
+
+int df_json_check_layer_list(const DfJsonReader *r, const cJSON *list, const char *name, int num_layers) {
+    if (!cJSON_IsArray(list))
+        return df_fail(r->err, "%s: field '%s' must be an array of strings, not %s", r->path, name,
+                       df_json_type_name(list));
+    int n = cJSON_GetArraySize(list);
+    if (n != num_layers)
+        return df_fail(r->err, "%s: field '%s' lists %d layers, num_hidden_layers is %d", r->path, name, n,
+                       num_layers);
+    int i = 0;
+    for (const cJSON *t = list->child; t; t = t->next, i++)
+        if (!cJSON_IsString(t))
+            return df_fail(r->err, "%s: field '%s[%d]' must be a string, not %s", r->path, name, i,
+                           df_json_type_name(t));
+    return 0;
+}

@@ -44,5 +44,9 @@ int df_json_read_string(const DfJsonReader *r, const cJSON *obj, const char *sco
 /* *out = NULL when not given. */
 int df_json_read_object(const DfJsonReader *r, const cJSON *obj, const char *scope, const char *name,
                         const cJSON **out);
+/* A per-layer list such as `layer_types`: an array of num_layers strings;
+ * 0 when it is one, else fails naming the field, or the entry that is not a
+ * string. */
+int df_json_check_layer_list(const DfJsonReader *r, const cJSON *list, const char *name, int num_layers);
 
 #endif
