@@ -15,17 +15,6 @@
 #include "formats/arrow.h"
 #include "formats/arrow_dataset.h"
 
-static cJSON *load_json(const char *rel) {
-    DfError err = {{0}};
-    size_t size;
-    char *text = df_read_text_file(df_test_path(rel), &size, &err);
-    assert_non_null(text);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    assert_non_null(j);
-    return j;
-}
-
 /* Cell i of a against the expected JSON value; where is for failure messages. */
 static void check_cell(const DfArrowArray *a, int64_t i, const cJSON *want, const char *where) {
     if (cJSON_IsNull(want)) {
@@ -116,7 +105,7 @@ static int check_file(const char *path, const cJSON *columns, const cJSON *batch
 
 static void test_every_format_and_codec(void **state) {
     (void)state;
-    cJSON *want = load_json("tests/fixtures/arrow/all_types.json");
+    cJSON *want = df_test_load_json("tests/fixtures/arrow/all_types.json");
     const cJSON *batches = cJSON_GetObjectItem(want, "batches");
     const char *formats[] = {"stream", "file"}, *codecs[] = {"none", "lz4", "zstd"};
     for (int f = 0; f < 2; f++)
@@ -147,7 +136,7 @@ static void test_empty_stream(void **state) {
 
 static void test_datasets_folder(void **state) {
     (void)state;
-    cJSON *want = load_json("tests/fixtures/arrow/dataset.json");
+    cJSON *want = df_test_load_json("tests/fixtures/arrow/dataset.json");
     DfError err = {{0}};
     const char *dir = df_test_path("tests/fixtures/arrow/dataset");
     DfArrowDataset *ds = df_arrow_dataset_open(dir, &err);

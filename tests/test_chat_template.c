@@ -17,17 +17,6 @@
 #include "text/tokenizer_offsets.h"
 #include "text/tokenizer.h"
 
-static cJSON *load_json(const char *rel) {
-    DfError err = {{0}};
-    size_t size;
-    char *text = df_read_text_file(df_test_path(rel), &size, &err);
-    if (!text) fail_msg("%s", err.msg);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    assert_non_null(j);
-    return j;
-}
-
 /* The messages of one conversation ([{"role", "content"}, ...]). */
 static int to_messages(const cJSON *conv, DfChatMessage *out, int cap) {
     int n = 0;
@@ -127,9 +116,9 @@ static void check_family(const char *family) {
     if (!tok) fail_msg("%s", err.msg);
     DfChatTemplate *t = df_chat_template_load(df_test_path(rel), &err);
     if (!t) fail_msg("%s", err.msg);
-    cJSON *convs = load_json("tests/fixtures/chat/conversations.json");
+    cJSON *convs = df_test_load_json("tests/fixtures/chat/conversations.json");
     snprintf(rel, sizeof rel, "tests/fixtures/chat/%s.json", family);
-    cJSON *ref = load_json(rel);
+    cJSON *ref = df_test_load_json(rel);
     const cJSON *date = cJSON_GetObjectItem(ref, "date_string"); /* the date the reference was rendered with */
     if (date && df_chat_template_set_date(t, date->valuestring, &err) != 0) fail_msg("%s", err.msg);
     const cJSON *results = cJSON_GetObjectItem(ref, "results");

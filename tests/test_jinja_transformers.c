@@ -26,17 +26,6 @@
 #include "text/jinja/jinja.h"
 #include "text/tokenizer.h"
 
-static cJSON *load_json(const char *rel) {
-    DfError err = {{0}};
-    size_t size;
-    char *text = df_read_text_file(df_test_path(rel), &size, &err);
-    if (!text) fail_msg("%s", err.msg);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    if (!j) fail_msg("%s: invalid JSON", rel);
-    return j;
-}
-
 /* The kwargs of one rendering beyond messages and add_generation_prompt. */
 static cJSON *make_kwargs(const cJSON *r, const cJSON *tools) {
     cJSON *k = cJSON_CreateObject();
@@ -152,8 +141,8 @@ static void test_committed_templates_match_transformers(void **state) {
     }
     setenv("TZ", "UTC", 1); /* the fixture's clock, as strftime_now read it */
     tzset();
-    cJSON *ref = load_json("tests/fixtures/chat_templates/transformers.json");
-    cJSON *convs = load_json("tests/jinja/conversations.json");
+    cJSON *ref = df_test_load_json("tests/fixtures/chat_templates/transformers.json");
+    cJSON *convs = df_test_load_json("tests/jinja/conversations.json");
     int bad = 0, n = 0, masks = 0;
     const cJSON *tpl;
     cJSON_ArrayForEach(tpl, cJSON_GetObjectItem(ref, "templates")) {

@@ -19,17 +19,6 @@
 
 #define OUT_CAP 65536
 
-static cJSON *load_json(const char *rel) {
-    DfError err = {{0}};
-    size_t size;
-    char *text = df_read_text_file(df_test_path(rel), &size, &err);
-    if (!text) fail_msg("%s", err.msg);
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    assert_non_null(j);
-    return j;
-}
-
 /* The loss mask df_chat_tokenize gives conversation conv, as a JSON array. */
 static cJSON *library_mask(const cJSON *conv) {
     DfError err = {{0}};
@@ -82,8 +71,8 @@ static void check_sample(const DfTokenStore *s, int64_t i, const cJSON *ids, con
 
 static void test_chat_inputs_match_transformers(void **state) {
     (void)state;
-    cJSON *ref = load_json("tests/fixtures/chat/qwen3.json"), *chosen = load_json("tests/fixtures/arrow/prepare_chat.json");
-    cJSON *convs = load_json("tests/fixtures/chat/conversations.json");
+    cJSON *ref = df_test_load_json("tests/fixtures/chat/qwen3.json"), *chosen = df_test_load_json("tests/fixtures/arrow/prepare_chat.json");
+    cJSON *convs = df_test_load_json("tests/fixtures/chat/conversations.json");
     const cJSON *results = cJSON_GetObjectItem(ref, "results"), *indices = cJSON_GetObjectItem(chosen, "indices");
     const char *inputs[] = {"tests/fixtures/arrow/messages.jsonl", "tests/fixtures/arrow/sharegpt.jsonl",
                             "tests/fixtures/arrow/messages_stream_lz4.arrow", "tests/fixtures/arrow/messages_file_zstd.arrow",
@@ -121,7 +110,7 @@ static void test_pretokenized_arrow(void **state) {
     snprintf(store, sizeof store, "%s/s.store", dir);
     DfError err = {{0}};
 
-    cJSON *ds = load_json("tests/fixtures/arrow/dataset.json");
+    cJSON *ds = df_test_load_json("tests/fixtures/arrow/dataset.json");
     const cJSON *cols = cJSON_GetObjectItem(ds, "columns");
     prepare("tests/fixtures/arrow/dataset", store, out);
     DfTokenStore *s = df_token_store_open(store, 1, &err);

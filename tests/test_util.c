@@ -604,3 +604,12 @@ void df_test_tiny_drafter_free(DfTestTinyDrafter *f) {
     df_buffer_free(f->be, &f->embed), df_buffer_free(f->be, &f->head), df_buffer_free(f->be, &f->features);
     df_backend_destroy(f->be);
 }
+
+cJSON *df_test_load_json(const char *rel) {
+    char *text = df_test_read_file(df_test_path(rel), NULL);
+    if (!text) fail_msg("%s: cannot be read", rel);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!j) fail_msg("%s: invalid JSON", rel);
+    return j;
+}

@@ -51,6 +51,10 @@ void df_test_write_file(const char *path, const char *text);
  * len is not NULL), or NULL when it cannot be opened. */
 char *df_test_read_file(const char *path, size_t *len);
 
+/* The JSON document at df_test_path(rel) (caller frees with cJSON_Delete);
+ * fails the test naming the file when it cannot be read or parsed. */
+struct cJSON *df_test_load_json(const char *rel);
+
 /* A heap array of n values from df_test_fill_random. */
 float *df_test_random_array(size_t n, uint64_t seed, float scale);
 
