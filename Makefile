@@ -102,6 +102,7 @@ $(BUILD)/dev/cuda/bench_%: dev/cuda/bench_%.c $(DEV_COMMON) $(BUILD)/libdflash.a
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(DEV_COMMON) $(BUILD)/libdflash.a $(LDLIBS)
 
 test: dflash $(TEST_BIN)
+	bash scripts/check_structure.sh
 	bash scripts/fetch_test_tokenizers.sh
 	bash scripts/run_tests.sh $(TEST_BIN)
 

@@ -9,7 +9,7 @@
 #include "base/clock.h"
 #include "formats/jsonl.h"
 #include "formats/token_store.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 static void add_text(DfBenchTexts *t, const char *s, size_t *cap) {
     if (t->count == *cap) {

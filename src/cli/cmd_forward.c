@@ -18,7 +18,7 @@
 #include "formats/safetensors.h"
 #include "model/drafter_config.h"
 #include "model/target.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 #define MAX_TAPS 64
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/mapped_file.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 static const char *find_config_path(int argc, char **argv, DfError *err, int *bad) {
     *bad = 0;

@@ -1,6 +1,6 @@
 #include "cli/prepare_record.h"
-#include "formats/json_fields.h"
-#include "formats/json_parse.h"
+#include "json/json_fields.h"
+#include "json/json_parse.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

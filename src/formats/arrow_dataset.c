@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 
 #include "base/mapped_file.h"
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 #include "formats/arrow_dataset.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 struct DfArrowDataset {
     char **files;

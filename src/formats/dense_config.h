@@ -8,7 +8,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 #include "formats/model_config.h"
 
 /* obj: the text model's fields, after the common sizes were read (the

@@ -6,7 +6,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 #include "formats/model_config.h"
 
 /* obj: the text model's fields (top level or text_config), after the common

@@ -6,7 +6,7 @@
 
 #include "formats/dense_config.h"
 #include "formats/hybrid_config.h"
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 
 #include "base/mapped_file.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 static const struct {
     const char *architecture;

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "formats/records.h"
+#include "text/chat_template.h"
 
 void df_chat_messages_free(DfChatMessages *m) {
     free(m->items);

@@ -9,8 +9,13 @@
 #include <cjson/cJSON.h>
 
 #include "base/buffer.h"
+#include "base/error.h"
 #include "formats/arrow.h"
-#include "text/chat_template.h"
+
+/* A chat message, defined with the chat template that renders it
+ * (text/chat_template.h); named here only, so that this header does not
+ * need text/. */
+typedef struct DfChatMessage DfChatMessage;
 
 /* Growable message list. Contents point into the JSON / Arrow data. */
 typedef struct DfChatMessages {

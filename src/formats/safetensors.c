@@ -17,7 +17,7 @@
 #include "base/atomic_file.h"
 #include "base/buffer.h"
 #include "base/numeric.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 /* The safetensors library refuses headers above 100 MB; so do we. */
 #define DF_ST_MAX_HEADER ((uint64_t)100000000)

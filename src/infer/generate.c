@@ -1,5 +1,5 @@
 #include "infer/generate.h"
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "base/input_file.h"
 #include "infer/sampling.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 static char *read_small_file(const char *path, DfError *err) {
     struct stat st;

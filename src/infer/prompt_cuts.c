@@ -9,7 +9,7 @@
 #include "base/atomic_file.h"
 #include "base/buffer.h"
 #include "formats/jsonl.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 int df_prompt_cut_offsets(const char *text, size_t len, int n_cuts, size_t *offsets) {
     size_t m = 0;

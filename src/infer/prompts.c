@@ -1,5 +1,5 @@
 #include "infer/prompts.h"
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include "formats/jsonl.h"
 #include "formats/records.h"
 #include "text/utf8.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 /* The conversation in `array` into out->turns; err says what is wrong with
  * it (the caller adds the file and line). */

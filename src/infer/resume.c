@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 /* The field an output record of input p holds: "response" for a prompt
  * record, the conversation's own form for a conversation. */

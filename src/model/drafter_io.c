@@ -4,7 +4,7 @@
 #define _GNU_SOURCE /* renameat2 (RENAME_EXCHANGE), nftw */
 #include "model/drafter_io.h"
 
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -25,7 +25,7 @@
 #include "formats/safetensors.h"
 #include "model/dflash_py.h"
 #include "model/anchors.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 #define DF_DEFAULT_BLOCK_SIZE 16
 /* Far above any real drafter; keeps a hostile config from sizing huge tables. */

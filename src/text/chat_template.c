@@ -7,13 +7,13 @@
 #include <sys/stat.h>
 
 #include "base/mapped_file.h"
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 #include "text/chat_template_vars.h"
 #include "text/jinja/from_json.h"
 #include "text/jinja/jinja.h"
 #include "text/tokenizer_offsets.h"
 #include "text/utf8.h"
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 struct DfChatTemplate {
     DfJinja *jinja;

@@ -114,7 +114,7 @@ int df_json_get_string(const char *json, size_t len, const char *key, DfByteBuf 
         i = skip_ws(json, len, i) + 1; /* ':' */
         i = skip_ws(json, len, i);
         if (name.len == key_len && memcmp(name.data, key, key_len) == 0) {
-            /* a duplicate key: the last one wins (formats/json_fields.h), so the scan goes on */
+            /* a duplicate key: the last one wins (json/json_fields.h), so the scan goes on */
             out->len = start;
             if (json[i] != '"') { rc = df_fail(err, "\"%s\" is not a string", key); break; }
             if (!read_string(json, len, i, out)) {

@@ -11,8 +11,8 @@
 #include <cjson/cJSON.h>
 
 #include "text/tokenizer_internal.h"
-#include "formats/json_fields.h"
-#include "formats/json_parse.h"
+#include "json/json_fields.h"
+#include "json/json_parse.h"
 
 #define MAX_IDS (1 << 26) /* refuses absurd ids before allocating tables for them */
 

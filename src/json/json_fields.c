@@ -1,4 +1,4 @@
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 
 #include <limits.h>
 #include <math.h>

@@ -5,8 +5,8 @@
  * such a text: a NUL in any string or key of the document (escaped or raw)
  * refuses it, naming the file, the line and the field. Duplicate keys keep
  * the last value (df_json_keep_last). */
-#ifndef DF_FORMATS_JSON_PARSE_H
-#define DF_FORMATS_JSON_PARSE_H
+#ifndef DF_JSON_JSON_PARSE_H
+#define DF_JSON_JSON_PARSE_H
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

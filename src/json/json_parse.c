@@ -1,9 +1,9 @@
-#include "formats/json_parse.h"
+#include "json/json_parse.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "formats/json_fields.h"
+#include "json/json_fields.h"
 
 #define MAX_DEPTH 32
 #define KEY_CAP 64

@@ -2,8 +2,8 @@
  * with errors that name the file and the field: "PATH: field 'rope_scaling.factor'
  * must be a number, not a string". Absent and null fields are both "not given":
  * an optional one takes its default, a required one is an error. */
-#ifndef DF_FORMATS_JSON_FIELDS_H
-#define DF_FORMATS_JSON_FIELDS_H
+#ifndef DF_JSON_JSON_FIELDS_H
+#define DF_JSON_JSON_FIELDS_H
 
 #include <cjson/cJSON.h>
 
