@@ -16,6 +16,7 @@
 
 #include "test_util.h"
 
+#include "base/test_seam.h"
 #include "backend/backend.h"
 #include "infer/drafter_infer.h"
 #include "infer/speculative.h"
@@ -110,7 +111,11 @@ typedef struct Steer {
     int max_cycles;
 } Steer;
 
-static void steer_block(void *ctx, int n_generated, int32_t *block, int b) {
+static int steer_block(void *ctx, DfSeamPoint point, void *data, DfError *err) {
+    if (point != DF_SEAM_SPEC_DRAFT) return 0;
+    const DfSpecDraftSeam *draft = data;
+    int n_generated = draft->n_generated, b = draft->block_size;
+    int32_t *block = draft->block;
     Steer *s = ctx;
     if (s->cycle < s->max_cycles) memcpy(s->proposals + (size_t)s->cycle * b, block, (size_t)b * sizeof *block);
     int accept = s->cycle++ % b;
@@ -119,6 +124,7 @@ static void steer_block(void *ctx, int n_generated, int32_t *block, int b) {
         int32_t right = at < s->n_ref ? s->ref[at] : 0;
         block[k] = k <= accept ? right : (right + 1) % (s->vocab - 2);
     }
+    return 0;
 }
 
 #define SPEC_B 8
@@ -132,9 +138,10 @@ static void speculate(DfTargetDecoder *d, DfDrafterRunner *r, const int32_t *pro
     memset(&o, 0, sizeof o);
     o.max_new_tokens = SPEC_NEW;
     o.block_size = SPEC_B;
-    o.hook = steer ? steer_block : NULL;
-    o.hook_ctx = steer;
-    if (df_speculative_generate(d, r, 0, prompt, n, &o, res, &err)) fail_msg("%s", err.msg);
+    df_test_seam_set(steer ? steer_block : NULL, steer);
+    int rc = df_speculative_generate(d, r, 0, prompt, n, &o, res, &err);
+    df_test_seam_set(NULL, NULL);
+    if (rc) fail_msg("%s", err.msg);
 }
 
 static void test_recorded_proposals_equal_op_by_op(void **state) {

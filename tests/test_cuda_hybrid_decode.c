@@ -30,6 +30,7 @@
 
 #include "test_util.h"
 
+#include "base/test_seam.h"
 #include "backend/backend.h"
 #include "infer/decode_graphs.h"
 #include "infer/drafter_infer.h"
@@ -270,7 +271,11 @@ typedef struct Partial {
     int cycle, vocab;
 } Partial;
 
-static void partial_hook(void *ctx, int n_generated, int32_t *block, int block_size) {
+static int partial_hook(void *ctx, DfSeamPoint point, void *data, DfError *err) {
+    if (point != DF_SEAM_SPEC_DRAFT) return 0;
+    const DfSpecDraftSeam *draft = data;
+    int n_generated = draft->n_generated, block_size = draft->block_size;
+    int32_t *block = draft->block;
     Partial *p = ctx;
     int right = p->cycle++ % block_size;
     for (int k = 1; k < block_size; k++) {
@@ -278,6 +283,7 @@ static void partial_hook(void *ctx, int n_generated, int32_t *block, int block_s
         int32_t truth = idx < p->n ? p->greedy[idx] : 5;
         block[k] = k <= right ? truth : (int32_t)((truth + 1) % p->vocab);
     }
+    return 0;
 }
 
 static void test_speculative_lossless_on_gpu(void **state) {
@@ -316,9 +322,11 @@ static void test_speculative_lossless_on_gpu(void **state) {
             o.block_size = B;
             o.eos_ids[0] = 2, o.eos_ids[1] = 3, o.n_eos = 2;
             Partial partial = {greedy.data, greedy.len, 0, vocab};
-            if (use_hook) o.hook = partial_hook, o.hook_ctx = &partial;
+            df_test_seam_set(use_hook ? partial_hook : NULL, &partial);
             DfSpecResult r = {0};
-            if (df_speculative_generate(&dec, &runner, 0, prompt, len, &o, &r, &err)) fail_msg("%s", err.msg);
+            int rc = df_speculative_generate(&dec, &runner, 0, prompt, len, &o, &r, &err);
+            df_test_seam_set(NULL, NULL);
+            if (rc) fail_msg("%s", err.msg);
             size_t k = 0;
             while (k < r.tokens.len && k < greedy.len && r.tokens.data[k] == greedy.data[k]) k++;
             if (k != greedy.len || k != r.tokens.len)

@@ -14,6 +14,7 @@
 
 #include "test_util.h"
 
+#include "base/test_seam.h"
 #include "formats/safetensors.h"
 #include "infer/speculative.h"
 #include "model/drafter_io.h"
@@ -120,18 +121,24 @@ static void test_untrained_drafter_is_lossless(void **state) {
     teardown(&s);
 }
 
-/* The hook replaces the draft with the known greedy continuation. */
+/* Through the test seam of the drafted block: the draft replaced with the
+ * known greedy continuation. */
 typedef struct Oracle {
     const int32_t *greedy;
     size_t n;
 } Oracle;
 
-static void oracle_hook(void *ctx, int n_generated, int32_t *block, int block_size) {
+static int oracle_hook(void *ctx, DfSeamPoint point, void *data, DfError *err) {
+    if (point != DF_SEAM_SPEC_DRAFT) return 0;
+    const DfSpecDraftSeam *draft = data;
+    int n_generated = draft->n_generated, block_size = draft->block_size;
+    int32_t *block = draft->block;
     const Oracle *o = ctx;
     for (int k = 1; k < block_size; k++) {
         size_t idx = (size_t)n_generated + (size_t)k - 1;
         block[k] = idx < o->n ? o->greedy[idx] : 8187;
     }
+    return 0;
 }
 
 static void test_perfect_drafts_accept_whole_blocks(void **state) {
@@ -142,11 +149,11 @@ static void test_perfect_drafts_accept_whole_blocks(void **state) {
     for (int i = 0; i < s.n; i++) {
         Oracle oracle = {s.f[i].output.data, s.f[i].output.len};
         DfSpecOptions o = spec_options(s.f[i].max_new_tokens, 8);
-        o.hook = oracle_hook;
-        o.hook_ctx = &oracle;
+        df_test_seam_set(oracle_hook, &oracle);
         DfSpecResult r = {0};
-        if (df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err))
-            fail_msg("%s", err.msg);
+        int rc = df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err);
+        df_test_seam_set(NULL, NULL);
+        if (rc) fail_msg("%s", err.msg);
         assert_same_tokens(&r.tokens, s.f[i].output.data, s.f[i].output.len, "perfect drafts", i);
         /* every cycle but the last accepts the whole block: 1 + 8 * cycles tokens */
         for (size_t c = 0; c + 1 < r.accepted.len; c++) assert_int_equal(r.accepted.data[c], 7);
@@ -170,10 +177,11 @@ static void test_cut_at_max_new_tokens_and_eos(void **state) {
         Oracle oracle = {s.f[i].output.data, s.f[i].output.len};
         for (int use_oracle = 0; use_oracle < 2; use_oracle++) {
             DfSpecOptions o = spec_options(13, 8);
-            if (use_oracle) o.hook = oracle_hook, o.hook_ctx = &oracle;
+            df_test_seam_set(use_oracle ? oracle_hook : NULL, &oracle);
             DfSpecResult r = {0};
-            if (df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err))
-                fail_msg("%s", err.msg);
+            int rc = df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err);
+            df_test_seam_set(NULL, NULL);
+            if (rc) fail_msg("%s", err.msg);
             assert_same_tokens(&r.tokens, s.f[i].output.data, 13, "max-new-tokens 13", i);
             /* an artificial EOS: the token at index 10, cut before its first occurrence */
             int32_t eos = s.f[i].output.data[10];
@@ -182,9 +190,10 @@ static void test_cut_at_max_new_tokens_and_eos(void **state) {
             o = spec_options(s.f[i].max_new_tokens, 8);
             o.eos_ids[1] = eos;
             o.n_eos = 2;
-            if (use_oracle) o.hook = oracle_hook, o.hook_ctx = &oracle;
-            if (df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err))
-                fail_msg("%s", err.msg);
+            df_test_seam_set(use_oracle ? oracle_hook : NULL, &oracle);
+            rc = df_speculative_generate(&s.dec, &s.drafter, 0, s.f[i].prompt.data, (int)s.f[i].prompt.len, &o, &r, &err);
+            df_test_seam_set(NULL, NULL);
+            if (rc) fail_msg("%s", err.msg);
             assert_same_tokens(&r.tokens, s.f[i].output.data, first, "artificial eos", i);
             /* plain greedy decoding stops at the same place */
             DfGenerateOptions g = {0};

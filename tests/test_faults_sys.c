@@ -43,50 +43,12 @@ static void skip_under_asan(void) {
     "--draft-layers 1 --intermediate-size 64 --num-taps 1 --block-size 4 --num-anchors 4 --token-budget 128 "        \
     "--max-length 1024"
 
-enum { TIMED_OUT = -1 };
-
-/* Starts `sh -c 'exec CMD'` with stdout and stderr to log; when resource >= 0
- * its limit is set to `limit` in the child first (SIGXFSZ at its default, as
- * in a user's shell). */
-static pid_t spawn_limited(int resource, rlim_t limit, const char *cmd, const char *log) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd < 0) _exit(120);
-        dup2(fd, 1), dup2(fd, 2), close(fd);
-        signal(SIGXFSZ, SIG_DFL);
-        if (resource >= 0) {
-            struct rlimit rl = {limit, limit};
-            if (setrlimit(resource, &rl) != 0) _exit(121);
-        }
-        char full[8192];
-        snprintf(full, sizeof full, "exec %s", cmd);
-        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Waits up to timeout_s: the exit status, 1000 + signal when killed, or
- * TIMED_OUT (the process is then killed). */
-static int wait_for(pid_t pid, double timeout_s) {
-    for (double until = df_now_seconds() + timeout_s;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
-        assert_true(r == 0 || errno == EINTR);
-        if (df_now_seconds() > until) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return TIMED_OUT;
-        }
-        df_sleep_seconds(0.05);
-    }
-}
-
+/* CMD with stdout and stderr to log; when resource >= 0 its limit is set to
+ * `limit` in the child first (SIGXFSZ at its default, as in a user's shell):
+ * its status (df_test_wait). */
 static int run_limited(int resource, rlim_t limit, const char *cmd, const char *log, double timeout_s) {
-    return wait_for(spawn_limited(resource, limit, cmd, log), timeout_s);
+    DfTestSpawn how = {.resource = resource, .limit = (long long)limit};
+    return df_test_wait(df_test_spawn(cmd, log, &how), timeout_s);
 }
 
 static void assert_log_has(const char *log, const char *what, int status) {
@@ -176,7 +138,7 @@ static void test_address_space_limit(void **state) {
              "env OPENBLAS_NUM_THREADS=64 OMP_NUM_THREADS=64 '%s' forward --target '%s/none' --input x --output y",
              df_test_path("dflash"), dir);
     status = run_limited(RLIMIT_AS, (rlim_t)2048 << 20, blas_cmd, log, 60);
-    assert_true(status != TIMED_OUT);
+    assert_true(status != DF_TEST_TIMED_OUT);
     assert_log_has(log, "fits", status);
     long at_start = log_number_after(log, "MiB, ");
     assert_true(at_start > 0);
@@ -288,7 +250,7 @@ static void test_store_truncated_during_train(void **state) {
              "env OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive '%s' train --target '%s' --data '%s' --output '%s' "
              "--steps 100000 " TINY_TRAIN,
              df_test_path("dflash"), df_test_path("assets/coder-tiny"), store, run);
-    pid_t pid = spawn_limited(-1, 0, cmd, log);
+    pid_t pid = df_test_spawn(cmd, log, &(DfTestSpawn){.resource = -1});
     int started = 0;
     for (double until = df_now_seconds() + 300; !started && df_now_seconds() < until;) {
         df_sleep_seconds(0.2);
@@ -297,11 +259,11 @@ static void test_store_truncated_during_train(void **state) {
         free(text);
     }
     if (!started) {
-        int status = wait_for(pid, 0);
+        int status = df_test_wait(pid, 0);
         assert_log_has(log, "(train never reached step 1)", status);
     }
     assert_int_equal(truncate(store, 4096), 0);
-    int status = wait_for(pid, 120);
+    int status = df_test_wait(pid, 120);
     if (status != 1) assert_log_has(log, "(expected exit 1)", status);
     assert_log_has(log, "data.store changed or truncated while in use", status);
     df_test_rmtree(dir);

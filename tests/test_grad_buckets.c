@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "dist/grad_buckets.h"
+#include "model/drafter_layout.h"
+#include "train/param_ranges.h"
 #include "test_util.h"
 
 static void expect_bucket(const DfGradBucket *b, size_t start, size_t end, int lo, int hi) {
@@ -58,6 +60,16 @@ static void test_hand_worked_plan(void **state) {
     df_grad_buckets_free(&p);
 }
 
+/* The drafter's layout as the trainer gives it to dist/ (train/param_ranges.h),
+ * planned in buckets of bucket_mib MiB. */
+static int plan_from_layout(DfGradBuckets *p, const DfDrafterLayout *l, double bucket_mib, DfError *err) {
+    DfParamRanges ranges;
+    df_param_ranges_from_layout(&ranges, l);
+    int rc = df_grad_buckets_plan_mib(p, &ranges, bucket_mib, err);
+    df_param_ranges_free(&ranges);
+    return rc;
+}
+
 static void test_bad_plans(void **state) {
     (void)state;
     DfGradBuckets p;
@@ -73,7 +85,7 @@ static void test_bad_plans(void **state) {
     assert_non_null(strstr(err.msg, "cover 12 of 13"));
     assert_int_equal(df_grad_buckets_plan(&p, offsets, counts, 3, 12, 0, &err), -1);
     DfDrafterLayout layout = {0};
-    assert_int_equal(df_grad_buckets_from_layout(&p, &layout, 0.0, &err), -1);
+    assert_int_equal(plan_from_layout(&p, &layout, 0.0, &err), -1);
     assert_non_null(strstr(err.msg, "not a positive size"));
 }
 
@@ -120,7 +132,7 @@ static void test_drafter_layouts(void **state) {
     for (int i = 0; i < 5; i++) {
         DfGradBuckets p;
         DfError err;
-        assert_int_equal(df_grad_buckets_from_layout(&p, &l, mib[i], &err), 0);
+        assert_int_equal(plan_from_layout(&p, &l, mib[i], &err), 0);
         check_plan(&l, &p, (size_t)(mib[i] * 1024 * 1024 / 4));
         if (mib[i] == 64) assert_int_equal(p.n, 1);
         if (mib[i] == 0.001) assert_true(p.n > l.n_params); /* every matrix in pieces */
@@ -134,7 +146,7 @@ static void test_drafter_layouts(void **state) {
     df_drafter_layout_build(&l, &big);
     DfGradBuckets p;
     DfError err;
-    assert_int_equal(df_grad_buckets_from_layout(&p, &l, 25, &err), 0);
+    assert_int_equal(plan_from_layout(&p, &l, 25, &err), 0);
     check_plan(&l, &p, 25u << 18);
     assert_int_equal(p.buckets[0].param_hi, l.n_params - 1); /* the last norm goes first */
     assert_int_equal(p.buckets[p.n - 1].param_lo, 0);        /* fc last */
@@ -218,7 +230,7 @@ static void test_readiness_on_drafter_ranges(void **state) {
         DfGradBuckets p;
         DfGradReadiness r;
         DfError err;
-        assert_int_equal(df_grad_buckets_from_layout(&p, &l, mib[m], &err), 0);
+        assert_int_equal(plan_from_layout(&p, &l, mib[m], &err), 0);
         df_grad_readiness_init(&r, &p);
         size_t end = l.total;
         int prev = 0;

@@ -16,6 +16,7 @@
 
 #include "test_util.h"
 
+#include "base/test_seam.h"
 #include "infer/drafter_infer.h"
 #include "infer/generate.h"
 #include "infer/speculative.h"
@@ -247,7 +248,11 @@ typedef struct Partial {
     int cycle;
 } Partial;
 
-static void partial_hook(void *ctx, int n_generated, int32_t *block, int block_size) {
+static int partial_hook(void *ctx, DfSeamPoint point, void *data, DfError *err) {
+    if (point != DF_SEAM_SPEC_DRAFT) return 0;
+    const DfSpecDraftSeam *draft = data;
+    int n_generated = draft->n_generated, block_size = draft->block_size;
+    int32_t *block = draft->block;
     Partial *p = ctx;
     int right = p->cycle++ % block_size;
     for (int k = 1; k < block_size; k++) {
@@ -255,6 +260,7 @@ static void partial_hook(void *ctx, int n_generated, int32_t *block, int block_s
         int32_t truth = idx < p->n ? p->greedy[idx] : 5;
         block[k] = k <= right ? truth : (int32_t)((truth + 1) % VOCAB);
     }
+    return 0;
 }
 
 static void test_speculative_is_lossless(void **state) {
@@ -281,9 +287,11 @@ static void test_speculative_is_lossless(void **state) {
             o.block_size = B;
             o.eos_ids[0] = 2, o.eos_ids[1] = 3, o.n_eos = 2;
             Partial partial = {greedy.data, greedy.len, 0};
-            if (use_hook) o.hook = partial_hook, o.hook_ctx = &partial;
+            df_test_seam_set(use_hook ? partial_hook : NULL, &partial);
             DfSpecResult r = {0};
-            if (df_speculative_generate(&s.dec, &s.runner, 0, prompt, len, &o, &r, &err)) fail_msg("%s", err.msg);
+            int rc = df_speculative_generate(&s.dec, &s.runner, 0, prompt, len, &o, &r, &err);
+            df_test_seam_set(NULL, NULL);
+            if (rc) fail_msg("%s", err.msg);
             if (r.tokens.len != greedy.len ||
                 memcmp(r.tokens.data, greedy.data, greedy.len * sizeof *greedy.data) != 0)
                 fail_msg("prompt %d (%s drafts): speculative output differs from greedy (%zu vs %zu tokens)", p,

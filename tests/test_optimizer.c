@@ -18,6 +18,7 @@
 #include "formats/safetensors.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "adamw_ref.h"
 #include "test_util.h"
 
 static float *load(const DfSafetensors *st, const char *name, int ndim, const int64_t *shape) {
@@ -52,10 +53,10 @@ static void test_torch_adamw_fixture(void **state) {
         snprintf(name, sizeof name, "norm%d", s);
         float *ref_norm = load(&st, name, 1, shape_1);
         float *grads[2] = {ga, gb};
-        float norm = df_clip_grad_norm(grads, sizes, 2, 1.0f);
+        float norm = df_test_clip_grad_norm(grads, sizes, 2, 1.0f);
         assert_true(rel_diff(norm, ref_norm[0]) <= 1e-6);
         assert_true(norm > 1.0f); /* the fixture does clip */
-        df_adamw_step(&opt, params, (const float *const *)grads, 1e-2);
+        df_test_adamw_step(&opt, params, (const float *const *)grads, 1e-2);
         snprintf(name, sizeof name, "p%d.a", s + 1);
         float *ra = load(&st, name, 2, shape_a);
         snprintf(name, sizeof name, "p%d.b", s + 1);
@@ -105,7 +106,7 @@ static void test_textbook_formula(void **state) {
             df_test_fill_random(g, N, 100 * c + t, 0.5f * t);
             for (int i = 0; i < N; i++) gd[i] = g[i];
             double lr = 1e-3 * t;
-            df_adamw_step(&opt, &p, (const float *const *)&g, lr);
+            df_test_adamw_step(&opt, &p, (const float *const *)&g, lr);
             textbook_adamw(pd, gd, md, vd, N, t, lr, &configs[c]);
         }
         float *pf = malloc(N * sizeof *pf);
@@ -124,14 +125,14 @@ static void test_clipping(void **state) {
     float *grads[2] = {a, b};
     size_t sizes[2] = {3, 1};
     /* norm 5 below max 10: untouched */
-    assert_true(df_clip_grad_norm(grads, sizes, 2, 10.0f) == 5.0f);
+    assert_true(df_test_clip_grad_norm(grads, sizes, 2, 10.0f) == 5.0f);
     assert_true(a[0] == 3.0f && b[0] == 4.0f);
     /* above max 1: scaled by 1 / (5 + 1e-6) */
-    assert_true(df_clip_grad_norm(grads, sizes, 2, 1.0f) == 5.0f);
+    assert_true(df_test_clip_grad_norm(grads, sizes, 2, 1.0f) == 5.0f);
     assert_true(fabs(a[0] - 0.6) < 1e-6 && fabs(b[0] - 0.8) < 1e-6);
-    assert_true(fabsf(df_grad_norm((const float *const *)grads, sizes, 2) - 1.0f) < 1e-6f);
+    assert_true(fabsf(df_test_grad_norm((const float *const *)grads, sizes, 2) - 1.0f) < 1e-6f);
     /* no gradients at all */
-    assert_true(df_clip_grad_norm(grads, sizes, 0, 1.0f) == 0.0f);
+    assert_true(df_test_clip_grad_norm(grads, sizes, 0, 1.0f) == 0.0f);
 }
 
 static void test_thread_count_independence(void **state) {
@@ -152,11 +153,11 @@ static void test_thread_count_independence(void **state) {
     df_adamw_init(&o2, &cfg, &n, 1, &err);
 
     omp_set_num_threads(1);
-    float n1 = df_clip_grad_norm(&g, &n, 1, 1.0f);
-    df_adamw_step(&o1, &p1, (const float *const *)&g, 1e-3);
+    float n1 = df_test_clip_grad_norm(&g, &n, 1, 1.0f);
+    df_test_adamw_step(&o1, &p1, (const float *const *)&g, 1e-3);
     omp_set_num_threads(3);
-    float n2 = df_clip_grad_norm(&g2, &n, 1, 1.0f);
-    df_adamw_step(&o2, &p2, (const float *const *)&g2, 1e-3);
+    float n2 = df_test_clip_grad_norm(&g2, &n, 1, 1.0f);
+    df_test_adamw_step(&o2, &p2, (const float *const *)&g2, 1e-3);
     omp_set_num_threads(saved);
 
     assert_true(memcmp(&n1, &n2, sizeof n1) == 0);
@@ -191,7 +192,7 @@ static void test_state_round_trip(void **state) {
     for (int s = 0; s < 4; s++) {
         df_test_fill_random(ga, NA, 10 + s, 1.0f);
         df_test_fill_random(gb, NB, 20 + s, 1.0f);
-        df_adamw_step(&orig, params, (const float *const *)grads, 1e-3);
+        df_test_adamw_step(&orig, params, (const float *const *)grads, 1e-3);
     }
 
     char *dir = df_test_tmpdir("adamw");
@@ -226,8 +227,8 @@ static void test_state_round_trip(void **state) {
     for (int s = 4; s < 8; s++) {
         df_test_fill_random(ga, NA, 10 + s, 1.0f);
         df_test_fill_random(gb, NB, 20 + s, 1.0f);
-        df_adamw_step(&orig, params, (const float *const *)grads, 1e-3 / s);
-        df_adamw_step(&resumed, rparams, (const float *const *)grads, 1e-3 / s);
+        df_test_adamw_step(&orig, params, (const float *const *)grads, 1e-3 / s);
+        df_test_adamw_step(&resumed, rparams, (const float *const *)grads, 1e-3 / s);
         assert_memory_equal(pa, ra, NA * sizeof *pa);
         assert_memory_equal(pb, rb, NB * sizeof *pb);
     }

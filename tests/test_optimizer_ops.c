@@ -3,11 +3,12 @@
  * bits for the moments, the master weights and the ACT parameter copy, with
  * clipping active and not, weight decay on and off, and both branches of
  * torch's lerp (beta1 0.9 and 0.4); the sum of squares against a long double
- * sum and against df_grad_norm. */
+ * sum and against df_test_grad_norm. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "adamw_ref.h"
 #include "test_util.h"
 
 #include "backend/backend.h"
@@ -50,8 +51,8 @@ static void check_against_host(const size_t *sizes, int n_tensors, double beta1,
         assert_int_equal(s.grads.ptr != NULL, 1);
         assert_int_equal(be->ops->upload_f32(be, s.grads, grads, &err), 0);
         /* host: clip_grad_norm_ (per-tensor sums) then AdamW */
-        float host_norm = df_clip_grad_norm(g_ptr, sizes, n_tensors, MAX_NORM);
-        df_adamw_step(&host, p_ptr, (const float *const *)g_ptr, lrs[step]);
+        float host_norm = df_test_clip_grad_norm(g_ptr, sizes, n_tensors, MAX_NORM);
+        df_test_adamw_step(&host, p_ptr, (const float *const *)g_ptr, lrs[step]);
         /* ops */
         double ss;
         assert_int_equal(df_op_sum_squares(be, s.grads, &ss, &err), 0);
@@ -106,7 +107,7 @@ static void test_sum_squares_op(void **state) {
         for (size_t i = 0; i < n; i++) ref += (long double)x[i] * x[i];
         assert_true(fabsl((long double)got - ref) <= 1e-12L * ref);
         const float *one[] = {x};
-        if (n) assert_true((float)sqrt(got) == df_grad_norm(one, &n, 1));
+        if (n) assert_true((float)sqrt(got) == df_test_grad_norm(one, &n, 1));
         df_buffer_free(be, &b);
         free(x);
     }

@@ -6,8 +6,8 @@
  *   resumes to the same weights); a second signal exits at once (143)
  *   leaving a loadable checkpoint; SIGTERM during dflash prepare leaves no
  *   store;
- * - non-finite steps (NaN features through df_train's feature hook, in this
- *   process): the update is skipped (weights unchanged), reported with the
+ * - non-finite steps (NaN features through the test seam of the step's
+ *   features, base/test_seam.h, in this process): the update is skipped (weights unchanged), reported with the
  *   sample ids, and max_bad_steps stops the run with an error;
  * - resource errors: a file size limit (RLIMIT_FSIZE, SIGXFSZ ignored) while
  *   writing a checkpoint, an output path that cannot be a directory or is
@@ -23,6 +23,7 @@
 #include "test_util.h"
 
 #include "base/clock.h"
+#include "base/test_seam.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -127,34 +128,13 @@ static int train_ok(Fixture *f, const char *run, const char *extra) {
     return rc;
 }
 
-/* Starts a command in its own process (sh -c 'exec ...', so the pid is
- * dflash's), output to log; fsize_limit > 0 sets RLIMIT_FSIZE in the child
- * with SIGXFSZ ignored, so that a write past it fails with EFBIG. */
+/* Starts a command in its own process, output appended to log;
+ * fsize_limit > 0 sets RLIMIT_FSIZE in the child with SIGXFSZ ignored, so
+ * that a write past it fails with EFBIG. */
 static pid_t spawn(const char *cmd, const char *log, long fsize_limit) {
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd < 0) _exit(120);
-        dup2(fd, 1), dup2(fd, 2), close(fd);
-        if (fsize_limit > 0) {
-            signal(SIGXFSZ, SIG_IGN);
-            struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
-            if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(121);
-        }
-        char full[4200];
-        snprintf(full, sizeof full, "exec env %s", cmd);
-        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
-}
-
-/* Waits for pid; returns its exit status, or 1000 + signal when killed. */
-static int wait_status(pid_t pid) {
-    int st;
-    while (waitpid(pid, &st, 0) < 0) assert_int_equal(errno, EINTR);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
+    DfTestSpawn how = {.append = 1, .resource = fsize_limit > 0 ? RLIMIT_FSIZE : -1, .limit = fsize_limit,
+                       .ignore_sigxfsz = fsize_limit > 0};
+    return df_test_spawn(cmd, log, &how);
 }
 
 /* Asserts that two files are byte-identical. */
@@ -241,7 +221,7 @@ static void test_sigkill_and_resume_is_identical(void **state) {
             df_sleep_seconds((20 + rand() % span_ms) / 1000.0);
             kill(pid, SIGKILL);
         }
-        int status = wait_status(pid);
+        int status = df_test_wait(pid, -1);
         if (status == 1000 + SIGKILL) {
             kills++;
             continue;
@@ -293,7 +273,7 @@ static void test_sigterm_checkpoints_and_exits_75(void **state) {
     pid_t pid = spawn(cmd, log, 0);
     wait_for_steps(f, "term", 2);
     kill(pid, SIGTERM);
-    assert_int_equal(wait_status(pid), 75);
+    assert_int_equal(df_test_wait(pid, -1), 75);
     char *text = df_test_read_file(log, NULL);
     const char *msg = strstr(text, "SIGTERM received: stopped after step ");
     assert_non_null(msg);
@@ -320,7 +300,7 @@ static void test_sigterm_checkpoints_and_exits_75(void **state) {
     kill(pid, SIGTERM);
     wait_for_text(log, "SIGTERM: stopping cleanly"); /* the first was handled: the second is not merged with it */
     kill(pid, SIGTERM);
-    int status = wait_status(pid);
+    int status = df_test_wait(pid, -1);
     text = df_test_read_file(log, NULL);
     if (status != 143 && !strstr(text, "stopped after step")) fail_msg("exit %d after two SIGTERMs:\n%s", status, text);
     fprintf(stderr, "two SIGTERMs: exit %d%s\n", status, status == 143 ? " (at once)" : " (the step ended between them)");
@@ -363,7 +343,7 @@ static void test_sigterm_during_prepare_leaves_no_store(void **state) {
      * installed however slowly the process started, and well before it ends */
     assert_true(wait_for_temporary(f->dir, "big.store.tmp.", pid, 60.0));
     kill(pid, SIGTERM);
-    int status = wait_status(pid);
+    int status = df_test_wait(pid, -1);
     char *text = df_test_read_file(log, NULL);
     if (status != 143) fail_msg("prepare exited %d:\n%s", status, text);
     assert_non_null(strstr(text, "interrupted by SIGTERM"));
@@ -376,16 +356,20 @@ static void test_sigterm_during_prepare_leaves_no_store(void **state) {
 
 /* ------------------------------------------------------- non-finite steps */
 
-/* NaN features for steps first..last, through df_train's feature hook. */
+/* NaN features for steps first..last, through the test seam of the step's
+ * features (DF_SEAM_TRAIN_FEATURES). */
 typedef struct Poison {
     int64_t first, last;
     int calls;
 } Poison;
 
-static int poison_features(void *ctx, int64_t step, DfBackend *be, DfBuffer features, DfError *err) {
+static int poison_features(void *ctx, DfSeamPoint point, void *data, DfError *err) {
     Poison *p = ctx;
-    if (step < p->first || step > p->last) return 0;
+    const DfTrainFeaturesSeam *seam = data;
+    if (point != DF_SEAM_TRAIN_FEATURES || seam->step < p->first || seam->step > p->last) return 0;
     p->calls++;
+    DfBackend *be = seam->be;
+    DfBuffer features = seam->features;
     float *nan_rows = malloc(features.count * sizeof *nan_rows);
     assert_non_null(nan_rows);
     for (size_t i = 0; i < features.count; i++) nan_rows[i] = NAN;
@@ -446,7 +430,7 @@ static void test_nonfinite_step_is_skipped(void **state) {
     if (train_in_process(f, &o, &s, &err)) fail_msg("%s\n%s", err.msg, f->out);
     /* step 3 poisoned: reported, no update */
     Poison p = {.first = 3, .last = 3};
-    o.feature_hook = poison_features, o.feature_hook_ctx = &p;
+    df_test_seam_set(poison_features, &p);
     o.stop_at = 3, o.resume = 1;
     if (train_in_process(f, &o, &s, &err)) fail_msg("%s\n%s", err.msg, f->out);
     assert_int_equal(p.calls, 1);
@@ -492,7 +476,7 @@ static void test_nonfinite_step_is_skipped(void **state) {
     assert_false(df_test_file_exists(a));
     /* the checkpoints are good: the run continues from them, to the end */
     memset(&err, 0, sizeof err);
-    o.feature_hook = NULL, o.feature_hook_ctx = NULL;
+    df_test_seam_set(NULL, NULL);
     if (train_in_process(f, &o, &s, &err)) fail_msg("%s\n%s", err.msg, f->out);
     assert_non_null(strstr(f->out, "resuming from"));
     assert_int_equal(s.first_step, 7);
@@ -529,7 +513,7 @@ static void test_file_size_limit_keeps_previous_checkpoint(void **state) {
     path_in(f, "full.log", log, sizeof log);
     train_command(f, "full", "--steps 24 --save-every 1 --resume", cmd, sizeof cmd);
     /* 1 MiB: the metrics and the store fit, a checkpoint (3.7 MB) does not */
-    int status = wait_status(spawn(cmd, log, 1 << 20));
+    int status = df_test_wait(spawn(cmd, log, 1 << 20), -1);
     char *text = df_test_read_file(log, NULL);
     if (status == 0 || status >= 1000) fail_msg("expected a clean failure, got %d:\n%s", status, text);
     assert_non_null(strstr(text, "writing the checkpoint of step 3"));

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include "base/clock.h"
 #include "base/numeric.h"
 #include "formats/safetensors.h"
 #include "infer/target_decode.h"
@@ -12,13 +13,18 @@
 #include <cjson/cJSON.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 const char *df_test_path(const char *relative) {
@@ -62,6 +68,47 @@ int df_test_run(const char *cmd, char *out, size_t cap) {
     if (out && cap) out[n] = '\0';
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+pid_t df_test_spawn(const char *cmd, const char *log, const DfTestSpawn *how) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | (how->append ? O_APPEND : O_TRUNC), 0644);
+        if (fd < 0) _exit(120);
+        dup2(fd, 1), dup2(fd, 2), close(fd);
+        signal(SIGXFSZ, how->ignore_sigxfsz ? SIG_IGN : SIG_DFL);
+        if (how->resource >= 0) {
+            struct rlimit rl = {(rlim_t)how->limit, (rlim_t)how->limit};
+            if (setrlimit(how->resource, &rl) != 0) _exit(121);
+        }
+        char full[8192];
+        snprintf(full, sizeof full, "exec env %s", cmd);
+        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int exit_status(int st) { return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st); }
+
+int df_test_wait(pid_t pid, double timeout_s) {
+    int st;
+    if (timeout_s < 0) {
+        while (waitpid(pid, &st, 0) < 0) assert_int_equal(errno, EINTR);
+        return exit_status(st);
+    }
+    for (double until = df_now_seconds() + timeout_s;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return exit_status(st);
+        assert_true(r == 0 || errno == EINTR);
+        if (df_now_seconds() > until) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return DF_TEST_TIMED_OUT;
+        }
+        df_sleep_seconds(0.05);
+    }
 }
 
 int df_test_load_config_text(DfModelConfig *c, const char *json, DfError *err) {

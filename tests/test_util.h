@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <cmocka.h>
 
 #include "backend/backend.h"
@@ -27,6 +28,23 @@ void df_test_rmtree(const char *dir);
 /* Runs a shell command; returns its exit status and captures up to cap-1
  * bytes of combined stdout+stderr into out (may be NULL). */
 int df_test_run(const char *cmd, char *out, size_t cap);
+/* How df_test_spawn starts a command. */
+typedef struct DfTestSpawn {
+    int append;         /* 1: the output is appended to the log; 0: the log is truncated first */
+    int resource;       /* an RLIMIT_* set to `limit` in the child, or -1 for none */
+    long long limit;
+    int ignore_sigxfsz; /* 1: a write past RLIMIT_FSIZE fails with EFBIG; 0: SIGXFSZ ends the
+                           process, as in a user's shell */
+} DfTestSpawn;
+/* Starts `sh -c 'exec env CMD'` in a process of its own (env: CMD may begin
+ * with VAR=value assignments; the pid is the command's), its stdout and
+ * stderr to log, under the limit `how` names. */
+pid_t df_test_spawn(const char *cmd, const char *log, const DfTestSpawn *how);
+/* Waits for pid, up to timeout_s (< 0: for as long as it runs): its exit
+ * status, 1000 + the signal when killed, or DF_TEST_TIMED_OUT (the process
+ * is then killed). */
+enum { DF_TEST_TIMED_OUT = -1 };
+int df_test_wait(pid_t pid, double timeout_s);
 /* Loads a config.json whose text is json (written to a fresh directory,
  * removed after); df_model_config_load's result. */
 int df_test_load_config_text(DfModelConfig *c, const char *json, DfError *err);

@@ -7,7 +7,7 @@ static int init_nccl(DfComm *c, DfError *err) {
     return df_group_nccl_open(&c->nccl, c->group, "data parallel on the device", err);
 }
 
-int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfDrafterLayout *layout, double bucket_mib,
+int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfParamRanges *params, double bucket_mib,
                  DfError *err) {
     memset(c, 0, sizeof *c);
     c->group = group;
@@ -15,13 +15,13 @@ int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfDrafterLa
     if (!group || df_dist_world_size(group) == 1) return 0;
     if (df_backend_has(be, DF_CAP_STREAMS | DF_CAP_NCCL)) { /* the gradients stay on the device */
         c->transport = DF_COMM_NCCL;
-        if (df_grad_buckets_from_layout(&c->buckets, layout, bucket_mib, err)) return -1;
+        if (df_grad_buckets_plan_mib(&c->buckets, params, bucket_mib, err)) return -1;
         c->have_buckets = 1;
         return init_nccl(c, err);
     }
     c->transport = DF_COMM_HOST;
-    c->host_count = layout->total;
-    c->host = df_xmalloc(layout->total * sizeof *c->host, "gradient staging");
+    c->host_count = params->total;
+    c->host = df_xmalloc(params->total * sizeof *c->host, "gradient staging");
     return 0;
 }
 

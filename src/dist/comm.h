@@ -7,7 +7,7 @@
  *     the buffer's end toward its start (dist/grad_buckets.h). Two ways:
  *     - overlapped (df_comm_enable_overlap; the trainer's default): the
  *       drafter's backward reports gradient ranges as they become final
- *       (its grad_ready hook, model/drafter.h: df_comm_grad_ready); each
+ *       (its grad_ready hook: df_comm_grad_ready); each
  *       bucket wholly final is queued, in plan order, on a communication
  *       stream of comm's own, after an event recorded on the backend's
  *       stream at that point, so that it runs while the backward goes on;
@@ -35,7 +35,6 @@
 #include "dist/group_nccl.h"
 #include "dist/nccl.h"
 #include "dist/rendezvous.h"
-#include "model/drafter_layout.h"
 
 typedef enum DfCommTransport { DF_COMM_NONE, DF_COMM_HOST, DF_COMM_NCCL } DfCommTransport;
 
@@ -65,14 +64,16 @@ typedef struct DfComm {
 } DfComm;
 
 /* Sets up the transport for the backend (every rank calls it, in the same
- * order as its other collectives). group may have one rank (no transport). */
-int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfDrafterLayout *layout, double bucket_mib,
+ * order as its other collectives) and the gradient of the given parameters
+ * (the NCCL transport's buckets are cut on their edges). group may have one
+ * rank (no transport). */
+int df_comm_init(DfComm *c, DfDistGroup *group, DfBackend *be, const DfParamRanges *params, double bucket_mib,
                  DfError *err);
 
 /* "nccl", "host (TCP)" or "none". */
 const char *df_comm_transport_name(const DfComm *c);
 
-/* grads (F32 on the backend, layout.total elements) summed over the ranks,
+/* grads (F32 on the backend, params->total elements) summed over the ranks,
  * in place (queued: the backend's later ops see the sums). With a step
  * opened by df_comm_grads_begin, the overlapped reduction's end. */
 int df_comm_all_reduce_grads(DfComm *c, DfBuffer grads, DfError *err);

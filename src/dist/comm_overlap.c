@@ -13,8 +13,8 @@
  *   (df_comm_overlap_finish), so it sees the sums;
  * - NCCL needs the same collectives in the same order on every rank: the
  *   buckets are queued strictly in plan order (df_grad_readiness hands them
- *   out in that order only), and the plan is a pure function of the layout
- *   and the bucket size. A rank whose backward reports nothing (an empty
+ *   out in that order only), and the plan is a pure function of the
+ *   parameter ranges and the bucket size. A rank whose backward reports nothing (an empty
  *   share of the batch) queues them all at the end, in the same order. */
 #include <string.h>
 

@@ -62,21 +62,12 @@ int df_grad_buckets_plan(DfGradBuckets *plan, const size_t *offsets, const size_
     return 0;
 }
 
-int df_grad_buckets_from_layout(DfGradBuckets *plan, const DfDrafterLayout *layout, double bucket_mib, DfError *err) {
+int df_grad_buckets_plan_mib(DfGradBuckets *plan, const DfParamRanges *params, double bucket_mib, DfError *err) {
     if (!(bucket_mib > 0) || bucket_mib > 1 << 20)
         return df_fail(err, "gradient buckets: bucket size %g MiB is not a positive size", bucket_mib);
     size_t max_elems = (size_t)(bucket_mib * 1024 * 1024 / sizeof(float));
     if (max_elems == 0) max_elems = 1;
-    size_t *offsets = df_xmalloc((size_t)layout->n_params * sizeof *offsets, "gradient buckets");
-    size_t *counts = df_xmalloc((size_t)layout->n_params * sizeof *counts, "gradient buckets");
-    for (int i = 0; i < layout->n_params; i++) {
-        offsets[i] = layout->params[i].offset;
-        counts[i] = layout->params[i].count;
-    }
-    int rc = df_grad_buckets_plan(plan, offsets, counts, layout->n_params, layout->total, max_elems, err);
-    free(offsets);
-    free(counts);
-    return rc;
+    return df_grad_buckets_plan(plan, params->offsets, params->counts, params->n, params->total, max_elems, err);
 }
 
 int df_grad_buckets_ready(const DfGradBuckets *plan, int first_done) {

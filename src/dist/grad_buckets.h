@@ -1,5 +1,6 @@
 /* Buckets for gradient reduction: the drafter's gradients are one flat fp32
- * buffer (model/drafter_layout.h) in forward order, and backward finishes
+ * buffer, its parameters back to back in forward order (the caller gives
+ * their ranges: DfParamRanges), and backward finishes
  * them roughly in reverse (the last norm first, fc last). Cutting the buffer
  * into buckets of about N MiB from its end toward its start lets a bucket's
  * reduction start as soon as backward has finished every parameter in it,
@@ -15,11 +16,19 @@
 #include <stddef.h>
 
 #include "base/error.h"
-#include "model/drafter_layout.h"
+
+/* Parameters lying back to back in a flat buffer of `total` elements:
+ * parameter i is elements [offsets[i], offsets[i] + counts[i]). The trainer
+ * makes them from the drafter's layout (train/param_ranges.h). */
+typedef struct DfParamRanges {
+    size_t *offsets, *counts; /* [n] */
+    int n;
+    size_t total;
+} DfParamRanges;
 
 typedef struct DfGradBucket {
     size_t offset, count;   /* elements [offset, offset + count) of the flat buffer */
-    int param_lo, param_hi; /* the parameters it holds (whole or a piece), layout indices lo..hi */
+    int param_lo, param_hi; /* the parameters it holds (whole or a piece), indices lo..hi of the ranges */
 } DfGradBucket;
 
 typedef struct DfGradBuckets {
@@ -33,8 +42,8 @@ typedef struct DfGradBuckets {
 int df_grad_buckets_plan(DfGradBuckets *plan, const size_t *offsets, const size_t *counts, int n_params, size_t total,
                          size_t max_elems, DfError *err);
 
-/* The drafter's layout with buckets of bucket_mib MiB of fp32. */
-int df_grad_buckets_from_layout(DfGradBuckets *plan, const DfDrafterLayout *layout, double bucket_mib, DfError *err);
+/* The parameters' buckets of bucket_mib MiB of fp32. */
+int df_grad_buckets_plan_mib(DfGradBuckets *plan, const DfParamRanges *params, double bucket_mib, DfError *err);
 
 /* How many leading buckets are complete once backward has finished every
  * parameter with index >= first_done (n_params when none is done yet). */
@@ -43,7 +52,7 @@ int df_grad_buckets_ready(const DfGradBuckets *plan, int first_done);
 void df_grad_buckets_free(DfGradBuckets *plan);
 
 /* Which buckets a backward has finished, from the gradient ranges it reports
- * final (model/drafter.h's grad_ready hook), in any order. Buckets are
+ * final (the drafter's grad_ready hook), in any order. Buckets are
  * handed out strictly in plan order (a bucket only once every bucket before
  * it is complete), so every rank queues its collectives in the same order,
  * a pure function of the plan, whatever ranges it saw when. */

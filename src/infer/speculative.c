@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/test_seam.h"
+
 static int stop_token(const DfSpecOptions *opt, int32_t id) {
     for (int i = 0; i < opt->n_eos; i++)
         if (opt->eos_ids[i] == id) return 1;
@@ -62,7 +64,8 @@ int df_speculative_generate(DfTargetDecoder *target, DfDrafterRunner *drafter, i
         for (int k = 1; k < b; k++) block[k] = drafter->cfg.mask_token_id;
         if (df_drafter_propose(drafter, slot, block, b, draft, err)) goto done;
         for (int k = 1; k < b; k++) block[k] = draft[k];
-        if (opt->hook) opt->hook(opt->hook_ctx, (int)res->tokens.len, block, b);
+        DfSpecDraftSeam seam = {(int)res->tokens.len, block, b};
+        if (df_test_seam(DF_SEAM_SPEC_DRAFT, &seam, err)) goto done;
         int32_t bs[2] = {0, b};
         DfDecodeStep step = {1, &s, block, bs, DF_LOGITS_ALL, NULL, verify, NULL, 1};
         if (df_target_decode(target, &step, err)) goto done;

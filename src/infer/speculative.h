@@ -20,18 +20,21 @@
 #include "infer/generate.h"
 #include "infer/target_decode.h"
 
-/* Test hook: called with each block after the drafter filled it (block[0] is
- * t, block[1..B-1] the draft) and the number of tokens generated so far;
- * may overwrite block[1..B-1]. */
-typedef void (*DfDraftHook)(void *ctx, int n_generated, int32_t *block, int block_size);
+/* The data of the test seam point DF_SEAM_SPEC_DRAFT (base/test_seam.h):
+ * each block after the drafter filled it (block[0] is t, block[1..B-1] the
+ * draft) and the number of tokens generated so far; a test may overwrite
+ * block[1..B-1]. */
+typedef struct DfSpecDraftSeam {
+    int n_generated;
+    int32_t *block;
+    int block_size;
+} DfSpecDraftSeam;
 
 typedef struct DfSpecOptions {
     int max_new_tokens;
     int block_size; /* >= 2 */
     int32_t eos_ids[DF_MAX_EOS];
     int n_eos;
-    DfDraftHook hook; /* NULL normally */
-    void *hook_ctx;
 } DfSpecOptions;
 
 typedef struct DfSpecResult {

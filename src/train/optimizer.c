@@ -4,9 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many elements a loop runs on one thread (the fork costs more). */
-#define DF_OPT_PARALLEL_MIN 32768
-
 int df_adamw_init(DfAdamW *opt, const DfAdamWConfig *cfg, const size_t *sizes, int n_tensors, DfError *err) {
     memset(opt, 0, sizeof *opt);
     if (n_tensors <= 0) return df_fail(err, "adamw: %d parameter tensors", n_tensors);
@@ -56,20 +53,6 @@ DfAdamWScalars df_adamw_scalars(const DfAdamWConfig *c, int64_t t, double lr) {
     return s;
 }
 
-static void adam_update(float *p, const float *g, float *m, float *v, size_t n, const DfAdamWScalars *s) {
-#pragma omp parallel for schedule(static) if (n >= DF_OPT_PARALLEL_MIN)
-    for (size_t i = 0; i < n; i++) df_adamw_update_element(p + i, m + i, v + i, g[i], s);
-}
-
-void df_adamw_step(DfAdamW *opt, float *const *params, const float *const *grads, double lr) {
-    opt->step++;
-    DfAdamWScalars s = df_adamw_scalars(&opt->cfg, opt->step, lr);
-    for (int i = 0; i < opt->n_tensors; i++) {
-        size_t off = opt->offsets[i];
-        adam_update(params[i], grads[i], opt->exp_avg + off, opt->exp_avg_sq + off, opt->sizes[i], &s);
-    }
-}
-
 int df_adamw_set_state(DfAdamW *opt, int64_t step, const float *exp_avg, const float *exp_avg_sq, size_t total,
                        DfError *err) {
     if (total != opt->total)
@@ -81,27 +64,8 @@ int df_adamw_set_state(DfAdamW *opt, int64_t step, const float *exp_avg, const f
     return 0;
 }
 
-float df_grad_norm(const float *const *grads, const size_t *sizes, int n_tensors) {
-    double total = 0.0;
-    for (int i = 0; i < n_tensors; i++) total += df_sum_squares_host(grads[i], sizes[i]);
-    return (float)sqrt(total);
-}
-
 float df_clip_coef(float norm, float max_norm) {
     /* torch: max_norm / (total + 1e-6) is evaluated as reciprocal(total + 1e-6) * max_norm */
     float coef = (1.0f / (norm + 1e-6f)) * max_norm;
     return coef < 1.0f ? coef : 1.0f;
-}
-
-float df_clip_grad_norm(float *const *grads, const size_t *sizes, int n_tensors, float max_norm) {
-    float norm = df_grad_norm((const float *const *)grads, sizes, n_tensors);
-    float coef = df_clip_coef(norm, max_norm);
-    if (coef == 1.0f) return norm; /* multiplying by 1 changes nothing */
-    for (int t = 0; t < n_tensors; t++) {
-        float *g = grads[t];
-        size_t n = sizes[t];
-#pragma omp parallel for schedule(static) if (n >= DF_OPT_PARALLEL_MIN)
-        for (size_t i = 0; i < n; i++) g[i] *= coef;
-    }
-    return norm;
 }

@@ -17,12 +17,12 @@
  * State for resume: `step`, `exp_avg` (m) and `exp_avg_sq` (v) of every
  * tensor, laid out one tensor after another (tensor i at offsets[i], sizes[i]
  * elements). Saving these three and restoring them with df_adamw_set_state
- * makes the continued updates bit-identical. The element update itself is
- * df_adamw_update_element (backend/optim_math.h), shared with the backends'
- * adamw_step op, which runs the same step over the training state kept on
- * a backend (the trainer's path). Element loops run under OpenMP;
- * each element's arithmetic is independent, so results do not depend on the
- * thread count. */
+ * makes the continued updates bit-identical. The step runs on the backend
+ * that keeps the training state (its adamw_step op, df_op_adamw_step, with
+ * the scalars of df_adamw_scalars and the clip coefficient of df_clip_coef);
+ * the element update itself is df_adamw_update_element (backend/optim_math.h).
+ * tests/adamw_ref.h holds the same step over host arrays, the reference the
+ * tests compare with PyTorch and with the backends. */
 #ifndef DF_TRAIN_OPTIMIZER_H
 #define DF_TRAIN_OPTIMIZER_H
 
@@ -52,9 +52,6 @@ typedef struct DfAdamW {
 int df_adamw_init(DfAdamW *opt, const DfAdamWConfig *cfg, const size_t *sizes, int n_tensors, DfError *err);
 void df_adamw_free(DfAdamW *opt);
 
-/* One update of every tensor: params[i] and grads[i] have sizes[i] elements. */
-void df_adamw_step(DfAdamW *opt, float *const *params, const float *const *grads, double lr);
-
 /* The scalars of step t (1 for the first) at learning rate lr. */
 DfAdamWScalars df_adamw_scalars(const DfAdamWConfig *cfg, int64_t t, double lr);
 
@@ -62,18 +59,8 @@ DfAdamWScalars df_adamw_scalars(const DfAdamWConfig *cfg, int64_t t, double lr);
 int df_adamw_set_state(DfAdamW *opt, int64_t step, const float *exp_avg, const float *exp_avg_sq, size_t total,
                        DfError *err);
 
-/* Global L2 norm of all gradients: sqrt of the sum of squares, accumulated
- * in double in a fixed order (independent of the thread count), rounded to
- * float. */
-float df_grad_norm(const float *const *grads, const size_t *sizes, int n_tensors);
-
 /* torch's clip coefficient for a global norm: (1 / (norm + 1e-6)) * max_norm
  * in float, clamped to at most 1 (1 also when norm is NaN). */
 float df_clip_coef(float norm, float max_norm);
-
-/* torch.nn.utils.clip_grad_norm_: total = df_grad_norm, coef =
- * (1 / (total + 1e-6)) * max_norm clamped to at most 1 (float arithmetic),
- * every gradient multiplied by coef. Returns the norm before clipping. */
-float df_clip_grad_norm(float *const *grads, const size_t *sizes, int n_tensors, float max_norm);
 
 #endif

@@ -26,16 +26,14 @@
 #include "dist/rendezvous.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
-#include "model/drafter_io.h"
 #include "model/target.h"
 #include "model/target_random.h"
-#include "plot/plot_run.h"
 #include "model/anchors.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
-#include "train/init_from.h"
 #include "model/metrics.h"
 #include "train/optimizer.h"
+#include "train/param_ranges.h"
 #include "train/run_dir.h"
 #include "train/run_options.h"
 #include "train/run_record.h"
@@ -213,7 +211,7 @@ static int load_models(Trainer *t, DfError *err) {
     size_t before = df_trainer_bytes_in_use(t->be);
     /* split layout: a drafter rank needs the embedding and the head, none of the layers; the held-out
      * eval decodes with the whole target and its head (the step's forward still stops at the last tap) */
-    int load_layers = t->eval_here ? t->tcfg.num_layers : t->role == ROLE_DRAFTER ? 0 : n_layers;
+    int load_layers = t->eval_here ? t->tcfg.num_layers : t->split.role == ROLE_DRAFTER ? 0 : n_layers;
     if (load_target_weights(t, load_layers, !tied || t->eval_here, err)) return -1;
     t->target_bytes = df_trainer_bytes_in_use(t->be) - before;
     DfBuffer lm_head = tied ? t->target.embed : t->target.lm_head;
@@ -242,7 +240,7 @@ static int read_eval_prompts(Trainer *t, DfError *err) {
     if (o->eval_prompts < 1 || o->eval_max_new_tokens < 1)
         return df_fail(err, "--eval-prompts and --eval-max-new-tokens must be positive (got %d, %d)", o->eval_prompts,
                        o->eval_max_new_tokens);
-    t->eval_here = t->rank == t->writer && t->role != ROLE_TARGET;
+    t->eval_here = t->rank == t->split.writer && t->split.role != ROLE_TARGET;
     if (!t->eval_here) return 0;
     const DfChatOptions chat = {.template_file = o->chat_template, .kwargs = o->chat_kwargs};
     if (df_train_eval_read(&t->eval, o->target_dir, &t->tcfg, o->eval_data, &chat, o->eval_prompts,
@@ -286,172 +284,16 @@ static int init_optimizer(Trainer *t, DfError *err) {
     return 0;
 }
 
-/* Host -> backend: the master weights (and the drafter's copy in its dtype)
- * from params, the moments from the host AdamW state (resume) or zero. */
-static int upload_state(Trainer *t, int with_moments, DfError *err) {
-    DfBackend *be = t->be;
-    if (be->ops->upload_f32(be, t->master, t->params, err) ||
-        be->ops->upload_f32(be, t->drafter.params, t->params, err))
-        return -1;
-    if (!with_moments) {
-        df_op_fill_zero(be, t->exp_avg);
-        df_op_fill_zero(be, t->exp_avg_sq);
-        return be->ops->sync(be, err);
-    }
-    return be->ops->upload_f32(be, t->exp_avg, t->adamw.exp_avg, err) ||
-           be->ops->upload_f32(be, t->exp_avg_sq, t->adamw.exp_avg_sq, err);
-}
-
-/* Backend -> host: master weights into params, moments into the host AdamW
- * state (for a checkpoint or the export). */
-static int download_state(Trainer *t, DfError *err) {
-    DfBackend *be = t->be;
-    if (be->ops->sync(be, err)) return -1;
-    return be->ops->download_f32(be, t->params, t->master, err) ||
-           be->ops->download_f32(be, t->adamw.exp_avg, t->exp_avg, err) ||
-           be->ops->download_f32(be, t->adamw.exp_avg_sq, t->exp_avg_sq, err);
-}
-
-static int start_fresh(Trainer *t, DfError *err) {
-    char *latest = df_checkpoint_latest(t->ckpt_dir, err);
-    if (latest) {
-        int rc = df_fail(err,
-                         "%s already holds a training run (%s): pass --resume to continue it, or choose another "
-                         "--output (or delete it)",
-                         t->opt->output_dir, latest);
-        free(latest);
-        return rc;
-    }
-    if (err->msg[0]) return -1;
-    if (t->opt->init_from) {
-        if (df_init_from_drafter(t->opt->init_from, &t->dcfg, &t->drafter.layout, t->params, err)) return -1;
-        if (t->rank == t->writer && !t->opt->quiet)
-            fprintf(stderr, "train: starting from the weights of %s (a fresh optimizer)\n", t->opt->init_from);
-    } else {
-        df_drafter_init_params(&t->drafter.layout, t->params, t->opt->seed);
-    }
-    memset(&t->progress, 0, sizeof t->progress);
-    t->progress.total_steps = t->total_steps;
-    t->progress.seed = t->opt->seed;
-    if (t->rank == t->writer && !(t->metrics_fp = fopen(t->metrics_path, "w")))
-        return df_fail_errno(err, "cannot create %s", t->metrics_path);
-    return 0;
-}
-
-static int resume(Trainer *t, int *resumed, DfError *err) {
-    float *loaded = NULL;
-    char *stored = NULL, *path = NULL;
-    int rc = df_checkpoint_latest_valid(t->ckpt_dir, &t->dcfg, &t->drafter.layout, &loaded, &t->adamw, &t->progress,
-                                        &stored, &path, err);
-    if (rc == 1) { /* killed before its first checkpoint, or a requeued job's first launch */
-        if (!t->opt->quiet) fprintf(stderr, "train: --resume: no checkpoint in %s yet: starting from step 0\n", t->ckpt_dir);
-        return start_fresh(t, err);
-    }
-    if (rc != 0) return df_context(err, "--resume");
-    rc = df_run_options_compare(stored ? stored : "", t->options_json, path, err);
-    if (rc == 0 && (t->progress.seed != t->opt->seed || t->progress.total_steps != t->total_steps))
-        rc = df_fail(err, "--resume: %s is from a run with another seed or length", path);
-    if (rc == 0 && t->progress.step > t->total_steps)
-        rc = df_fail(err, "--resume: %s is at step %lld, past this run's %lld steps", path,
-                     (long long)t->progress.step, (long long)t->total_steps);
-    if (rc == 0) {
-        memcpy(t->params, loaded, t->drafter.layout.total * sizeof *t->params);
-        if (t->rank == t->writer)
-            rc = df_run_dir_truncate_jsonl(t->metrics_path, t->progress.step, &t->elapsed_offset, err);
-    }
-    if (rc == 0 && t->rank == t->writer && !(t->metrics_fp = fopen(t->metrics_path, "a")))
-        rc = df_fail_errno(err, "cannot open %s", t->metrics_path);
-    *resumed = rc == 0;
-    if (rc == 0 && !t->opt->quiet)
-        fprintf(stderr, "train: resuming from %s (step %lld of %lld, epoch %lld)%s\n", path,
-                (long long)t->progress.step, (long long)t->total_steps, (long long)t->progress.epoch,
-                t->opt->init_from ? "; --init-from applies to a fresh start only" : "");
-    free(loaded);
-    free(stored);
-    free(path);
-    return rc;
-}
-
 /* ---- one step ------------------------------------------------------------ */
 
-/* The activations arena holds the largest batch the batcher makes. */
-static int check_batch_fits(Trainer *t, size_t tokens, DfError *err) {
-    if (tokens <= t->buf.dev_tokens_cap) return 0;
-    return df_fail(err, "internal: a batch of %zu tokens exceeds the %zu the activations arena was sized for", tokens,
-                   t->buf.dev_tokens_cap);
-}
-
-/* The guard after the update: finite loss and gradient can still give
- * non-finite weights (an extreme learning rate); such weights are never
- * checkpointed or exported, the run stops. */
-static int check_weights_finite(Trainer *t, const StepResult *r, DfError *err) {
-    double sum_sq;
-    if (df_op_sum_squares(t->be, t->master, &sum_sq, err) || t->be->ops->sync(t->be, err)) return -1;
-    if (isfinite(sum_sq)) return 0;
-    return df_fail(err,
-                   "stopping: the drafter's weights are not finite after the update of step %lld (lr %g, gradient "
-                   "norm %g); nothing of this step is saved: the checkpoints in %s hold the last good weights",
-                   (long long)t->progress.step + 1, r->lr, r->grad_norm, t->ckpt_dir);
-}
-
-/* Global gradient norm, clipping and AdamW, all on the backend: only the
- * norm comes back to the host (for the guard and the metrics). */
-static int optimizer_step(Trainer *t, StepResult *r, DfError *err) {
-    double sum_sq;
-    if (df_op_sum_squares(t->be, t->drafter.grads, &sum_sq, err)) return -1;
-    r->grad_norm = (float)sqrt(sum_sq);
-    r->lr = df_lr_at(&t->schedule, t->progress.step);
-    r->nonfinite = !isfinite(df_metrics_loss(&t->metrics)) ? "loss" : !isfinite(r->grad_norm) ? "grad_norm" : NULL;
-    if (r->nonfinite) return 0; /* a non-finite step changes nothing: no optimizer step, the weights stay */
-    t->adamw.step++;
-    DfAdamWArgs a = {.master = t->master, .exp_avg = t->exp_avg, .exp_avg_sq = t->exp_avg_sq,
-                     .grads = t->drafter.grads, .params = t->drafter.params,
-                     .clip_coef = t->opt->max_grad_norm > 0 ? df_clip_coef(r->grad_norm, (float)t->opt->max_grad_norm)
-                                                            : 1.0f,
-                     .s = df_adamw_scalars(&t->adamw.cfg, t->adamw.step, r->lr)};
-    df_op_adamw_step(t->be, &a);
-    return check_weights_finite(t, r, err);
-}
-
-/* Ends a stage of the step: a device stage syncs first, so that the host
- * clock measures the device's work (train/step_timing.h). */
-static int stage_done(Trainer *t, DfStepTimes *times, int stage, double *t0, DfError *err) {
-    if (stage >= DF_STEP_UPLOAD && stage <= DF_STEP_OPTIMIZER && t->be->ops->sync(t->be, err)) return -1;
-    double now = df_now_seconds();
-    times->s[stage] += now - *t0;
-    df_stage_record(&t->stages, stage, now - *t0);
-    *t0 = now;
-    return 0;
-}
-
-/* Spec section 8: the FLOPs of this rank's share (target forward to the
- * last tap layer, drafter forward and backward). */
-static double share_flops(Trainer *t, const DfStepBatch *b, const DfDrafterBatch *db) {
-    StepBuffers *sb = &t->buf;
-    if (b->n_seqs > sb->seq_lens_cap) {
-        sb->seq_lens_cap = b->n_seqs;
-        sb->seq_lens = df_xrealloc(sb->seq_lens, (size_t)sb->seq_lens_cap * sizeof *sb->seq_lens, "sequence lengths");
-    }
-    for (int i = 0; i < b->n_seqs; i++) sb->seq_lens[i] = b->seq_starts[i + 1] - b->seq_starts[i];
-    return df_target_forward_flops(&t->tcfg, sb->seq_lens, b->n_seqs, t->target_layers, 0) +
-           df_drafter_step_flops(&t->dcfg, db);
-}
-
-int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db,
-                             DfStepTimes *times, double *t0, DfError *err) {
-    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size, tokens = (size_t)b->tokens;
-    if (check_batch_fits(t, tokens, err)) return -1;
-    DfBuffer ids = df_buffer_view(t->buf.dev_ids, 0, tokens);
-    DfBuffer features = df_buffer_view(t->buf.features, 0, tokens * width);
-    if (t->be->ops->upload_i32(t->be, ids, b->ids, err) || stage_done(t, times, DF_STEP_UPLOAD, t0, err)) return -1;
-    if (df_target_forward_batch(&t->target, pb, ids, t->dcfg.target_layer_ids, t->dcfg.n_taps, features,
-                                (DfBuffer){0}, err))
-        return -1;
-    if (t->opt->feature_hook && t->opt->feature_hook(t->opt->feature_hook_ctx, b->step, t->be, features, err))
-        return df_context(err, "the feature hook");
-    *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
-                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
-    return stage_done(t, times, DF_STEP_TARGET, t0, err);
+/* The gradient reduction over the drafter's parameters (dist/ takes their
+ * ranges in the flat gradient, not the drafter's layout). */
+static int init_comm(Trainer *t, DfError *err) {
+    DfParamRanges ranges;
+    df_param_ranges_from_layout(&ranges, &t->drafter.layout);
+    int rc = df_comm_init(&t->comm, df_trainer_reduce_group(t), t->be, &ranges, t->opt->bucket_mib, err);
+    df_param_ranges_free(&ranges);
+    return rc;
 }
 
 /* Data parallel over NCCL: the gradient buckets' all-reduce starts during
@@ -466,128 +308,6 @@ static int setup_grad_overlap(Trainer *t, DfError *err) {
         fprintf(stderr, "train: rank %d: gradient all-reduce overlapped with the backward (%d buckets)\n", t->rank,
                 t->comm.buckets.n);
     }
-    return 0;
-}
-
-/* Split layout, a drafter rank: its share's tap features, from its target
- * rank. Waiting for them and their transfer count as the wait stage (a
- * wait for the producer, like waiting for the loader: not device work of
- * this rank, so not in its busy fraction). An empty share still gets its
- * message (the step and the target rank's stop signal). */
-static int share_receive(Trainer *t, const DfStepBatch *b, DfDrafterBatch *db, DfStepTimes *times, double *t0,
-                         DfError *err) {
-    size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size, tokens = (size_t)b->tokens;
-    if (check_batch_fits(t, tokens, err)) return -1;
-    DfBuffer features = df_buffer_view(t->buf.features, 0, tokens * width);
-    if (df_feature_link_recv(&t->links, b->step, features, tokens * width, &t->peer_signal, err)) return -1;
-    *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
-                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
-    if (t->be->ops->sync(t->be, err)) return -1; /* NCCL: the receive is queued on the stream */
-    return stage_done(t, times, DF_STEP_WAIT, t0, err);
-}
-
-/* Data parallel: the step's metrics, FLOPs and stop requests summed over the
- * ranks (one host all-reduce); with one process only the FLOPs. */
-enum { EXTRA_FLOPS, EXTRA_STOPPING, EXTRA_SIGNALS, N_EXTRA };
-static int reduce_step_facts(Trainer *t, double flops, StepResult *r, DfError *err) {
-    r->flops = flops;
-    if (t->world == 1) return 0;
-    double v[DF_METRICS_COUNT + N_EXTRA];
-    int sig = df_stop_requested();
-    if (!sig) sig = t->peer_signal; /* split layout: a target rank's signal */
-    memcpy(v, t->metrics.values, sizeof t->metrics.values);
-    v[DF_METRICS_COUNT + EXTRA_FLOPS] = flops;
-    v[DF_METRICS_COUNT + EXTRA_STOPPING] = sig != 0;
-    v[DF_METRICS_COUNT + EXTRA_SIGNALS] = sig;
-    if (df_comm_all_reduce_host(&t->comm, v, sizeof v / sizeof *v, err)) return df_context(err, "step metrics");
-    memcpy(t->metrics.values, v, sizeof t->metrics.values);
-    r->flops = v[DF_METRICS_COUNT + EXTRA_FLOPS];
-    double stopping = v[DF_METRICS_COUNT + EXTRA_STOPPING];
-    if (stopping > 0) r->stop_signal = sig ? sig : (int)(v[DF_METRICS_COUNT + EXTRA_SIGNALS] / stopping + 0.5);
-    return 0;
-}
-
-/* One optimizer step on this rank's share of the batch b. A rank whose
- * share is empty (fewer samples than ranks) contributes zero gradients and
- * zero weight but takes part in every collective. */
-static int train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTimes *times, DfError *err) {
-    memset(r, 0, sizeof *r);
-    double t0 = df_now_seconds();
-    DfDrafterBatch db = {0};
-    int rc = -1;
-    double local_weight = 0, flops = 0;
-    if (t->role == ROLE_DRAFTER) {
-        if (share_receive(t, b, &db, times, &t0, err)) return -1;
-    } else if (b->n_seqs > 0) {
-        if (df_packed_batch_set(&t->packed, t->be, b->seq_starts, b->n_seqs, err) ||
-            df_trainer_share_forward(t, b, &t->packed, &db, times, &t0, err))
-            goto done;
-    }
-    if (b->n_seqs > 0) {
-        local_weight = df_drafter_batch_weight_sum(&t->dcfg, &db);
-        flops = share_flops(t, b, &db);
-    }
-    r->weight_sum = local_weight; /* spec section 4 step 5: the loss is normalized over the global batch */
-    if (df_comm_all_reduce_host(&t->comm, &r->weight_sum, 1, err) ||
-        stage_done(t, times, DF_STEP_REDUCE, &t0, err))
-        goto done;
-    if (!(r->weight_sum > 0)) {
-        df_fail(err, "a batch of %d samples has no loss weight", b->n_samples);
-        goto done;
-    }
-    df_metrics_reset(&t->metrics);
-    if (b->n_seqs == 0) df_drafter_zero_grads(&t->drafter); /* an empty share adds zeros to the all-reduce */
-    if (df_comm_grads_begin(&t->comm, t->drafter.grads, err)) goto done;
-    if (b->n_seqs > 0 && df_drafter_compute_grads(&t->drafter, &db, 1.0 / r->weight_sum, &t->metrics, err))
-        goto done;
-    if (stage_done(t, times, DF_STEP_DRAFTER, &t0, err)) goto done;
-    if (df_comm_all_reduce_grads(&t->comm, t->drafter.grads, err) || reduce_step_facts(t, flops, r, err) ||
-        stage_done(t, times, DF_STEP_REDUCE, &t0, err))
-        goto done;
-    if (optimizer_step(t, r, err) || stage_done(t, times, DF_STEP_OPTIMIZER, &t0, err)) goto done;
-    r->tokens = b->global_tokens;
-    r->samples = b->n_samples;
-    rc = 0;
-done:
-    return rc;
-}
-
-static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err);
-
-/* OUTPUT/curves.png from the metrics so far (plot/plot_run.h); a picture
- * that cannot be drawn is a warning, never the end of a run. */
-static void refresh_curves(const Trainer *t) {
-    if (t->metrics_fp) fflush(t->metrics_fp);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/curves.png", t->opt->output_dir);
-    DfError err = {{0}};
-    if (df_plot_run(t->opt->output_dir, path, &err)) fprintf(stderr, "train: warning: no curves.png: %s\n", err.msg);
-}
-
-/* Rank 0 writes; the time it takes is kept apart from the steps' (summary). */
-static int save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
-    if (t->rank != t->writer) return 0; /* the state is replicated: one rank writes it */
-    double t0 = df_now_seconds();
-    int rc = write_checkpoint(t, s, err);
-    s->checkpoint_s += df_now_seconds() - t0;
-    s->checkpoints += rc == 0;
-    return rc;
-}
-
-static int write_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err) {
-    if (download_state(t, err)) return df_context(err, "the checkpoint of step %lld", (long long)t->progress.step);
-    int64_t best = t->eval_here ? t->eval.best_step : -1; /* its checkpoint outlives --keep-checkpoints */
-    if (df_checkpoint_save_keeping(t->ckpt_dir, &t->dcfg, &t->drafter.layout, t->params, &t->adamw, &t->progress,
-                                   t->options_json, t->opt->keep_checkpoints, best, err)) {
-        if (s->last_checkpoint[0])
-            return df_context(err, "writing the checkpoint of step %lld (the previous checkpoint %s is intact)",
-                              (long long)t->progress.step, s->last_checkpoint);
-        return df_context(err, "writing the checkpoint of step %lld (earlier checkpoints are intact)",
-                          (long long)t->progress.step);
-    }
-    snprintf(s->last_checkpoint, sizeof s->last_checkpoint, "%s/step-%08lld.safetensors", t->ckpt_dir,
-             (long long)t->progress.step);
-    refresh_curves(t);
     return 0;
 }
 
@@ -639,7 +359,7 @@ static void window_summary(const SummaryWindow *w, DfTrainSummary *s) {
 /* Starts the loader thread at the step after the one reached. */
 static int start_loader(Trainer *t, DfError *err) {
     DfStepLoaderConfig c = {.store = t->store, .batcher = &t->batcher, .num_anchors = t->opt->num_anchors,
-                            .seed = t->opt->seed, .rank = t->share_rank, .world = t->share_world,
+                            .seed = t->opt->seed, .rank = t->split.share_rank, .world = t->split.share_world,
                             .depth = t->opt->queue_depth, .first_step = t->progress.step + 1,
                             .last_step = t->stop_step, .epoch = t->progress.epoch,
                             .batch_in_epoch = t->progress.batch_in_epoch, .stages = &t->stages,
@@ -650,8 +370,8 @@ static int start_loader(Trainer *t, DfError *err) {
 /* Split layout, a drafter rank: lets its target rank send the steps up to
  * queue_depth ahead of the one reached. */
 static int grant_ahead(Trainer *t, DfError *err) {
-    while (t->granted < t->stop_step && t->granted < t->progress.step + t->opt->queue_depth)
-        if (df_feature_link_grant(&t->links, ++t->granted, err)) return df_context(err, "feature link");
+    while (t->split.granted < t->stop_step && t->split.granted < t->progress.step + t->opt->queue_depth)
+        if (df_feature_link_grant(&t->split.links, ++t->split.granted, err)) return df_context(err, "feature link");
     return 0;
 }
 
@@ -659,10 +379,10 @@ static int grant_ahead(Trainer *t, DfError *err) {
  * rank, and takes the features of the steps it had granted (the target rank
  * sends them before it reads the stop). */
 static int release_target(Trainer *t, DfError *err) {
-    if (df_feature_link_stop(&t->links, t->progress.step, err)) return df_context(err, "feature link");
-    for (int64_t step = t->progress.step + 1; step <= t->granted; step++)
-        if (df_feature_link_drain(&t->links, step, t->buf.features, err)) return df_context(err, "feature link");
-    t->granted = t->progress.step;
+    if (df_feature_link_stop(&t->split.links, t->progress.step, err)) return df_context(err, "feature link");
+    for (int64_t step = t->progress.step + 1; step <= t->split.granted; step++)
+        if (df_feature_link_drain(&t->split.links, step, t->buf.features, err)) return df_context(err, "feature link");
+    t->split.granted = t->progress.step;
     return 0;
 }
 
@@ -687,15 +407,6 @@ static int eval_due(const Trainer *t) {
     return o->eval_data && (t->progress.step % o->eval_every == 0 || t->progress.step == t->stop_step);
 }
 
-/* A new best held-out tau: the drafter of this step goes to OUTPUT/best/
- * at once (and its checkpoint, when the step writes one, is kept). */
-static int keep_best(Trainer *t, DfError *err) {
-    if (t->eval.best_step != t->progress.step) return 0;
-    if (download_state(t, err) || df_drafter_export(t->best_dir, &t->dcfg, &t->drafter.layout, t->params, err))
-        return df_context(err, "the best drafter so far (step %lld)", (long long)t->progress.step);
-    return 0;
-}
-
 /* The held-out eval of the step reached, by the evaluating rank; the other
  * ranks that run the drafter wait for it at a barrier (the split layout's
  * target ranks wait for their next grant). */
@@ -706,7 +417,7 @@ static int held_out_eval(Trainer *t, DfTrainSummary *s, const StepReport *rep, D
         if (df_train_eval_run(&t->eval, t->progress.step, rep->elapsed_s, &r, err))
             return df_context(err, "the held-out eval of step %lld", (long long)t->progress.step);
         s->evals++;
-        if (keep_best(t, err) || (t->tb && df_trainer_tb_eval(t, &r, err))) return -1;
+        if (df_trainer_keep_best(t, err) || (t->tb && df_trainer_tb_eval(t, &r, err))) return -1;
         df_trainer_end_progress_line(t);
         if (!t->opt->quiet || r.mismatches) /* a lossless failure is said even under --quiet */
             fprintf(stderr, "train: eval at step %lld: tau %.3f over %d prompts (%lld tokens, %s) in %.1f s; best %.3f at "
@@ -731,14 +442,14 @@ static int finish_step(Trainer *t, DfTrainSummary *s, const DfStepBatch *b, cons
     double now = df_now_seconds();
     int due = t->opt->log_every > 0 ? t->progress.step % t->opt->log_every == 0
                                     : now - *last_print >= t->opt->log_interval_s;
-    if (t->rank == t->writer && (due || t->progress.step == t->stop_step || steps_here == 1)) {
+    if (t->rank == t->split.writer && (due || t->progress.step == t->stop_step || steps_here == 1)) {
         df_trainer_print_progress(t, r, rep);
         *last_print = now;
     }
     if (eval_due(t) && held_out_eval(t, s, rep, err)) return -1; /* before the checkpoint: a resume redoes it */
     int periodic = t->opt->save_every > 0 && t->progress.step % t->opt->save_every == 0;
     if (periodic || t->progress.step == t->stop_step) {
-        if (save_checkpoint(t, s, err)) return -1;
+        if (df_trainer_save_checkpoint(t, s, err)) return -1;
         *saved_at = t->progress.step;
     }
     return 0;
@@ -758,8 +469,8 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     double first_wall_s = 0;
     s->first_step = t->progress.step + 1;
     if (t->progress.step < t->stop_step && start_loader(t, err)) return -1;
-    t->granted = t->progress.step;
-    int rc = t->role == ROLE_DRAFTER ? grant_ahead(t, err) : 0;
+    t->split.granted = t->progress.step;
+    int rc = t->split.role == ROLE_DRAFTER ? grant_ahead(t, err) : 0;
     while (rc == 0 && t->progress.step < t->stop_step) {
         if (t->world == 1 && (s->stop_signal = df_stop_requested())) break; /* several: agreed on in the step */
         if (t->group && df_dist_poll_failure(t->group, err)) {
@@ -781,7 +492,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         df_stage_record(&t->stages, DF_STEP_WAIT, rep.times.s[DF_STEP_WAIT]);
         rep.times.s[DF_STEP_LOAD] = b->load_s;
         StepResult r;
-        if (train_step(t, b, &r, &rep.times, err)) {
+        if (df_trainer_train_step(t, b, &r, &rep.times, err)) {
             df_context(err, "step %lld", (long long)t->progress.step + 1);
             df_step_loader_release(&t->loader, b);
             rc = -1;
@@ -791,7 +502,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
         rep.wall_s = now - mark;
         mark = now;
         advance_progress(t, b, &r);
-        if (t->role == ROLE_DRAFTER && (r.stop_signal ? release_target(t, err) : grant_ahead(t, err))) {
+        if (t->split.role == ROLE_DRAFTER && (r.stop_signal ? release_target(t, err) : grant_ahead(t, err))) {
             df_step_loader_release(&t->loader, b);
             rc = -1;
             break;
@@ -820,7 +531,7 @@ static int run_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
     df_step_loader_stop(&t->loader);
     if (rc) return -1;
     /* the end, or a stop signal: the step reached gets its checkpoint */
-    if (steps_here > 0 && saved_at != t->progress.step && save_checkpoint(t, s, err)) return -1;
+    if (steps_here > 0 && saved_at != t->progress.step && df_trainer_save_checkpoint(t, s, err)) return -1;
     window_summary(&window, s);
     s->last_step = t->progress.step;
     s->seconds = df_now_seconds() - loop_start;
@@ -835,7 +546,7 @@ static void trainer_free(Trainer *t) {
     df_step_loader_free(&t->loader);
     if (t->have_stages) df_stage_table_free(&t->stages);
     df_comm_free(&t->comm);
-    if (t->have_links) df_feature_links_close(&t->links);
+    if (t->split.have_links) df_feature_links_close(&t->split.links);
     if (t->have_adamw) df_adamw_free(&t->adamw);
     if (t->have_drafter) df_drafter_free(&t->drafter);
     for (int r = 0; r < N_ARENAS; r++) df_arena_free(&t->arenas[r]);
@@ -883,80 +594,36 @@ static int setup(Trainer *t, DfError *err) {
     snprintf(t->metrics_path, sizeof t->metrics_path, "%s/metrics.jsonl", o->output_dir);
     snprintf(t->final_dir, sizeof t->final_dir, "%s/final", o->output_dir);
     snprintf(t->best_dir, sizeof t->best_dir, "%s/best", o->output_dir);
-    if (t->rank == t->writer) {
+    if (t->rank == t->split.writer) {
         df_run_dir_remove_stale_temporaries(o->output_dir);
         df_run_dir_remove_stale_temporaries(t->ckpt_dir);
         df_run_dir_remove_stale_temporaries(t->final_dir);
         df_run_dir_remove_stale_temporaries(t->best_dir);
     }
     if (make_drafter_config(t, err) || read_eval_prompts(t, err) || df_trainer_plan_memory(t, err)) return -1;
-    if (t->role == ROLE_TARGET) return setup_target_role(t, err);
+    if (t->split.role == ROLE_TARGET) return setup_target_role(t, err);
     if (load_models(t, err) || init_optimizer(t, err)) return -1;
     if (t->eval_here && df_train_eval_attach(&t->eval, &t->target, &t->dcfg, t->drafter.params, err)) return -1;
     if (df_metrics_init(&t->metrics, t->dcfg.block_size, err)) return -1;
     t->options_json = df_run_options_json(t->opt, &t->dcfg, t->store, t->total_steps);
-    if (t->rank == t->writer && write_run_record(t, err)) return -1;
+    if (t->rank == t->split.writer && write_run_record(t, err)) return -1;
     int resumed = 0;
-    if (o->resume ? resume(t, &resumed, err) : start_fresh(t, err)) return -1;
-    if (t->rank == t->writer && o->report_tensorboard) {
+    if (o->resume ? df_trainer_resume(t, &resumed, err) : df_trainer_start_fresh(t, err)) return -1;
+    if (t->rank == t->split.writer && o->report_tensorboard) {
         char dir[4200];
         snprintf(dir, sizeof dir, "%s/tb", o->output_dir);
         if (!(t->tb = df_tb_open(dir, err))) return df_context(err, "--report-to tensorboard");
     }
     if (t->eval_here && df_train_eval_open_log(&t->eval, o->output_dir, resumed ? t->progress.step : -1, err))
         return -1;
-    if (upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
-    if (t->role == ROLE_DRAFTER && df_trainer_connect_split(t, err)) return -1;
-    if (df_comm_init(&t->comm, df_trainer_reduce_group(t), t->be, &t->drafter.layout, o->bucket_mib, err) ||
-        setup_grad_overlap(t, err))
-        return -1;
+    if (df_trainer_upload_state(t, resumed, err) || setup_instrumentation(t, err)) return -1;
+    if (t->split.role == ROLE_DRAFTER && df_trainer_connect_split(t, err)) return -1;
+    if (init_comm(t, err) || setup_grad_overlap(t, err)) return -1;
     if (t->world > 1)
         fprintf(stderr, "train: rank %d of %d: gradients summed over %s\n", t->rank, t->world,
                 df_comm_transport_name(&t->comm));
     if (df_trainer_check_replicas_agree(t, err)) return -1;
-    return t->role == ROLE_DRAFTER ? df_trainer_share_position(t, err) : 0;
-}
-
-/* Whether best/ holds a drafter (a run resumed from a version that kept
- * none has an eval log but no best/). */
-static int have_best_dir(const Trainer *t) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", t->best_dir);
-    return t->eval_here && t->eval.best_step >= 0 && access(path, F_OK) == 0;
-}
-
-/* Whether final/ is to hold the best held-out eval's drafter (best/). */
-static int final_is_best(const Trainer *t, int at_end) {
-    const DfTrainOptions *o = t->opt;
-    int by_tau = o->select_by == DF_SELECT_TAU || (o->select_by == DF_SELECT_AUTO && o->eval_data);
-    if (!(by_tau && at_end && t->eval_here && t->eval.best_step >= 0 && t->eval.best_step != t->progress.step))
-        return 0;
-    if (have_best_dir(t)) return 1;
-    fprintf(stderr, "train: warning: %s holds no drafter (the best eval, step %lld, predates it): final/ is the last "
-                    "step's\n", t->best_dir, (long long)t->eval.best_step);
-    return 0;
-}
-
-/* final/: the drafter of the step reached, or (final_is_best) best/'s,
- * read back whole (bf16, as exported) and written again. */
-static int export_final(Trainer *t, int at_end, DfTrainSummary *s, DfError *err) {
-    if (!final_is_best(t, at_end)) {
-        s->final_step = t->progress.step;
-        return download_state(t, err) || df_drafter_export(t->final_dir, &t->dcfg, &t->drafter.layout, t->params, err);
-    }
-    DfDrafterConfig cfg;
-    DfDrafterLayout layout;
-    float *params = NULL;
-    if (df_drafter_load(t->best_dir, &cfg, &layout, &params, err))
-        return df_context(err, "final/ as the best held-out eval's drafter (step %lld)", (long long)t->eval.best_step);
-    int rc = layout.total == t->drafter.layout.total
-                 ? df_drafter_export(t->final_dir, &t->dcfg, &t->drafter.layout, params, err)
-                 : df_fail(err, "%s: %zu parameters, this run's drafter %zu", t->best_dir, layout.total,
-                           t->drafter.layout.total);
-    free(params);
-    df_drafter_layout_free(&layout);
-    s->final_step = t->eval.best_step;
-    return rc;
+    return t->split.role == ROLE_DRAFTER ? df_trainer_share_position(t, err) : 0;
 }
 
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
@@ -966,7 +633,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     if (rc == 0) {
         summary->total_steps = t.total_steps;
         summary->skipped_samples = t.batcher.n_few_loss_tokens + t.batcher.n_too_long;
-        int banner = t.rank == t.writer && !opt->quiet;
+        int banner = t.rank == t.split.writer && !opt->quiet;
         if (banner)
         fprintf(stderr,
                 "train: %lld steps (%lld trainable samples, %lld tokens an epoch; skipped %lld with fewer than %d "
@@ -979,19 +646,19 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         for (int i = 0; i < t.dcfg.n_taps && banner; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
         if (banner) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
-        rc = t.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
+        rc = t.split.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
         df_trainer_end_progress_line(&t);
     }
     df_trainer_leave_group(&t, rc != 0, err);
     summary->rank = t.rank;
     summary->world = t.world;
-    summary->writer_rank = t.writer;
+    summary->writer_rank = t.split.writer;
     /* final/: at the end of the run, and at --stop-at from that step's checkpoint's weights */
     int at_end = t.progress.step == t.total_steps, at_stop = opt->stop_at > 0 && t.progress.step == t.stop_step;
-    if (rc == 0 && (at_end || at_stop) && t.rank == t.writer) {
-        rc = export_final(&t, at_end, summary, err);
+    if (rc == 0 && (at_end || at_stop) && t.rank == t.split.writer) {
+        rc = df_trainer_export_final(&t, at_end, summary, err);
         if (rc == 0) {
-            refresh_curves(&t);
+            df_trainer_refresh_curves(&t);
             summary->finished = at_end;
             summary->exported = 1;
             snprintf(summary->final_dir, sizeof summary->final_dir, "%s", t.final_dir);
@@ -999,7 +666,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     }
     if (t.be) df_trainer_report_memory(&t, summary);
     summary->eval_best_step = t.eval_here ? t.eval.best_step : -1;
-    if (have_best_dir(&t)) snprintf(summary->best_dir, sizeof summary->best_dir, "%s", t.best_dir);
+    if (df_trainer_have_best_dir(&t)) snprintf(summary->best_dir, sizeof summary->best_dir, "%s", t.best_dir);
     summary->eval_best_tau = t.eval.best_tau;
     summary->eval_last_step = t.eval_here ? t.eval.last_step : -1;
     summary->eval_last_tau = t.eval.last_tau;

@@ -66,12 +66,16 @@
 #include "base/error.h"
 #include "dist/dist_env.h"
 
-/* Called after each step's target forward with this rank's tap features
- * (ACT [tokens, n_taps * hidden] on the training backend, before the drafter
- * reads them) and the step (from 1): lets a caller of df_train inspect or
- * alter them, e.g. a test that puts NaN there to exercise the non-finite
- * guard. Returns 0, or -1 with err set to stop the run. */
-typedef int (*DfTrainFeatureHook)(void *ctx, int64_t step, DfBackend *be, DfBuffer features, DfError *err);
+/* The data of the test seam point DF_SEAM_TRAIN_FEATURES (base/test_seam.h):
+ * after each step's target forward, this rank's tap features (ACT [tokens,
+ * n_taps * hidden] on the training backend, before the drafter reads them)
+ * and the step (from 1). A test may alter them (tests/test_reliability.c puts
+ * NaN there to exercise the non-finite guard); a failure stops the run. */
+typedef struct DfTrainFeaturesSeam {
+    int64_t step;
+    DfBackend *be;
+    DfBuffer features;
+} DfTrainFeaturesSeam;
 
 typedef struct DfTrainOptions {
     const char *target_dir;
@@ -137,8 +141,6 @@ typedef struct DfTrainOptions {
     int eval_max_new_tokens; /* tokens decoded per eval prompt at most (default 128) */
     int select_by;           /* DfSelectBy: which drafter final/ holds at the end */
     int report_tensorboard;  /* also TensorBoard event files under OUTPUT/tb/ (metrics.jsonl is always written) */
-    DfTrainFeatureHook feature_hook; /* NULL (the command line's), or called with each step's features */
-    void *feature_hook_ctx;
 } DfTrainOptions;
 
 typedef enum DfTrainLayout { DF_LAYOUT_COLOCATED, DF_LAYOUT_SPLIT } DfTrainLayout;
@@ -243,9 +245,8 @@ int df_train_check_device(const char *device, const DfKernelVariants *variants, 
  * starts the next step together. A resumed run keeps the eval.jsonl lines
  * of steps up to the checkpoint's. The summary names the best step.
  *
- * Features: opt->feature_hook, when set, sees (and may change) each step's
- * tap features before the drafter does (tests/test_reliability.c fills some
- * steps' with NaN through it, to exercise the guard). */
+ * Features: the test seam point DF_SEAM_TRAIN_FEATURES (base/test_seam.h)
+ * sees each step's tap features before the drafter does. */
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err);
 
 #endif

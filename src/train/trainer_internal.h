@@ -1,9 +1,14 @@
-/* The training loop's state, shared by its files: trainer.c (setup, the
- * loop of a colocated or drafter rank, checkpoints, the export),
- * trainer_target_rank.c (the split layout's target ranks), trainer_report.c
- * (metrics and progress), trainer_memory.c (the memory plan and report) and
- * trainer_topology.c (the group, the roles). Not a public interface:
- * train/trainer.h is. */
+/* The training loop's state, shared by its files, which call one another
+ * one way only (trainer.c at the top):
+ *   trainer.c             setup, the loop of a colocated or drafter rank, df_train
+ *   trainer_target_rank.c the split layout's target ranks' loop
+ *   trainer_step.c        one step: the share's forward (or its features
+ *                         received), gradients, their reduction, the optimizer
+ *   trainer_checkpoint.c  fresh start or resume, checkpoints, best/ and final/
+ *   trainer_report.c      metrics and progress (trainer_tb.c: TensorBoard)
+ *   trainer_memory.c      the memory plan and report
+ *   trainer_topology.c    the group, the ranks' roles
+ * Not a public interface: train/trainer.h is. */
 #ifndef DF_TRAIN_TRAINER_INTERNAL_H
 #define DF_TRAIN_TRAINER_INTERNAL_H
 
@@ -40,6 +45,22 @@ typedef struct StepBuffers {
 
 /* The arenas of the training state and the step's inputs, one per role. */
 enum { ARENA_WEIGHTS, ARENA_GRADIENTS, ARENA_OPTIMIZER, ARENA_ACTIVATIONS, N_ARENAS };
+
+/* This rank's part in the layout (trainer.h): its role, the rank that
+ * writes OUTPUT and its share of each batch (colocated: ROLE_COLOCATED,
+ * writer 0, the share rank of world), and in the split layout the drafter
+ * ranks' group, the feature links and the steps granted between a drafter
+ * rank and its target rank. */
+typedef struct TrainerSplit {
+    int role;            /* ROLE_COLOCATED, ROLE_TARGET or ROLE_DRAFTER */
+    int writer;          /* the rank that writes OUTPUT */
+    int share_rank, share_world; /* this rank's place among the ranks that split each batch */
+    DfDistGroup *drafters; /* the drafter ranks' own group (drafter ranks only) */
+    DfFeatureLinks links;
+    int have_links;
+    int64_t granted;     /* drafter rank: the last step its target rank may send */
+    int peer_signal;     /* drafter rank: the stop signal its target rank sent with this step's features */
+} TrainerSplit;
 
 typedef struct Trainer {
     const DfTrainOptions *opt;
@@ -94,15 +115,7 @@ typedef struct Trainer {
     DfComm comm;
     int have_comm;
     char device[64];     /* the device this rank trains on */
-    /* the split layout (trainer.h) */
-    int role;            /* ROLE_COLOCATED, ROLE_TARGET or ROLE_DRAFTER */
-    int writer;          /* the rank that writes OUTPUT */
-    int share_rank, share_world; /* this rank's place among the ranks that split each batch */
-    DfDistGroup *drafters; /* the drafter ranks' own group (drafter ranks only) */
-    DfFeatureLinks links;
-    int have_links;
-    int64_t granted;     /* drafter rank: the last step its target rank may send */
-    int peer_signal;     /* drafter rank: the stop signal its target rank sent with this step's features */
+    TrainerSplit split;  /* this rank's part in the layout */
 } Trainer;
 
 enum { ROLE_COLOCATED, ROLE_TARGET, ROLE_DRAFTER };
@@ -144,11 +157,30 @@ void df_trainer_report_bad_step(Trainer *t, const StepResult *r, const int64_t *
 int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const DfStepTimes *first,
                              double first_wall_s, DfError *err);
 
-/* Target forward of this rank's share (upload of its ids, the forward to the
- * last tap): its tap features, in the activations arena, for the drafter
- * batch *db; times the upload and target stages from *t0. */
+/* One step (trainer_step.c): target forward of this rank's share (upload
+ * of its ids, the forward to the last tap): its tap features, in the
+ * activations arena, for the drafter batch *db; times the upload and target
+ * stages from *t0. One optimizer step of a colocated or drafter rank on its
+ * share of the batch b. */
 int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db,
                              DfStepTimes *times, double *t0, DfError *err);
+int df_trainer_train_step(Trainer *t, const DfStepBatch *b, StepResult *r, DfStepTimes *times, DfError *err);
+
+/* The training state (trainer_checkpoint.c): a fresh start (refusing an
+ * OUTPUT that holds a run) or a resume (*resumed: from a checkpoint, not
+ * fresh for want of one); the state to the backend (the moments too when
+ * resumed); a checkpoint by the writing rank, its time in the summary;
+ * curves.png; best/ when the step reached holds the best eval; whether
+ * best/ holds a drafter; final/ (the best eval's drafter when --select-by
+ * says so, else the step reached's). */
+int df_trainer_start_fresh(Trainer *t, DfError *err);
+int df_trainer_resume(Trainer *t, int *resumed, DfError *err);
+int df_trainer_upload_state(Trainer *t, int with_moments, DfError *err);
+int df_trainer_save_checkpoint(Trainer *t, DfTrainSummary *s, DfError *err);
+void df_trainer_refresh_curves(const Trainer *t);
+int df_trainer_keep_best(Trainer *t, DfError *err);
+int df_trainer_have_best_dir(const Trainer *t);
+int df_trainer_export_final(Trainer *t, int at_end, DfTrainSummary *s, DfError *err);
 
 /* Memory (trainer_memory.c): the layers the target forward runs (up to the
  * deepest tap); the memory plan of this rank's role, made before anything is

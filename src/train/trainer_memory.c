@@ -24,8 +24,8 @@ int df_trainer_plan_memory(Trainer *t, DfError *err) {
     int tied = t->tcfg.tie_word_embeddings;
     DfMemoryPlanInput in = {.target = &t->tcfg, .drafter = &t->dcfg, .device = t->device,
                             .act_elem = (size_t)df_backend_elem_size(t->be, DF_BUF_ACT),
-                            .target_layers = t->role == ROLE_DRAFTER ? 0 : df_trainer_target_layers(t),
-                            .with_head = t->role != ROLE_TARGET && !tied, .runs_drafter = t->role != ROLE_TARGET,
+                            .target_layers = t->split.role == ROLE_DRAFTER ? 0 : df_trainer_target_layers(t),
+                            .with_head = t->split.role != ROLE_TARGET && !tied, .runs_drafter = t->split.role != ROLE_TARGET,
                             .host_state = mem.host, .step_tokens = t->peaks.tokens, .step_seqs = t->peaks.seqs,
                             .max_seq_len = t->peaks.max_len, .step_block_rows = t->peaks.block_rows,
                             .max_drafter_tokens = t->opt->max_drafter_tokens, .memory = mem};
@@ -36,7 +36,7 @@ int df_trainer_plan_memory(Trainer *t, DfError *err) {
         in.eval_prompt_rows = t->eval.max_prompt;
     }
     if (df_memory_plan_make(&in, &t->plan, err)) return -1;
-    if ((t->rank == t->writer || t->rank == 0) && !t->opt->quiet) df_memory_plan_print(&t->plan, t->device, stderr);
+    if ((t->rank == t->split.writer || t->rank == 0) && !t->opt->quiet) df_memory_plan_print(&t->plan, t->device, stderr);
     return 0;
 }
 

@@ -110,7 +110,7 @@ void df_trainer_report_bad_step(Trainer *t, const StepResult *r, const int64_t *
     t->bad_in_row++;
     t->bad_total++;
     s->bad_steps++;
-    if (t->rank != t->writer) return;
+    if (t->rank != t->split.writer) return;
     df_trainer_end_progress_line(t);
     fprintf(stderr, "train: step %lld: non-finite %s (loss %g, |g| %g): update skipped (%lld in a row, %lld in all); "
                     "batch sample ids [",
@@ -136,7 +136,7 @@ int df_trainer_report_stages(Trainer *t, DfTrainSummary *s, double wall_s, const
     s->busy = per_second(device, wall_s);
     s->busy_steady = per_second(device - df_step_device_s(first), wall_s - first_wall_s - s->checkpoint_s - s->eval_s);
     s->wait_s = q.consumer_wait_s;
-    if (t->rank != t->writer) return 0;
+    if (t->rank != t->split.writer) return 0;
     snprintf(s->stages_path, sizeof s->stages_path, "%s/stages.json", t->opt->output_dir);
     if (t->opt->quiet) return df_stage_report_write_json(s->stages_path, &t->stages, wall_s, &q, 1, err);
     char evals[96] = "";

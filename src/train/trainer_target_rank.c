@@ -34,7 +34,7 @@ static int served_ranks(const Trainer *t, int *peers) {
 static int expect_stops(Trainer *t, const int *peers, int n, int64_t step, DfError *err) {
     for (int k = 0; k < n; k++) {
         int stopped;
-        if (df_feature_link_await_credit(&t->links, peers[k], step, &stopped, err)) return -1;
+        if (df_feature_link_await_credit(&t->split.links, peers[k], step, &stopped, err)) return -1;
         if (!stopped)
             return df_fail(err, "drafter ranks disagree on stopping before step %lld (rank %d granted it)",
                            (long long)step, peers[k]);
@@ -58,7 +58,7 @@ static int target_step(Trainer *t, DfStepLoader *loaders, const int *peers, int 
         int rc = b->step == step ? 0 : df_fail(err, "internal: the loader made step %lld for step %lld",
                                                (long long)b->step, (long long)step);
         if (rc == 0) rc = target_share(t, b, &features, &times, &t0, err);
-        if (rc == 0) rc = df_feature_link_await_credit(&t->links, peers[k], step, stopped, err);
+        if (rc == 0) rc = df_feature_link_await_credit(&t->split.links, peers[k], step, stopped, err);
         if (rc == 0) {
             double waited = df_now_seconds() - t0;
             df_stage_record(&t->stages, DF_STEP_WAIT, waited);
@@ -66,7 +66,7 @@ static int target_step(Trainer *t, DfStepLoader *loaders, const int *peers, int 
         }
         if (rc == 0 && *stopped) rc = expect_stops(t, peers + k + 1, n - k - 1, step, err);
         if (rc == 0 && !*stopped)
-            rc = df_feature_link_send(&t->links, peers[k], step, features, (size_t)b->tokens * width,
+            rc = df_feature_link_send(&t->split.links, peers[k], step, features, (size_t)b->tokens * width,
                                       df_stop_requested(), err);
         if (rc == 0 && !*stopped) df_stage_record(&t->stages, DF_STEP_REDUCE, df_now_seconds() - t0);
         df_step_loader_release(&loaders[k], b);
@@ -98,7 +98,7 @@ int df_trainer_run_target_loop(Trainer *t, DfTrainSummary *s, DfError *err) {
             break;
         }
         if (stopped) {
-            t->progress.step = t->links.stopped_after;
+            t->progress.step = t->split.links.stopped_after;
             break;
         }
         t->progress.step = step;

@@ -14,13 +14,13 @@
 
 /* The group the drafter's reductions run over: every rank (colocated) or the
  * drafter ranks (split). */
-DfDistGroup *df_trainer_reduce_group(const Trainer *t) { return t->role == ROLE_DRAFTER ? t->drafters : t->group; }
+DfDistGroup *df_trainer_reduce_group(const Trainer *t) { return t->split.role == ROLE_DRAFTER ? t->split.drafters : t->group; }
 
 /* Data parallel: joins the group (blocks until every rank is there) and
  * picks this rank's device ("cuda" means cuda:LOCAL_RANK). */
 int df_trainer_join_group(Trainer *t, DfError *err) {
     const DfDistEnv *env = t->opt->dist;
-    t->world = t->share_world = 1;
+    t->world = t->split.share_world = 1;
     snprintf(t->device, sizeof t->device, "%s", t->opt->device ? t->opt->device : "cpu");
     if (t->opt->layout == DF_LAYOUT_SPLIT) {
         int world = env ? env->world_size : 1, targets = t->opt->target_ranks;
@@ -32,16 +32,16 @@ int df_trainer_join_group(Trainer *t, DfError *err) {
             return df_fail(err, "--layout split: %d target ranks for %d drafter ranks would leave target ranks idle "
                                 "(each serves drafter ranks d with d %% T equal to its rank)",
                            targets, world - targets);
-        t->role = env->rank < targets ? ROLE_TARGET : ROLE_DRAFTER;
-        t->writer = targets;
-        t->share_rank = env->rank - targets;
-        t->share_world = world - targets;
-        if (t->role == ROLE_TARGET) t->share_rank = 0; /* a target rank plays each of its drafter ranks' parts */
+        t->split.role = env->rank < targets ? ROLE_TARGET : ROLE_DRAFTER;
+        t->split.writer = targets;
+        t->split.share_rank = env->rank - targets;
+        t->split.share_world = world - targets;
+        if (t->split.role == ROLE_TARGET) t->split.share_rank = 0; /* a target rank plays each of its drafter ranks' parts */
     }
     if (!env || env->world_size <= 1) return 0;
     t->rank = env->rank;
     t->world = env->world_size;
-    if (t->role == ROLE_COLOCATED) t->share_rank = t->rank, t->share_world = t->world;
+    if (t->split.role == ROLE_COLOCATED) t->split.share_rank = t->rank, t->split.share_world = t->world;
     df_device_for_local_rank(t->opt->device, env->local_rank, t->device, sizeof t->device);
     fprintf(stderr, "train: rank %d of %d (device %s, started by %s): joining the group at %s:%d\n", t->rank,
             t->world, t->device, env->launcher ? env->launcher : "torchrun", env->master_addr, env->master_port);
@@ -65,7 +65,7 @@ int df_trainer_check_replicas_agree(Trainer *t, DfError *err) {
                          "%srank %d starts at step %llu of %llu with weights %016llx, rank 0 at step %llu of %llu "
                          "with %016llx: every rank must see the same OUTPUT (its checkpoints) and be given the same "
                          "options",
-                         t->role == ROLE_DRAFTER ? "drafter " : "", r, (unsigned long long)all[3 * r],
+                         t->split.role == ROLE_DRAFTER ? "drafter " : "", r, (unsigned long long)all[3 * r],
                          (unsigned long long)all[3 * r + 1],
                          (unsigned long long)all[3 * r + 2], (unsigned long long)all[0], (unsigned long long)all[1],
                          (unsigned long long)all[2]);
@@ -76,16 +76,16 @@ int df_trainer_check_replicas_agree(Trainer *t, DfError *err) {
 /* Split layout: the drafter ranks' group and the feature links (every rank,
  * in the same order: both hold collectives of the whole group). */
 int df_trainer_connect_split(Trainer *t, DfError *err) {
-    if (df_dist_subgroup_create(t->group, t->opt->target_ranks, t->opt->dist->local_rank, &t->drafters, err))
+    if (df_dist_subgroup_create(t->group, t->opt->target_ranks, t->opt->dist->local_rank, &t->split.drafters, err))
         return df_context(err, "split layout: the drafter ranks' group");
-    t->have_links = 1;
-    if (df_feature_links_open(&t->links, t->group, t->be, t->opt->target_ranks, err))
+    t->split.have_links = 1;
+    if (df_feature_links_open(&t->split.links, t->group, t->be, t->opt->target_ranks, err))
         return df_context(err, "split layout: the feature links");
-    int peer = t->role == ROLE_DRAFTER ? df_feature_link_target_of(t->rank, t->opt->target_ranks) : -1;
+    int peer = t->split.role == ROLE_DRAFTER ? df_feature_link_target_of(t->rank, t->opt->target_ranks) : -1;
     char what[64] = "serving drafter rank(s)";
     if (peer >= 0) snprintf(what, sizeof what, "fed by target rank %d", peer);
     fprintf(stderr, "train: rank %d of %d: split layout, %s rank %s, features over %s\n", t->rank, t->world,
-            t->role == ROLE_TARGET ? "target" : "drafter", what, t->links.use_nccl ? "nccl" : "TCP");
+            t->split.role == ROLE_TARGET ? "target" : "drafter", what, t->split.links.use_nccl ? "nccl" : "TCP");
     return 0;
 }
 
@@ -95,12 +95,12 @@ int df_trainer_share_position(Trainer *t, DfError *err) {
     int64_t mine[4] = {t->progress.step, t->progress.epoch, t->progress.batch_in_epoch, t->total_steps};
     int64_t *all = df_xmalloc((size_t)t->world * sizeof mine, "positions");
     int rc = df_dist_all_gather(t->group, mine, sizeof mine, all, err);
-    const int64_t *w = all + 4 * t->writer;
+    const int64_t *w = all + 4 * t->split.writer;
     if (rc == 0 && w[3] != t->total_steps)
         rc = df_fail(err, "rank %d plans %lld steps, the first drafter rank %d plans %lld: give every rank the same "
                           "options",
-                     t->rank, (long long)t->total_steps, t->writer, (long long)w[3]);
-    if (rc == 0 && t->role == ROLE_TARGET) {
+                     t->rank, (long long)t->total_steps, t->split.writer, (long long)w[3]);
+    if (rc == 0 && t->split.role == ROLE_TARGET) {
         t->progress.step = w[0];
         t->progress.epoch = w[1];
         t->progress.batch_in_epoch = w[2];
@@ -117,20 +117,20 @@ void df_trainer_leave_group(Trainer *t, int failed, const DfError *err) {
     if (!t->group) return;
     if (failed) {
         df_comm_abort(&t->comm);
-        if (t->have_links) df_feature_links_abort(&t->links);
-        df_dist_abort(t->drafters, err->msg);
+        if (t->split.have_links) df_feature_links_abort(&t->split.links);
+        df_dist_abort(t->split.drafters, err->msg);
         df_dist_abort(t->group, err->msg);
     } else {
         DfError ignored = {{0}};
-        if (t->drafters) df_dist_barrier(t->drafters, &ignored);
+        if (t->split.drafters) df_dist_barrier(t->split.drafters, &ignored);
         df_dist_barrier(t->group, &ignored);
     }
     /* the communicators unhook themselves from the groups: before these go */
     df_comm_free(&t->comm);
-    if (t->have_links) df_feature_links_close(&t->links);
-    t->have_links = 0;
-    df_dist_group_close(t->drafters);
-    t->drafters = NULL;
+    if (t->split.have_links) df_feature_links_close(&t->split.links);
+    t->split.have_links = 0;
+    df_dist_group_close(t->split.drafters);
+    t->split.drafters = NULL;
     df_dist_group_close(t->group);
     t->group = NULL;
 }
