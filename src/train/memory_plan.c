@@ -4,7 +4,7 @@
 
 #include "model/drafter.h"
 #include "model/drafter_layout.h"
-#include "model/target_memory.h"
+#include "target/target_memory.h"
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
 
@@ -26,7 +26,7 @@ size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int6
     return act * act_elem + (f32 + i32) * sizeof(float) + attn_scratch;
 }
 
-/* Workspaces grow by doubling from 16 rows (infer/target_decode.c, drafter_infer.c). */
+/* Workspaces grow by doubling from 16 rows (target/target_decode.c, drafter_infer.c). */
 static size_t rows_allocated(int64_t rows) {
     size_t n = 16;
     while ((int64_t)n < rows) n *= 2;
@@ -45,7 +45,7 @@ static size_t hybrid_state_bytes(const DfModelConfig *t, int64_t block, size_t a
     return n_linear * per_layer;
 }
 
-/* The target decoder's workspace for `rows` rows (infer/target_decode.c):
+/* The target decoder's workspace for `rows` rows (target/target_decode.c):
  * a dense target's layers run fused (qkv and gate_up in place of k, v and
  * up), a hybrid's split, with the hybrid layers' own activations. */
 static size_t decoder_workspace_bytes(const DfModelConfig *t, const DfDrafterConfig *d, size_t rows,
