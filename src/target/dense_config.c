@@ -52,7 +52,7 @@ static int check_layer_types(const DfJsonReader *r, const cJSON *obj, const DfMo
     return 0;
 }
 
-int df_dense_config_read(const DfJsonReader *r, const cJSON *obj, const DfModelConfig *cfg) {
+int df_dense_config_read(const DfJsonReader *r, const cJSON *obj, DfModelConfig *cfg) {
     return check_activation(r, obj) || check_no_bias(r, obj, "mlp_bias") ||
                    check_window(r, obj, cfg) || check_layer_types(r, obj, cfg)
                ? -1

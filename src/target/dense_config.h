@@ -1,5 +1,5 @@
 /* The dense Qwen3 / Llama-3 fields of a config.json that change the forward
- * beyond the common sizes (internal to model_config.c). The forward has one
+ * beyond the common sizes: the dense family's read_config (target_family.h). The forward has one
  * shape: SiLU-gated MLP, full causal attention in every layer, no biases.
  * A field asking for anything else is refused naming the file and the field,
  * so that a model is never run as another one without a word. */
@@ -19,6 +19,6 @@
  * with a sliding_window and a max_window_layers below num_hidden_layers, as
  * Qwen3Config derives its layer types); a layer_types list whose length is
  * not num_hidden_layers or with an entry other than full_attention. */
-int df_dense_config_read(const DfJsonReader *r, const cJSON *obj, const DfModelConfig *cfg);
+int df_dense_config_read(const DfJsonReader *r, const cJSON *obj, DfModelConfig *cfg);
 
 #endif

@@ -1,5 +1,5 @@
-/* The hybrid Qwen3.5 / Qwen3.6 fields of a config.json (internal to
- * model_config.c): layer types, Gated DeltaNet sizes, partial rotary, the
+/* The hybrid Qwen3.5 / Qwen3.6 fields of a config.json: the hybrid
+ * family's read_config (target_family.h): layer types, Gated DeltaNet sizes, partial rotary, the
  * attention output gate and the (1 + w) norms. */
 #ifndef DF_TARGET_HYBRID_CONFIG_H
 #define DF_TARGET_HYBRID_CONFIG_H

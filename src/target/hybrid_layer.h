@@ -23,27 +23,14 @@
 #ifndef DF_TARGET_HYBRID_LAYER_H
 #define DF_TARGET_HYBRID_LAYER_H
 
-#include "formats/safetensors.h"
 #include "target/target.h"
 #include "target/target_layer.h"
 
-/* Loads layer i's tensors (target/hybrid_load.c). */
-int df_hybrid_load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfError *err);
-
-/* Grows m->hws to hold n_tokens rows (m->ws must hold them too). */
-int df_hybrid_workspace_ensure(DfTargetModel *m, int n_tokens, DfError *err);
-void df_hybrid_workspace_free(DfBackend *be, DfHybridWorkspace *ws);
-
-/* Runs decoder layer `layer` on the residual stream m->ws.x (first
- * batch->n_tokens rows); rope tables of rotary_dim/2 columns. */
-void df_hybrid_layer(DfTargetModel *m, int layer, const DfPackedBatch *batch, DfBuffer rope_cos, DfBuffer rope_sin);
-
-/* The pieces of df_hybrid_layer around the steps that need the whole
- * sequence (attention, the convolution and the recurrence), shared with
- * incremental decoding (target/target_decode.c), which runs those steps
- * against its KV cache and recurrent state instead. All work on the first
- * a->n_rows rows, a->h = input_norm(x) already; extra activations in m->hws
- * (df_hybrid_workspace_ensure for n_rows first).
+/* The hybrid layers' steps around those that need the whole sequence
+ * (attention, the convolution and the recurrence: DfSequenceSteps), for the
+ * layer builder (target_layer.c). All work on the first a->n_rows rows,
+ * a->h = input_norm(x) already; extra activations in m->hws
+ * (df_hybrid_workspace_ensure, target_workspace.h, for n_rows first).
  *
  * Gated attention: a->q, a->k (normed, rotated at positions), a->v, and the
  * output gate into hws.attn_gate; then, with a->attn computed,
@@ -57,8 +44,5 @@ void df_hybrid_attention_out(DfTargetModel *m, const DfTargetLayer *l, const DfT
  * x += gated_rmsnorm(core, z) Wout^T. */
 void df_hybrid_deltanet_in(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a);
 void df_hybrid_deltanet_out(DfTargetModel *m, const DfTargetLayer *l, const DfTargetLayerActs *a);
-
-/* The host fp32 array behind a CPU backend buffer (aborts on another kind). */
-float *df_hybrid_host(DfBuffer b);
 
 #endif

@@ -4,8 +4,8 @@
  * (self_attn.*), then the MLP and the two norms every layer has. */
 #include <stdio.h>
 
-#include "target/hybrid_layer.h"
-#include "target/target_internal.h"
+#include "target/target_family.h"
+#include "target/target_weights.h"
 
 typedef struct WeightSpec {
     const char *suffix;
@@ -76,5 +76,6 @@ int df_hybrid_load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfErr
         {"mlp.down_proj.weight", &l->down_proj, 2, {h, inter}, DF_BUF_ACT, 0},
     };
     if (load_specs(m, st, i, common, sizeof common / sizeof common[0], err)) return -1;
-    return c->layer_is_linear[i] ? load_gated_deltanet(m, st, i, err) : load_gated_attention(m, st, i, err);
+    return df_target_layer_kind(c, i) == DF_LAYER_GATED_DELTANET ? load_gated_deltanet(m, st, i, err)
+                                                                 : load_gated_attention(m, st, i, err);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "target/target_family.h"
 #include "target/target_memory.h"
 
 /* Layer li's part of a [n_linear][n_slots][per_slot] buffer. */
@@ -23,13 +24,13 @@ static int alloc_zero(DfHybridState *s, DfBuffer *b, DfBufKind kind, size_t n, c
 
 int df_hybrid_state_init(DfHybridState *s, DfBackend *be, const DfModelConfig *c, int n_slots, DfError *err) {
     memset(s, 0, sizeof *s);
-    if (!c->is_hybrid) return df_fail(err, "hybrid state: %s is not a hybrid target", c->architecture_name);
+    if (!df_target_family(c)->hybrid_layers) return df_fail(err, "hybrid state: %s is not a hybrid target", c->architecture_name);
     if (n_slots < 1) return df_fail(err, "hybrid state: %d slots", n_slots);
     const DfLinearAttnConfig *la = &c->linear;
     s->be = be;
     for (int l = 0; l < DF_MAX_LAYERS; l++) s->linear_index[l] = -1;
     for (int l = 0; l < c->num_layers; l++)
-        if (c->layer_is_linear[l]) s->linear_index[l] = s->n_linear++;
+        if (df_target_layer_kind(c, l) == DF_LAYER_GATED_DELTANET) s->linear_index[l] = s->n_linear++;
     s->n_slots = n_slots;
     s->value_heads = la->num_value_heads;
     s->conv_dim = (int)df_target_conv_channels(la);

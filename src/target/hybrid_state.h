@@ -52,7 +52,7 @@ typedef struct DfHybridState {
     int *step_start, *step_rows; /* [n_slots]: length before the last step and its rows (rows -1: not recorded) */
 } DfHybridState;
 
-/* Zero state for n_slots slots of a hybrid config (cfg->is_hybrid) on be. */
+/* Zero state for n_slots slots of a config of the hybrid family on be. */
 int df_hybrid_state_init(DfHybridState *s, DfBackend *be, const DfModelConfig *cfg, int n_slots, DfError *err);
 void df_hybrid_state_free(DfHybridState *s);
 

@@ -4,9 +4,8 @@
  * text model's fields in "text_config" (its vision tower is ignored). */
 #include "target/model_config.h"
 
-#include "target/dense_config.h"
-#include "target/hybrid_config.h"
 #include "formats/json_fields.h"
+#include "target/target_family.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -19,27 +18,30 @@
 #include "base/mapped_file.h"
 #include "formats/json_parse.h"
 
+/* The architectures dflash runs, each of a family (target/target_family.h). */
 static const struct {
     const char *architecture;
     const char *model_type;
     DfArchitecture arch;
+    const DfTargetFamily *family;
     int has_qk_norm;
     int nested; /* text model fields in "text_config", tensors under "model.language_model." */
-} FAMILIES[] = {
-    {"Qwen3ForCausalLM", "qwen3", DF_ARCH_QWEN3, 1, 0},
-    {"LlamaForCausalLM", "llama", DF_ARCH_LLAMA, 0, 0},
-    {"Qwen3_5ForCausalLM", "qwen3_5_text", DF_ARCH_QWEN3_5, 1, 0},
-    {"Qwen3_5ForConditionalGeneration", "qwen3_5", DF_ARCH_QWEN3_5, 1, 1},
+} ARCHITECTURES[] = {
+    {"Qwen3ForCausalLM", "qwen3", DF_ARCH_QWEN3, &df_dense_family, 1, 0},
+    {"LlamaForCausalLM", "llama", DF_ARCH_LLAMA, &df_dense_family, 0, 0},
+    {"Qwen3_5ForCausalLM", "qwen3_5_text", DF_ARCH_QWEN3_5, &df_hybrid_family, 1, 0},
+    {"Qwen3_5ForConditionalGeneration", "qwen3_5", DF_ARCH_QWEN3_5, &df_hybrid_family, 1, 1},
 };
-#define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
+#define N_ARCHITECTURES (sizeof ARCHITECTURES / sizeof ARCHITECTURES[0])
 #define SUPPORTED_ARCHS "Qwen3ForCausalLM, LlamaForCausalLM, Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration"
 #define SUPPORTED_MODEL_TYPES "qwen3, llama, qwen3_5_text, qwen3_5"
 
 /* Transformers' default RoPE base for both families when the config gives none. */
 #define DF_DEFAULT_ROPE_THETA 10000.0
 
-/* Sets cfg->arch and the family's traits; *nested: see FAMILIES. */
-static int read_architecture(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg, int *nested) {
+/* Sets cfg->arch and the architecture's traits; *family, *nested: see ARCHITECTURES. */
+static int read_architecture(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg,
+                             const DfTargetFamily **family, int *nested) {
     const cJSON *archs = df_json_field(root, "architectures");
     const char *name = NULL;
     if (archs) {
@@ -52,17 +54,18 @@ static int read_architecture(const DfJsonReader *r, const cJSON *root, DfModelCo
         if (!model_type)
             return df_fail(r->err, "%s: neither 'architectures' nor 'model_type' is given (supported: %s)", r->path,
                            SUPPORTED_ARCHS);
-        for (size_t i = 0; i < N_FAMILIES && !name; i++)
-            if (strcmp(model_type, FAMILIES[i].model_type) == 0) name = FAMILIES[i].architecture;
+        for (size_t i = 0; i < N_ARCHITECTURES && !name; i++)
+            if (strcmp(model_type, ARCHITECTURES[i].model_type) == 0) name = ARCHITECTURES[i].architecture;
         if (!name)
             return df_fail(r->err, "%s: model_type '%s' is not supported (supported: %s)", r->path, model_type,
                            SUPPORTED_MODEL_TYPES);
     }
-    for (size_t i = 0; i < N_FAMILIES; i++)
-        if (strcmp(name, FAMILIES[i].architecture) == 0) {
-            cfg->arch = FAMILIES[i].arch;
-            cfg->has_qk_norm = FAMILIES[i].has_qk_norm;
-            *nested = FAMILIES[i].nested;
+    for (size_t i = 0; i < N_ARCHITECTURES; i++)
+        if (strcmp(name, ARCHITECTURES[i].architecture) == 0) {
+            cfg->arch = ARCHITECTURES[i].arch;
+            cfg->has_qk_norm = ARCHITECTURES[i].has_qk_norm;
+            *nested = ARCHITECTURES[i].nested;
+            *family = ARCHITECTURES[i].family;
             snprintf(cfg->weight_prefix, sizeof cfg->weight_prefix, "%s", *nested ? "model.language_model." : "model.");
             snprintf(cfg->architecture_name, sizeof cfg->architecture_name, "%s", name);
             return 0;
@@ -184,7 +187,8 @@ static int check_sanity(const DfJsonReader *r, const DfModelConfig *cfg) {
 }
 
 /* Fields of the text model, read from obj: the top level, or text_config. */
-static int read_text_model(const DfJsonReader *r, const cJSON *obj, DfModelConfig *cfg) {
+static int read_text_model(const DfJsonReader *r, const cJSON *obj, const DfTargetFamily *family,
+                           DfModelConfig *cfg) {
     if (read_sizes(r, obj, cfg) || read_rope(r, obj, &cfg->rope) ||
         df_json_read_bool(r, obj, "", "tie_word_embeddings", 0, &cfg->tie_word_embeddings) ||
         df_json_read_bool(r, obj, "", "attention_bias", 0, &cfg->attention_bias) || read_token_ids(r, obj, cfg) ||
@@ -195,7 +199,7 @@ static int read_text_model(const DfJsonReader *r, const cJSON *obj, DfModelConfi
     if (cfg->num_layers > DF_MAX_LAYERS)
         return df_fail(r->err, "%s: field 'num_hidden_layers' is %d, more than the %d layers supported", r->path,
                        cfg->num_layers, DF_MAX_LAYERS);
-    return cfg->arch == DF_ARCH_QWEN3_5 ? df_hybrid_config_read(r, obj, cfg) : df_dense_config_read(r, obj, cfg);
+    return family->read_config(r, obj, cfg);
 }
 
 /* A wrapper's own top-level fields win over text_config's where both may
@@ -215,8 +219,9 @@ static int read_wrapper(const DfJsonReader *r, const cJSON *root, DfModelConfig 
 static int parse_config(const DfJsonReader *r, const cJSON *root, DfModelConfig *cfg) {
     if (!cJSON_IsObject(root)) return df_fail(r->err, "%s: not a JSON object", r->path);
     int nested = 0;
-    if (read_architecture(r, root, cfg, &nested)) return -1;
-    if (!nested) return read_text_model(r, root, cfg) || check_sanity(r, cfg) ? -1 : 0;
+    const DfTargetFamily *family = NULL;
+    if (read_architecture(r, root, cfg, &family, &nested)) return -1;
+    if (!nested) return read_text_model(r, root, family, cfg) || check_sanity(r, cfg) ? -1 : 0;
     const cJSON *text;
     if (df_json_read_object(r, root, "", "text_config", &text)) return -1;
     if (!text) return df_fail(r->err, "%s: %s needs the object 'text_config'", r->path, cfg->architecture_name);
@@ -224,7 +229,7 @@ static int parse_config(const DfJsonReader *r, const cJSON *root, DfModelConfig 
     char *path = df_xmalloc(n, "config path");
     snprintf(path, n, "%s (text_config)", r->path);
     DfJsonReader inner = {path, r->err};
-    int rc = read_text_model(&inner, text, cfg) || read_wrapper(r, root, cfg) || check_sanity(&inner, cfg) ? -1 : 0;
+    int rc = read_text_model(&inner, text, family, cfg) || read_wrapper(r, root, cfg) || check_sanity(&inner, cfg) ? -1 : 0;
     free(path);
     return rc;
 }

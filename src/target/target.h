@@ -46,6 +46,7 @@ typedef struct DfHybridWorkspace {
 
 typedef struct DfTargetModel {
     DfModelConfig cfg;
+    const struct DfTargetFamily *family; /* cfg's (target/target_family.h), set by the load or the random init */
     char *dir; /* the directory df_target_load read (owned), named in errors; NULL otherwise */
     DfBackend *be;
     int n_layers_loaded; /* layers 0 .. n_layers_loaded-1 are in memory */

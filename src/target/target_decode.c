@@ -1,13 +1,9 @@
-/* The target decoder layer of target_forward.c, rewritten over the KV-cache
- * ops: the new rows' keys/values go into the cache first, then the new
- * queries attend to everything their slot holds. A dense model loaded with
- * fused weights decodes through target/target_decode_layer.c instead. */
+/* Incremental decoding over the KV cache (target/target_decode.h): each
+ * decoder layer by the layer builder (target/target_layer.h), its
+ * attention against the slots' caches (the new rows' keys/values go into
+ * the cache first, then the new queries attend to everything their slot
+ * holds) and its recurrence from the slots' states. */
 #include "target/target_decode.h"
-
-#include "target/target_decode_layer.h"
-
-#include "target/hybrid_layer.h"
-#include "target/target_layer.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +11,21 @@
 
 #include "base/hash64.h"
 #include "target/rope.h"
+#include "target/target_family.h"
+#include "target/target_layer.h"
+#include "target/target_memory.h"
+#include "target/target_workspace.h"
+
+/* Whether every layer of m is a dense layer with its fused owners set (as
+ * the loader and the random init make them): the layers then take the
+ * fused products, and the workspace holds qkv/gate_up instead of k, v, up. */
+static int can_fuse(const DfTargetModel *m) {
+    for (int i = 0; i < m->n_layers_loaded; i++)
+        if (m->family->layer_kind(&m->cfg, i) != DF_LAYER_ATTENTION || !m->layers[i].qkv_proj.ptr ||
+            !m->layers[i].gate_up_proj.ptr)
+            return 0;
+    return 1;
+}
 
 static void free_workspace(DfTargetDecoder *d) {
     DfBackend *be = d->model->be;
@@ -86,7 +97,7 @@ static int ensure_logits(DfTargetDecoder *d, int rows, DfError *err) {
 static int build_rope_tables(DfTargetDecoder *d, int n_pos, DfError *err) {
     const DfModelConfig *c = &d->model->cfg;
     DfBackend *be = d->model->be;
-    int dim = c->is_hybrid ? c->rotary_dim : c->head_dim;
+    int dim = df_target_rope_dim(c);
     size_t n = (size_t)n_pos * (dim / 2);
     float *cs = df_xmalloc(n * sizeof *cs, "rope cos"), *sn = df_xmalloc(n * sizeof *sn, "rope sin");
     df_rope_tables(&c->rope, dim, n_pos, cs, sn);
@@ -110,17 +121,17 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
         if (taps[i] < 0 || taps[i] >= c->num_layers)
             return df_fail(err, "target decoder: tap layer %d outside 0..%d", taps[i], c->num_layers - 1);
     d->model = m;
-    d->fused = df_target_decode_can_fuse(m);
+    d->fused = can_fuse(m);
     d->n_taps = n_taps;
     df_target_decoder_set_graphs(d, 1);
     if (n_taps) memcpy(d->taps, taps, (size_t)n_taps * sizeof *taps);
     d->step_lens = df_xmalloc((size_t)(n_slots > 0 ? n_slots : 1) * sizeof *d->step_lens, "cache lengths");
     /* a hybrid's linear layers keep recurrent states instead of K/V rows */
     unsigned char cached[DF_MAX_LAYERS];
-    for (int l = 0; l < c->num_layers; l++) cached[l] = !c->is_hybrid || !c->layer_is_linear[l];
+    for (int l = 0; l < c->num_layers; l++) cached[l] = m->family->layer_kind(c, l) != DF_LAYER_GATED_DELTANET;
     if (df_kv_cache_init_layers(&d->cache, m->be, c->num_layers, cached, n_slots, slot_capacity,
                                 c->num_kv_heads * c->head_dim, err) ||
-        build_rope_tables(d, slot_capacity, err) || (c->is_hybrid && df_hybrid_state_init(&d->hybrid, m->be, c, n_slots, err))) {
+        build_rope_tables(d, slot_capacity, err) || (m->family->hybrid_layers && df_hybrid_state_init(&d->hybrid, m->be, c, n_slots, err))) {
         df_target_decoder_free(d);
         return -1;
     }
@@ -157,44 +168,33 @@ int32_t df_argmax_f32(const float *x, int n) {
 void df_target_decoder_reset_slot(DfTargetDecoder *d, int slot) {
     if (slot < 0 || slot >= d->cache.n_slots) return;
     d->cache.lens[slot] = 0;
-    if (d->model->cfg.is_hybrid) df_hybrid_state_reset(&d->hybrid, slot);
+    if (d->model->family->hybrid_layers) df_hybrid_state_reset(&d->hybrid, slot);
 }
 
 int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err) {
-    return d->model->cfg.is_hybrid ? df_hybrid_state_set_record_rows(&d->hybrid, rows, err) : 0;
+    return d->model->family->hybrid_layers ? df_hybrid_state_set_record_rows(&d->hybrid, rows, err) : 0;
 }
 
 int df_target_decoder_rollback(DfTargetDecoder *d, int slot, int len, DfError *err) {
     if (slot < 0 || slot >= d->cache.n_slots || len < 0 || len > d->cache.lens[slot])
         return df_fail(err, "target decoder: cannot roll slot %d back to %d tokens", slot, len);
-    if (d->model->cfg.is_hybrid &&
+    if (d->model->family->hybrid_layers &&
         df_hybrid_state_rollback(&d->hybrid, d->model->layers, slot, len, err))
         return -1;
     df_kv_cache_truncate(&d->cache, slot, len);
     return 0;
 }
 
-/* A Gated DeltaNet layer: projections for all new rows, then the
- * convolution and recurrence of every sequence from its slot's state (two
- * backend ops for the whole step), then the gated norm and out projection. */
-static void deltanet_layer(DfTargetDecoder *d, int layer, const DfTargetLayerActs *a, const DfKvBatch *kb) {
-    DfTargetModel *m = d->model;
-    const DfLinearAttnConfig *la = &m->cfg.linear;
-    DfHybridWorkspace *ws = &m->hws;
-    size_t t = (size_t)kb->n_rows, nv = (size_t)la->num_value_heads, vd = nv * la->value_head_dim;
-    size_t cd = (size_t)d->hybrid.conv_dim;
-    df_hybrid_deltanet_in(m, &m->layers[layer], a);
-    df_hybrid_state_layer(&d->hybrid, &m->layers[layer], layer, kb, df_buffer_view(ws->mixed, 0, t * cd),
-                          df_buffer_view(ws->beta, 0, t * nv), df_buffer_view(ws->decay, 0, t * nv),
-                          df_buffer_view(ws->conv, 0, t * cd), df_buffer_view(ws->core, 0, t * vd));
-    df_hybrid_deltanet_out(m, &m->layers[layer], a);
-}
+/* The layer steps against the slots' caches and states (target/target_layer.h),
+ * for the step's layout d->kb. */
 
 /* The new rows' keys and values into the layer's cache, then the new
  * queries attend to everything their slot holds (causal within the rows). */
-static void cached_attention(DfTargetDecoder *d, int layer, const DfTargetLayerActs *a, const DfKvBatch *kb) {
+static void cache_attend(void *self, int layer, const DfTargetLayerActs *a) {
+    DfTargetDecoder *d = self;
     DfBackend *be = d->model->be;
     const DfModelConfig *c = &d->model->cfg;
+    const DfKvBatch *kb = &d->kb;
     int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
     df_op_kv_cache_write(be, d->cache.k[layer], a->k, kb, nkv * hd);
     df_op_kv_cache_write(be, d->cache.v[layer], a->v, kb, nkv * hd);
@@ -202,39 +202,59 @@ static void cached_attention(DfTargetDecoder *d, int layer, const DfTargetLayerA
                        1.0f / sqrtf((float)hd), 1);
 }
 
-/* A hybrid target's layer: DeltaNet with the recurrent state, or gated attention with the KV cache. */
-static void hybrid_decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
-    DfTargetModel *m = d->model;
-    const DfTargetLayer *l = &m->layers[layer];
-    const DfModelConfig *c = &m->cfg;
-    DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
-    df_op_rmsnorm(m->be, a.h, a.x, l->input_norm, a.n_rows, c->hidden_size, (float)c->rms_norm_eps);
-    if (c->layer_is_linear[layer]) {
-        deltanet_layer(d, layer, &a, kb);
-    } else {
-        df_hybrid_attention_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
-        cached_attention(d, layer, &a, kb);
-        df_hybrid_attention_out(m, l, &a);
-    }
-    df_target_layer_mlp(m, l, &a);
+/* Fused weights: one op takes the q|k|v product through the q/k norms and
+ * rope, q into a->q, k and v straight into the cache; then attention. The
+ * same values as the split steps (attention_qkv in target_layer.c, then
+ * cache_attend) given the same product. */
+static void cache_attend_qkv(void *self, int layer, const DfTargetLayerActs *a) {
+    DfTargetDecoder *d = self;
+    const DfModelConfig *c = &d->model->cfg;
+    const DfTargetLayer *l = &d->model->layers[layer];
+    DfBackend *be = d->model->be;
+    int nh = c->num_heads, nkv = c->num_kv_heads, hd = c->head_dim;
+    DfQkvRopeCacheArgs args = {
+        .batch = &d->kb,
+        .qkv = a->qkv,
+        .q_norm = c->has_qk_norm ? l->q_norm : (DfBuffer){0},
+        .k_norm = c->has_qk_norm ? l->k_norm : (DfBuffer){0},
+        .eps = (float)c->rms_norm_eps,
+        .cos_table = d->rope_cos,
+        .sin_table = d->rope_sin,
+        .q_out = a->q,
+        .k_cache = d->cache.k[layer],
+        .v_cache = d->cache.v[layer],
+        .heads = nh,
+        .kv_heads = nkv,
+        .head_dim = hd,
+    };
+    df_op_qkv_rope_cache(be, &args);
+    df_op_kv_attention(be, a->attn, a->q, d->cache.k[layer], d->cache.v[layer], &d->kb, nh, nkv, hd,
+                       1.0f / sqrtf((float)hd), 1);
 }
 
-static void decoder_layer(DfTargetDecoder *d, int layer, const DfKvBatch *kb) {
+/* The convolution and recurrence of every sequence from its slot's state
+ * (two backend ops for the whole step). */
+static void state_recur(void *self, int layer, int n_rows) {
+    DfTargetDecoder *d = self;
     DfTargetModel *m = d->model;
-    const DfTargetLayer *l = &m->layers[layer];
-    const DfModelConfig *c = &m->cfg;
-    if (c->is_hybrid) {
-        hybrid_decoder_layer(d, layer, kb);
-        return;
-    }
-    if (d->fused) {
-        df_target_decode_fused_layer(d, layer, kb);
-        return;
-    }
-    DfTargetLayerActs a = df_target_layer_acts(c, kb->n_rows, d->x, d->h, d->q, d->k, d->v, d->attn, d->gate, d->up);
-    df_target_layer_qkv(m, l, &a, kb->positions, d->rope_cos, d->rope_sin);
-    cached_attention(d, layer, &a, kb);
-    df_target_layer_finish(m, l, &a);
+    const DfLinearAttnConfig *la = &m->cfg.linear;
+    DfHybridWorkspace *ws = &m->hws;
+    size_t t = (size_t)n_rows, nv = (size_t)la->num_value_heads, vd = nv * la->value_head_dim;
+    size_t cd = (size_t)d->hybrid.conv_dim;
+    df_hybrid_state_layer(&d->hybrid, &m->layers[layer], layer, &d->kb, df_buffer_view(ws->mixed, 0, t * cd),
+                          df_buffer_view(ws->beta, 0, t * nv), df_buffer_view(ws->decay, 0, t * nv),
+                          df_buffer_view(ws->conv, 0, t * cd), df_buffer_view(ws->core, 0, t * vd));
+}
+
+static void decoder_layer(DfTargetDecoder *d, int layer) {
+    DfTargetModel *m = d->model;
+    const DfTargetLayerBuffers bufs = {d->x,    d->h,  d->q,  d->k,   d->v,
+                                       d->attn, d->gate, d->up, d->qkv, d->gate_up};
+    DfTargetLayerActs a = df_target_layer_acts(&m->cfg, d->kb.n_rows, &bufs);
+    DfSequenceSteps steps = {.self = d, .positions = d->kb.positions, .rope_cos = d->rope_cos,
+                             .rope_sin = d->rope_sin, .attend = cache_attend, .attend_qkv = cache_attend_qkv,
+                             .recur = state_recur};
+    df_target_layer(m, layer, &a, &steps);
 }
 
 /* Final norm and lm head over the rows asked for. */
@@ -324,7 +344,7 @@ static void enqueue_step(void *ctx) {
     DfBuffer x = df_buffer_view(d->x, 0, (size_t)t * hid);
     df_op_embedding(be, x, m->embed, df_buffer_view(d->ids, 0, (size_t)t), t, hid);
     for (int l = 0; l < c->num_layers; l++) {
-        decoder_layer(d, l, &d->kb);
+        decoder_layer(d, l);
         for (int j = 0; j < d->n_taps && wants_features(r->step); j++)
             if (d->taps[j] == l)
                 df_op_copy2d(be, df_buffer_view(d->features, (size_t)j * hid, d->features.count - (size_t)j * hid),
@@ -369,7 +389,7 @@ static void step_key(const StepRun *r, DfDecodeGraphKey *key) {
     key->generation = d->ws_generation;
     const void *bufs[] = {d->logits.ptr, d->argmax.ptr, kb->pack.ptr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) key->bufs[i] = bufs[i];
-    if (d->model->cfg.is_hybrid) hybrid_step_key(d, key);
+    if (d->model->family->hybrid_layers) hybrid_step_key(d, key);
 }
 
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err) {
@@ -396,10 +416,10 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
         return df_context(err, "target decode");
     int logit_rows = step->logits_rows == DF_LOGITS_ALL ? t : step->logits_rows == DF_LOGITS_LAST ? n_seqs : 0;
     if (ensure_workspace(d, t, err) || (logit_rows && ensure_logits(d, logit_rows, err)) ||
-        (c->is_hybrid && df_hybrid_workspace_ensure(m, t, err)) ||
+        (m->family->hybrid_layers && df_hybrid_workspace_ensure(m, t, err)) ||
         be->ops->upload_i32(be, df_buffer_view(d->ids, 0, (size_t)t), step->ids, err))
         return -1;
-    if (c->is_hybrid && df_hybrid_state_begin_step(&d->hybrid, kb, err)) return -1;
+    if (m->family->hybrid_layers && df_hybrid_state_begin_step(&d->hybrid, kb, err)) return -1;
     StepRun run = {d, step, t, logit_rows};
     DfDecodeGraphKey key;
     step_key(&run, &key);

@@ -38,7 +38,7 @@ typedef struct DfTargetDecoder {
     int ws_rows; /* rows the workspace holds */
     unsigned long ws_generation; /* incremented whenever the workspace is reallocated */
     DfBuffer ids, x, h, q, k, v, attn, gate, up, last, logits, features;
-    /* fused: every layer dense with fused weights (target/target_decode_layer.h); then the
+    /* fused: every layer dense with fused weights (target/target_layer.h: DfTargetLayerActs); then the
      * workspace has qkv [rows, (heads + 2*kv_heads) * head_dim] and gate_up [rows, 2*inter]
      * (gate holds swiglu's output) and no k, v, up. */
     int fused;

@@ -1,52 +1,20 @@
 /* The target forward over a packed batch, written once over the backend op
- * table. One decoder layer (Qwen3 / Llama):
- *   h = input_norm(x); q,k,v = h Wq^T, h Wk^T, h Wv^T
- *   q, k = q_norm/k_norm per head (Qwen3); q, k = rope(q), rope(k)
- *   x += attention(q, k, v) Wo^T
- *   h = post_norm(x); x += (silu(h Wg^T) * h Wu^T) Wd^T
- * The residual adds are folded into the output projections (accumulate).
- * A hybrid target's layers are target/hybrid_layer.c. */
+ * table: the embedding, each decoder layer by the layer builder
+ * (target/target_layer.h) with attention and the Gated DeltaNet's
+ * recurrence over the whole batch, the taps, and the head. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "target/hybrid_layer.h"
 #include "target/rope.h"
 #include "target/target.h"
+#include "target/target_family.h"
 #include "target/target_layer.h"
 #include "target/target_memory.h"
+#include "target/target_workspace.h"
 
-/* The workspace's buffers in the order of its fields: the order of
- * df_target_workspace_specs (target/target_memory.h). */
-static void workspace_buffers(DfTargetWorkspace *ws, DfBuffer *out[DF_TARGET_WS_BUFFERS]) {
-    DfBuffer *bufs[DF_TARGET_WS_BUFFERS] = {&ws->ids, &ws->x,    &ws->h,    &ws->q, &ws->k,
-                                           &ws->v,   &ws->attn, &ws->gate, &ws->up};
-    for (int i = 0; i < DF_TARGET_WS_BUFFERS; i++) out[i] = bufs[i];
-}
 
-void df_target_workspace_free(DfBackend *be, DfTargetWorkspace *ws) {
-    DfBuffer *bufs[DF_TARGET_WS_BUFFERS];
-    workspace_buffers(ws, bufs);
-    for (int i = 0; i < DF_TARGET_WS_BUFFERS; i++) df_buffer_free(be, bufs[i]);
-    ws->capacity = 0;
-}
 
-static int ensure_workspace(DfTargetModel *m, int n_tokens, DfError *err) {
-    DfTargetWorkspace *ws = &m->ws;
-    if (ws->capacity >= n_tokens) return m->cfg.is_hybrid ? df_hybrid_workspace_ensure(m, n_tokens, err) : 0;
-    df_target_workspace_free(m->be, ws);
-    DfBuffer *bufs[DF_TARGET_WS_BUFFERS];
-    DfBufSpec want[DF_TARGET_WS_BUFFERS];
-    workspace_buffers(ws, bufs);
-    df_target_workspace_specs(&m->cfg, n_tokens, want);
-    for (int i = 0; i < DF_TARGET_WS_BUFFERS; i++)
-        if (df_buffer_alloc(m->be, bufs[i], want[i].kind, want[i].count, err)) {
-            df_target_workspace_free(m->be, ws);
-            return df_context(err, "target workspace for %d tokens", n_tokens);
-        }
-    ws->capacity = n_tokens;
-    return m->cfg.is_hybrid ? df_hybrid_workspace_ensure(m, n_tokens, err) : 0;
-}
 
 /* cos/sin tables covering positions 0..max_len-1, rebuilt (doubling: see
  * df_target_rope_positions) when a longer sequence comes. */
@@ -70,17 +38,47 @@ static int ensure_rope_tables(DfTargetModel *m, int max_len, DfError *err) {
     return 0;
 }
 
-static void decoder_layer(DfTargetModel *m, const DfTargetLayer *l, const DfPackedBatch *batch) {
-    const DfModelConfig *c = &m->cfg;
-    DfTargetWorkspace *ws = &m->ws;
-    DfTargetLayerActs a = df_target_layer_acts(c, batch->n_tokens, ws->x, ws->h, ws->q, ws->k, ws->v, ws->attn,
-                                               ws->gate, ws->up);
-    df_target_layer_qkv(m, l, &a, batch->positions, m->rope_cos, m->rope_sin);
+/* The layer steps over the whole packed batch (target/target_layer.h). */
+typedef struct PackedSteps {
+    DfTargetModel *m;
+    const DfPackedBatch *batch;
+} PackedSteps;
+
+static void packed_attend(void *self, int layer, const DfTargetLayerActs *a) {
+    const PackedSteps *p = self;
+    const DfModelConfig *c = &p->m->cfg;
     DfBuffer no_lse = {0};
     no_lse.kind = DF_BUF_F32;
-    df_op_attention(m->be, a.attn, no_lse, a.q, a.k, a.v, batch, c->num_heads, c->num_kv_heads, c->head_dim,
+    (void)layer;
+    df_op_attention(p->m->be, a->attn, no_lse, a->q, a->k, a->v, p->batch, c->num_heads, c->num_kv_heads, c->head_dim,
                     1.0f / sqrtf((float)c->head_dim));
-    df_target_layer_finish(m, l, &a);
+}
+
+/* The convolution and the delta rule over each sequence from a zero state. */
+static void packed_recur(void *self, int layer, int t) {
+    const PackedSteps *p = self;
+    DfTargetModel *m = p->m;
+    const DfTargetLayer *l = &m->layers[layer];
+    const DfLinearAttnConfig *la = &m->cfg.linear;
+    DfHybridWorkspace *ws = &m->hws;
+    int nv = la->num_value_heads, value_dim = nv * la->value_head_dim;
+    int conv_dim = 2 * la->num_key_heads * la->key_head_dim + value_dim;
+    DfBuffer mixed = df_buffer_view(ws->mixed, 0, (size_t)t * conv_dim), conv = df_buffer_view(ws->conv, 0, (size_t)t * conv_dim);
+    DfBuffer beta = df_buffer_view(ws->beta, 0, (size_t)t * nv), decay = df_buffer_view(ws->decay, 0, (size_t)t * nv);
+    const DfDeltaRuleShape shape = {la->num_key_heads, nv, la->key_head_dim, la->value_head_dim};
+    df_op_causal_conv_silu(m->be, conv, mixed, l->conv1d, p->batch, conv_dim, la->conv_kernel);
+    df_op_gated_delta_rule(m->be, df_buffer_view(ws->core, 0, (size_t)t * value_dim), conv, beta, decay, l->a_log,
+                           l->dt_bias, p->batch, &shape);
+}
+
+static void decoder_layer(DfTargetModel *m, int layer, const DfPackedBatch *batch) {
+    DfTargetWorkspace *ws = &m->ws;
+    const DfTargetLayerBuffers bufs = {ws->x, ws->h, ws->q, ws->k, ws->v, ws->attn, ws->gate, ws->up};
+    DfTargetLayerActs a = df_target_layer_acts(&m->cfg, batch->n_tokens, &bufs);
+    PackedSteps p = {m, batch};
+    DfSequenceSteps steps = {.self = &p, .positions = batch->positions, .rope_cos = m->rope_cos,
+                             .rope_sin = m->rope_sin, .attend = packed_attend, .recur = packed_recur};
+    df_target_layer(m, layer, &a, &steps);
 }
 
 static int check_taps(const DfTargetModel *m, const int *taps, int n_taps, DfError *err) {
@@ -107,15 +105,12 @@ int df_target_forward_batch(DfTargetModel *m, const DfPackedBatch *batch, DfBuff
         return df_fail(err, "logits buffer holds %zu values, need %zu", logits.count, (size_t)t * c->vocab_size);
     int n_run = df_target_layers_needed(c, tap_layer_ids, n_taps, want_logits);
     if (n_run == 0) return df_fail(err, "target forward with neither taps nor logits");
-    if (ensure_workspace(m, t, err) || ensure_rope_tables(m, batch->max_seq_len, err)) return -1;
+    if (df_target_workspace_ensure(m, t, err) || ensure_rope_tables(m, batch->max_seq_len, err)) return -1;
 
     DfBuffer x = df_buffer_view(m->ws.x, 0, (size_t)t * hid);
     df_op_embedding(be, x, m->embed, ids, t, hid);
     for (int l = 0; l < n_run; l++) {
-        if (c->is_hybrid)
-            df_hybrid_layer(m, l, batch, m->rope_cos, m->rope_sin);
-        else
-            decoder_layer(m, &m->layers[l], batch);
+        decoder_layer(m, l, batch);
         for (int j = 0; j < n_taps && features.ptr; j++)
             if (tap_layer_ids[j] == l)
                 df_op_copy2d(be, df_buffer_view(features, (size_t)j * hid, features.count - (size_t)j * hid),
@@ -143,7 +138,7 @@ int df_target_forward(DfTargetModel *m, const int32_t *ids, const int32_t *seq_s
             df_fail(err, "token id %d at position %d is outside the vocabulary [0, %d)", (int)ids[i], i, c->vocab_size);
             goto done;
         }
-    if (ensure_workspace(m, t, err) || be->ops->upload_i32(be, df_buffer_view(m->ws.ids, 0, (size_t)t), ids, err))
+    if (df_target_workspace_ensure(m, t, err) || be->ops->upload_i32(be, df_buffer_view(m->ws.ids, 0, (size_t)t), ids, err))
         goto done;
     if (features_out && n_taps > 0 &&
         df_buffer_alloc(be, &features, DF_BUF_ACT, (size_t)t * n_taps * c->hidden_size, err))
@@ -165,8 +160,9 @@ done:
 /* Weights of one layer's token mixer (attention or Gated DeltaNet): 2 flops each per token. */
 static double mixer_params(const DfModelConfig *c, int layer) {
     double h = c->hidden_size, q = (double)c->num_heads * c->head_dim, kv = (double)c->num_kv_heads * c->head_dim;
-    if (!c->is_hybrid) return 2 * h * q + 2 * h * kv; /* q,o + k,v */
-    if (!c->layer_is_linear[layer]) return 3 * h * q + 2 * h * kv; /* gated q (2q), o + k,v */
+    DfTargetLayerKind kind = df_target_layer_kind(c, layer);
+    if (kind == DF_LAYER_ATTENTION) return 2 * h * q + 2 * h * kv;       /* q,o + k,v */
+    if (kind == DF_LAYER_GATED_ATTENTION) return 3 * h * q + 2 * h * kv; /* gated q (2q), o + k,v */
     const DfLinearAttnConfig *la = &c->linear;
     double key = (double)la->num_key_heads * la->key_head_dim, value = (double)la->num_value_heads * la->value_head_dim;
     return h * (2 * key + value) + 2 * h * value + 2 * h * la->num_value_heads; /* qkv + z, out + b, a */
@@ -176,7 +172,7 @@ static double mixer_params(const DfModelConfig *c, int layer) {
  * 2*S*q per token (causal average), or the delta rule's three state
  * mat-vecs (S^T k, k delta^T, S^T q): 6 * key_dim * value_dim per value head. */
 static double mixer_token_flops(const DfModelConfig *c, int layer, double s) {
-    if (c->is_hybrid && c->layer_is_linear[layer]) {
+    if (df_target_layer_kind(c, layer) == DF_LAYER_GATED_DELTANET) {
         const DfLinearAttnConfig *la = &c->linear;
         return 6.0 * la->num_value_heads * la->key_head_dim * la->value_head_dim;
     }

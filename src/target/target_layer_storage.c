@@ -2,7 +2,7 @@
  * projections live in two fused owners (one product each for the decoder),
  * with the separate projections as views into them; freeing knows which
  * buffers own memory. */
-#include "target/target_internal.h"
+#include "target/target_layer_storage.h"
 
 #include <string.h>
 

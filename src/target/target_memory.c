@@ -1,6 +1,8 @@
 /* The target's memory in bytes from its config (see target_memory.h). */
 #include "target/target_memory.h"
 
+#include "target/target_family.h"
+
 size_t df_target_conv_channels(const DfLinearAttnConfig *la) {
     return 2 * (size_t)la->num_key_heads * la->key_head_dim + (size_t)la->num_value_heads * la->value_head_dim;
 }
@@ -19,7 +21,7 @@ static size_t sum_specs(const DfBufSpec *s, size_t n, size_t act_elem) {
 
 /* --- weights --------------------------------------------------------------- */
 
-/* A dense layer (target_load.c load_layer, target_layer_storage.c). */
+/* A dense layer (dense_load.c, target_layer_storage.c). */
 static size_t dense_layer_bytes(const DfModelConfig *c, size_t act_elem) {
     size_t h = (size_t)c->hidden_size, hd = (size_t)c->head_dim, inter = (size_t)c->intermediate_size;
     size_t q = (size_t)c->num_heads * hd, kv = (size_t)c->num_kv_heads * hd;
@@ -84,9 +86,12 @@ static size_t hybrid_common_bytes(const DfModelConfig *c, size_t act_elem) {
 }
 
 size_t df_target_layer_weight_bytes(const DfModelConfig *c, int layer, size_t act_elem) {
-    if (!c->is_hybrid) return dense_layer_bytes(c, act_elem);
-    return hybrid_common_bytes(c, act_elem) +
-           (c->layer_is_linear[layer] ? gated_deltanet_bytes(c, act_elem) : gated_attention_bytes(c, act_elem));
+    switch (df_target_layer_kind(c, layer)) {
+    case DF_LAYER_ATTENTION: return dense_layer_bytes(c, act_elem);
+    case DF_LAYER_GATED_ATTENTION: return hybrid_common_bytes(c, act_elem) + gated_attention_bytes(c, act_elem);
+    case DF_LAYER_GATED_DELTANET: return hybrid_common_bytes(c, act_elem) + gated_deltanet_bytes(c, act_elem);
+    }
+    return 0;
 }
 
 size_t df_target_weight_bytes(const DfModelConfig *c, int n_layers, int with_head, size_t act_elem) {
@@ -139,26 +144,26 @@ size_t df_target_workspace_bytes(const DfModelConfig *c, int n_tokens, size_t ac
     DfBufSpec ws[DF_TARGET_WS_BUFFERS], hws[DF_HYBRID_WS_BUFFERS];
     df_target_workspace_specs(c, n_tokens, ws);
     size_t total = SUM_SPECS(ws, act_elem);
-    if (!c->is_hybrid) return total;
+    if (!df_target_family(c)->hybrid_layers) return total;
     df_hybrid_workspace_specs(c, n_tokens, hws);
     return total + SUM_SPECS(hws, act_elem);
 }
 
 int df_target_kv_layers(const DfModelConfig *c) {
     int n = 0;
-    for (int l = 0; l < c->num_layers; l++) n += !c->is_hybrid || !c->layer_is_linear[l];
+    for (int l = 0; l < c->num_layers; l++) n += df_target_layer_kind(c, l) != DF_LAYER_GATED_DELTANET;
     return n;
 }
 
 size_t df_target_recurrent_floats(const DfModelConfig *c) {
-    if (!c->is_hybrid) return 0;
+    if (!df_target_family(c)->hybrid_layers) return 0;
     const DfLinearAttnConfig *la = &c->linear;
     size_t window = (size_t)(la->conv_kernel - 1) * df_target_conv_channels(la);
     return window + (size_t)la->num_value_heads * la->key_head_dim * la->value_head_dim;
 }
 
 int df_target_rope_dim(const DfModelConfig *c) {
-    return c->is_hybrid ? c->rotary_dim : c->head_dim;
+    return df_target_family(c)->partial_rotary ? c->rotary_dim : c->head_dim;
 }
 
 int df_target_rope_positions(int have, int max_len) {
@@ -166,6 +171,30 @@ int df_target_rope_positions(int have, int max_len) {
     int n_pos = have ? have : 256;
     while (n_pos < max_len) n_pos *= 2;
     return n_pos;
+}
+
+size_t df_target_recurrent_state_bytes(const DfModelConfig *t, int64_t record_rows, size_t act_elem) {
+    if (!df_target_family(t)->hybrid_layers) return 0;
+    const DfLinearAttnConfig *la = &t->linear;
+    size_t record = (size_t)record_rows * (2 * df_target_conv_channels(la) + 2 * (size_t)la->num_value_heads);
+    size_t per_layer = 2 * df_target_recurrent_floats(t) * sizeof(float) + record * act_elem;
+    size_t n_linear = (size_t)(t->num_layers - df_target_kv_layers(t));
+    return n_linear * per_layer;
+}
+
+size_t df_target_decoder_workspace_bytes(const DfModelConfig *t, int n_taps, size_t rows, size_t act_elem) {
+    int hybrid = df_target_family(t)->hybrid_layers;
+    size_t H = (size_t)t->hidden_size, q = (size_t)t->num_heads * t->head_dim;
+    size_t kv = (size_t)t->num_kv_heads * t->head_dim, inter = (size_t)t->intermediate_size;
+    size_t per_row = 3 * H + 2 * q + inter + (size_t)n_taps * H; /* x, h, last; q, attn; gate; features */
+    per_row += hybrid ? 2 * kv + inter : q + 2 * kv + 2 * inter;
+    size_t bytes = rows * sizeof(int32_t) + rows * per_row * act_elem;
+    if (hybrid) {
+        DfBufSpec specs[DF_HYBRID_WS_BUFFERS];
+        df_hybrid_workspace_specs(t, (int)rows, specs);
+        for (int i = 0; i < DF_HYBRID_WS_BUFFERS; i++) bytes += df_buf_spec_bytes(specs[i], act_elem);
+    }
+    return bytes;
 }
 
 size_t df_target_rope_table_bytes(const DfModelConfig *c, int max_len) {

@@ -17,6 +17,7 @@
 #define DF_TARGET_TARGET_MEMORY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/backend.h"
 #include "target/model_config.h"
@@ -80,6 +81,18 @@ int df_target_kv_layers(const DfModelConfig *cfg);
  * rule's state [value_heads, key_dim, value_dim] (target/hybrid_state.h);
  * 0 for a dense target. */
 size_t df_target_recurrent_floats(const DfModelConfig *cfg);
+
+/* A hybrid target's Gated DeltaNet layers per decoder slot: the
+ * convolution window and the delta rule's state (F32), each kept twice
+ * (the rollback's snapshot), and the recorded step's inputs of record_rows
+ * rows (ACT) (target/hybrid_state.h); 0 for a dense target. */
+size_t df_target_recurrent_state_bytes(const DfModelConfig *cfg, int64_t record_rows, size_t act_elem);
+
+/* The target decoder's workspace for `rows` rows and n_taps taps
+ * (target_decode.c): a dense target's layers run fused (qkv and gate_up in
+ * place of k, v and up), a hybrid's split, with the hybrid layers' own
+ * activations (DfHybridWorkspace). */
+size_t df_target_decoder_workspace_bytes(const DfModelConfig *cfg, int n_taps, size_t rows, size_t act_elem);
 
 /* Values of a head that RoPE turns: head_dim, or a hybrid target's rotary_dim. */
 int df_target_rope_dim(const DfModelConfig *cfg);

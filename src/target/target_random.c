@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "base/rng.h"
-#include "target/target_internal.h"
+#include "target/target_family.h"
+#include "target/target_layer_storage.h"
 
 #define HOST_BLOCK ((size_t)1 << 24) /* values generated and uploaded at a time */
 #define GEN_CHUNK ((size_t)1 << 16)  /* values per generator */
@@ -107,7 +108,7 @@ static int fill_hybrid_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, 
         fill_matrix(be, f, &l->gate_proj, inter, h, err) || fill_matrix(be, f, &l->up_proj, inter, h, err) ||
         fill_matrix(be, f, &l->down_proj, h, inter, err))
         return -1;
-    if (c->layer_is_linear[layer]) return fill_gated_deltanet(m, f, l, err);
+    if (m->family->layer_kind(c, layer) == DF_LAYER_GATED_DELTANET) return fill_gated_deltanet(m, f, l, err);
     return fill_matrix(be, f, &l->q_proj, 2 * q, h, err) || fill_matrix(be, f, &l->k_proj, kv, h, err) ||
                    fill_matrix(be, f, &l->v_proj, kv, h, err) || fill_matrix(be, f, &l->o_proj, h, q, err) ||
                    fill_norm_f32(be, f, &l->q_norm, c->head_dim, err) ||
@@ -142,15 +143,20 @@ static int fill_layer(DfTargetModel *m, RandomFill *f, DfTargetLayer *l, DfError
  * layout's drafter rank builds none, yet must have the head of a rank that
  * built them: tests/test_target_memory.c checks it). */
 static uint32_t layer_tensors(const DfModelConfig *c, int layer) {
-    if (!c->is_hybrid) return c->has_qk_norm ? 11 : 9;
-    return c->layer_is_linear[layer] ? 14 : 11;
+    switch (df_target_layer_kind(c, layer)) {
+    case DF_LAYER_ATTENTION: return c->has_qk_norm ? 11 : 9;
+    case DF_LAYER_GATED_ATTENTION: return 11;
+    case DF_LAYER_GATED_DELTANET: return 14;
+    }
+    return 0;
 }
 
 static int fill_model(DfTargetModel *m, RandomFill *f, int with_head, DfError *err) {
     const DfModelConfig *c = &m->cfg;
     if (fill_tensor(m->be, f, &m->embed, (size_t)c->vocab_size * c->hidden_size, 0.0f, 1.0f, err)) return -1;
     for (int i = 0; i < m->n_layers_loaded; i++)
-        if ((c->is_hybrid ? fill_hybrid_layer(m, f, &m->layers[i], i, err) : fill_layer(m, f, &m->layers[i], err)))
+        if ((m->family->layer_kind(c, i) == DF_LAYER_ATTENTION ? fill_layer(m, f, &m->layers[i], err)
+                                                               : fill_hybrid_layer(m, f, &m->layers[i], i, err)))
             return df_context(err, "layer %d", i);
     for (int i = m->n_layers_loaded; i < c->num_layers; i++) f->tensor += layer_tensors(c, i);
     if (!with_head) return 0;
@@ -177,6 +183,7 @@ int df_target_init_random_layers(DfTargetModel *m, DfBackend *be, const DfModelC
     if (n_layers < 0 || n_layers > cfg->num_layers)
         return df_fail(err, "random target: asked for %d layers, the model has %d", n_layers, cfg->num_layers);
     m->cfg = *cfg;
+    m->family = df_target_family(cfg);
     m->be = be;
     m->n_layers_loaded = n_layers;
     m->layers = df_xcalloc((size_t)n_layers, sizeof *m->layers, "target layers");

@@ -1,7 +1,10 @@
 /* The tensor set of a target checkpoint (target/target_tensor_set.h). Names
  * are those of transformers' Qwen3, Llama and Qwen3.5 checkpoints, the same
- * the loaders (target_load.c, hybrid_load.c) read. */
+ * the loaders (dense_load.c, hybrid_load.c) read. */
 #include "target/target_tensor_set.h"
+
+#include "target/target_family.h"
+#include "target/target_weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,21 +35,18 @@ typedef struct NameList {
     size_t n;
 } NameList;
 
-/* The suffixes of layer `layer`'s tensors: lists[0..*n_lists-1]. */
+/* The suffixes of layer `layer`'s tensors, by its kind: lists[0..*n_lists-1]. */
 static void layer_lists(const DfModelConfig *c, int layer, NameList lists[2], int *n_lists) {
-    if (!c->is_hybrid) {
+    DfTargetLayerKind kind = df_target_layer_kind(c, layer);
+    if (kind == DF_LAYER_ATTENTION) {
         lists[0] = (NameList){DENSE, c->has_qk_norm ? COUNT(DENSE) : COUNT(DENSE) - 2};
         *n_lists = 1;
         return;
     }
     lists[0] = (NameList){HYBRID_COMMON, COUNT(HYBRID_COMMON)};
-    lists[1] = c->layer_is_linear[layer] ? (NameList){HYBRID_LINEAR, COUNT(HYBRID_LINEAR)}
-                                         : (NameList){HYBRID_ATTENTION, COUNT(HYBRID_ATTENTION)};
+    lists[1] = kind == DF_LAYER_GATED_DELTANET ? (NameList){HYBRID_LINEAR, COUNT(HYBRID_LINEAR)}
+                                               : (NameList){HYBRID_ATTENTION, COUNT(HYBRID_ATTENTION)};
     *n_lists = 2;
-}
-
-static const char *prefix_of(const DfModelConfig *c) {
-    return c->weight_prefix[0] ? c->weight_prefix : "model.";
 }
 
 static int require(const DfSafetensors *st, const char *name, DfError *err) {
@@ -57,7 +57,7 @@ static int require(const DfSafetensors *st, const char *name, DfError *err) {
 
 static int check_present(const DfModelConfig *c, const DfSafetensors *st, DfError *err) {
     char name[512];
-    const char *p = prefix_of(c);
+    const char *p = df_target_weight_prefix(c);
     for (int i = 0; i < c->num_layers; i++) {
         NameList lists[2];
         int n_lists;
@@ -105,7 +105,7 @@ static int is_layer_tensor(const DfModelConfig *c, const char *rest) {
  * ties it to anyway. */
 static int is_tied_copy(const DfModelConfig *c, const DfSafetensors *st, const DfTensorInfo *t) {
     char name[512];
-    snprintf(name, sizeof name, "%sembed_tokens.weight", prefix_of(c));
+    snprintf(name, sizeof name, "%sembed_tokens.weight", df_target_weight_prefix(c));
     const DfTensorInfo *e = df_safetensors_find(st, name);
     return e && e->dtype == t->dtype && e->nbytes == t->nbytes && e->ndim == t->ndim &&
            memcmp(e->shape, t->shape, (size_t)t->ndim * sizeof *t->shape) == 0 &&
@@ -113,10 +113,11 @@ static int is_tied_copy(const DfModelConfig *c, const DfSafetensors *st, const D
 }
 
 static int is_known(const DfModelConfig *c, const DfSafetensors *st, const DfTensorInfo *t) {
-    const char *name = t->name, *p = prefix_of(c);
+    const char *name = t->name, *p = df_target_weight_prefix(c);
     if (ends_with(name, "rotary_emb.inv_freq")) return 1;
     if (strcmp(p, "model.language_model.") == 0 && starts_with(name, "model.visual.")) return 1;
-    if (c->is_hybrid && starts_with(name, "mtp.")) return 1;
+    const char *extra = df_target_family(c)->extra_tensor_prefix;
+    if (extra && starts_with(name, extra)) return 1;
     if (strcmp(name, "lm_head.weight") == 0) return !c->tie_word_embeddings || is_tied_copy(c, st, t);
     if (!starts_with(name, p)) return 0;
     const char *rest = name + strlen(p);

@@ -1,6 +1,8 @@
-/* Shared by the target's loaders (target_load.c, hybrid_load.c). */
-#ifndef DF_TARGET_TARGET_INTERNAL_H
-#define DF_TARGET_TARGET_INTERNAL_H
+/* Reading a checkpoint's tensors into a target's buffers, shared by the
+ * layer loaders of every family (dense_load.c, hybrid_load.c) and the
+ * model's own tensors (target_load.c). */
+#ifndef DF_TARGET_TARGET_WEIGHTS_H
+#define DF_TARGET_TARGET_WEIGHTS_H
 
 #include "formats/safetensors.h"
 #include "target/target.h"
@@ -16,13 +18,11 @@ int df_target_load_weight(DfTargetModel *m, const DfSafetensors *st, const char 
 int df_target_load_weight_into(const DfTargetModel *m, const DfSafetensors *st, const char *name, int ndim,
                                const int64_t *shape, DfBuffer dst, DfError *err);
 
-/* A dense layer's fused owners qkv_proj and gate_up_proj (target/target.h),
- * with q_proj, k_proj, v_proj, gate_proj, up_proj set to views into them. */
-int df_target_layer_alloc_fused(DfTargetModel *m, DfTargetLayer *l, DfError *err);
-
-/* Frees a layer's buffers: the fused owners (their views are cleared, never
- * freed) and every buffer that owns its memory. */
-void df_target_layer_free(DfBackend *be, DfTargetLayer *l);
+/* The tensor is in the file with the shape config.json implies, else an
+ * error naming the tensor and both shapes: checked before anything is
+ * allocated for it. */
+int df_target_check_weight_shape(const DfSafetensors *st, const char *name, int ndim, const int64_t *shape,
+                                 DfError *err);
 
 /* "model." or "model.language_model." (cfg->weight_prefix; "model." when unset). */
 const char *df_target_weight_prefix(const DfModelConfig *c);
