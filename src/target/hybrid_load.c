@@ -76,6 +76,6 @@ int df_hybrid_load_layer(DfTargetModel *m, const DfSafetensors *st, int i, DfErr
         {"mlp.down_proj.weight", &l->down_proj, 2, {h, inter}, DF_BUF_ACT, 0},
     };
     if (load_specs(m, st, i, common, sizeof common / sizeof common[0], err)) return -1;
-    return df_target_layer_kind(c, i) == DF_LAYER_GATED_DELTANET ? load_gated_deltanet(m, st, i, err)
-                                                                 : load_gated_attention(m, st, i, err);
+    /* the hybrid family's layer kinds (target_family.c) */
+    return c->layer_is_linear[i] ? load_gated_deltanet(m, st, i, err) : load_gated_attention(m, st, i, err);
 }

@@ -17,8 +17,7 @@ typedef struct DfTargetLayer {
     /* A dense layer's fused projections, which OWN the memory of the views above: qkv_proj
      * [(heads + 2 * kv_heads) * head_dim, H] holds q_proj, k_proj, v_proj as consecutive row ranges;
      * gate_up_proj [2 * intermediate, H] holds gate_proj then up_proj. One product each serves the
-     * decoder (target/target_decode_layer.c); qkv_proj's serves the prefill too, where it can
-     * (target/target_layer.c). Empty in a hybrid layer, whose q/k/v/gate/up own
+     * decoder; qkv_proj's serves the prefill too, where it can (target/target_layer.c). Empty in a hybrid layer, whose q/k/v/gate/up own
      * themselves; df_target_free frees an owner, never its views. */
     DfBuffer qkv_proj, gate_up_proj;
     /* A hybrid target's linear_attention (Gated DeltaNet) layers instead of q/k/v/o and q/k norms:

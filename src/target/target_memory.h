@@ -7,11 +7,10 @@
  * the CPU backend too (df_cpu_bytes_in_use, backend/cpu/cpu_memory.h); the
  * CPU's rounding of each allocation to 64 bytes is not included.
  *
- * The forward's workspace is sized here and nowhere else: ensure_workspace
- * (target_forward.c) and df_hybrid_workspace_ensure (hybrid_layer.c)
- * allocate the buffers these specs describe, and the rope tables take their
+ * The forward's workspace is sized here and nowhere else: target_workspace.c
+ * allocates the buffers these specs describe, and the rope tables take their
  * row count from df_target_rope_positions. The weights' shapes are the
- * loaders' (target_load.c, hybrid_load.c, target_random.c), checked against
+ * loaders' (dense_load.c, hybrid_load.c, target_random.c), checked against
  * them by tests/test_target_memory.c. */
 #ifndef DF_TARGET_TARGET_MEMORY_H
 #define DF_TARGET_TARGET_MEMORY_H
