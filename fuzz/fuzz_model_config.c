@@ -1,8 +1,8 @@
-/* libFuzzer target: src/formats/model_config.c on one config.json. A config
+/* libFuzzer target: src/target/model_config.c on one config.json. A config
  * that loads must be usable: the tap defaults are computed for it. */
 #include "fuzz_file.h"
 
-#include "formats/model_config.h"
+#include "target/model_config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzFile f;

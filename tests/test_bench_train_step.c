@@ -16,7 +16,7 @@
 
 #include "backend/backend.h"
 #include "cli/bench_train_step.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 
 /* The CPU backend with one knob; be first, so that a DfBackend * is a Knobbed *. */
 typedef struct Knobbed {

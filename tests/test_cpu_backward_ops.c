@@ -9,7 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_fast_exp.h"
-#include "model/rope.h"
+#include "target/rope.h"
 
 typedef DfTestBackendFixture Fixture;
 

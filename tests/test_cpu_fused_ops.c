@@ -18,8 +18,8 @@
 #include "test_util.h"
 
 #include "base/rng.h"
-#include "model/target.h"
-#include "model/target_random.h"
+#include "target/target.h"
+#include "target/target_random.h"
 
 /* Float sums in another order (the norm) differ in the last bits at most. */
 #define CPU_TOL 1e-5

@@ -8,7 +8,7 @@
 #include "test_util.h"
 
 #include "backend/backend.h"
-#include "model/rope.h"
+#include "target/rope.h"
 
 #define TOL 1e-5
 

@@ -1,4 +1,4 @@
-/* Recorded decode steps on CUDA (infer/decode_graphs.h, cuda_graph.cu)
+/* Recorded decode steps on CUDA (target/decode_graphs.h, cuda_graph.cu)
  * against the same steps op by op: coder-tiny in bf16, three sequences of
  * different lengths decoded greedily with recording on and off, their
  * visible-key bound crossing a DF_KV_VISIBLE_BUCKET boundary (a new
@@ -20,9 +20,9 @@
 #include "backend/backend.h"
 #include "infer/drafter_infer.h"
 #include "infer/speculative.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 #include "model/drafter_config.h"
-#include "model/target.h"
+#include "target/target.h"
 
 #define N_SEQS 3
 #define STEPS 40

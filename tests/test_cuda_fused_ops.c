@@ -16,7 +16,7 @@
 
 #include "test_util.h"
 
-#include "model/target.h"
+#include "target/target.h"
 
 /* One fused product for q/k/v (another N) may take another cuBLASLt
  * algorithm and round differently in the last bit: bounded as the other

@@ -17,7 +17,7 @@
 #include "backend/backend.h"
 #include "infer/generate.h"
 #include "model/drafter_io.h"
-#include "model/target.h"
+#include "target/target.h"
 #include "text/tokenizer.h"
 
 #define MAX_FIXTURES 16

@@ -32,15 +32,15 @@
 
 #include "base/test_seam.h"
 #include "backend/backend.h"
-#include "infer/decode_graphs.h"
+#include "target/decode_graphs.h"
 #include "infer/drafter_infer.h"
 #include "infer/generate.h"
 #include "infer/speculative.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 #include "model/drafter_config.h"
 #include "model/drafter_io.h"
 #include "model/drafter_layout.h"
-#include "model/target.h"
+#include "target/target.h"
 
 #define OP_TOL 1e-2
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"

@@ -19,8 +19,8 @@
 #include "backend/backend.h"
 #include "base/numeric.h"
 #include "formats/safetensors.h"
-#include "model/target.h"
-#include "model/target_random.h"
+#include "target/target.h"
+#include "target/target_random.h"
 
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"
 #define FIXTURE "tests/fixtures/hybrid/qwen35-random.safetensors"

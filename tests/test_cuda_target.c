@@ -14,8 +14,8 @@
 #include "backend/backend.h"
 #include "backend/select.h"
 #include "formats/safetensors.h"
-#include "model/target.h"
-#include "model/target_random.h"
+#include "target/target.h"
+#include "target/target_random.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif

@@ -1,4 +1,4 @@
-/* The recorded-step cache of the target decoder (infer/decode_graphs.h)
+/* The recorded-step cache of the target decoder (target/decode_graphs.h)
  * over a fake backend that counts what it is asked to do: a key's first step
  * runs op by op, its second is recorded then replayed, later ones are
  * replayed; a stale recording is made again; a backend that declines
@@ -10,7 +10,7 @@
 
 #include "test_util.h"
 
-#include "infer/decode_graphs.h"
+#include "target/decode_graphs.h"
 
 typedef struct Fake {
     int recording;

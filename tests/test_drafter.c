@@ -22,7 +22,7 @@
 #include "formats/safetensors.h"
 #include "model/drafter.h"
 #include "model/drafter_split.h"
-#include "model/target.h"
+#include "target/target.h"
 #include "model/anchors.h"
 
 /* drafter_ref.py's det_uniform: splitmix64 of (seed << 32) + i, top 24 bits

@@ -21,8 +21,8 @@
 #include "infer/drafter_infer.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
-#include "model/rope.h"
-#include "model/target.h"
+#include "target/rope.h"
+#include "target/target.h"
 
 #define HYBRID_DIR "tests/fixtures/hybrid/qwen35-random"
 

@@ -18,7 +18,7 @@
 #include "formats/safetensors.h"
 #include "infer/speculative.h"
 #include "model/drafter_io.h"
-#include "model/target.h"
+#include "target/target.h"
 
 #define MAX_FIXTURES 16
 

@@ -13,7 +13,7 @@
 #include "formats/safetensors.h"
 #include "infer/drafter_infer.h"
 #include "model/drafter_io.h"
-#include "model/target.h"
+#include "target/target.h"
 
 /* fp32 on both sides, same bf16 weights: agreement is near 1e-6; a shifted
  * context row already moves the logits by 2e-3 */

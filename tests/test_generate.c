@@ -11,7 +11,7 @@
 #include "test_util.h"
 
 #include "infer/generate.h"
-#include "model/target.h"
+#include "target/target.h"
 
 #define MAX_FIXTURES 16
 

@@ -1,5 +1,5 @@
-/* Incremental decoding of a hybrid target (infer/target_decode.c with
- * infer/hybrid_state.c) on the fixture tests/fixtures/hybrid/qwen35-random,
+/* Incremental decoding of a hybrid target (target/target_decode.c with
+ * target/hybrid_state.c) on the fixture tests/fixtures/hybrid/qwen35-random,
  * whose packed forward test_hybrid_target.c checks against transformers:
  *  - prefill and decode in uneven steps, two sequences per step, give the
  *    packed forward's logits and tap features row for row;
@@ -20,10 +20,10 @@
 #include "infer/drafter_infer.h"
 #include "infer/generate.h"
 #include "infer/speculative.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
-#include "model/target.h"
+#include "target/target.h"
 
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"
 /* the same fp32 arithmetic in another order (chunked recurrence, cached attention) */

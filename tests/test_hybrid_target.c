@@ -15,10 +15,10 @@
 
 #include "test_util.h"
 
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "formats/safetensors.h"
-#include "infer/target_decode.h"
-#include "model/target.h"
+#include "target/target_decode.h"
+#include "target/target.h"
 
 #define PARITY_TOL 1e-3
 #define MODEL_DIR "tests/fixtures/hybrid/qwen35-random"

@@ -21,10 +21,10 @@
 
 #include "infer/drafter_infer.h"
 #include "infer/speculative.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
-#include "model/target_memory.h"
+#include "target/target_memory.h"
 #include "train/memory_plan.h"
 
 static const size_t GIB = (size_t)1 << 30;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "formats/safetensors.h"
 #include "test_util.h"
 

@@ -23,7 +23,7 @@
 
 #include "test_util.h"
 
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 #include "model/drafter_config.h"
 #include "model/drafter_io.h"
 #include "model/drafter_layout.h"

@@ -1,4 +1,4 @@
-/* The target's memory plan (model/target_memory.h) against what is really
+/* The target's memory plan (target/target_memory.h) against what is really
  * there, for the dense coder-tiny and the hybrid fixtures (both layouts):
  *   - the weight bytes equal the loaded tensors' sizes read from the
  *     safetensors header (an independent count), and what the CPU backend
@@ -16,11 +16,11 @@
 #include "test_util.h"
 
 #include "backend/cpu/cpu_memory.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "formats/safetensors.h"
-#include "model/target.h"
-#include "model/target_memory.h"
-#include "model/target_random.h"
+#include "target/target.h"
+#include "target/target_memory.h"
+#include "target/target_random.h"
 
 #define DENSE_DIR "assets/coder-tiny"
 #define HYBRID_DIR "tests/fixtures/hybrid/qwen35-random"
@@ -64,7 +64,7 @@ static int is_loaded(const DfModelConfig *c, const char *name, int n_layers, int
     return strcmp(name, "lm_head.weight") == 0 && with_head && !c->tie_word_embeddings;
 }
 
-/* A hybrid target's small parameters, kept fp32 (model/hybrid_layer.h): by name. */
+/* A hybrid target's small parameters, kept fp32 (target/hybrid_layer.h): by name. */
 static int is_small_param(const char *name) {
     return strstr(name, "norm") || strstr(name, "conv1d") || strstr(name, "A_log") || strstr(name, "dt_bias");
 }

@@ -9,7 +9,7 @@
 #include "test_util.h"
 
 #include "formats/safetensors.h"
-#include "model/target.h"
+#include "target/target.h"
 
 #define PARITY_TOL 1e-3
 

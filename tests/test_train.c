@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "formats/safetensors.h"
 #include "formats/token_store.h"
 #include "infer/drafter_infer.h"

@@ -4,8 +4,8 @@
 #include "base/clock.h"
 #include "base/numeric.h"
 #include "formats/safetensors.h"
-#include "infer/target_decode.h"
-#include "model/rope.h"
+#include "target/target_decode.h"
+#include "target/rope.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif

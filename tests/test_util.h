@@ -12,10 +12,10 @@
 
 #include "backend/backend.h"
 #include "base/buffer.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "formats/safetensors.h"
 #include "model/drafter.h"
-#include "model/target.h"
+#include "target/target.h"
 
 /* Absolute path of a file in the source tree (DFLASH_SOURCE_DIR overrides the
  * build-time location), in a static rotating buffer. */

@@ -43,10 +43,10 @@ static void l2_normalize(float *dst, const float *v, int n, float scale) {
 /* One value head hv of one sequence, tokens begin..end-1, from and into
  * state [dk, dv] (out may be NULL: only the state advances). scratch: 2*dk + dv floats. */
 static void delta_rule_head(float *out, const float *qkv, const float *b, const float *a, float a_log, float dt_bias,
-                            long begin, long end, int hv, const DfLinearAttnConfig *la, float *state, float *scratch) {
-    int dk = la->key_head_dim, dv = la->value_head_dim, nv = la->num_value_heads;
-    int hk = hv / (nv / la->num_key_heads);
-    size_t key_dim = (size_t)la->num_key_heads * dk, width = 2 * key_dim + (size_t)nv * dv;
+                            long begin, long end, int hv, const DfDeltaRuleShape *shape, float *state, float *scratch) {
+    int dk = shape->key_dim, dv = shape->value_dim, nv = shape->value_heads;
+    int hk = hv / (nv / shape->key_heads);
+    size_t key_dim = (size_t)shape->key_heads * dk, width = 2 * key_dim + (size_t)nv * dv;
     float *q = scratch, *k = q + dk, *delta = k + dk;
     float neg_a = -expf(a_log), q_scale = 1.0f / sqrtf((float)dk);
     for (long t = begin; t < end; t++) {
@@ -82,11 +82,11 @@ static void delta_rule_head(float *out, const float *qkv, const float *b, const 
 }
 
 void df_gated_delta_rule(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
-                         const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfLinearAttnConfig *la) {
-    int nv = la->num_value_heads;
+                         const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfDeltaRuleShape *shape) {
+    int nv = shape->value_heads;
     long n_tasks = (long)n_seqs * nv;
-    size_t state_floats = (size_t)la->key_head_dim * la->value_head_dim;
-    size_t scratch_floats = state_floats + 2 * (size_t)la->key_head_dim + (size_t)la->value_head_dim;
+    size_t state_floats = (size_t)shape->key_dim * shape->value_dim;
+    size_t scratch_floats = state_floats + 2 * (size_t)shape->key_dim + (size_t)shape->value_dim;
 #pragma omp parallel
     {
         float *scratch = df_xmalloc(scratch_floats * sizeof *scratch, "delta rule state");
@@ -94,7 +94,7 @@ void df_gated_delta_rule(float *out, const float *qkv, const float *b, const flo
         for (long task = 0; task < n_tasks; task++) {
             int s = (int)(task / nv), hv = (int)(task % nv);
             memset(scratch, 0, state_floats * sizeof *scratch); /* zero at the sequence's start */
-            delta_rule_head(out, qkv, b, a, a_log[hv], dt_bias[hv], seq_starts[s], seq_starts[s + 1], hv, la,
+            delta_rule_head(out, qkv, b, a, a_log[hv], dt_bias[hv], seq_starts[s], seq_starts[s + 1], hv, shape,
                             scratch, scratch + state_floats);
         }
         free(scratch);
@@ -102,16 +102,16 @@ void df_gated_delta_rule(float *out, const float *qkv, const float *b, const flo
 }
 
 void df_gated_delta_rule_continue(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
-                                  const float *dt_bias, int n, const DfLinearAttnConfig *la, float *state) {
-    int nv = la->num_value_heads;
-    size_t state_floats = (size_t)la->key_head_dim * la->value_head_dim;
-    size_t scratch_floats = 2 * (size_t)la->key_head_dim + (size_t)la->value_head_dim;
+                                  const float *dt_bias, int n, const DfDeltaRuleShape *shape, float *state) {
+    int nv = shape->value_heads;
+    size_t state_floats = (size_t)shape->key_dim * shape->value_dim;
+    size_t scratch_floats = 2 * (size_t)shape->key_dim + (size_t)shape->value_dim;
 #pragma omp parallel
     {
         float *scratch = df_xmalloc(scratch_floats * sizeof *scratch, "delta rule scratch");
 #pragma omp for schedule(static)
         for (int hv = 0; hv < nv; hv++)
-            delta_rule_head(out, qkv, b, a, a_log[hv], dt_bias[hv], 0, n, hv, la, state + (size_t)hv * state_floats,
+            delta_rule_head(out, qkv, b, a, a_log[hv], dt_bias[hv], 0, n, hv, shape, state + (size_t)hv * state_floats,
                             scratch);
         free(scratch);
     }

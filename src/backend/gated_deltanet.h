@@ -4,7 +4,7 @@
  * CPU backend's ops are these functions (cpu/cpu_hybrid.c,
  * cpu_hybrid_step.c), and the reference the other backends are tested
  * against; it lives in the backend so that the backends never include
- * model/. Every function works on a
+ * target/. Every function works on a
  * packed batch (sequences back to back, seq_starts[n_seqs + 1]) and restarts
  * its state at each sequence boundary, so no padding is ever processed.
  *
@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "formats/model_config.h"
+#include "backend/backend.h"
 
 /* out[t, c] = silu(sum_j w[c, j] * x[t - (kernel-1) + j, c]) over j < kernel,
  * rows before the start of t's sequence counting as zero. x, out [T, channels]
@@ -34,9 +34,9 @@ void df_causal_conv_silu(float *out, const float *x, const float *w, const int32
  * in_proj_b / in_proj_a outputs; a_log, dt_bias [value_heads]. Writes out
  * [T, value_heads*value_dim]. */
 void df_gated_delta_rule(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
-                         const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfLinearAttnConfig *la);
+                         const float *dt_bias, const int32_t *seq_starts, int n_seqs, const DfDeltaRuleShape *shape);
 
-/* Incremental decoding of one sequence (infer/hybrid_state.c): the same
+/* Incremental decoding of one sequence (target/hybrid_state.c): the same
  * operations continuing from a carried state instead of zero.
  *
  * df_causal_conv_silu_continue: n new rows x [n, channels] after the
@@ -54,7 +54,7 @@ void df_conv_window_advance(float *window, const float *x, int n, int channels, 
  * value_dim], which is left after the last token. out [n, value_heads *
  * value_dim], or NULL to advance the state only. */
 void df_gated_delta_rule_continue(float *out, const float *qkv, const float *b, const float *a, const float *a_log,
-                                  const float *dt_bias, int n, const DfLinearAttnConfig *la, float *state);
+                                  const float *dt_bias, int n, const DfDeltaRuleShape *shape, float *state);
 
 /* In place on x [rows, dim]: x = x * rsqrt(mean(x^2) + eps) * w * silu(z),
  * z [rows, dim], w [dim]. */

@@ -6,8 +6,8 @@
 
 #include "base/clock.h"
 #include "base/sort.h"
-#include "infer/target_decode.h"
-#include "model/target_memory.h"
+#include "target/target_decode.h"
+#include "target/target_memory.h"
 
 #define WARMUP_STEPS 2
 #define PROFILED_STEPS 8

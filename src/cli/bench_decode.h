@@ -8,11 +8,11 @@
 #ifndef DF_CLI_BENCH_DECODE_H
 #define DF_CLI_BENCH_DECODE_H
 
-#include "model/target.h"
+#include "target/target.h"
 
 typedef struct DfDecodeBenchResult {
     int batch, prompt_len, new_tokens, timed_steps;
-    int graphs;                /* steps recorded and replayed (infer/decode_graphs.h): asked, and the backend records */
+    int graphs;                /* steps recorded and replayed (target/decode_graphs.h): asked, and the backend records */
     double step_ms;            /* wall clock per decode step (median) */
     double tokens_per_s;       /* batch / step time */
     double weight_bytes;       /* read per step */

@@ -5,7 +5,7 @@
 
 #include "base/clock.h"
 #include "model/drafter.h"
-#include "model/target.h"
+#include "target/target.h"
 #include "model/anchors.h"
 
 /* Fixed pseudo-random contents (never zeros), for ids and features. */

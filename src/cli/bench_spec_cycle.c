@@ -6,7 +6,7 @@
 #include "base/clock.h"
 #include "infer/drafter_infer.h"
 #include "infer/speculative.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
 

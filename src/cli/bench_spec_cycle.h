@@ -6,7 +6,7 @@
 #ifndef DF_CLI_BENCH_SPEC_CYCLE_H
 #define DF_CLI_BENCH_SPEC_CYCLE_H
 
-#include "model/target.h"
+#include "target/target.h"
 
 typedef struct DfSpecCycleResult {
     int block_size, draft_layers, cycles;

@@ -9,8 +9,8 @@
 #include "base/sort.h"
 #include "cli/bench_drafter.h"
 #include "model/drafter.h"
-#include "model/target.h"
-#include "model/target_random.h"
+#include "target/target.h"
+#include "target/target_random.h"
 #include "model/metrics.h"
 #include "train/optimizer.h"
 

@@ -12,7 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/kernel_variants.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 
 typedef struct DfTrainStepShape {
     DfModelConfig target;  /* random weights of this shape */

@@ -34,12 +34,12 @@
 #include "cli/bench_data.h"
 #include "cli/bench_decode.h"
 #include "cli/bench_spec_cycle.h"
-#include "infer/decode_graphs.h"
+#include "target/decode_graphs.h"
 #include "cli/bench_drafter.h"
 #include "cli/bench_train_step.h"
 #include "cli/commands.h"
-#include "model/target.h"
-#include "model/target_random.h"
+#include "target/target.h"
+#include "target/target_random.h"
 #include "text/tokenizer.h"
 
 typedef struct BenchOptions {

@@ -17,7 +17,7 @@
 #include "cli/commands.h"
 #include "formats/safetensors.h"
 #include "model/drafter_config.h"
-#include "model/target.h"
+#include "target/target.h"
 #include "json/json_parse.h"
 
 #define MAX_TAPS 64

@@ -17,7 +17,7 @@
 #include "base/input_file.h"
 #include "cli/commands.h"
 #include "formats/arrow_dataset.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "formats/safetensors.h"
 #include "formats/token_store.h"
 #include "model/drafter_io.h"

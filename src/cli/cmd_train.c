@@ -26,7 +26,7 @@
 #include "cli/commands.h"
 #include "cli/train_prompts.h"
 #include "formats/json_diff.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "formats/token_store.h"
 #include "model/drafter_config.h"
 #include "text/chat_template.h"

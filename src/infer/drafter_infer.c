@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer/target_decode.h"
-#include "model/rope.h"
+#include "target/target_decode.h"
+#include "target/rope.h"
 
 static DfBuffer param(const DfDrafterRunner *r, int index) {
     const DfParamInfo *p = &r->layout.params[index];

@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "infer/decode_graphs.h"
-#include "infer/kv_cache.h"
+#include "target/decode_graphs.h"
+#include "target/kv_cache.h"
 #include "model/drafter_config.h"
 #include "model/drafter_layout.h"
 
@@ -36,7 +36,7 @@ typedef struct DfDrafterRunner {
     int logits_rows;           /* rows of the last proposal's logits (0: none yet) */
     float *host_logits;        /* [logits rows, V]: filled by df_drafter_logits */
     unsigned long ws_generation; /* incremented whenever the workspace is reallocated */
-    /* recorded proposals and context appends (infer/decode_graphs.h), where the backend
+    /* recorded proposals and context appends (target/decode_graphs.h), where the backend
      * records (on by default): a proposal's key changes only with its visible-key bucket,
      * an append's with its row count (the accepted length + 1), hence two sets */
     DfDecodeGraphs propose_graphs, append_graphs;

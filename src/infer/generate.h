@@ -7,8 +7,8 @@
 #include <stdint.h>
 
 #include "base/buffer.h"
-#include "formats/model_config.h"
-#include "infer/target_decode.h"
+#include "target/model_config.h"
+#include "target/target_decode.h"
 
 typedef struct DfGenerateOptions {
     int max_new_tokens;

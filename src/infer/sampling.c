@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 
 void df_sampler_init(DfSampler *s, int vocab, double temperature, double top_p) {
     s->temperature = temperature;

@@ -8,7 +8,7 @@
  * target's argmax; t and those n drafts are committed and the target's token
  * after them (the bonus) becomes the next t; the target cache is rolled back
  * to start + n + 1 (a hybrid target's recurrent state with it, see
- * infer/hybrid_state.h) and the drafter's context grows by those n + 1 positions
+ * target/hybrid_state.h) and the drafter's context grows by those n + 1 positions
  * (their features come from the verification pass). */
 #ifndef DF_INFER_SPECULATIVE_H
 #define DF_INFER_SPECULATIVE_H
@@ -18,7 +18,7 @@
 #include "base/buffer.h"
 #include "infer/drafter_infer.h"
 #include "infer/generate.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 
 /* The data of the test seam point DF_SEAM_SPEC_DRAFT (base/test_seam.h):
  * each block after the drafter filled it (block[0] is t, block[1..B-1] the

@@ -4,10 +4,12 @@
 #include <string.h>
 
 #include "model/anchors.h"
+#include "target/target_family.h"
 
 void df_drafter_default_attention(const DfModelConfig *t, int *num_heads, int *num_kv_heads, int *head_dim) {
-    if (t->is_hybrid) {
-        *num_heads = 32, *num_kv_heads = 8, *head_dim = 128;
+    const DfTargetFamily *family = df_target_family(t);
+    if (family->drafter_heads) {
+        *num_heads = family->drafter_heads, *num_kv_heads = family->drafter_kv_heads, *head_dim = family->drafter_head_dim;
         return;
     }
     *num_heads = t->num_heads, *num_kv_heads = t->num_kv_heads, *head_dim = t->head_dim;

@@ -5,9 +5,8 @@
 #define DF_MODEL_DRAFTER_CONFIG_H
 
 #include "base/error.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 
-#define DF_MAX_TAPS 16
 #define DF_MAX_DRAFT_LAYERS 256
 
 typedef struct DfDrafterConfig {

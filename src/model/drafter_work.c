@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "model/drafter_internal.h"
-#include "model/rope.h"
+#include "target/rope.h"
 
 typedef struct Carver {
     DfBuffer arena;

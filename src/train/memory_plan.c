@@ -4,7 +4,7 @@
 
 #include "model/drafter.h"
 #include "model/drafter_layout.h"
-#include "model/target_memory.h"
+#include "target/target_memory.h"
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
 
@@ -26,41 +26,11 @@ size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int6
     return act * act_elem + (f32 + i32) * sizeof(float) + attn_scratch;
 }
 
-/* Workspaces grow by doubling from 16 rows (infer/target_decode.c, drafter_infer.c). */
+/* Workspaces grow by doubling from 16 rows (target/target_decode.c, drafter_infer.c). */
 static size_t rows_allocated(int64_t rows) {
     size_t n = 16;
     while ((int64_t)n < rows) n *= 2;
     return n;
-}
-
-/* A hybrid target's linear layers, per slot: the convolution window and the
- * delta rule's state (F32), each kept twice (the rollback's snapshot), and
- * the recorded step's inputs (ACT, one block). */
-static size_t hybrid_state_bytes(const DfModelConfig *t, int64_t block, size_t act_elem) {
-    if (!t->is_hybrid) return 0;
-    const DfLinearAttnConfig *la = &t->linear;
-    size_t record = (size_t)block * (2 * df_target_conv_channels(la) + 2 * (size_t)la->num_value_heads);
-    size_t per_layer = 2 * df_target_recurrent_floats(t) * sizeof(float) + record * act_elem;
-    size_t n_linear = (size_t)(t->num_layers - df_target_kv_layers(t));
-    return n_linear * per_layer;
-}
-
-/* The target decoder's workspace for `rows` rows (infer/target_decode.c):
- * a dense target's layers run fused (qkv and gate_up in place of k, v and
- * up), a hybrid's split, with the hybrid layers' own activations. */
-static size_t decoder_workspace_bytes(const DfModelConfig *t, const DfDrafterConfig *d, size_t rows,
-                                      size_t act_elem) {
-    size_t H = (size_t)t->hidden_size, q = (size_t)t->num_heads * t->head_dim;
-    size_t kv = (size_t)t->num_kv_heads * t->head_dim, inter = (size_t)t->intermediate_size;
-    size_t per_row = 3 * H + 2 * q + inter + (size_t)d->n_taps * H; /* x, h, last; q, attn; gate; features */
-    per_row += t->is_hybrid ? 2 * kv + inter : q + 2 * kv + 2 * inter;
-    size_t bytes = rows * sizeof(int32_t) + rows * per_row * act_elem;
-    if (t->is_hybrid) {
-        DfBufSpec hybrid[DF_HYBRID_WS_BUFFERS];
-        df_hybrid_workspace_specs(t, (int)rows, hybrid);
-        for (int i = 0; i < DF_HYBRID_WS_BUFFERS; i++) bytes += df_buf_spec_bytes(hybrid[i], act_elem);
-    }
-    return bytes;
 }
 
 size_t df_memory_plan_eval_bytes(const DfModelConfig *t, const DfDrafterConfig *d, int64_t slot_rows,
@@ -68,9 +38,9 @@ size_t df_memory_plan_eval_bytes(const DfModelConfig *t, const DfDrafterConfig *
     size_t rows = (size_t)slot_rows, B = (size_t)d->block_size, V = (size_t)t->vocab_size, H = (size_t)t->hidden_size;
     size_t cached = (size_t)df_target_kv_layers(t);
     size_t kv = (size_t)t->num_kv_heads * t->head_dim;
-    size_t decoder = cached * 2 * rows * kv * act_elem + hybrid_state_bytes(t, d->block_size, act_elem);
+    size_t decoder = cached * 2 * rows * kv * act_elem + df_target_recurrent_state_bytes(t, d->block_size, act_elem);
     size_t prefill = rows_allocated(prompt_rows > (int64_t)B ? prompt_rows : (int64_t)B);
-    decoder += decoder_workspace_bytes(t, d, prefill, act_elem) + B * V * act_elem + B * sizeof(int32_t) +
+    decoder += df_target_decoder_workspace_bytes(t, d->n_taps, prefill, act_elem) + B * V * act_elem + B * sizeof(int32_t) +
                rows * (size_t)df_target_rope_dim(t) * sizeof(float);
     size_t dkv = (size_t)d->num_kv_heads * d->head_dim, dq = (size_t)d->num_heads * d->head_dim;
     size_t per_row = (size_t)d->n_taps * H + 2 * H + 2 * dq + 2 * dkv + 2 * (size_t)d->intermediate_size;

@@ -18,7 +18,7 @@
 
 #include "backend/backend.h"
 #include "base/error.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "model/drafter_config.h"
 
 typedef struct DfMemoryPlanInput {

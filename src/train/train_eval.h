@@ -23,13 +23,13 @@
 
 #include "base/buffer.h"
 #include "base/error.h"
-#include "formats/model_config.h"
+#include "target/model_config.h"
 #include "infer/chat_turns.h"
 #include "infer/drafter_infer.h"
 #include "infer/speculative.h"
-#include "infer/target_decode.h"
+#include "target/target_decode.h"
 #include "model/drafter_config.h"
-#include "model/target.h"
+#include "target/target.h"
 
 typedef struct DfTrainEval {
     const char *data;       /* the file, for messages */

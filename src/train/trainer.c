@@ -26,8 +26,10 @@
 #include "dist/rendezvous.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
-#include "model/target.h"
-#include "model/target_random.h"
+#include "target/target.h"
+#include "target/target_random.h"
+#include "model/drafter_io.h"
+#include "plot/plot_run.h"
 #include "model/anchors.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"
@@ -196,7 +198,7 @@ static int alloc_training_state(Trainer *t, size_t n, DfBuffer *params, DfBuffer
 static int load_target_weights(Trainer *t, int n_layers, int with_head, DfError *err) {
     const DfTrainOptions *o = t->opt;
     if (!o->random_target_weights) return df_target_load(&t->target, t->be, o->target_dir, n_layers, with_head, err);
-    /* the same layers and head as the load: the memory it takes is the plan's (model/target_memory.h) */
+    /* the same layers and head as the load: the memory it takes is the plan's (target/target_memory.h) */
     if (df_target_init_random_layers(&t->target, t->be, &t->tcfg, o->seed + 1, n_layers, with_head, err))
         return df_context(err, "random weights for the target %s", o->target_dir);
     return 0;

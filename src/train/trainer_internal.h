@@ -21,7 +21,7 @@
 #include "formats/tb_events.h"
 #include "formats/token_store.h"
 #include "model/drafter.h"
-#include "model/target.h"
+#include "target/target.h"
 #include "pipeline/stage_stats.h"
 #include "train/batcher.h"
 #include "train/checkpoint.h"

@@ -13,10 +13,8 @@ void df_cpu_causal_conv_silu(DfBackend *be, DfBuffer out, DfBuffer x, DfBuffer w
 void df_cpu_gated_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                              DfBuffer dt_bias, const DfPackedBatch *batch, const DfDeltaRuleShape *s) {
     (void)be;
-    DfLinearAttnConfig la = {.num_key_heads = s->key_heads, .num_value_heads = s->value_heads,
-                             .key_head_dim = s->key_dim, .value_head_dim = s->value_dim};
     df_gated_delta_rule(out.ptr, qkv.ptr, b.ptr, a.ptr, a_log.ptr, dt_bias.ptr, batch->host_seq_starts, batch->n_seqs,
-                        &la);
+                        s);
 }
 
 void df_cpu_gated_rmsnorm(DfBackend *be, DfBuffer x, DfBuffer z, DfBuffer w, int rows, int dim, float eps) {

@@ -29,8 +29,6 @@ void df_cpu_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
     (void)be;
     const DfKvBatch *kb = a->batch;
     const DfDeltaRuleShape *s = &a->shape;
-    DfLinearAttnConfig la = {.num_key_heads = s->key_heads, .num_value_heads = s->value_heads,
-                             .key_head_dim = s->key_dim, .value_head_dim = s->value_dim};
     size_t value = (size_t)s->value_heads * s->value_dim, nv = (size_t)s->value_heads;
     size_t width = 2 * (size_t)s->key_heads * s->key_dim + value, slot_floats = value * s->key_dim;
     float *out = a->out.ptr, *save = a->save.ptr;
@@ -41,6 +39,6 @@ void df_cpu_delta_rule_step(DfBackend *be, const DfDeltaStepArgs *a) {
         if (save) memcpy(save + (size_t)kb->host_slots[i] * slot_floats, state, slot_floats * sizeof *state);
         df_gated_delta_rule_continue(out ? out + r0 * value : NULL, (const float *)a->qkv.ptr + r0 * width,
                                      (const float *)a->b.ptr + r0 * nv, (const float *)a->a.ptr + r0 * nv, a->a_log.ptr,
-                                     a->dt_bias.ptr, n, &la, state);
+                                     a->dt_bias.ptr, n, s, state);
     }
 }
