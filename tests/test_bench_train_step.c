@@ -15,7 +15,7 @@
 #include "test_util.h"
 
 #include "backend/backend.h"
-#include "cli/bench_train_step.h"
+#include "bench/bench_train_step.h"
 #include "formats/model_config.h"
 
 /* The CPU backend with one knob; be first, so that a DfBackend * is a Knobbed *. */

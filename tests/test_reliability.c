@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/prepare_record.h"
+#include "data/prepare_record.h"
 #include "formats/safetensors.h"
 #include "formats/token_store.h"
 #include "text/tokenizer.h"

@@ -18,7 +18,7 @@
 #include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/generate_settings.h"
+#include "infer/generate_settings.h"
 #include "infer/chat_turns.h"
 #include "infer/generate.h"
 #include "infer/prompts.h"

@@ -1,4 +1,4 @@
-#include "cli/prepare_record.h"
+#include "data/prepare_record.h"
 #include "formats/json_fields.h"
 #include "formats/json_parse.h"
 

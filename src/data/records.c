@@ -1,7 +1,7 @@
 /* Records -> sample pieces (see records.h). */
 #include <string.h>
 
-#include "formats/records.h"
+#include "data/records.h"
 
 void df_chat_messages_free(DfChatMessages *m) {
     free(m->items);
