@@ -708,7 +708,7 @@ static void test_fuzz_regressions(void **state) {
     assert_true(n >= 2);
 }
 
-/* The prepare record parser factored out of cmd_prepare.c: a good record of
+/* The prepare record parser (data/prepare_record.h): a good record of
  * each kind and a bad one, checked against what the record says. */
 static void test_prepare_record(void **state) {
     DfError err = {{0}};
