@@ -1,5 +1,5 @@
 /* libFuzzer target: the JSONL record parser of dflash prepare
- * (src/cli/prepare_record.c) with the bundled target's tokenizer and chat
+ * (src/data/prepare_record.c) with the bundled target's tokenizer and chat
  * template (assets/coder-tiny, found through DFLASH_SOURCE_DIR or the
  * build-time source directory), so chat records are rendered too. The input is one line, as the JSONL reader hands it
  * over: NUL-terminated, without its newline. A good record must be a
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/prepare_record.h"
+#include "data/prepare_record.h"
 
 #ifndef DF_SOURCE_DIR
 #define DF_SOURCE_DIR "."

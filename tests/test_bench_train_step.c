@@ -2,7 +2,7 @@
  * variants whatever a benchmark chose before it: the full GPU bench
  * (dflash bench --device cuda) times attention at 16 rows per warp before
  * its training steps, --train-only goes straight to them, and both must
- * report the same step (cli/cmd_bench.c calls df_bench_train_step for
+ * report the same step (bench/bench_gpu.c calls df_bench_train_step for
  * both, with the same shapes).
  *
  * On the CPU, which has no variants, a backend wrapping the CPU one gives
@@ -15,7 +15,7 @@
 #include "test_util.h"
 
 #include "backend/backend.h"
-#include "cli/bench_train_step.h"
+#include "bench/bench_train_step.h"
 #include "target/model_config.h"
 
 /* The CPU backend with one knob; be first, so that a DfBackend * is a Knobbed *. */

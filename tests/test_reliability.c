@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/prepare_record.h"
+#include "data/prepare_record.h"
 #include "formats/safetensors.h"
 #include "formats/token_store.h"
 #include "text/tokenizer.h"
@@ -692,7 +692,7 @@ static void test_fuzz_regressions(void **state) {
     assert_true(n >= 2);
 }
 
-/* The prepare record parser factored out of cmd_prepare.c: a good record of
+/* The prepare record parser (data/prepare_record.h): a good record of
  * each kind and a bad one, checked against what the record says. */
 static void test_prepare_record(void **state) {
     DfError err = {{0}};

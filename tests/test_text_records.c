@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/prepare_record.h"
+#include "data/prepare_record.h"
 #include "text/tokenizer.h"
 
 typedef struct Fixture {

@@ -4,7 +4,8 @@
  * directory; an interrupted and resumed run equals the uninterrupted one to
  * the bit (metrics and final weights); resume refuses changed options; a
  * drafter with its own attention shape trains, exports, loads and evaluates;
- * bad options fail with clear messages; drafter micro-batches
+ * bad options fail with clear messages; --data whose records are all bad
+ * fails with the bad lines in train's own message; drafter micro-batches
  * (--max-drafter-tokens) give the whole steps' losses within 1e-6 and their
  * weights within what a change of summation order does, and resume
  * bit-exactly. */
@@ -281,6 +282,42 @@ static void test_bad_options(void **state) {
     assert_non_null(strstr(f->out, "another tokenizer"));
 }
 
+/* The line of out that starts with prefix (NUL-terminated copy in line), or NULL. */
+static const char *line_starting(const char *out, const char *prefix, char *line, size_t cap) {
+    for (const char *at = out; at && *at; at = strchr(at, '\n') ? strchr(at, '\n') + 1 : NULL) {
+        if (strncmp(at, prefix, strlen(prefix)) != 0) continue;
+        size_t n = strcspn(at, "\n");
+        snprintf(line, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
+        return line;
+    }
+    return NULL;
+}
+
+/* --data JSONL without a usable record: train's own error names the option,
+ * the file and the bad lines with why they are bad. */
+static void test_bad_data_line(void **state) {
+    Fixture *f = *state;
+    char data[1024];
+    snprintf(data, sizeof data, "%s/bad-lines.jsonl", f->dir);
+    FILE *fp = fopen(data, "w");
+    assert_non_null(fp);
+    fputs("{\"prompt\": \"a\"}\n{\"prompt\": \"b\", \"response\": 3}\n{\"prompt\": \"c\", \"response\": \"d\"\n", fp);
+    fclose(fp);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' train --target '%s' --data '%s' --output '%s/bad-data' " TINY_OPTIONS " --steps 2",
+             df_test_path("dflash"), df_test_path("assets/coder-tiny"), data, f->dir);
+    assert_int_equal(df_test_run(cmd, f->out, sizeof f->out), 1);
+    char line[2048], want[1200];
+    if (!line_starting(f->out, "dflash train: ", line, sizeof line)) fail_msg("no train error in:\n%s", f->out);
+    snprintf(want, sizeof want, "--data %s: no usable records", data);
+    if (!strstr(line, want)) fail_msg("'%s' not in '%s'", want, line);
+    snprintf(want, sizeof want, "%s:1: missing field \"response\"", data);
+    if (!strstr(line, want)) fail_msg("'%s' not in '%s'", want, line);
+    snprintf(want, sizeof want, "%s:3: ", data);
+    if (!strstr(line, want) || !strstr(line, "invalid JSON")) fail_msg("line 3's invalid JSON not in '%s'", line);
+    assert_null(strstr(f->out, "see the message above"));
+}
+
 /* The fp32 weights of a run's checkpoint of step `step`. */
 static float *checkpoint_params(const Fixture *f, const char *run, int step, size_t *n) {
     char path[1200];
@@ -361,6 +398,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_resume_is_bit_identical, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_attention_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_data_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_micro_batches_match_whole_steps, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,6 +25,7 @@
 #include "cli/config_args.h"
 #include "cli/commands.h"
 #include "cli/train_prompts.h"
+#include "data/prepare.h"
 #include "formats/json_diff.h"
 #include "target/model_config.h"
 #include "formats/token_store.h"
@@ -218,8 +219,23 @@ static int make_dirs(const char *path, DfError *err) {
     }
 }
 
-/* Prepares the JSONL file into OUTPUT/data.store with `dflash prepare`
- * (the same code path and report), unless the cache is current. */
+/* --data prepared into store_path as `dflash prepare` would (the same
+ * pipeline and report); its errors say so and where ("--data X: ..."). */
+static int prepare_data(const DfTrainOptions *o, const char *store_path, DfError *err) {
+    const char *inputs[] = {o->data_source};
+    DfPrepareOptions p;
+    df_prepare_options_default(&p);
+    p.tokenizer = o->target_dir, p.inputs = inputs, p.n_inputs = 1, p.output = store_path;
+    p.max_length = (int)o->max_length;
+    p.chat_template = o->chat_template, p.chat_kwargs = o->chat_kwargs, p.quiet = o->quiet;
+    DfPrepareSummary summary;
+    if (df_prepare(&p, &summary, err) != 0) return df_context(err, "--data %s", o->data_source);
+    df_prepare_summary_print(&p, &summary);
+    return 0;
+}
+
+/* Prepares the JSONL file into OUTPUT/data.store (prepare_data), unless the
+ * cache is current. */
 static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *store_path, size_t cap,
                          DfError *err) {
     struct stat st;
@@ -243,20 +259,8 @@ static int prepare_cache(const DfTrainOptions *o, const DfTokenizer *tok, char *
     } else if ((rc = check_resume_source(o, stored, key, key_path, err)) == 0) {
         if (!o->quiet) fprintf(stderr, "train: preparing %s into %s\n", o->data_source, store_path);
         remove(key_path);
-        char max_length[32];
-        snprintf(max_length, sizeof max_length, "%lld", (long long)o->max_length);
-        char *argv[16] = {"prepare", "--target", (char *)o->target_dir, "--input", (char *)o->data_source,
-                          "--output", store_path, "--max-length", max_length};
-        int argc = 9;
-        if (o->chat_template) argv[argc++] = "--chat-template", argv[argc++] = (char *)o->chat_template;
-        if (o->chat_kwargs) argv[argc++] = "--chat-template-kwargs", argv[argc++] = (char *)o->chat_kwargs;
-        if (o->quiet) argv[argc++] = "--quiet";
-        argv[argc] = NULL;
-        if (df_cmd_prepare(argc, argv) != 0) {
-            rc = df_fail(err, "could not prepare %s (see the message above)", o->data_source);
-        } else {
-            rc = df_atomic_write_text(key_path, key, 0, err);
-        }
+        rc = prepare_data(o, store_path, err);
+        if (rc == 0) rc = df_atomic_write_text(key_path, key, 0, err);
     }
     cJSON_free(key);
     return rc;

@@ -5,10 +5,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/args.h"
-#include "cli/commands.h"
 #include "base/atomic_file.h"
 #include "base/mapped_file.h"
+#include "infer/generate_job.h"
 #include "infer/prompt_cuts.h"
 
 /* Whether two files hold the same bytes (a missing one holds none). */
@@ -65,21 +64,12 @@ int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int qu
         if (write_cuts(p, input, data, quiet, err)) return -1;
     }
     if (!quiet) fprintf(stderr, "train: the target's responses to %s into %s (dflash generate)\n", input, data);
-    char max_new[32], temperature[64], top_p[64], seed[32], batch[32];
-    snprintf(max_new, sizeof max_new, "%d", p->max_new_tokens);
-    snprintf(temperature, sizeof temperature, "%.17g", p->temperature);
-    snprintf(top_p, sizeof top_p, "%.17g", p->top_p);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
-    snprintf(batch, sizeof batch, "%d", p->batch);
-    char *argv[28] = {"generate", "--target", (char *)o->target_dir, "--input", input, "--output", data,
-                      "--max-new-tokens", max_new, "--temperature", temperature, "--top-p", top_p, "--seed", seed,
-                      "--batch", batch, "--device", (char *)(o->device ? o->device : "cpu")};
-    int argc = 19;
-    if (o->chat_template) argv[argc++] = "--chat-template", argv[argc++] = (char *)o->chat_template;
-    if (o->chat_kwargs) argv[argc++] = "--chat-template-kwargs", argv[argc++] = (char *)o->chat_kwargs;
-    if (p->no_graphs) argv[argc++] = "--no-graphs";
-    if (quiet) argv[argc++] = "--quiet";
-    argv[argc] = NULL;
-    if (df_cmd_generate(argc, argv) != 0) return df_fail(err, "--prompts %s: the regeneration failed (see above)", p->path);
+    DfGenerateJobOptions g;
+    df_generate_job_options_default(&g);
+    g.target = o->target_dir, g.input = input, g.output = data, g.device = o->device ? o->device : "cpu";
+    g.chat = (DfChatOptions){.template_file = o->chat_template, .kwargs = o->chat_kwargs};
+    g.max_new_tokens = p->max_new_tokens, g.batch = p->batch, g.temperature = p->temperature, g.top_p = p->top_p;
+    g.seed = (int)o->seed, g.no_graphs = p->no_graphs, g.quiet = quiet;
+    if (df_generate_job(&g, err) != 0) return df_context(err, "--prompts %s", p->path);
     return 0;
 }

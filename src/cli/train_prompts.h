@@ -1,7 +1,8 @@
 /* train --prompts FILE: the recipe's first half inside train (spec section
  * 5). The prompt or conversation records (cut into more prompts with
  * --prompt-cuts N, infer/prompt_cuts.h, into OUTPUT/prompts.cut.jsonl) go
- * through `dflash generate` itself, on the training device, into
+ * through the generate job `dflash generate` runs (infer/generate_job.h),
+ * on the training device, into
  * OUTPUT/regenerated.jsonl with its settings file beside it
  * (OUTPUT/regenerated.jsonl.generate.json), so the file is what `dflash
  * generate` writes for the same records and options, and a rerun (--resume

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "formats/jsonl.h"
-#include "formats/records.h"
+#include "data/records.h"
 #include "text/utf8.h"
 #include "json/json_parse.h"
 

@@ -1,5 +1,5 @@
 #define _XOPEN_SOURCE 700 /* realpath */
-#include "cli/generate_settings.h"
+#include "infer/generate_settings.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

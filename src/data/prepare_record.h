@@ -7,14 +7,14 @@
  * Arrow rows reach the same pieces through df_prepare_record_texts/_chat and
  * df_prepare_record_check. Pure and thread-safe (the tokenizer and the chat
  * template are immutable): prepare runs it on many threads at once. */
-#ifndef DF_CLI_PREPARE_RECORD_H
-#define DF_CLI_PREPARE_RECORD_H
+#ifndef DF_DATA_PREPARE_RECORD_H
+#define DF_DATA_PREPARE_RECORD_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "base/buffer.h"
-#include "formats/records.h"
+#include "data/records.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

@@ -1,7 +1,7 @@
 /* Inputs of the CPU benchmark: the texts of a JSONL prompt/response file, and
  * a token store built from them for the random-access figure. */
-#ifndef DF_CLI_BENCH_DATA_H
-#define DF_CLI_BENCH_DATA_H
+#ifndef DF_BENCH_BENCH_DATA_H
+#define DF_BENCH_BENCH_DATA_H
 
 #include <stddef.h>
 

@@ -1,7 +1,7 @@
 /* Records -> sample pieces (see records.h). */
 #include <string.h>
 
-#include "formats/records.h"
+#include "data/records.h"
 #include "text/chat_template.h"
 
 void df_chat_messages_free(DfChatMessages *m) {

@@ -4,8 +4,8 @@
  * (gradient norm, clipping, AdamW on the device, as the trainer does); timed
  * whole, then phase by phase. Works on any backend (the figures that matter
  * are the GPU's). */
-#ifndef DF_CLI_BENCH_TRAIN_STEP_H
-#define DF_CLI_BENCH_TRAIN_STEP_H
+#ifndef DF_BENCH_BENCH_TRAIN_STEP_H
+#define DF_BENCH_BENCH_TRAIN_STEP_H
 
 #include <cjson/cJSON.h>
 #include <stddef.h>

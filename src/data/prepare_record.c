@@ -1,4 +1,4 @@
-#include "cli/prepare_record.h"
+#include "data/prepare_record.h"
 #include "json/json_fields.h"
 #include "json/json_parse.h"
 

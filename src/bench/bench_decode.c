@@ -1,4 +1,4 @@
-#include "cli/bench_decode.h"
+#include "bench/bench_decode.h"
 
 #include <stdio.h>
 #include <stdlib.h>

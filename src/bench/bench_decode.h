@@ -5,8 +5,8 @@
  * once, each sequence's cached keys and values read, and a hybrid target's
  * recurrent and convolution states read and written) over the measured
  * bandwidth. */
-#ifndef DF_CLI_BENCH_DECODE_H
-#define DF_CLI_BENCH_DECODE_H
+#ifndef DF_BENCH_BENCH_DECODE_H
+#define DF_BENCH_BENCH_DECODE_H
 
 #include "target/target.h"
 

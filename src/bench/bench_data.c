@@ -1,4 +1,4 @@
-#include "cli/bench_data.h"
+#include "bench/bench_data.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

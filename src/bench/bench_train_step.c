@@ -1,4 +1,4 @@
-#include "cli/bench_train_step.h"
+#include "bench/bench_train_step.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "base/clock.h"
 #include "base/sort.h"
-#include "cli/bench_drafter.h"
+#include "bench/bench_drafter.h"
 #include "model/drafter.h"
 #include "target/target.h"
 #include "target/target_random.h"

@@ -3,8 +3,8 @@
  * append) for the decode bench, against which a greedy step's time says
  * what tau a drafter needs to pay: speculative decoding is about
  * tau * step / cycle times as fast as greedy. */
-#ifndef DF_CLI_BENCH_SPEC_CYCLE_H
-#define DF_CLI_BENCH_SPEC_CYCLE_H
+#ifndef DF_BENCH_BENCH_SPEC_CYCLE_H
+#define DF_BENCH_BENCH_SPEC_CYCLE_H
 
 #include "target/target.h"
 

@@ -1,4 +1,4 @@
-#include "cli/bench_spec_cycle.h"
+#include "bench/bench_spec_cycle.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* The drafter training step's speed on the CPU
  * (forward + backward), for the bench command. */
-#ifndef DF_CLI_BENCH_DRAFTER_H
-#define DF_CLI_BENCH_DRAFTER_H
+#ifndef DF_BENCH_BENCH_DRAFTER_H
+#define DF_BENCH_BENCH_DRAFTER_H
 
 #include <stdint.h>
 

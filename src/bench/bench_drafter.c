@@ -1,4 +1,4 @@
-#include "cli/bench_drafter.h"
+#include "bench/bench_drafter.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * ShareGPT `conversations` from/value) and from Arrow rows, and the Arrow
  * column layout of a dataset (pre-tokenized input_ids + loss_mask or labels,
  * messages, conversations, or prompt/response strings). */
-#ifndef DF_FORMATS_RECORDS_H
-#define DF_FORMATS_RECORDS_H
+#ifndef DF_DATA_RECORDS_H
+#define DF_DATA_RECORDS_H
 
 #include <cjson/cJSON.h>
 

@@ -5,8 +5,8 @@
  * naming what differs; an output that holds records but no such file (not
  * made by generate, or by an older version) is refused as well. --batch and
  * --device are not recorded: they do not change the records. */
-#ifndef DF_CLI_GENERATE_SETTINGS_H
-#define DF_CLI_GENERATE_SETTINGS_H
+#ifndef DF_INFER_GENERATE_SETTINGS_H
+#define DF_INFER_GENERATE_SETTINGS_H
 
 #include <stdint.h>
 

@@ -1,0 +1,58 @@
+/* The bench harness's entry (bench.h): the device's default sizes, the
+ * figure family asked for, the JSON file. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend/select.h"
+#include "bench/bench_internal.h"
+
+int df_bench_require_timing(DfBackend *be, const char *device, DfError *err) {
+    if (df_backend_has(be, DF_CAP_TIMING | DF_CAP_PROFILE)) return 0;
+    return df_fail(err, "--device %s: the %s backend has no device timers or op profile for these figures", device,
+                   be->ops->name);
+}
+
+static void resolve_sizes(DfBenchOptions *o, int gpu) {
+    if (o->seq_len == 0) o->seq_len = gpu ? 2048 : 1024;
+    if (o->n_seqs == 0) o->n_seqs = gpu ? 8 : 4;
+    if (o->repeat == 0) o->repeat = gpu ? 10 : 3;
+    if (o->train_seqs == 0) o->train_seqs = 2;
+    if (o->train_repeat == 0) o->train_repeat = 5;
+    if (o->prompt_len == 0) o->prompt_len = 512;
+    if (o->new_tokens == 0) o->new_tokens = 128;
+    if (o->hybrid_layers == 0) o->hybrid_layers = 64;
+}
+
+static int run_figures(const DfBenchOptions *o, int gpu, cJSON *json, DfError *err) {
+    if (o->decode) {
+        if (o->prompt_len < 1 || o->new_tokens < 16)
+            return df_fail(err, "--prompt-len must be positive and --new-tokens at least 16");
+        if (o->hybrid && !gpu) return df_fail(err, "--decode --hybrid needs --device cuda (the Qwen3.6-27B shape)");
+        return df_bench_decode_figures(o, json, err);
+    }
+    if (o->hybrid && (!gpu || o->hybrid_layers < 4 || o->hybrid_layers > 64))
+        return df_fail(err, "--hybrid needs --device cuda and --hybrid-layers in 4..64");
+    if (gpu) /* df_backend_create says when this dflash was built without CUDA */
+        return o->hybrid ? df_bench_hybrid(o, json, err) : df_bench_gpu(o, json, err);
+    return df_bench_cpu(o, json, err);
+}
+
+static int write_json(const cJSON *json, const char *path, DfError *err) {
+    char *text = cJSON_Print(json);
+    FILE *f = fopen(path, "w");
+    int rc = 0;
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) rc = df_fail_errno(err, "%s: cannot write", path);
+    free(text);
+    return rc;
+}
+
+int df_bench(const DfBenchOptions *given, DfError *err) {
+    DfBenchOptions o = *given;
+    int gpu = df_device_kind(o.device) == DF_DEVICE_ACCELERATOR;
+    resolve_sizes(&o, gpu);
+    cJSON *json = cJSON_CreateObject();
+    int rc = run_figures(&o, gpu, json, err);
+    if (rc == 0 && o.json_out) rc = write_json(json, o.json_out, err);
+    cJSON_Delete(json);
+    return rc;
+}
