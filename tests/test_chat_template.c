@@ -3,7 +3,11 @@
  * the generation prompts and the token ids equal apply_chat_template's; the
  * assistant-only loss mask covers each assistant message's answer and the
  * end-of-turn token after it. Template sources, kwargs, the date and errors
- * (naming the file and the template's line) on scratch configs. */
+ * (naming the file and the template's line) on scratch configs. The seed
+ * family's own templates (Qwen3.5, Qwen3.6, tests/fixtures/chat_templates/)
+ * through --chat-template and --chat-template-kwargs: the generation prompt
+ * with thinking on and off, and the loss mask of a conversation with
+ * reasoning and a tool call. */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
