@@ -3,7 +3,11 @@
  * the generation prompts and the token ids equal apply_chat_template's; the
  * assistant-only loss mask covers each assistant message's answer and the
  * end-of-turn token after it. Template sources, kwargs, the date and errors
- * (naming the file and the template's line) on scratch configs. */
+ * (naming the file and the template's line) on scratch configs. The seed
+ * family's own templates (Qwen3.5, Qwen3.6, tests/fixtures/chat_templates/)
+ * through --chat-template and --chat-template-kwargs: the generation prompt
+ * with thinking on and off, and the loss mask of a conversation with
+ * reasoning and a tool call. */
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
@@ -277,6 +281,140 @@ static void test_errors(void **state) {
     free(dir);
 }
 
+/* The messages of a conversation given as JSON, each keeping its object so
+ * that reasoning_content and tool_calls reach the template. */
+static int json_messages(const cJSON *conv, DfChatMessage *out, int cap) {
+    int n = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, conv) {
+        assert_true(n < cap);
+        const char *role = cJSON_GetObjectItem(m, "role")->valuestring;
+        const cJSON *c = cJSON_GetObjectItem(m, "content");
+        int r = df_chat_role_parse(role, strlen(role));
+        assert_true(r >= 0);
+        out[n++] = (DfChatMessage){(DfChatRole)r, cJSON_IsString(c) ? c->valuestring : "",
+                                   cJSON_IsString(c) ? strlen(c->valuestring) : 0, m};
+    }
+    return n;
+}
+
+/* The committed Qwen3.5 / Qwen3.6 template NAME set on the Qwen3 tokenizer
+ * with --chat-template and --chat-template-kwargs KWARGS. */
+static DfChatTemplate *open_qwen35(const char *name, const char *kwargs) {
+    char file[256];
+    snprintf(file, sizeof file, "tests/fixtures/chat_templates/%s.jinja", name);
+    DfError err = {{0}};
+    DfChatTemplate *t = df_chat_template_open(df_test_path("tests/.cache/tokenizers/qwen3"), df_test_path(file), kwargs, &err);
+    if (!t) fail_msg("%s: %s", name, err.msg);
+    return t;
+}
+
+static void expect_prompt(const char *name, const char *kwargs, const char *want) {
+    DfChatTemplate *t = open_qwen35(name, kwargs);
+    DfChatMessage msgs[2] = {{DF_ROLE_SYSTEM, "You are helpful.", 16, NULL}, {DF_ROLE_USER, "Hi", 2, NULL}};
+    DfByteBuf text = {0};
+    DfError err = {{0}};
+    if (df_chat_render_prompt(t, msgs, 2, &text, &err) != 0) fail_msg("%s: %s", name, err.msg);
+    char full[256];
+    snprintf(full, sizeof full, "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n%s", want);
+    if (strcmp(text.data, full) != 0)
+        fail_msg("%s with kwargs %s: the prompt is\n[%s]\nwant\n[%s]", name, kwargs ? kwargs : "(none)", text.data, full);
+    df_bytebuf_free(&text);
+    df_chat_template_free(t);
+}
+
+/* The seed family's templates through dflash's own path: thinking on by
+ * default (Qwen3.5 4B and larger, Qwen3.6), off by default (Qwen3.5 2B and
+ * smaller), and enable_thinking from the chat-template kwargs switching it. */
+static void test_qwen35_generation_prompt(void **state) {
+    (void)state;
+    const char *think = "<|im_start|>assistant\n<think>\n", *no_think = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    expect_prompt("Qwen-Qwen3.5", NULL, think);
+    expect_prompt("Qwen-Qwen3.5", "{\"enable_thinking\": true}", think);
+    expect_prompt("Qwen-Qwen3.5", "{\"enable_thinking\": false}", no_think);
+    expect_prompt("Qwen-Qwen3.6", NULL, think);
+    expect_prompt("Qwen-Qwen3.6", "{\"enable_thinking\": false}", no_think);
+    expect_prompt("Qwen-Qwen3.5-2B", NULL, no_think);
+    expect_prompt("Qwen-Qwen3.5-2B", "{\"enable_thinking\": true}", think);
+}
+
+static const char QWEN35_CONVERSATION[] =
+    "[{\"role\": \"system\", \"content\": \"You are helpful.\"},"
+    " {\"role\": \"user\", \"content\": \"What is 2+2?\"},"
+    " {\"role\": \"assistant\", \"reasoning_content\": \"Two and two.\", \"content\": \"4\"},"
+    " {\"role\": \"user\", \"content\": \"Weather in Paris?\"},"
+    " {\"role\": \"assistant\", \"reasoning_content\": \"Ask the tool.\", \"content\": \"\", \"tool_calls\": [{\"type\": "
+    "\"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}}]},"
+    " {\"role\": \"tool\", \"content\": \"{\\\"temp\\\": 21}\"},"
+    " {\"role\": \"assistant\", \"reasoning_content\": \"It said 21.\", \"content\": \"It is 21 C.\"}]";
+
+/* The masked runs of a rendering, decoded, joined by '|'. */
+static void masked_runs(const DfTokenizer *tok, const DfI32Vec *ids, const DfByteBuf *mask, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t k = 0; k < ids->len;) {
+        if (!mask->data[k]) {
+            k++;
+            continue;
+        }
+        size_t e = k;
+        while (e < ids->len && mask->data[e]) e++;
+        DfByteBuf dec = {0};
+        DfError err = {{0}};
+        if (df_tokenizer_decode(tok, ids->data + k, e - k, &dec, &err)) fail_msg("%s", err.msg);
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "|" : "", dec.data);
+        assert_true(len < cap);
+        df_bytebuf_free(&dec);
+        k = e;
+    }
+}
+
+/* The loss mask of a Qwen3.5 conversation: each assistant message's answer,
+ * its reasoning where the template renders it (after the last user query, or
+ * everywhere with Qwen3.6's preserve_thinking) and its tool calls, through
+ * the <|im_end|> that closes its turn (after a tool call, past the template's
+ * closing tags); never a role header, the user's or the tool's turns. */
+static void test_qwen35_loss_mask(void **state) {
+    (void)state;
+    DfError err = {{0}};
+    DfTokenizer *tok = df_tokenizer_load(df_test_path("tests/.cache/tokenizers/qwen3"), &err);
+    if (!tok) fail_msg("%s", err.msg);
+    cJSON *conv = cJSON_Parse(QWEN35_CONVERSATION);
+    assert_non_null(conv);
+    DfChatMessage msgs[8];
+    int n = json_messages(conv, msgs, 8);
+    static const char TOOL_TURN[] = "Ask the tool.\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+                                    "Paris\n</parameter>\n<parameter=days>\n2\n</parameter>\n</function>\n</tool_call><|im_end|>";
+    static const char LAST_TURN[] = "It said 21.\n</think>\n\nIt is 21 C.<|im_end|>";
+    char latest[512], preserved[512];
+    snprintf(latest, sizeof latest, "4<|im_end|>|%s|%s", TOOL_TURN, LAST_TURN);
+    snprintf(preserved, sizeof preserved, "Two and two.\n</think>\n\n4<|im_end|>|%s|%s", TOOL_TURN, LAST_TURN);
+    const struct { const char *name, *kwargs, *want; } cases[] = {
+        {"Qwen-Qwen3.5", NULL, latest},
+        {"Qwen-Qwen3.5", "{\"enable_thinking\": false}", latest},
+        {"Qwen-Qwen3.5-2B", NULL, latest},
+        {"Qwen-Qwen3.6", NULL, latest},
+        {"Qwen-Qwen3.6", "{\"preserve_thinking\": true}", preserved},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        DfChatTemplate *t = open_qwen35(cases[i].name, cases[i].kwargs);
+        DfI32Vec ids = {0};
+        DfByteBuf mask = {0};
+        if (df_chat_tokenize(t, tok, msgs, n, &ids, &mask, &err) != 0) fail_msg("%s: %s", cases[i].name, err.msg);
+        assert_int_equal(mask.len, ids.len);
+        char runs[2048];
+        masked_runs(tok, &ids, &mask, runs, sizeof runs);
+        if (strcmp(runs, cases[i].want) != 0)
+            fail_msg("%s with kwargs %s: the masked runs are\n[%s]\nwant\n[%s]", cases[i].name,
+                     cases[i].kwargs ? cases[i].kwargs : "(none)", runs, cases[i].want);
+        df_i32vec_free(&ids);
+        df_bytebuf_free(&mask);
+        df_chat_template_free(t);
+    }
+    cJSON_Delete(conv);
+    df_tokenizer_free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_qwen3),
@@ -285,6 +423,8 @@ int main(void) {
         cmocka_unit_test(test_date),
         cmocka_unit_test(test_template_sources_and_kwargs),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_qwen35_generation_prompt),
+        cmocka_unit_test(test_qwen35_loss_mask),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,9 @@ static const struct {
 } FIXTURES[] = {
     {"Qwen-Qwen3-Thinking-2507", NULL, "<|im_end|>"},
     {"Qwen-Qwen3-Instruct-2507", NULL, "<|im_end|>"},
+    {"Qwen-Qwen3.5", NULL, "<|im_end|>"},
+    {"Qwen-Qwen3.5-2B", NULL, "<|im_end|>"},
+    {"Qwen-Qwen3.6", NULL, "<|im_end|>"},
     {"deepseek-ai-DeepSeek-V3.1", "<｜begin▁of▁sentence｜>",
      "<｜end▁of▁sentence｜>"},
     {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "<｜begin▁of▁sentence｜>",

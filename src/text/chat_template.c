@@ -181,14 +181,21 @@ static void add_span(DfChatSpans *s, size_t start, size_t end) {
 /* ---- rendering -------------------------------------------------------------- */
 
 /* Each assistant message's span: its first to its last tagged byte; or the
- * {% generation %} blocks where the template has them. */
-static void collect_spans(const DfJinjaOutput *out, int n, DfChatSpans *spans) {
+ * {% generation %} blocks where the template has them. limits[i]: how far
+ * span i may be carried on to its end of turn (mask_tokens): up to the first
+ * byte another message's strings landed at after it (a generation block is
+ * not carried on). */
+static void collect_spans(const DfJinjaOutput *out, const DfChatMessage *msgs, int n, DfChatSpans *spans,
+                          size_t **limits) {
     if (out->generation.n) {
         for (size_t i = 0; i < out->generation.n; i++) add_span(spans, out->generation.v[i].s, out->generation.v[i].e);
+        *limits = df_xrealloc(*limits, (spans->n ? spans->n : 1) * sizeof **limits, "chat span limits");
+        for (size_t i = spans->n - out->generation.n; i < spans->n; i++) (*limits)[i] = spans->range[i][1];
         return;
     }
     for (int m = 0; m < n; m++) {
-        size_t s = (size_t)-1, e = 0;
+        if (msgs[m].role != DF_ROLE_ASSISTANT) continue;
+        size_t s = (size_t)-1, e = 0, limit = (size_t)-1;
         int found = 0;
         for (size_t i = 0; i < out->tagged.n; i++)
             if (out->tagged.v[i].tag == m) {
@@ -196,12 +203,21 @@ static void collect_spans(const DfJinjaOutput *out, int n, DfChatSpans *spans) {
                 if (out->tagged.v[i].s < s) s = out->tagged.v[i].s;
                 if (out->tagged.v[i].e > e) e = out->tagged.v[i].e;
             }
-        if (found) add_span(spans, s, e); /* empty when the content rendered empty: its end of turn still counts */
+        if (!found) continue;
+        for (size_t i = 0; i < out->tagged.n; i++) {
+            const JSpan *o = &out->tagged.v[i];
+            if (o->tag != m && o->s >= e && o->s < limit) limit = o->s;
+        }
+        add_span(spans, s, e); /* empty when the content rendered empty: its end of turn still counts */
+        *limits = df_xrealloc(*limits, spans->n * sizeof **limits, "chat span limits");
+        (*limits)[spans->n - 1] = limit;
     }
 }
 
+/* limits: NULL, or where the spans may be carried on to (see collect_spans);
+ * both in bytes of text. */
 static int render(const DfChatTemplate *t, const DfTokenizer *normalize_with, const DfChatMessage *msgs, int n,
-                  int generation_prompt, DfByteBuf *text, DfChatSpans *spans, DfError *err) {
+                  int generation_prompt, DfByteBuf *text, DfChatSpans *spans, size_t **limits, DfError *err) {
     if (n <= 0) return df_fail(err, "empty conversation");
     JArena arena = {0};
     DfJinjaOutput out = {0};
@@ -218,9 +234,14 @@ static int render(const DfChatTemplate *t, const DfTokenizer *normalize_with, co
         size_t base = text->len;
         df_bytebuf_append(text, out.text.p, out.text.n);
         if (spans) {
-            size_t first = spans->n;
-            collect_spans(&out, n, spans);
-            for (size_t i = first; i < spans->n; i++) spans->range[i][0] += base, spans->range[i][1] += base;
+            size_t first = spans->n, *lim = limits ? *limits : NULL;
+            collect_spans(&out, msgs, n, spans, &lim);
+            for (size_t i = first; i < spans->n; i++) {
+                spans->range[i][0] += base, spans->range[i][1] += base;
+                if (lim[i] != (size_t)-1) lim[i] += base;
+            }
+            if (limits) *limits = lim;
+            else free(lim);
         }
     }
     df_jinja_output_free(&out);
@@ -230,11 +251,11 @@ static int render(const DfChatTemplate *t, const DfTokenizer *normalize_with, co
 
 int df_chat_render(const DfChatTemplate *t, const DfChatMessage *msgs, int n, DfByteBuf *text, DfChatSpans *spans,
                    DfError *err) {
-    return render(t, NULL, msgs, n, 0, text, spans, err);
+    return render(t, NULL, msgs, n, 0, text, spans, NULL, err);
 }
 
 int df_chat_render_prompt(const DfChatTemplate *t, const DfChatMessage *msgs, int n, DfByteBuf *text, DfError *err) {
-    return render(t, NULL, msgs, n, 1, text, NULL, err);
+    return render(t, NULL, msgs, n, 1, text, NULL, NULL, err);
 }
 
 /* Whether token k (text[starts[k]..next)) is an added token the template
@@ -249,8 +270,36 @@ static int is_template_token(const DfChatTemplate *t, const DfTokenizer *tok, co
     return strstr(t->text, tokstr) != NULL || (t->special[1] && strcmp(t->special[1], tokstr) == 0);
 }
 
+/* A span that the token right after it does not end (an assistant turn that
+ * closes with template text after its last string, as Qwen3.5's
+ * </parameter></function></tool_call> after a tool call's last argument, or
+ * one whose last argument is a number) is carried on through the first
+ * end-of-turn token after it, unless another message's strings or another
+ * span come first. The mask's last starts->len bytes are the tokens'. */
+static void carry_to_end_of_turn(const DfChatTemplate *t, const DfTokenizer *tok, const DfChatSpans *spans,
+                                 const size_t *limits, const DfI32Vec *ids, const DfI32Vec *starts, size_t first,
+                                 DfByteBuf *mask) {
+    size_t ntok = starts->len, base = mask->len - ntok, k = 0;
+    int32_t eot = -2; /* looked up when a span first needs it */
+    for (size_t j = 0; j < spans->n; j++) {
+        while (k < ntok && (size_t)starts->data[k] < spans->range[j][1]) k++;
+        if (k >= ntok || mask->data[base + k] || (size_t)starts->data[k] >= limits[j]) continue;
+        if (eot == -2) {
+            DfError ignored = {{0}}; /* no end-of-turn token: nothing to carry on to */
+            if (df_chat_template_end_of_turn(t, tok, &eot, &ignored) != 0) eot = -1;
+        }
+        if (eot < 0) return;
+        size_t e = k;
+        while (e < ntok && (size_t)starts->data[e] < limits[j] && !mask->data[base + e] && ids->data[first + e] != eot)
+            e++;
+        if (e < ntok && (size_t)starts->data[e] < limits[j] && !mask->data[base + e]) /* e: the end of turn */
+            memset(mask->data + base + k, 1, e - k + 1);
+    }
+}
+
 static void mask_tokens(const DfChatTemplate *t, const DfTokenizer *tok, const DfByteBuf *text, const DfChatSpans *spans,
-                        const DfI32Vec *ids, const DfI32Vec *starts, size_t first, DfByteBuf *mask) {
+                        const size_t *limits, const DfI32Vec *ids, const DfI32Vec *starts, size_t first,
+                        DfByteBuf *mask) {
     size_t span = 0, ntok = starts->len;
     int extend = 0; /* the token right after a span is its end of turn */
     for (size_t k = 0; k < ntok; k++) {
@@ -264,6 +313,7 @@ static void mask_tokens(const DfChatTemplate *t, const DfTokenizer *tok, const D
         extend = 0;
         df_bytebuf_append(mask, &bit, 1);
     }
+    carry_to_end_of_turn(t, tok, spans, limits, ids, starts, first, mask);
 }
 
 int df_chat_tokenize(const DfChatTemplate *t, const DfTokenizer *tok, const DfChatMessage *msgs, int n,
@@ -271,12 +321,13 @@ int df_chat_tokenize(const DfChatTemplate *t, const DfTokenizer *tok, const DfCh
     DfByteBuf text = {0};
     DfChatSpans spans = {0};
     DfI32Vec starts = {0};
-    size_t first = ids->len;
+    size_t first = ids->len, *limits = NULL;
     /* Contents are normalized before rendering so that the tokenizer's own
      * normalization changes nothing and token offsets index `text`. */
-    int rc = render(t, tok, msgs, n, 0, &text, &spans, err);
+    int rc = render(t, tok, msgs, n, 0, &text, &spans, &limits, err);
     if (rc == 0) rc = df_tokenizer_encode_offsets(tok, text.data, text.len, ids, &starts, err);
-    if (rc == 0) mask_tokens(t, tok, &text, &spans, ids, &starts, first, mask);
+    if (rc == 0) mask_tokens(t, tok, &text, &spans, limits, ids, &starts, first, mask);
+    free(limits);
     if (rc != 0) ids->len = first;
     df_i32vec_free(&starts);
     df_chat_spans_free(&spans);
@@ -290,7 +341,7 @@ int df_chat_template_end_of_turn(const DfChatTemplate *t, const DfTokenizer *tok
     DfChatSpans spans = {0};
     DfI32Vec ids = {0}, starts = {0};
     *id = -1;
-    int rc = render(t, tok, probe, 2, 0, &text, &spans, err);
+    int rc = render(t, tok, probe, 2, 0, &text, &spans, NULL, err);
     if (rc == 0 && spans.n == 0) rc = df_fail(err, "%s: an assistant message's content does not appear in the rendering", t->source);
     if (rc == 0) rc = df_tokenizer_encode_offsets(tok, text.data, text.len, &ids, &starts, err);
     size_t end = rc == 0 ? spans.range[spans.n - 1][1] : 0;

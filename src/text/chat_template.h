@@ -14,9 +14,12 @@
  * (content, reasoning_content, tool calls) landed; the span from the first to
  * the last of those bytes, plus the special token the template writes right
  * after it (its end of turn: <|im_end|>, <|eot_id|>, <end_of_turn>, ...), is
- * trained on. A template with {% generation %} blocks is masked by those
- * blocks instead (transformers' return_assistant_tokens_mask). The ids are
- * those of tokenizing the whole rendered text. */
+ * trained on; where the template writes text of its own before the end of
+ * turn (Qwen3.5's </parameter></function></tool_call> after a tool call), the
+ * span runs on through that text and the end-of-turn token, unless another
+ * message's strings come first. A template with {% generation %} blocks is
+ * masked by those blocks instead (transformers' return_assistant_tokens_mask).
+ * The ids are those of tokenizing the whole rendered text. */
 #ifndef DF_TEXT_CHAT_TEMPLATE_H
 #define DF_TEXT_CHAT_TEMPLATE_H
 

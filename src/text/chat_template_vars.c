@@ -31,7 +31,7 @@ static int content_value(JArena *a, const DfChatMessage *m, const DfTokenizer *t
 static int message_value(JArena *a, const DfChatMessage *m, int i, const DfTokenizer *tok, JVal *out, DfError *err) {
     size_t bad = df_utf8_first_invalid((const unsigned char *)m->content, m->content_len);
     if (bad < m->content_len) return df_fail(err, "message %d: the content is not valid UTF-8 (byte %zu)", i, bad);
-    int tag = m->role == DF_ROLE_ASSISTANT ? i : -1;
+    int tag = i; /* assistant messages: their spans; the others: where those spans end */
     JVal content, d = jv_dict(a);
     if (content_value(a, m, tok, tag, &content, err)) return -1;
     set(a, d.u.d, "role", jv_cstr(ROLE_NAMES[m->role]));

@@ -1,6 +1,6 @@
 /* The variables a chat template is rendered with, built as engine values
  * straight from the parsed messages (no JSON round trip): messages (each
- * assistant message's strings tagged with its index, for the loss mask),
+ * message's strings tagged with its index, for the loss mask),
  * add_generation_prompt, the special tokens, date_string, and the kwargs. */
 #ifndef DF_TEXT_CHAT_TEMPLATE_VARS_H
 #define DF_TEXT_CHAT_TEMPLATE_VARS_H

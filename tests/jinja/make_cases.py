@@ -52,6 +52,8 @@ cases = [
  "{{ 'ABC'.lower() }} {{ 'abc'.upper() }} {{ 'a-b'.replace('-', '+') }} {{ 'hello world'.title() }} {{ 'hELLO'.capitalize() }} {{ messages[0].get('content') }} {{ messages[0].get('nope', 'dflt') }} {{ messages[0].get('nope') }} {{ messages[0].keys() | list }} {{ messages[0].values() | list }}",
  "{{ messages[2].content.split('</think>')[-1].lstrip('\\n') }} {{ messages[2].content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') }}",
  "{{ ', '.join(['a', 'b']) }} {{ 'abcb'.find('b') }} {{ 'abcb'.count('b') }} {{ '123'.isdigit() }}",
+ # tool-call arguments as Qwen3.5 and Qwen3.6 write them: a value's string, or its JSON
+ "{% for k, v in {'s': 'x y', 'i': 2, 'f': 0.5, 't': true, 'z': none, 'l': ['a', 1], 'd': {'u': 'c'}} | items %}{% set a = v | tojson | safe if v is mapping or (v is sequence and v is not string) else v | string %}{% set b = v | string if v is string else v | tojson | safe %}<{{ k }}={{ a }}|{{ b }}>{% endfor %}",
  # globals
  "{{ range(3) | list }} {{ range(1, 7, 2) | list }} {{ range(5, 0, -2) | list }} {{ strftime_now('%Y-%m-%d') }} {{ dict(a=1) }}",
 ]
