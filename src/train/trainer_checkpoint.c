@@ -2,7 +2,6 @@
  * start or a resume from the latest valid checkpoint, the state between the
  * host and the backend, the checkpoints (with curves.png), the best held-out
  * eval's drafter in best/ and the exported final/. */
-#define _XOPEN_SOURCE 700 /* access */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
