@@ -7,7 +7,7 @@
  * and dropped.
  *
  * Figure: the backward at 2 x 2048 context rows, 512 anchors, block 16, 32/8
- * heads of 128, six paired runs on H100s: 2.399 ms (median) against 2.424,
+ * heads of 128, six paired runs on H100s: 2.399 ms (mean) against 2.424,
  * within the runs' spread; L1 traffic 50% -> 36%, time unchanged; 223
  * registers against 155. Commit 8c972d7.
  *

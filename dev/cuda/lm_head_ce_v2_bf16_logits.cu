@@ -11,7 +11,7 @@
  *
  * Built by `make dev` (compiled only, with nvcc); dev_lm_head_ce_v2_bf16_logits
  * runs the op as the backend's df_cuda_lm_head_ce did with bf16 logits. The
- * rest of this file is version 1's as it was then.
+ * rest of the op is version 1's.
  *
  * Fused frozen lm head + weighted cross-entropy on the GPU.
  *
