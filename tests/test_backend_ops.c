@@ -44,44 +44,6 @@
 
 #include "backend/backend.h"
 
-static const OpCase *const CASES[] = {
-    &CASE_MEMORY,
-    &CASE_MATMUL,
-    &CASE_LINEAR_RESIDUAL,
-    &CASE_MATMUL_DECODE,
-    &CASE_RMSNORM,
-    &CASE_ADD_SWIGLU,
-    &CASE_SWIGLU_PACKED,
-    &CASE_EMBEDDING,
-    &CASE_COPY2D,
-    &CASE_FILL_ZERO,
-    &CASE_ROPE,
-    &CASE_RMSNORM_ROPE,
-    &CASE_QK_NORM_ROPE,
-    &CASE_RMSNORM_ROPE_BACKWARD,
-    &CASE_ATTENTION,
-    &CASE_ARGMAX,
-    &CASE_RMSNORM_BACKWARD,
-    &CASE_SWIGLU_BACKWARD,
-    &CASE_LINEAR_WEIGHT_GRAD,
-    &CASE_BLOCK_ATTENTION,
-    &CASE_LM_HEAD_CE,
-    &CASE_ADAMW,
-    &CASE_SUM_SQUARES,
-    &CASE_KV,
-    &CASE_QKV_ROPE_CACHE,
-    &CASE_CAUSAL_CONV,
-    &CASE_DELTA_RULE,
-    &CASE_GATED_RMSNORM,
-    &CASE_ROPE_PARTIAL,
-    &CASE_HYBRID_STEPS,
-    &CASE_CONV_STEP,
-    &CASE_DELTA_STEP,
-    &CASE_SYNC_ERRORS,
-    &CASE_DEVICE_QUERIES,
-    &CASE_DEVICE_CAPS,
-};
-#define N_CASES (sizeof CASES / sizeof CASES[0])
 
 /* Ops of the list without a case of their own: none. (An op tested only
  * elsewhere, e.g. at a whole model's shapes, would be named here with the
@@ -101,19 +63,19 @@ static void test_coverage(void **state) {
     for (int id = 0; id < DF_OP_COUNT; id++) {
         const char *op = df_op_name(id);
         int covered = 0;
-        for (size_t c = 0; c < N_CASES; c++) covered |= case_covers(CASES[c], op);
+        for (size_t c = 0; c < OPS_N_CASES; c++) covered |= case_covers(OPS_CASES[c], op);
         for (size_t e = 0; EXEMPT[e]; e++) covered |= strcmp(EXEMPT[e], op) == 0;
         if (!covered) fprintf(stderr, "op '%s' of backend_ops.def has no case in test_backend_ops.c\n", op), missing++;
     }
     assert_int_equal(missing, 0);
     /* and no case names an op the list does not have */
-    for (size_t c = 0; c < N_CASES; c++) {
+    for (size_t c = 0; c < OPS_N_CASES; c++) {
         char buf[1024];
-        snprintf(buf, sizeof buf, "%s", CASES[c]->ops);
+        snprintf(buf, sizeof buf, "%s", OPS_CASES[c]->ops);
         for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
             int found = 0;
             for (int id = 0; id < DF_OP_COUNT; id++) found |= strcmp(df_op_name(id), tok) == 0;
-            if (!found) fail_msg("case '%s' names '%s', which backend_ops.def does not list", CASES[c]->name, tok);
+            if (!found) fail_msg("case '%s' names '%s', which backend_ops.def does not list", OPS_CASES[c]->name, tok);
         }
     }
 }
@@ -202,8 +164,8 @@ static void test_cases(void **state) {
     int n_others = f->gpu ? 1 : 0;
     const char *q = getenv("DFLASH_OPS_QUICK");
     int quick = q && strcmp(q, "1") == 0;
-    for (size_t i = 0; i < N_CASES; i++) {
-        const OpCase *c = CASES[i];
+    for (size_t i = 0; i < OPS_N_CASES; i++) {
+        const OpCase *c = OPS_CASES[i];
         if (!case_selected(c)) continue;
         Worst worst = {0};
         for (int s = 0; s < c->n_shapes; s++) {

@@ -1,6 +1,6 @@
 /* The CUDA skinny GEMM's routing and determinism (decoding's products: M <=
  * 64 rows of activations against [N,K] weights,
- * src/backend/cuda/cuda_skinny_gemm.cu). Which products take the kernel
+ * src/backend/cuda/gemm/cuda_skinny_gemm.cu). Which products take the kernel
  * (df_cuda_skinny_gemm_count): under "always", every shape it fits, M in
  * {1, 2, 3, 7, 8, 9, 16, 17, 31, 33, 64} (every n-tile count, partial
  * n-tiles) at shapes whose N and K are not multiples of its tiles (128
@@ -26,7 +26,7 @@
 #include "backend/backend.h"
 #ifdef DF_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_variants.h"
+#include "backend/cuda/gemm/cuda_skinny_gemm.h"
 #endif
 
 typedef DfTestBackendPair Fixture;

@@ -4,7 +4,7 @@
  * cuBLASLt's heuristic algorithms (variant gemm_algo k = 1..8: the
  * heuristic's k-th candidate; 1 is the default) and under gemm_search, which
  * times the candidates of a large product once and keeps the fastest
- * (src/backend/cuda/cuda_matmul_search.cu). Prints each product's ms and
+ * (src/backend/cuda/gemm/cuda_matmul_search.cu). Prints each product's ms and
  * TFLOP/s per rank, the search's, and a step's products summed at their
  * multiplicities both ways.
  *

@@ -1,5 +1,5 @@
 /* The skinny GEMM (decoding's products: M <= 64 rows of activations against
- * [N,K] weights, src/backend/cuda/cuda_skinny_gemm.cu) against cuBLASLt at
+ * [N,K] weights, src/backend/cuda/gemm/cuda_skinny_gemm.cu) against cuBLASLt at
  * the Qwen3-8B decode shapes (q/o, k/v, gate/up, down, the lm head) at
  * M = 1, 16, 64: device events, median of 11 after 3 warm-up runs, the
  * weights rotating over copies of at least 512 MiB in all so that they come

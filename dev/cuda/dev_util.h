@@ -2,8 +2,9 @@
  * family, llm.c's dev/cuda pattern) runs the op's kernel variants beside the
  * CPU backend's op as the reference, validates each variant's outputs, then
  * times it with device events after a warm-up. Variants are chosen by name
- * through the op table (df_backend_set_variant, the knobs of
- * src/backend/cuda/cuda_variants.cu). Every helper here ends the program
+ * through the op table (df_backend_set_variant, the variants declared in
+ * src/backend/cuda/kernel_variants.def). Kernel versions tried and dropped
+ * are kept beside them as NAME_vN_WHAT.cu (make dev compiles them). Every helper here ends the program
  * with a message on failure: a benchmark whose outputs are wrong reports
  * nothing. */
 #ifndef DF_DEV_CUDA_DEV_UTIL_H

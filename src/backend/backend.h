@@ -277,7 +277,7 @@ struct DfBackend {
 
 /* The CPU backend (C + OpenMP + OpenBLAS); threads from OMP_NUM_THREADS.
  * It sets OpenBLAS to one thread, process-wide: every op, sgemm included,
- * is parallelized with OpenMP instead (see cpu/cpu_matmul.c). */
+ * is parallelized with OpenMP instead (see cpu/dense/cpu_matmul.c). */
 DfBackend *df_backend_cpu_create(DfError *err);
 
 /* Name of the first op this backend lacks that backend_ops.def marks as

@@ -1,7 +1,7 @@
 /* The host-side (fp32, C + OpenMP) math of a hybrid target's layers: the
  * Gated DeltaNet's causal convolution, its gated delta rule recurrence and
  * gated RMSNorm, and the sigmoid output gate of the gated attention. The
- * CPU backend's ops are these functions (cpu/cpu_hybrid.c,
+ * CPU backend's ops are these functions (cpu/hybrid/cpu_hybrid.c,
  * cpu_hybrid_step.c), and the reference the other backends are tested
  * against; it lives in the backend so that the backends never include
  * target/. Every function works on a

@@ -1,9 +1,15 @@
-/* The cases of test_backend_ops, by family; the registry (the order they
- * run in) is tests/test_backend_ops.c's. */
+/* The cases of test_backend_ops, by family, and the registry of them all
+ * (registry.c: the order they run in). */
 #ifndef DF_TESTS_BACKEND_OPS_CASES_H
 #define DF_TESTS_BACKEND_OPS_CASES_H
 
+#include <stddef.h>
+
 #include "ops_run.h"
+
+/* registry.c: every case, in the order test_backend_ops runs them */
+extern const OpCase *const OPS_CASES[];
+extern const size_t OPS_N_CASES;
 
 /* cases_device.c: memory, errors reported by sync, device queries */
 extern const OpCase CASE_MEMORY, CASE_SYNC_ERRORS, CASE_DEVICE_QUERIES, CASE_DEVICE_CAPS;

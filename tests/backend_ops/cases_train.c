@@ -524,13 +524,10 @@ static const BlockShape BLOCK_SHAPES[] = {
     ODD(16, 8, 2, 256, 1, 50), MANY(7, 8, 2, 256, 1, 0),
 };
 
-/* At head_dim 128 (CUDA): wgmma (the default), its forward two blocks a CTA instead of one, its dQ with Q and dO
- * held in registers instead of read from shared memory, and the mma.sync kernels of the other head dims */
+/* At head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernels of the other head dims */
 static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
     {"default variants", {NULL}, {0}},
     {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},
-    {"block_attention_forward_pairs 1", {"block_attention_forward_pairs"}, {1}},
-    {"block_attention_dq_q_regs 1", {"block_attention_dq_q_regs"}, {1}},
 };
 
 const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_attention block_attention_backward",
@@ -541,7 +538,6 @@ const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_
 
 typedef struct LmShape {
     int rows, hidden, vocab, with_dx;
-    int bf16_logits; /* also under the bf16-logits variants (whose 1e-2 is measured at these shapes) */
 } LmShape;
 
 static double exact_logit(const float *x, const float *head, int hidden, int r, int v) {
@@ -589,16 +585,11 @@ static void lm_reference(const Run *r, const LmShape *s, const float *x, const f
 /* The argmax's output is the exact (double) logit of the token each backend
  * chose, compared element by element: a backend's argmax may differ from the
  * CPU's only where the two tokens' logits are equal up to the logits' noise,
- * bf16 rounding (2^-8 relative) when the backend keeps bf16 logits, fp32
- * accumulation order (1e-4 relative, well above it) otherwise. */
+ * fp32 accumulation order (1e-4 relative, well above it). */
 static void run_lm_head_ce(Run *r, const void *shape) {
     const LmShape *s = shape;
     int R = s->rows, H = s->hidden, V = s->vocab;
     ops_label(r, "rows=%d hidden=%d vocab=%d%s", R, H, V, s->with_dx ? "" : ", no d_x");
-    if (ops_variant(r, "lm_head_logits_bf16") && !s->bf16_logits) {
-        r->skipped = 1;
-        return;
-    }
     uint64_t seed = 150 + (uint64_t)R + (uint64_t)V;
     float *x = ops_inputs(r, (size_t)R * H, seed, 1), *head = ops_inputs(r, (size_t)V * H, seed + 1, 0.5f);
     float *w = ops_inputs_around(r, (size_t)R, seed + 2, 1.0f, 1.0f); /* weights in [0, 2] */
@@ -625,26 +616,26 @@ static void run_lm_head_ce(Run *r, const void *shape) {
         chosen[i] = (float)exact_logit(x, head, H, i, (int)argmax[i]);
     }
     ops_result_host(r, "the argmax's logit", chosen, (size_t)R, OPS_PER_ELEMENT);
-    ops_last_tol(r, ops_variant(r, "lm_head_logits_bf16") ? 1.0 / 256 : 1e-4);
+    ops_last_tol(r, 1e-4);
     float *dx = s->with_dx ? ops_result(r, "d_x", a.d_x) : NULL;
     if (!r->reference) return;
     lm_reference(r, s, x, head, w, labels, a.grad_scale, ce, argmax, dx);
 }
 
 static const LmShape LM_SHAPES[] = {
-    {5, 12, 37, 1, 0},
-    {37, 64, 1001, 1, 0},  /* an odd vocab: the scalar row kernel */
-    {300, 128, 1001, 1, 0}, /* several chunks under the chunk variants, the last a part */
-    {300, 128, 1001, 0, 0}, /* no d_x: the CE and argmax only */
-    {129, 96, 2048, 1, 1},  /* the 16-byte row kernel */
-    {77, 40, 1001, 1, 1},
-    {1, 17, 5, 1, 0}, /* one row, a tiny vocab */
-    {513, 256, 4000, 1, 0},
+    {5, 12, 37, 1},
+    {37, 64, 1001, 1},  /* an odd vocab: the scalar row kernel */
+    {300, 128, 1001, 1}, /* several chunks under the chunk variants, the last a part */
+    {300, 128, 1001, 0}, /* no d_x: the CE and argmax only */
+    {129, 96, 2048, 1},  /* the 16-byte row kernel */
+    {77, 40, 1001, 1},
+    {1, 17, 5, 1}, /* one row, a tiny vocab */
+    {513, 256, 4000, 1},
     /* large vocabularies, the targets' among them: rows of many passes of the row kernel's block */
-    {70, 32, 16384, 1, 0},
-    {33, 20, 100004, 0, 0},
-    {40, 24, 151936, 1, 0}, /* Qwen3's */
-    {9, 16, 248320, 1, 0},  /* Qwen3.5's */
+    {70, 32, 16384, 1},
+    {33, 20, 100004, 0},
+    {40, 24, 151936, 1}, /* Qwen3's */
+    {9, 16, 248320, 1},  /* Qwen3.5's */
 };
 
 static const OpsVariant LM_VARIANTS[] = {
@@ -652,9 +643,6 @@ static const OpsVariant LM_VARIANTS[] = {
     {"chunks of 64 rows", {"lm_head_chunk_rows"}, {64}},
     {"chunks of 50 rows", {"lm_head_chunk_rows"}, {50}},
     {"chunks of 16 rows", {"lm_head_chunk_rows"}, {16}},
-    {"bf16 logits", {"lm_head_logits_bf16"}, {1}},
-    {"bf16 logits, chunks of 50 rows", {"lm_head_logits_bf16", "lm_head_chunk_rows"}, {1, 50}},
-    {"bf16 logits, chunks of 16 rows", {"lm_head_logits_bf16", "lm_head_chunk_rows"}, {1, 16}},
 };
 
 const OpCase CASE_LM_HEAD_CE = {"lm_head_ce", "lm_head_ce", run_lm_head_ce, OPS_SHAPES(LM_SHAPES), 1e-2,

@@ -18,13 +18,15 @@ typedef struct DfCpuState {
 void df_cpu_record_failure(DfBackend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The compute ops of backend_ops.def, one df_cpu_<op> each (one file per op
- * family: cpu_matmul.c, cpu_rmsnorm.c, cpu_rope.c, cpu_attention.c, ...). */
+ * family, in folders by the families of tests/backend_ops/: dense/cpu_matmul.c,
+ * dense/cpu_rope.c, train/cpu_block_attention.c, infer/cpu_kv_attention.c,
+ * hybrid/cpu_hybrid.c, ...). */
 #define DF_OP(ret, op, params, need)
 #define DF_COMPUTE_OP(ret, op, params, need) ret df_cpu_##op params;
 #include "backend/backend_ops.def"
 
 /* The rotation behind rope, rope_backward (sin_sign -1) and rope_partial
- * (rotary_dim < head_dim); op names the caller in errors (cpu_rope.c). */
+ * (rotary_dim < head_dim); op names the caller in errors (dense/cpu_rope.c). */
 void df_cpu_rope_rotate(DfBackend *be, const char *op, DfBuffer x, DfBuffer positions, DfBuffer cos_table,
                         DfBuffer sin_table, int n_tokens, int heads, int head_dim, int rotary_dim, float sin_sign);
 
