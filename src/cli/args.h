@@ -85,6 +85,22 @@ typedef struct DfOption {
 #define DF_OPTION_ENTRY(dest, default_of, name, kind, metavar, help, ...) \
     {(name), DF_OPT_##kind, &(dest), (metavar), (help), .default_value = &(default_of), __VA_ARGS__}
 
+/* The C type each kind writes, and a compile-time check that a row's field
+ * has it (at file scope: DF_OPTION_TYPE_CHECK(((Args *)0)->field, KIND, name);). */
+#define DF_OPTION_CTYPE_FLAG int
+#define DF_OPTION_CTYPE_INT int
+#define DF_OPTION_CTYPE_INT64 int64_t
+#define DF_OPTION_CTYPE_UINT64 uint64_t
+#define DF_OPTION_CTYPE_DOUBLE double
+#define DF_OPTION_CTYPE_STRING const char *
+#define DF_OPTION_CTYPE_PATH const char *
+#define DF_OPTION_CTYPE_JSON const char *
+#define DF_OPTION_CTYPE_CHOICE int
+#define DF_OPTION_CTYPE_STRING_LIST DfStringList
+#define DF_OPTION_TYPE_CHECK(field_lvalue, kind, name) \
+    _Static_assert(_Generic((field_lvalue), DF_OPTION_CTYPE_##kind: 1, default: 0), \
+                   "--" name ": the field's type is not its kind's")
+
 typedef struct DfCommandSpec {
     const char *name;       /* "prepare" */
     const char *summary;    /* one line */

@@ -18,19 +18,8 @@
 #define HOME_COMMAND(a, field) (a)->field
 
 /* Each field has the C type of its option's kind (what the parser writes). */
-#define CTYPE_FLAG int
-#define CTYPE_INT int
-#define CTYPE_INT64 int64_t
-#define CTYPE_UINT64 uint64_t
-#define CTYPE_DOUBLE double
-#define CTYPE_STRING const char *
-#define CTYPE_PATH const char *
-#define CTYPE_JSON const char *
-#define CTYPE_CHOICE int
-#define CTYPE_STRING_LIST DfStringList
-#define DF_TRAIN_OPTION(name, kind, home, field, ...)                                                      \
-    _Static_assert(_Generic(HOME_##home((DfTrainArgs *)0, field), CTYPE_##kind: 1, default: 0),          \
-                   "--" name ": the field's type is not its kind's (train/train_options.def)");
+#define DF_TRAIN_OPTION(name, kind, home, field, ...) \
+    DF_OPTION_TYPE_CHECK(HOME_##home((DfTrainArgs *)0, field), kind, name);
 #include "train/train_options.def"
 #undef DF_TRAIN_OPTION
 
