@@ -27,9 +27,6 @@
 
 /* ---- the list, as the test walks it -------------------------------------- */
 
-#define HOME_RUN(a, field) (a)->run.field
-#define HOME_PROMPTS(a, field) (a)->prompts.field
-#define HOME_COMMAND(a, field) (a)->field
 #define ARGS_NO 0
 #define ARGS_VALUE 1
 #define ARGS_NULL_IF_0 1
@@ -70,7 +67,7 @@ static int same_STRING_LIST(const DfStringList *a, const DfStringList *b) { retu
 static void compare(const DfTrainArgs *a, const DfTrainArgs *b, int *same) {
     int i = 0;
 #define DF_TRAIN_OPTION(name, kind, home, field, ...) \
-    same[i++] = same_##kind(&HOME_##home(a, field), &HOME_##home(b, field));
+    same[i++] = same_##kind(&DF_TRAIN_ARG(a, home, field), &DF_TRAIN_ARG(b, home, field));
 #include "train/train_options.def"
 #undef DF_TRAIN_OPTION
 }

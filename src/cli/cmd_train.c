@@ -5,7 +5,6 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +28,6 @@
 #include "formats/json_diff.h"
 #include "formats/model_config.h"
 #include "formats/token_store.h"
-#include "model/drafter_config.h"
-#include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "train/trainer.h"
 

@@ -12,14 +12,9 @@
 
 /* ---- the option table, from the list ------------------------------------- */
 
-/* The field of an option, by its home column. */
-#define HOME_RUN(a, field) (a)->run.field
-#define HOME_PROMPTS(a, field) (a)->prompts.field
-#define HOME_COMMAND(a, field) (a)->field
-
 /* Each field has the C type of its option's kind (what the parser writes). */
 #define DF_TRAIN_OPTION(name, kind, home, field, ...) \
-    DF_OPTION_TYPE_CHECK(HOME_##home((DfTrainArgs *)0, field), kind, name);
+    DF_OPTION_TYPE_CHECK(DF_TRAIN_ARG((DfTrainArgs *)0, home, field), kind, name);
 #include "train/train_options.def"
 #undef DF_TRAIN_OPTION
 
@@ -33,7 +28,7 @@ static void train_args_default(DfTrainArgs *a) {
 static int option_table(DfTrainArgs *a, const DfTrainArgs *d, DfOption *out) {
     const DfOption options[] = {
 #define DF_TRAIN_OPTION(name, kind, home, field, value, args, identity, metavar, help, ...) \
-    DF_OPTION_ENTRY(HOME_##home(a, field), HOME_##home(d, field), name, kind, metavar, help, __VA_ARGS__),
+    DF_OPTION_ENTRY(DF_TRAIN_ARG(a, home, field), DF_TRAIN_ARG(d, home, field), name, kind, metavar, help, __VA_ARGS__),
 #include "train/train_options.def"
 #undef DF_TRAIN_OPTION
     };

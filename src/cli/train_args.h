@@ -29,6 +29,13 @@ typedef struct DfTrainArgs {
     DfKernelVariants variants; /* kernel_variant parsed; run.kernel_variants points here when any */
 } DfTrainArgs;
 
+/* The field of a train_options.def row in the DfTrainArgs at a, by the
+ * row's home column: DF_TRAIN_ARG(a, RUN, token_budget) is a->run.token_budget. */
+#define DF_TRAIN_ARG(a, home, field) DF_TRAIN_ARG_##home(a, field)
+#define DF_TRAIN_ARG_RUN(a, field) (a)->run.field
+#define DF_TRAIN_ARG_PROMPTS(a, field) (a)->prompts.field
+#define DF_TRAIN_ARG_COMMAND(a, field) (a)->field
+
 /* Parses argv (expanded by --config into *config, which the caller frees
  * with df_config_args_free after it is done with a's strings) into a.
  * Returns 0 to go on, or 1 when the command must return *exit_code at once

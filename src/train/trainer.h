@@ -73,6 +73,10 @@
  * guard. Returns 0, or -1 with err set to stop the run. */
 typedef int (*DfTrainFeatureHook)(void *ctx, int64_t step, DfBackend *be, DfBuffer features, DfError *err);
 
+/* The options of a run: those `dflash train` sets are rows of
+ * train/train_options.def (option name, kind, default, help, whether the
+ * run record and the resume identity hold it); the others are set by the
+ * command or the caller. */
 typedef struct DfTrainOptions {
     const char *target_dir;
     const char *data_store;  /* the token store trained on */
