@@ -76,15 +76,16 @@ static void compare(const DfTrainArgs *a, const DfTrainArgs *b, int *same) {
 
 static char g_dir[512];
 
-static void parse(const char *line, DfTrainArgs *a, DfConfigArgs *config) {
-    char *copy = strdup(line), *argv[128];
+/* Parses the command line in `line`, which is cut into its tokens in place
+ * (a's strings point into it and into *config). */
+static void parse(char *line, DfTrainArgs *a, DfConfigArgs *config) {
+    char *argv[128];
     int argc = 0;
     argv[argc++] = "train";
-    for (char *t = strtok(copy, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
+    for (char *t = strtok(line, " "); t && argc < 127; t = strtok(NULL, " ")) argv[argc++] = t;
     argv[argc] = NULL;
     int exit_code = -1;
-    if (df_train_args_parse(argc, argv, a, config, &exit_code) != 0) fail_msg("train %s: exit %d", line, exit_code);
-    /* the strings stay in copy: freed with the test's process */
+    if (df_train_args_parse(argc, argv, a, config, &exit_code) != 0) fail_msg("train: exit %d", exit_code);
 }
 
 /* What a run with these options resolves (as the trainer does, from
@@ -112,18 +113,17 @@ static void resolve_drafter(DfTrainOptions *o, DfDrafterConfig *c) {
     o->gamma = c->gamma;
 }
 
-/* args.json of a's options (resolved first), read back with --config into b;
- * its JSON in *record. */
-static void round_trip(DfTrainArgs *a, DfTrainArgs *b, DfConfigArgs *config, cJSON **record) {
+/* args.json of a's options (resolved first), read back with --config into b
+ * (its command line in line[800]); the JSON in *record. */
+static void round_trip(DfTrainArgs *a, DfTrainArgs *b, DfConfigArgs *config, char *line, cJSON **record) {
     DfDrafterConfig dcfg;
     resolve_drafter(&a->run, &dcfg);
     char *text = df_run_record_json(&a->run, &dcfg), path[700];
     snprintf(path, sizeof path, "%s/args.json", g_dir);
     df_test_write_file(path, text);
     *record = cJSON_Parse(text);
-    free(text);
-    char line[800];
-    snprintf(line, sizeof line, "--config %s", path);
+    cJSON_free(text);
+    snprintf(line, 800, "--config %s", path);
     parse(line, b, config);
 }
 
@@ -131,7 +131,7 @@ static void round_trip(DfTrainArgs *a, DfTrainArgs *b, DfConfigArgs *config, cJS
  * default (--steps and --epochs exclude each other; so do --prompts and
  * --data, and the regeneration's options go with --prompts, which a record
  * holds as the regenerated --data). */
-static const char *command_lines(int which, char *out, size_t cap) {
+static char *command_lines(int which, char *out, size_t cap) {
     const char *target = df_test_path("assets/coder-tiny"), *dev = df_test_path("assets/data/code-dev.jsonl");
     const char *chat = df_test_path("tests/fixtures/chat_templates/chatml-generation.jinja");
     if (which == 0)
@@ -156,9 +156,8 @@ static const char *command_lines(int which, char *out, size_t cap) {
 static void test_every_option_round_trips(void **state) {
     DfTrainArgs defaults;
     DfConfigArgs none = {0};
-    char line[8192];
-    snprintf(line, sizeof line, "--target x --data y --output z");
-    parse(line, &defaults, &none);
+    char plain[64] = "--target x --data y --output z", line[8192], back[800];
+    parse(plain, &defaults, &none);
     int changed[N_OPTIONS] = {0}, same[N_OPTIONS];
     for (int which = 0; which < 2; which++) {
         DfTrainArgs a, b;
@@ -167,7 +166,7 @@ static void test_every_option_round_trips(void **state) {
         compare(&defaults, &a, same);
         for (int i = 0; i < N_OPTIONS; i++) changed[i] |= !same[i];
         cJSON *record;
-        round_trip(&a, &b, &cb, &record);
+        round_trip(&a, &b, &cb, back, &record);
         compare(&a, &b, same);
         for (int i = 0; i < N_OPTIONS; i++) {
             if (!OPTIONS[i].recorded) continue;
@@ -190,21 +189,21 @@ static void test_every_option_round_trips(void **state) {
 static void test_a_missing_option_is_noticed(void **state) {
     DfTrainArgs a, b;
     DfConfigArgs ca = {0}, cb = {0};
-    char line[8192], path[700];
+    char line[8192], back[800], path[700];
     parse(command_lines(0, line, sizeof line), &a, &ca);
     DfDrafterConfig dcfg;
     resolve_drafter(&a.run, &dcfg);
     char *text = df_run_record_json(&a.run, &dcfg);
     cJSON *j = cJSON_Parse(text);
-    free(text);
+    cJSON_free(text);
     cJSON_DeleteItemFromObjectCaseSensitive(j, "token-budget");
     text = cJSON_Print(j);
     snprintf(path, sizeof path, "%s/cut.json", g_dir);
     df_test_write_file(path, text);
-    free(text);
+    cJSON_free(text);
     cJSON_Delete(j);
-    snprintf(line, sizeof line, "--config %s", path);
-    parse(line, &b, &cb);
+    snprintf(back, sizeof back, "--config %s", path);
+    parse(back, &b, &cb);
     int same[N_OPTIONS], differ = 0;
     compare(&a, &b, same);
     for (int i = 0; i < N_OPTIONS; i++)
