@@ -7,7 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/choice_names.h"
 #include "base/edit_distance.h"
+
+int df_option_kind_is_text(DfOptionKind kind) {
+    return kind == DF_OPT_STRING || kind == DF_OPT_PATH || kind == DF_OPT_JSON;
+}
+
+int df_option_kind_is_integer(DfOptionKind kind) {
+    return kind == DF_OPT_INT || kind == DF_OPT_INT64 || kind == DF_OPT_UINT64;
+}
 
 static const DfOption *find_option(const DfCommandSpec *spec, const char *name, size_t len) {
     for (int i = 0; i < spec->n_options; i++) {
@@ -35,20 +44,36 @@ static int in_range(const DfRange *r, double v) {
 
 static int out_of_range(const DfOption *o, const char *value, DfError *err) {
     char range[96];
-    df_range_text(&o->range, o->kind == DF_OPT_INT, range, sizeof range);
+    df_range_text(&o->range, df_option_kind_is_integer(o->kind), range, sizeof range);
     return df_fail(err, "--%s must be in %s, got %s", o->name, range, value);
 }
 
+/* INT, INT64 and UINT64 (an unranged UINT64 takes 0..INT64_MAX). */
 static int store_int(const DfOption *o, const char *value, DfError *err) {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(value, &end, 10);
-    if (errno || !*value || *end || v < INT_MIN || v > INT_MAX) {
+    long long lo = o->kind == DF_OPT_INT ? INT_MIN : o->kind == DF_OPT_UINT64 ? 0 : LLONG_MIN;
+    long long hi = o->kind == DF_OPT_INT ? INT_MAX : LLONG_MAX;
+    if (errno || !*value || *end || v < lo || v > hi) {
         if (o->range.set && *value && !*end) return out_of_range(o, value, err);
         return df_fail(err, "--%s: expected an integer, got '%s'", o->name, value);
     }
     if (!in_range(&o->range, (double)v)) return out_of_range(o, value, err);
-    *(int *)o->dest = (int)v;
+    if (o->kind == DF_OPT_INT) *(int *)o->dest = (int)v;
+    else if (o->kind == DF_OPT_INT64) *(int64_t *)o->dest = v;
+    else *(uint64_t *)o->dest = (uint64_t)v;
+    return 0;
+}
+
+static int store_choice(const DfOption *o, const char *value, DfError *err) {
+    int v = df_choice_value(o->metavar, value, strlen(value));
+    if (v < 0) {
+        char names[256];
+        df_choice_list_text(o->metavar, names, sizeof names);
+        return df_fail(err, "--%s takes %s, not '%s'", o->name, names, value);
+    }
+    *(int *)o->dest = v;
     return 0;
 }
 
@@ -67,10 +92,16 @@ static int store_double(const DfOption *o, const char *value, DfError *err) {
 static int store_value(const DfOption *o, const char *value, DfError *err) {
     switch (o->kind) {
     case DF_OPT_INT:
+    case DF_OPT_INT64:
+    case DF_OPT_UINT64:
         return store_int(o, value, err);
     case DF_OPT_DOUBLE:
         return store_double(o, value, err);
+    case DF_OPT_CHOICE:
+        return store_choice(o, value, err);
     case DF_OPT_STRING:
+    case DF_OPT_PATH:
+    case DF_OPT_JSON:
         *(const char **)o->dest = value;
         return 0;
     case DF_OPT_STRING_LIST: {
@@ -85,13 +116,27 @@ static int store_value(const DfOption *o, const char *value, DfError *err) {
     return df_fail(err, "--%s: takes no value", o->name);
 }
 
-int df_option_given(const DfCommandSpec *spec, const DfParsedArgs *parsed, const char *name) {
+/* The option `name` of spec; aborts on a name the spec does not have (a bug of the command). */
+static const DfOption *option_named(const DfCommandSpec *spec, const char *name) {
     const DfOption *o = find_option(spec, name, strlen(name));
     if (!o) {
         fprintf(stderr, "dflash %s: internal error: no option --%s\n", spec->name, name);
         abort();
     }
-    return parsed->given[o - spec->options];
+    return o;
+}
+
+int df_option_given(const DfCommandSpec *spec, const DfParsedArgs *parsed, const char *name) {
+    return parsed->given[option_named(spec, name) - spec->options];
+}
+
+int df_option_set(const DfCommandSpec *spec, const char *name, const char *value, DfError *err) {
+    const DfOption *o = option_named(spec, name);
+    if (o->kind == DF_OPT_FLAG) {
+        *(int *)o->dest = 1;
+        return 0;
+    }
+    return store_value(o, value, err);
 }
 
 /* "unknown option '--lenght'; did you mean '--length'?" when one is a typo away. */
@@ -157,6 +202,44 @@ int df_parse_args(const DfCommandSpec *spec, int argc, char **argv, DfParsedArgs
     return 0;
 }
 
+/* " (default 8192)", " (default: the target's)", or "" (none to say). */
+static void default_text(const DfOption *o, char *out, size_t cap) {
+    out[0] = '\0';
+    if (o->default_text) {
+        if (o->default_text[0]) snprintf(out, cap, " (default: %s)", o->default_text);
+        return;
+    }
+    const void *v = o->default_value;
+    char name[128];
+    if (!v) return;
+    switch (o->kind) {
+    case DF_OPT_INT:
+        snprintf(out, cap, " (default %d)", *(const int *)v);
+        break;
+    case DF_OPT_INT64:
+        snprintf(out, cap, " (default %lld)", (long long)*(const int64_t *)v);
+        break;
+    case DF_OPT_UINT64:
+        snprintf(out, cap, " (default %llu)", (unsigned long long)*(const uint64_t *)v);
+        break;
+    case DF_OPT_DOUBLE:
+        snprintf(out, cap, " (default %g)", *(const double *)v);
+        break;
+    case DF_OPT_CHOICE:
+        if (df_choice_name(o->metavar, *(const int *)v, name, sizeof name) == 0)
+            snprintf(out, cap, " (default %s)", name);
+        break;
+    case DF_OPT_STRING:
+    case DF_OPT_PATH:
+    case DF_OPT_JSON:
+        if (*(const char *const *)v) snprintf(out, cap, " (default %s)", *(const char *const *)v);
+        break;
+    case DF_OPT_FLAG:
+    case DF_OPT_STRING_LIST:
+        break;
+    }
+}
+
 void df_print_command_help(const DfCommandSpec *spec) {
     printf("usage: dflash %s [options]%s%s\n\n%s\n", spec->name, spec->positional ? " " : "",
            spec->positional ? spec->positional : "", spec->summary);
@@ -170,12 +253,13 @@ void df_print_command_help(const DfCommandSpec *spec) {
         char range[112] = "";
         if (o->range.set) {
             char text[96];
-            df_range_text(&o->range, o->kind == DF_OPT_INT, text, sizeof text);
+            df_range_text(&o->range, df_option_kind_is_integer(o->kind), text, sizeof text);
             snprintf(range, sizeof range, " (in %s)", text);
         }
-        char alias[80] = "";
+        char alias[80] = "", dflt[512];
         if (o->alias) snprintf(alias, sizeof alias, " (also --%s)", o->alias);
-        printf("  %-28s %s%s%s%s\n", left, o->help, range, alias, o->required ? " (required)" : "");
+        default_text(o, dflt, sizeof dflt);
+        printf("  %-28s %s%s%s%s%s\n", left, o->help, dflt, range, alias, o->required ? " (required)" : "");
     }
     printf("  %-28s %s\n", "--quiet", "no progress lines or notes: only errors and the result");
     printf("  %-28s %s\n", "--help", "show this help");

@@ -205,23 +205,26 @@ out:
     return rc;
 }
 
+#define DF_OPTION(name, kind, field, ...) DF_OPTION_TYPE_CHECK(((EvalArgs *)0)->field, kind, name);
+#include "cli/eval_options.def"
+#undef DF_OPTION
+
+static void eval_args_default(EvalArgs *a) {
+    memset(a, 0, sizeof *a);
+#define DF_OPTION(name, kind, field, value, ...) a->field = (value);
+#include "cli/eval_options.def"
+#undef DF_OPTION
+}
+
 int df_cmd_eval(int argc, char **argv) {
-    EvalArgs a = {.device = "cpu", .max_new_tokens = 256};
+    EvalArgs a, defaults;
+    eval_args_default(&a);
+    eval_args_default(&defaults);
     const DfOption options[] = {
-        {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face target directory (config, weights, tokenizer.json)", 1},
-        {"draft", DF_OPT_STRING, &a.draft, "DIR", "drafter directory (config.json + model.safetensors, spec section 7) or a training checkpoint (OUTPUT/checkpoints/step-N.safetensors)", 1},
-        {"input", DF_OPT_STRING, &a.input, "FILE", "JSONL prompts {\"id\"?, \"prompt\"} or conversations {\"messages\"} / {\"conversations\"} (rendered with the target's chat template: the prompt of the last assistant turn)", 1},
-        {"json", DF_OPT_STRING, &a.json, "FILE", "the summary as JSON: tau, acceptance, passes, speed, lossless", 0},
-        {"chat-date", DF_OPT_STRING, &a.chat.date, "DATE", "the chat template's date_string (Llama 3.1's \"Today Date\") for conversations (as for generate)", 0},
-        {"chat-template", DF_OPT_STRING, &a.chat.template_file, "FILE", "a Jinja chat template for conversations instead of the target's", 0},
-        {"chat-template-kwargs", DF_OPT_STRING, &a.chat.kwargs, "JSON", "extra chat-template variables (e.g. '{\"enable_thinking\": false}')", 0},
-        {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N", "tokens to generate at most per prompt (default 256)", 0, DF_RANGE(1, 1 << 20)},
-        {"block-size", DF_OPT_INT, &a.block_size, "B", "draft block size (default: the drafter's block_size)", 0, DF_RANGE(2, 256)},
-        {"output", DF_OPT_STRING, &a.output, "FILE", "per-prompt JSONL: id, response, tau, accepted, ...", 0},
-        {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
-        {"no-graphs", DF_OPT_FLAG, &a.no_graphs, NULL,
-         "GPU: queue every op of every target step and drafter proposal instead of replaying each step "
-         "shape's recording (CUDA graph); the same results, slower", 0},
+#define DF_OPTION(name, kind, field, value, metavar, help, ...) \
+    DF_OPTION_ENTRY(a.field, defaults.field, name, kind, metavar, help, __VA_ARGS__),
+#include "cli/eval_options.def"
+#undef DF_OPTION
     };
     const DfCommandSpec spec = {
         "eval", "speculative decoding with a drafter: tau, acceptance, speed against greedy", NULL,

@@ -181,16 +181,31 @@ done:
     return rc;
 }
 
+typedef struct ForwardArgs {
+    const char *target, *input, *output, *layers, *device;
+    int want_logits;
+} ForwardArgs;
+
+#define DF_OPTION(name, kind, field, ...) DF_OPTION_TYPE_CHECK(((ForwardArgs *)0)->field, kind, name);
+#include "cli/forward_options.def"
+#undef DF_OPTION
+
+static void forward_args_default(ForwardArgs *a) {
+    memset(a, 0, sizeof *a);
+#define DF_OPTION(name, kind, field, value, ...) a->field = (value);
+#include "cli/forward_options.def"
+#undef DF_OPTION
+}
+
 int df_cmd_forward(int argc, char **argv) {
-    const char *target = NULL, *input = NULL, *output = NULL, *layers = NULL, *device = "cpu";
-    int want_logits = 0;
+    ForwardArgs a, defaults;
+    forward_args_default(&a);
+    forward_args_default(&defaults);
     const DfOption options[] = {
-        {"target", DF_OPT_STRING, &target, "DIR", "Hugging Face model directory (config.json + safetensors)", 1},
-        {"input", DF_OPT_STRING, &input, "FILE", "JSONL, one {\"ids\": [...]} record per sequence", 1},
-        {"output", DF_OPT_STRING, &output, "FILE", "safetensors file to write", 1},
-        {"layers", DF_OPT_STRING, &layers, "LIST", "tap layers, e.g. 1,3,5 (default: the spec's 3 default taps)", 0},
-        {"logits", DF_OPT_FLAG, &want_logits, NULL, "also run the final norm and lm head, write logits [T, V]", 0},
-        {"device", DF_OPT_STRING, &device, "DEV", "cpu (default), cuda or cuda:N (bf16 on the GPU)", 0},
+#define DF_OPTION(name, kind, field, value, metavar, help, ...) \
+    DF_OPTION_ENTRY(a.field, defaults.field, name, kind, metavar, help, __VA_ARGS__),
+#include "cli/forward_options.def"
+#undef DF_OPTION
     };
     const DfCommandSpec spec = {
         "forward", "run the target on token ids, write tap features (and logits)", NULL,
@@ -202,9 +217,9 @@ int df_cmd_forward(int argc, char **argv) {
     DfError err;
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
-    const DfPathArg ins[] = {{"--target", target}, {"--input", input}}, outs[] = {{"--output", output}};
+    const DfPathArg ins[] = {{"--target", a.target}, {"--input", a.input}}, outs[] = {{"--output", a.output}};
     if ((exit_code = df_paths_apart_or_usage("forward", ins, 2, outs, 1)) != 0) return exit_code;
-    if (run_forward(target, input, output, layers, want_logits, device, &err)) {
+    if (run_forward(a.target, a.input, a.output, a.layers, a.want_logits, a.device, &err)) {
         fprintf(stderr, "dflash forward: %s\n", err.msg);
         return 1;
     }

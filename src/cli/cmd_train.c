@@ -5,7 +5,6 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,43 +23,21 @@
 #include "cli/args.h"
 #include "cli/config_args.h"
 #include "cli/commands.h"
+#include "cli/train_args.h"
 #include "cli/train_prompts.h"
 #include "data/prepare.h"
 #include "formats/json_diff.h"
 #include "target/model_config.h"
 #include "formats/token_store.h"
-#include "model/drafter_config.h"
-#include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "train/trainer.h"
 
-/* The bundled default: a small drafter for assets/coder-tiny that trains in
- * a few minutes on two cores (paths relative to the current directory). */
-#define DEFAULT_TARGET "assets/coder-tiny"
-/* the target's own responses to the prompts of assets/data/code-train.jsonl
- * (spec section 5's recipe; `make demo-data` remakes it with dflash generate) */
-#define DEFAULT_DATA "assets/data/code-train.regenerated.jsonl"
-#define DEFAULT_OUTPUT "runs/coder-tiny"
+/* The bundled default's held-out prompts (its other paths: cli/train_args.h). */
 #define DEFAULT_EVAL_DATA "assets/data/code-dev.jsonl"
 /* Exit status of a run stopped by SIGINT/SIGTERM after writing its
  * checkpoint: not finished, resumable (sysexits.h's EX_TEMPFAIL), so that a
  * job script can tell it from a finished run (0) and a failed one (1). */
 #define EXIT_STOPPED_RESUMABLE 75
-
-static void apply_bundled_default(DfTrainOptions *o) {
-    o->target_dir = DEFAULT_TARGET;
-    o->data_source = DEFAULT_DATA;
-    o->output_dir = DEFAULT_OUTPUT;
-    o->draft_layers = 2;
-    o->intermediate_size = 512;
-    o->block_size = 16;
-    o->num_taps = 3;
-    o->num_anchors = 32;
-    o->token_budget = 2048;
-    o->steps = 500;
-    o->lr = 1.5e-3;
-    o->save_every = 100;
-}
 
 /* ---- data: a token store as it is, or JSONL prepared into a cache ------- */
 
@@ -380,26 +357,6 @@ static void remove_created_dirs(const char *output_dir, const char *top) {
     free(p);
 }
 
-/* An explicit --num-taps beyond what the target offers is a bad command
- * line (exit 2); a config that cannot be read is left to the run, which
- * names what is wrong with it. */
-static int num_taps_out_of_range(const DfTrainOptions *o, DfError *err) {
-    DfModelConfig cfg;
-    DfError ignored;
-    if (!o->target_dir || df_model_config_load(&cfg, o->target_dir, &ignored)) return 0;
-    return df_drafter_check_num_taps(&cfg, o->num_taps, err) != 0;
-}
-
-/* A --chat-template that does not parse, --chat-template-kwargs that are
- * not a JSON object, or either with no template to apply to, are a bad
- * command line (exit 2, as for prepare), found before any data is prepared. */
-static int chat_options_bad(const DfTrainOptions *o, DfError *err) {
-    if (!o->chat_template && !o->chat_kwargs) return 0;
-    DfChatTemplate *t = df_chat_template_open(o->target_dir, o->chat_template, o->chat_kwargs, err);
-    df_chat_template_free(t);
-    return !t;
-}
-
 /* One writer per run directory: the rank that writes OUTPUT (every process
  * when there is one) holds OUTPUT/train.lock for the whole run, data
  * preparation included. */
@@ -451,7 +408,7 @@ static void program_name(char *out, size_t cap) {
 static void print_eval_hint(const DfTrainOptions *o, const DfTrainSummary *s) {
     char program[1024];
     program_name(program, sizeof program);
-    int bundled = strcmp(o->target_dir, DEFAULT_TARGET) == 0 && strcmp(o->output_dir, DEFAULT_OUTPUT) == 0;
+    int bundled = strcmp(o->target_dir, DF_TRAIN_DEFAULT_TARGET) == 0 && strcmp(o->output_dir, DF_TRAIN_DEFAULT_OUTPUT) == 0;
     const char *input = o->eval_data ? o->eval_data : bundled ? DEFAULT_EVAL_DATA : "HELD_OUT_PROMPTS.jsonl";
     printf("evaluate it with:\n  %s eval --target %s --draft %s --input %s --max-new-tokens 128%s%s\n", program,
            o->target_dir, s->final_dir, input, o->device ? " --device " : "", o->device ? o->device : "");
@@ -514,286 +471,82 @@ static void print_result(const DfTrainOptions *o, const DfTrainSummary *s) {
     }
 }
 
-/* Hugging Face Trainer options whose meaning differs here: what to give instead. */
-static const char *const HF_OPTIONS_ADVICE[] = {
-    "per_device_train_batch_size", "a batch is counted in context tokens here: give --token-budget N",
-    "gradient_accumulation_steps", "a batch larger than the device holds is split into micro-batches by itself "
-                                   "(--max-drafter-tokens); give the whole batch as --token-budget N",
-    "resume_from_checkpoint", "give --resume: it continues from the newest checkpoint in OUTPUT/checkpoints",
-    "logging_steps", "metrics.jsonl gets every step; --log-every N sets how often a progress line is printed",
-    NULL};
-
-/* Keys of a run record (OUTPUT/args.json) that --config reads past. */
-static const char *const RECORD_ONLY_KEYS[] = {"dflash_version", "backends", NULL};
-
-static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *tee) {
-    DfTrainOptions o;
-    df_train_options_default(&o);
-    /* each written only when given (df_option_given), in the range its entry names */
-    int steps = 0, epochs = 0, layers = 0, inter = 0, block = 0, taps = 0, anchors = 0, budget = 0;
-    int seed = 0, save_every = 0, stop_at = 0, max_length = 0, mask = 0, resume = 0, max_bad = 0, window = 0;
-    int queue_depth = 0, log_every = 0, target_ranks = 0, drafter_tokens = 0, keep = 0;
-    const char *config_path = NULL; /* read by df_config_args_expand */
-    const char *layout = NULL, *overlap = NULL, *select_by = NULL, *report_to = NULL;
-    DfTrainPrompts prompts;
-    df_train_prompts_default(&prompts);
-    double gamma = 0, lr = 0, warmup = 0, peak_tflops = 0, bucket_mib = 0;
-    DfStringList kernel_variant = {0};
-    DfKernelVariants variants; /* parsed from kernel_variant; o.kernel_variants points here */
-    int heads = 0, kv_heads = 0, head_dim = 0, eval_every = 0, eval_prompts = 0, eval_new = 0;
-    const DfOption options[] = {
-        {"target", DF_OPT_STRING, &o.target_dir, "DIR", "Hugging Face target directory (config.json, model.safetensors, tokenizer.json)", 0},
-        {"data", DF_OPT_STRING, &o.data_source, "FILE", "token store (dflash prepare) or JSONL records (prepared once into OUTPUT/data.store)", 0},
-        {"prompts", DF_OPT_STRING, &prompts.path, "FILE", "instead of --data: prompt or conversation records (as generate takes them) whose responses the target regenerates first (dflash generate, on --device, resumable) into OUTPUT/regenerated.jsonl, then trained on", 0},
-        {"prompt-cuts", DF_OPT_INT, &prompts.cuts, "N", "--prompts: each prompt record's text (prompt + response) cut at N line boundaries into N prompts (OUTPUT/prompts.cut.jsonl) (default: the records as given)", 0, DF_RANGE(1, 1000)},
-        {"max-new-tokens", DF_OPT_INT, &prompts.max_new_tokens, "N", "--prompts: tokens generated at most per response, as for generate (default 256)", 0, DF_RANGE(1, 1 << 20)},
-        {"temperature", DF_OPT_DOUBLE, &prompts.temperature, "T", "--prompts: sampling temperature, as for generate; 0 = greedy (default)", 0, DF_RANGE(0, 100)},
-        {"top-p", DF_OPT_DOUBLE, &prompts.top_p, "P", "--prompts: nucleus sampling mass, as for generate (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
-        {"batch", DF_OPT_INT, &prompts.batch, "N", "--prompts: sequences decoded together, as for generate (default 8)", 0, DF_RANGE(1, 4096)},
-        {"no-graphs", DF_OPT_FLAG, &prompts.no_graphs, NULL, "--prompts on a GPU: no CUDA graphs in the regeneration, as for generate", 0},
-        {"chat-template", DF_OPT_STRING, &o.chat_template, "FILE", "a Jinja chat template for conversations instead of the target's: the --data records prepared, the --prompts regenerated and the --eval-data decoded (as for prepare, generate and eval)", 0},
-        {"chat-template-kwargs", DF_OPT_STRING, &o.chat_kwargs, "JSON", "extra chat-template variables for those conversations, as the serving stacks' chat_template_kwargs (e.g. '{\"enable_thinking\": false}')", 0},
-        {"output", DF_OPT_STRING, &o.output_dir, "DIR", "run directory: metrics.jsonl, train.log, checkpoints/, final/ (best/ with --eval-data, tb/ with --report-to tensorboard)", 0, .alias = "output_dir"},
-        {"steps", DF_OPT_INT, &steps, "N", "optimizer steps (one batch each); or give --epochs", 0, DF_RANGE(1, INT_MAX), .alias = "max_steps"},
-        {"epochs", DF_OPT_INT, &epochs, "N", "passes over the data (default 6 when --steps is not given)", 0, DF_RANGE(1, 1e6), .alias = "num_train_epochs"},
-        {"draft-layers", DF_OPT_INT, &layers, "N", "drafter decoder layers (default 5)", 0, DF_RANGE(1, 64)},
-        {"intermediate-size", DF_OPT_INT, &inter, "N", "drafter MLP width (default: the target's)", 0, DF_RANGE(1, INT_MAX)},
-        {"block-size", DF_OPT_INT, &block, "B", "tokens drafted per block (default 16)", 0, DF_RANGE(2, 64)},
-        {"draft-heads", DF_OPT_INT, &heads, "N", "drafter query heads (default: the target's; 32 for a hybrid Qwen3.5/3.6 target)", 0, DF_RANGE(1, DF_MAX_DRAFT_HEADS)},
-        {"draft-kv-heads", DF_OPT_INT, &kv_heads, "N", "drafter key/value heads, dividing --draft-heads (default: the target's; 8 for a hybrid target)", 0, DF_RANGE(1, DF_MAX_DRAFT_HEADS)},
-        {"draft-head-dim", DF_OPT_INT, &head_dim, "N", "drafter head size, even, at most 256 (64, 128 or 256 on CUDA); RoPE turns all of it (default: the target's; 128 for a hybrid target)", 0, DF_RANGE(1, DF_MAX_DRAFT_HEAD_DIM)},
-        {"sliding-window", DF_OPT_INT, &window, "N", "sliding-window drafter layers: a block sees only the last N context positions before its anchor (exported as layer_types sliding_attention + sliding_window; default: off)", 0, DF_RANGE(1, INT_MAX)},
-        {"sliding-layers", DF_OPT_STRING, &o.sliding_layers, "LIST", "which layers slide with --sliding-window: all, none, or indices and ranges like 0,1 or 0-3 (negative: from the last) (default: all but the last)", 0},
-        {"num-taps", DF_OPT_INT, &taps, "N", "target layers the drafter reads (default: as many as drafter layers)", 0, DF_RANGE(1, 256)},
-        {"num-anchors", DF_OPT_INT, &anchors, "N", "blocks per sequence and epoch (default 512)", 0, DF_RANGE(1, 1 << 20)},
-        {"gamma", DF_OPT_DOUBLE, &gamma, "G", "loss decay over block positions (default 7 for B=16, 5 for 10, 4 for 8)", 0, DF_RANGE_POSITIVE(1e6)},
-        {"lr", DF_OPT_DOUBLE, &lr, "LR", "peak learning rate (default 6e-4)", 0, DF_RANGE_POSITIVE(10), .alias = "learning_rate"},
-        {"warmup", DF_OPT_DOUBLE, &warmup, "F", "warmup fraction of the steps, then cosine to 0 (default 0.04)", 0, DF_RANGE(0, 1), .alias = "warmup_ratio"},
-        {"weight-decay", DF_OPT_DOUBLE, &o.weight_decay, "W", "AdamW decoupled weight decay (default 0)", 0, DF_RANGE(0, 10), .alias = "weight_decay"},
-        {"adam-beta1", DF_OPT_DOUBLE, &o.adam_beta1, "B", "AdamW first-moment decay (default 0.9)", 0, DF_RANGE(0, 0.999999), .alias = "adam_beta1"},
-        {"adam-beta2", DF_OPT_DOUBLE, &o.adam_beta2, "B", "AdamW second-moment decay (default 0.999)", 0, DF_RANGE(0, 0.999999), .alias = "adam_beta2"},
-        {"max-grad-norm", DF_OPT_DOUBLE, &o.max_grad_norm, "N", "clip the global gradient norm to N (default 1; 0: no clipping)", 0, DF_RANGE(0, 1e6), .alias = "max_grad_norm"},
-        {"token-budget", DF_OPT_INT, &budget, "N", "context tokens per batch (default 8192)", 0, DF_RANGE(1, INT_MAX)},
-        {"max-drafter-tokens", DF_OPT_INT, &drafter_tokens, "N", "drafter query positions (block rows: anchors x block size) per micro-batch; a step with more runs as several, its gradients summed (the same step up to summation order) (default: the most that fit in the device's memory beside the rest, sized and printed at start)", 0, DF_RANGE(1, INT_MAX)},
-        {"seed", DF_OPT_INT, &seed, "S", "seed of init, data order and anchors, and --prompts' sampling (default 0)", 0, DF_RANGE(0, INT_MAX)},
-        {"save-every", DF_OPT_INT, &save_every, "N", "checkpoint every N steps (default: only at the end)", 0, DF_RANGE(1, INT_MAX), .alias = "save_steps"},
-        {"keep-checkpoints", DF_OPT_INT, &keep, "N", "newest checkpoints kept in OUTPUT/checkpoints (default 3, 0: all)", 0, DF_RANGE(0, INT_MAX), .alias = "save_total_limit"},
-        {"init-from", DF_OPT_STRING, &o.init_from, "DIR", "start from this drafter's weights (a drafter directory, ours or another trainer's, or a checkpoint file) with a fresh optimizer; its shape must be this run's", 0},
-        {"config", DF_OPT_STRING, &config_path, "FILE", "options from a JSON object keyed by option names, e.g. a run's OUTPUT/args.json (flags given here win)", 0},
-        {"stop-at", DF_OPT_INT, &stop_at, "N", "stop after step N with a checkpoint, keeping the full run's schedule", 0, DF_RANGE(1, INT_MAX)},
-        {"resume", DF_OPT_FLAG, &resume, NULL, "continue from the newest checkpoint in OUTPUT/checkpoints", 0},
-        {"max-length", DF_OPT_INT, &max_length, "N", "longest sample in tokens; longer ones are skipped (default 3072)", 0, DF_RANGE(1, 1 << 30)},
-        {"mask-token-id", DF_OPT_INT, &mask, "N", "mask token (default: the first id past the tokenizer's vocabulary)", 0, DF_RANGE(0, INT_MAX)},
-        {"eval-data", DF_OPT_STRING, &o.eval_data, "FILE", "held-out prompts {\"prompt\"} or conversations {\"messages\"} / {\"conversations\"} (as eval takes them): greedy speculative decoding of them with the current drafter, on the training device, every --eval-every steps; tau, acceptance by position and the lossless check go to OUTPUT/eval.jsonl, the best step is named at the end", 0},
-        {"eval-every", DF_OPT_INT, &eval_every, "N", "a held-out eval every N steps and at the last step (needed with --eval-data)", 0, DF_RANGE(1, INT_MAX), .alias = "eval_steps"},
-        {"eval-prompts", DF_OPT_INT, &eval_prompts, "K", "the first K prompts of --eval-data (default 16)", 0, DF_RANGE(1, 1 << 20)},
-        {"report-to", DF_OPT_STRING, &report_to, "jsonl|tensorboard", "where the curves go besides the console: jsonl (default: OUTPUT/metrics.jsonl and eval.jsonl) or tensorboard (those and TensorBoard event files under OUTPUT/tb/: the step's loss, train-tau, accuracy by position, lr, grad norm, tokens/s, MFU, stage times; the held-out eval's tau and acceptance by position)", 0, .alias = "report_to"},
-        {"select-by", DF_OPT_STRING, &select_by, "tau|last", "which drafter final/ holds at the end: the step with the best held-out tau (tau; its drafter is also kept in OUTPUT/best/ and its checkpoint outlives --keep-checkpoints) or the last step (last) (default: tau with --eval-data, else last)", 0},
-        {"eval-max-new-tokens", DF_OPT_INT, &eval_new, "M", "tokens decoded per eval prompt at most (default 128)", 0, DF_RANGE(1, 1 << 20)},
-        {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default), cuda or cuda:N: where the target forward, the drafter step and the whole training state run", 0},
-        {"max-bad-steps", DF_OPT_INT, &max_bad, "N", "stop after N steps in a row with a non-finite loss or gradient (skipped, no update; default 10, 0: never)", 0, DF_RANGE(0, INT_MAX)},
-        {"queue-depth", DF_OPT_INT, &queue_depth, "N", "step batches the loader thread assembles ahead (default 3; 1: lock-step)", 0, DF_RANGE(1, 64)},
-        {"layout", DF_OPT_STRING, &layout, "L", "data parallel: colocated (default: every rank runs the target and the drafter on its share of the batch) or split (ranks 0..T-1 run only the target and send the features to the drafter ranks T..W-1)", 0},
-        {"target-ranks", DF_OPT_INT, &target_ranks, "T", "split layout: how many ranks run the target (default 1)", 0, DF_RANGE(1, 4096)},
-        {"log-every", DF_OPT_INT, &log_every, "N", "a progress line every N steps (default: one a second on a terminal, one every 30 s in a log)", 0, DF_RANGE(1, INT_MAX)},
-        {"random-target-weights", DF_OPT_FLAG, &o.random_target_weights, NULL, "give the target random weights instead of reading its safetensors (config.json and the tokenizer still come from --target): throughput at a model's shape without its weights", 0},
-        {"overlap-grad-reduce", DF_OPT_STRING, &overlap, "on|off", "data parallel on CUDA: all-reduce gradient buckets during the backward (on, default) or after it (off)", 0},
-        {"grad-bucket-mib", DF_OPT_DOUBLE, &bucket_mib, "M", "data parallel on CUDA: MiB of fp32 gradient per NCCL all-reduce bucket (default 25)", 0, DF_RANGE_POSITIVE(1 << 20)},
-        {"peak-tflops", DF_OPT_DOUBLE, &peak_tflops, "T", "device peak TFLOP/s for MFU (default: 989 on H100/H200, 312 on A100, none on the CPU)", 0, DF_RANGE_POSITIVE(1e6)},
-        {"kernel-variant", DF_OPT_STRING_LIST, &kernel_variant, "NAME=VALUE", "GPU: run this kernel variant instead of its default (repeatable; names and defaults as the `kernel variants:` line of `dflash bench --device cuda` prints them), e.g. an A/B of two kernels at this run's shapes", 0},
-    };
-    const DfCommandSpec spec = {
-        "train", "train a DFlash drafter for a target", NULL,
-        "Without --target, --data (or --prompts) and --output (e.g. no arguments at all), runs the bundled\n"
-        "default, with paths relative to the current directory (other options still apply), on the\n"
-        "target's own responses to the prompts of assets/data/code-train.jsonl (make demo-data):\n"
-        "  --target " DEFAULT_TARGET " --data " DEFAULT_DATA " --output " DEFAULT_OUTPUT "\n"
-        "  --draft-layers 2 --intermediate-size 512 --num-taps 3 --num-anchors 32 --token-budget 2048\n"
-        "  --steps 500 --lr 1.5e-3 --save-every 100   (a few minutes on two CPU cores).\n"
-        "--prompts FILE instead of --data: the target's responses to FILE's records are regenerated first\n"
-        "(dflash generate, with --max-new-tokens, --temperature, --top-p, --batch, --seed) into\n"
-        "OUTPUT/regenerated.jsonl, resumably, then trained on as --data would be.\n"
-        "Resume is bit-exact on the CPU for the same OMP_NUM_THREADS; options that define the run\n"
-        "(target, data, seed, lr, steps, sizes, ...) must match the checkpoint's.\n"
-        "SIGINT/SIGTERM: the step under way finishes, a checkpoint is written, exit 75 (stopped,\n"
-        "resumable with --resume); a second signal exits at once (130/143), leaving the previous\n"
-        "checkpoint intact.\n"
-        "Data parallel: one process per device, started as torchrun, mpirun or srun start them, with\n"
-        "the same options; --device cuda means cuda:LOCAL_RANK. The layouts, launchers and NCCL are\n"
-        "described in docs/distributed.md; every option in docs/usage.md.",
-        options, DF_COUNT(options), HF_OPTIONS_ADVICE};
-    DfParsedArgs parsed;
-    DfError err = {{0}};
-    int exit_code;
-    if (df_config_args_expand(&spec, argc, argv, RECORD_ONLY_KEYS, config, &err)) {
-        fprintf(stderr, "dflash train: %s\n", err.msg);
-        return 2;
-    }
-    if (df_parse_command_line(&spec, config->argc, config->argv, &parsed, &exit_code)) return exit_code;
-    o.quiet = parsed.quiet;
-    if (o.data_source && prompts.path) {
-        fprintf(stderr, "dflash train: give --data or --prompts, not both\n");
-        return 2;
-    }
-    if (!o.target_dir && !o.data_source && !prompts.path && !o.output_dir) {
-        apply_bundled_default(&o);
-        if (!o.quiet) fprintf(stderr, "train: no --target/--data/--output: the bundled default (see 'dflash train --help')\n");
-    } else if (!o.target_dir || !(o.data_source || prompts.path) || !o.output_dir) {
-        fprintf(stderr, "dflash train: --target, --data (or --prompts) and --output go together (none of them: the "
-                        "bundled default)\n");
-        return 2;
-    }
-#define GIVEN(name) df_option_given(&spec, &parsed, name)
-    static const char *const REGENERATION_OPTIONS[] = {"prompt-cuts", "max-new-tokens", "temperature", "top-p",
-                                                       "batch", "no-graphs"};
-    for (int i = 0; i < DF_COUNT(REGENERATION_OPTIONS) && !prompts.path; i++)
-        if (GIVEN(REGENERATION_OPTIONS[i])) {
-            fprintf(stderr, "dflash train: --%s goes with --prompts (the responses train regenerates)\n",
-                    REGENERATION_OPTIONS[i]);
-            return 2;
-        }
-    if (GIVEN("steps") && GIVEN("epochs")) {
-        fprintf(stderr, "dflash train: give --steps or --epochs, not both\n");
-        return 2;
-    }
-    if (layout && strcmp(layout, "colocated") != 0 && strcmp(layout, "split") != 0) {
-        fprintf(stderr, "dflash train: --layout %s: colocated or split\n", layout);
-        return 2;
-    }
-    if (GIVEN("target-ranks") && !(layout && strcmp(layout, "split") == 0)) {
-        fprintf(stderr, "dflash train: --target-ranks goes with --layout split\n");
-        return 2;
-    }
-    if (overlap && strcmp(overlap, "on") != 0 && strcmp(overlap, "off") != 0) {
-        fprintf(stderr, "dflash train: --overlap-grad-reduce takes on or off, not '%s'\n", overlap);
-        return 2;
-    }
-    if (GIVEN("steps")) o.steps = steps;
-    if (GIVEN("keep-checkpoints")) o.keep_checkpoints = keep;
-    if (GIVEN("epochs")) o.epochs = epochs, o.steps = 0;
-    if (GIVEN("draft-layers")) o.draft_layers = layers;
-    if (GIVEN("intermediate-size")) o.intermediate_size = inter;
-    if (GIVEN("block-size")) o.block_size = block;
-    if (GIVEN("draft-heads")) o.draft_heads = heads;
-    if (GIVEN("draft-kv-heads")) o.draft_kv_heads = kv_heads;
-    if (GIVEN("draft-head-dim")) o.draft_head_dim = head_dim;
-    if (GIVEN("num-taps")) o.num_taps = taps;
-    if (GIVEN("sliding-window")) o.sliding_window = window;
-    if (GIVEN("num-anchors")) o.num_anchors = anchors;
-    if (GIVEN("token-budget")) o.token_budget = budget;
-    if (GIVEN("max-drafter-tokens")) o.max_drafter_tokens = drafter_tokens;
-    if (GIVEN("seed")) o.seed = (uint64_t)seed;
-    if (GIVEN("save-every")) o.save_every = save_every;
-    if (GIVEN("stop-at")) o.stop_at = stop_at;
-    if (GIVEN("max-length")) o.max_length = max_length;
-    if (GIVEN("mask-token-id")) o.mask_token_id = mask;
-    if (GIVEN("gamma")) o.gamma = gamma;
-    if (GIVEN("lr")) o.lr = lr;
-    if (GIVEN("warmup")) o.warmup = warmup;
-    if (GIVEN("max-bad-steps")) o.max_bad_steps = max_bad;
-    if (GIVEN("queue-depth")) o.queue_depth = queue_depth;
-    if (GIVEN("grad-bucket-mib")) o.bucket_mib = bucket_mib;
-    if (overlap) o.overlap_grad_reduce = strcmp(overlap, "on") == 0;
-    if (layout && strcmp(layout, "split") == 0) o.layout = DF_LAYOUT_SPLIT;
-    if (GIVEN("target-ranks")) o.target_ranks = target_ranks;
-    if (GIVEN("log-every")) o.log_every = log_every;
-    if (!isatty(STDERR_FILENO)) o.log_interval_s = 30; /* a log file, not a person watching: fewer lines */
-    else o.progress_columns = terminal_columns(); /* taken before stderr is copied to train.log through a pipe */
-    if (o.quiet && GIVEN("log-every")) {
-        fprintf(stderr, "dflash train: --log-every asks for progress lines, --quiet for none: give one of them\n");
-        return 2;
-    }
-    if (GIVEN("peak-tflops")) o.peak_tflops = peak_tflops;
-    if (df_kernel_variants_parse(&variants, kernel_variant.items, kernel_variant.count, "--kernel-variant", &err)) {
-        fprintf(stderr, "dflash train: %s\n", err.msg);
-        return 2;
-    }
-    if (variants.count > 0) o.kernel_variants = &variants;
-    if (GIVEN("eval-every")) o.eval_every = eval_every;
-    if (GIVEN("eval-prompts")) o.eval_prompts = eval_prompts;
-    if (GIVEN("eval-max-new-tokens")) o.eval_max_new_tokens = eval_new;
-    if (GIVEN("num-taps") && num_taps_out_of_range(&o, &err)) {
-        fprintf(stderr, "dflash train: %s\n", err.msg);
-        return 2;
-    }
-    if (chat_options_bad(&o, &err)) {
-        fprintf(stderr, "dflash train: %s\n", err.msg);
-        return 2;
-    }
-    if ((GIVEN("eval-every") || GIVEN("eval-prompts") || GIVEN("eval-max-new-tokens")) && !o.eval_data) {
-        fprintf(stderr, "dflash train: --eval-every, --eval-prompts and --eval-max-new-tokens go with --eval-data\n");
-        return 2;
-    }
-    if (report_to && strcmp(report_to, "jsonl") != 0 && strcmp(report_to, "tensorboard") != 0) {
-        fprintf(stderr, "dflash train: --report-to takes jsonl or tensorboard, not '%s'\n", report_to);
-        return 2;
-    }
-    o.report_tensorboard = report_to && strcmp(report_to, "tensorboard") == 0;
-    if (select_by && strcmp(select_by, "tau") != 0 && strcmp(select_by, "last") != 0) {
-        fprintf(stderr, "dflash train: --select-by takes tau or last, not '%s'\n", select_by);
-        return 2;
-    }
-    if (select_by && strcmp(select_by, "tau") == 0 && !o.eval_data) {
-        fprintf(stderr, "dflash train: --select-by tau needs held-out data: give --eval-data and --eval-every\n");
-        return 2;
-    }
-    if (select_by) o.select_by = strcmp(select_by, "tau") == 0 ? DF_SELECT_TAU : DF_SELECT_LAST;
-    if (o.eval_data && !GIVEN("eval-every")) {
-        fprintf(stderr, "dflash train: --eval-data needs --eval-every N (an eval every N steps)\n");
-        return 2;
-    }
-#undef GIVEN
-    const DfPathArg ins[] = {{"--target", o.target_dir}, {"--data", o.data_source}, {"--prompts", prompts.path},
-                             {"--init-from", o.init_from}, {"--config", config_path}, {"--eval-data", o.eval_data}};
-    /* the run replaces final/ whole and rotates checkpoints/: neither may hold what it reads */
+/* The inputs and outputs of the run apart (the run replaces final/ whole
+ * and rotates checkpoints/: neither may hold what it reads): 0, or the
+ * usage exit code with the message printed. */
+static int check_paths_apart(const DfTrainArgs *a) {
+    const DfTrainOptions *o = &a->run;
+    const DfPathArg ins[] = {{"--target", o->target_dir}, {"--data", o->data_source}, {"--prompts", a->prompts.path},
+                             {"--init-from", o->init_from}, {"--config", a->config_path}, {"--eval-data", o->eval_data}};
     char final_dir[4200], checkpoints_dir[4200];
-    snprintf(final_dir, sizeof final_dir, "%s/final", o.output_dir);
-    snprintf(checkpoints_dir, sizeof checkpoints_dir, "%s/checkpoints", o.output_dir);
-    const DfPathArg outs[] = {{"--output", o.output_dir},
+    snprintf(final_dir, sizeof final_dir, "%s/final", o->output_dir);
+    snprintf(checkpoints_dir, sizeof checkpoints_dir, "%s/checkpoints", o->output_dir);
+    const DfPathArg outs[] = {{"--output", o->output_dir},
                               {"--output", final_dir, DF_OUTPUT_WHOLE_DIR},
                               {"--output", checkpoints_dir, DF_OUTPUT_WHOLE_DIR}};
-    if ((exit_code = df_paths_apart_or_usage("train", ins, DF_COUNT(ins), outs, DF_COUNT(outs))) != 0)
-        return exit_code;
-    DfDistEnv dist;
-    if (df_dist_env_present()) {
-        if (df_dist_env_read(&dist, &err) != 0) {
-            fprintf(stderr, "dflash train: %s\n", err.msg);
-            return 2;
-        }
-        o.dist = &dist;
-        if (prompts.path && dist.world_size > 1) {
-            fprintf(stderr, "dflash train: --prompts regenerates in one process; with %d ranks, run `dflash generate` "
-                            "once before they start and give its output as --data\n",
-                    dist.world_size);
-            return 2;
-        }
+    return df_paths_apart_or_usage("train", ins, DF_COUNT(ins), outs, DF_COUNT(outs));
+}
+
+/* Data parallel: this process's place in the group (launcher variables),
+ * into *dist and a->run.dist. 0, or 2 with the message printed. */
+static int join_group(DfTrainArgs *a, DfDistEnv *dist) {
+    DfError err = {{0}};
+    if (!df_dist_env_present()) return 0;
+    if (df_dist_env_read(dist, &err) != 0) {
+        fprintf(stderr, "dflash train: %s\n", err.msg);
+        return 2;
     }
-    o.resume = resume;
+    a->run.dist = dist;
+    if (a->prompts.path && dist->world_size > 1) {
+        fprintf(stderr, "dflash train: --prompts regenerates in one process; with %d ranks, run `dflash generate` "
+                        "once before they start and give its output as --data\n",
+                dist->world_size);
+        return 2;
+    }
+    return 0;
+}
+
+/* The run: device check, lock, log, regeneration, data, training. */
+static int run_training(DfTrainArgs *a, DfTeeOutput *tee, DfTrainSummary *summary, DfError *err) {
+    DfTrainOptions *o = &a->run;
+    char store_path[4096], regenerated[4200];
+    DfOutputLock lock = {-1, NULL};
+    int rc = df_train_check_device(o->device, o->kernel_variants, err); /* before any data is prepared */
+    char *created = first_missing_dir(o->output_dir);
+    if (rc == 0) rc = lock_run(o, &lock, err);
+    if (rc == 0 && lock.fd >= 0) rc = start_run_log(o, tee, err); /* the writing rank's */
+    if (rc == 0 && a->prompts.path) {
+        rc = df_train_regenerate(&a->prompts, o, o->quiet, regenerated, sizeof regenerated, err);
+        o->data_source = regenerated; /* trained on as --data would be */
+    }
+    if (rc == 0) rc = resolve_data_and_mask(o, store_path, sizeof store_path, err);
+    if (rc == 0) {
+        o->data_store = store_path;
+        rc = df_train(o, summary, err);
+    }
+    df_output_unlock(&lock);
+    if (rc != 0 && created) remove_created_dirs(o->output_dir, created);
+    free(created);
+    return rc;
+}
+
+static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *tee) {
+    DfTrainArgs args; /* outlives the run: o->kernel_variants points into it */
+    DfTrainOptions *o = &args.run;
+    int exit_code;
+    if (df_train_args_parse(argc, argv, &args, config, &exit_code)) return exit_code;
+    if (!isatty(STDERR_FILENO)) o->log_interval_s = 30; /* a log file, not a person watching: fewer lines */
+    else o->progress_columns = terminal_columns(); /* taken before stderr is copied to train.log through a pipe */
+    DfDistEnv dist;
+    if ((exit_code = check_paths_apart(&args)) != 0 || (exit_code = join_group(&args, &dist)) != 0) return exit_code;
+    DfError err = {{0}};
     if (df_stop_signals_install(&err) != 0) { /* the loop polls the flag (base/signals.h) */
         fprintf(stderr, "dflash train: %s\n", err.msg);
         return 1;
     }
-    char store_path[4096], regenerated[4200];
     DfTrainSummary summary;
-    DfOutputLock lock = {-1, NULL};
-    int rc = df_train_check_device(o.device, o.kernel_variants, &err); /* before any data is prepared */
-    char *created = first_missing_dir(o.output_dir);
-    if (rc == 0) rc = lock_run(&o, &lock, &err);
-    if (rc == 0 && lock.fd >= 0) rc = start_run_log(&o, tee, &err); /* the writing rank's */
-    if (rc == 0 && prompts.path) {
-        rc = df_train_regenerate(&prompts, &o, o.quiet, regenerated, sizeof regenerated, &err);
-        o.data_source = regenerated; /* trained on as --data would be */
-    }
-    if (rc == 0) rc = resolve_data_and_mask(&o, store_path, sizeof store_path, &err);
-    if (rc == 0) {
-        o.data_store = store_path;
-        rc = df_train(&o, &summary, &err);
-    }
-    df_output_unlock(&lock);
-    if (rc != 0 && created) remove_created_dirs(o.output_dir, created);
-    free(created);
-    if (rc != 0) {
-        if (o.dist && o.dist->world_size > 1) fprintf(stderr, "dflash train: rank %d: %s\n", o.dist->rank, err.msg);
+    if (run_training(&args, tee, &summary, &err) != 0) {
+        if (o->dist && o->dist->world_size > 1) fprintf(stderr, "dflash train: rank %d: %s\n", o->dist->rank, err.msg);
         else fprintf(stderr, "dflash train: %s\n", err.msg);
         int sig = df_stop_requested();
         return sig ? 128 + sig : 1; /* e.g. interrupted while preparing the data */
@@ -803,7 +556,7 @@ static int train_main(int argc, char **argv, DfConfigArgs *config, DfTeeOutput *
                summary.world, (long long)summary.last_step, summary.writer_rank);
         return summary.stop_signal ? EXIT_STOPPED_RESUMABLE : 0;
     }
-    print_result(&o, &summary);
+    print_result(o, &summary);
     return summary.stop_signal ? EXIT_STOPPED_RESUMABLE : 0;
 }
 

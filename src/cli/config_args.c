@@ -40,12 +40,16 @@ static void push(DfConfigArgs *a, const char *text) {
 
 /* The value's text for an option of its kind, or a message on a wrong type. */
 static int value_text(const char *path, const DfOption *o, const cJSON *v, char *buf, size_t cap, DfError *err) {
-    if (o->kind == DF_OPT_STRING && cJSON_IsString(v)) {
+    if (df_option_kind_is_text(o->kind) && cJSON_IsString(v)) {
         if (strlen(v->valuestring) >= cap) return df_fail(err, "%s: \"%s\": value too long", path, o->name);
         snprintf(buf, cap, "%s", v->valuestring);
         return 0;
     }
-    if (o->kind == DF_OPT_INT && cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+    if (o->kind == DF_OPT_CHOICE && cJSON_IsString(v)) { /* the name; the command line checks it */
+        snprintf(buf, cap, "%.*s", (int)cap - 1, v->valuestring);
+        return 0;
+    }
+    if (df_option_kind_is_integer(o->kind) && cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
         fabs(v->valuedouble) < 1e18) {
         snprintf(buf, cap, "%.0f", v->valuedouble);
         return 0;
@@ -54,7 +58,9 @@ static int value_text(const char *path, const DfOption *o, const cJSON *v, char 
         snprintf(buf, cap, "%.17g", v->valuedouble);
         return 0;
     }
-    const char *want = o->kind == DF_OPT_STRING ? "a string" : o->kind == DF_OPT_INT ? "an integer" : "a number";
+    const char *want = df_option_kind_is_text(o->kind) || o->kind == DF_OPT_CHOICE ? "a string"
+                       : df_option_kind_is_integer(o->kind)                     ? "an integer"
+                                                                                 : "a number";
     return df_fail(err, "%s: \"%s\" must be %s or null", path, o->name, want);
 }
 

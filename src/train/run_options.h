@@ -1,8 +1,14 @@
-/* The options that define a training run (what a checkpoint records): the
- * target and data (resolved paths, the store's size and tokenizer), the
- * drafter's resolved shape, the schedule and the data plan. A resume must
- * name the same; the device, logging and the pipeline's settings are not
- * part of it (a checkpoint resumes anywhere). */
+/* The options that define a training run (what a checkpoint records, its
+ * resume identity): those that train/train_options.def marks ID_YES (or
+ * ID_UNLESS_DEFAULT), as resolved (train/run_record.h: the drafter's shape
+ * as the target made it), keyed by the option's name as args.json is
+ * ("token-budget"), and what the options name: the store's size and
+ * tokenizer ("data_samples", "data_tokens", "tokenizer_fingerprint"), the
+ * tapped layers ("target_layer_ids"), random target weights
+ * ("target_weights"). A resume must name the same; the device, logging and
+ * the pipeline's settings are not part of it (a checkpoint resumes
+ * anywhere). Checkpoints whose identity spells the option keys with
+ * underscores ("token_budget") are read as the same keys. */
 #ifndef DF_TRAIN_RUN_OPTIONS_H
 #define DF_TRAIN_RUN_OPTIONS_H
 

@@ -1,123 +1,117 @@
 #define _XOPEN_SOURCE 700 /* realpath */
-/* The run record (args.json) from the options and the resolved drafter. */
+/* The run record (args.json), generated from train/train_options.def. */
 #include "train/run_record.h"
 
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/select.h"
 #include "base/atomic_file.h"
+#include "base/choice_names.h"
 #include "version.h"
 
+/* The sliding layers as indices ("0,1,3"; "none"), NULL without a window. */
+static const char *sliding_layers_text(const DfDrafterConfig *c, char *list, size_t cap) {
+    if (c->sliding_window <= 0) return NULL;
+    size_t n = 0;
+    list[0] = '\0';
+    for (int i = 0; i < c->num_layers && n < cap; i++)
+        if (c->sliding[i]) n += (size_t)snprintf(list + n, cap - n, "%s%d", n ? "," : "", i);
+    if (!n) snprintf(list, cap, "none");
+    return list;
+}
+
+void df_run_record_resolve(const DfTrainOptions *o, const DfDrafterConfig *c, DfTrainOptions *r, char *sliding,
+                           size_t cap) {
+    *r = *o;
+    r->data_source = o->data_source ? o->data_source : o->data_store;
+    r->device = o->device ? o->device : "cpu";
+    r->epochs = o->steps ? 0 : o->epochs;
+    r->draft_layers = c->num_layers;
+    r->intermediate_size = c->intermediate_size;
+    r->block_size = c->block_size;
+    r->draft_heads = c->num_heads;
+    r->draft_kv_heads = c->num_kv_heads;
+    r->draft_head_dim = c->head_dim;
+    r->sliding_window = c->sliding_window;
+    r->sliding_layers = sliding_layers_text(c, sliding, cap);
+    r->num_taps = c->n_taps;
+    r->mask_token_id = c->mask_token_id;
+    r->gamma = c->gamma;
+    if (!o->eval_data) r->eval_every = 0, r->eval_prompts = 0, r->eval_max_new_tokens = 0;
+    if (o->layout != DF_LAYOUT_SPLIT) r->target_ranks = 0;
+}
+
+/* ---- one writer per kind: a value, or null (null_if_0: at 0, unset) ------ */
+
+static void add_number(cJSON *j, const char *key, double v, int null_if_0) {
+    if (null_if_0 && !(v > 0)) cJSON_AddNullToObject(j, key);
+    else cJSON_AddNumberToObject(j, key, v);
+}
+
+static void add_FLAG(cJSON *j, const char *key, const int *v, int null_if_0, const char *names) {
+    cJSON_AddBoolToObject(j, key, *v != 0);
+}
+static void add_INT(cJSON *j, const char *key, const int *v, int null_if_0, const char *names) {
+    add_number(j, key, *v, null_if_0);
+}
+static void add_INT64(cJSON *j, const char *key, const int64_t *v, int null_if_0, const char *names) {
+    add_number(j, key, (double)*v, null_if_0);
+}
+static void add_UINT64(cJSON *j, const char *key, const uint64_t *v, int null_if_0, const char *names) {
+    add_number(j, key, (double)*v, null_if_0);
+}
+static void add_DOUBLE(cJSON *j, const char *key, const double *v, int null_if_0, const char *names) {
+    add_number(j, key, *v, null_if_0);
+}
+static void add_STRING(cJSON *j, const char *key, const char *const *v, int null_if_0, const char *names) {
+    if (*v) cJSON_AddStringToObject(j, key, *v);
+    else cJSON_AddNullToObject(j, key);
+}
+static void add_JSON(cJSON *j, const char *key, const char *const *v, int null_if_0, const char *names) {
+    add_STRING(j, key, v, null_if_0, names);
+}
 /* An absolute path where it resolves (so that the record works from any
  * directory), else the path as given; null for none. */
-static void add_path(cJSON *j, const char *key, const char *path) {
-    if (!path) {
+static void add_PATH(cJSON *j, const char *key, const char *const *v, int null_if_0, const char *names) {
+    if (!*v) {
         cJSON_AddNullToObject(j, key);
         return;
     }
-    char *abs = realpath(path, NULL);
-    cJSON_AddStringToObject(j, key, abs ? abs : path);
+    char *abs = realpath(*v, NULL);
+    cJSON_AddStringToObject(j, key, abs ? abs : *v);
     free(abs);
 }
-
-/* A number, or null where the option keeps its default (value 0). */
-static void add_or_null(cJSON *j, const char *key, double v) {
-    if (v > 0) cJSON_AddNumberToObject(j, key, v);
+/* The value's name; null for a value without one (e.g. DF_SELECT_AUTO). */
+static void add_CHOICE(cJSON *j, const char *key, const int *v, int null_if_0, const char *names) {
+    char name[128];
+    if (df_choice_name(names, *v, name, sizeof name) == 0) cJSON_AddStringToObject(j, key, name);
     else cJSON_AddNullToObject(j, key);
 }
 
-/* The sliding layers as indices ("0,1,3"; "none"), null without a window. */
-static void add_sliding_layers(cJSON *j, const DfDrafterConfig *c) {
-    if (c->sliding_window <= 0) {
-        cJSON_AddNullToObject(j, "sliding-layers");
-        return;
-    }
-    char list[4 * DF_MAX_DRAFT_LAYERS + 8] = "";
-    size_t n = 0;
-    for (int i = 0; i < c->num_layers; i++)
-        if (c->sliding[i]) n += (size_t)snprintf(list + n, sizeof list - n, "%s%d", n ? "," : "", i);
-    cJSON_AddStringToObject(j, "sliding-layers", n ? list : "none");
-}
-
-static void add_data_options(cJSON *j, const DfTrainOptions *o) {
-    add_path(j, "target", o->target_dir);
-    add_path(j, "data", o->data_source ? o->data_source : o->data_store);
-    add_path(j, "output", o->output_dir);
-    add_path(j, "init-from", o->init_from);
-    add_path(j, "chat-template", o->chat_template);
-    if (o->chat_kwargs) cJSON_AddStringToObject(j, "chat-template-kwargs", o->chat_kwargs);
-    else cJSON_AddNullToObject(j, "chat-template-kwargs");
-    add_or_null(j, "steps", (double)o->steps);
-    add_or_null(j, "epochs", o->steps ? 0.0 : (double)o->epochs);
-    cJSON_AddNumberToObject(j, "max-length", (double)o->max_length);
-}
-
-static void add_drafter_options(cJSON *j, const DfDrafterConfig *c) {
-    cJSON_AddNumberToObject(j, "draft-layers", c->num_layers);
-    cJSON_AddNumberToObject(j, "intermediate-size", c->intermediate_size);
-    cJSON_AddNumberToObject(j, "block-size", c->block_size);
-    cJSON_AddNumberToObject(j, "draft-heads", c->num_heads);
-    cJSON_AddNumberToObject(j, "draft-kv-heads", c->num_kv_heads);
-    cJSON_AddNumberToObject(j, "draft-head-dim", c->head_dim);
-    add_or_null(j, "sliding-window", c->sliding_window);
-    add_sliding_layers(j, c);
-    cJSON_AddNumberToObject(j, "num-taps", c->n_taps);
-    cJSON_AddNumberToObject(j, "mask-token-id", c->mask_token_id);
-}
-
-static void add_training_options(cJSON *j, const DfTrainOptions *o, const DfDrafterConfig *c) {
-    cJSON_AddNumberToObject(j, "num-anchors", (double)o->num_anchors);
-    cJSON_AddNumberToObject(j, "gamma", c->gamma);
-    cJSON_AddNumberToObject(j, "lr", o->lr);
-    cJSON_AddNumberToObject(j, "warmup", o->warmup);
-    cJSON_AddNumberToObject(j, "weight-decay", o->weight_decay);
-    cJSON_AddNumberToObject(j, "adam-beta1", o->adam_beta1);
-    cJSON_AddNumberToObject(j, "adam-beta2", o->adam_beta2);
-    cJSON_AddNumberToObject(j, "max-grad-norm", o->max_grad_norm);
-    cJSON_AddNumberToObject(j, "token-budget", (double)o->token_budget);
-    add_or_null(j, "max-drafter-tokens", (double)o->max_drafter_tokens);
-    cJSON_AddNumberToObject(j, "seed", (double)o->seed);
-    add_or_null(j, "save-every", (double)o->save_every);
-    add_or_null(j, "stop-at", (double)o->stop_at);
-    cJSON_AddNumberToObject(j, "keep-checkpoints", o->keep_checkpoints);
-    cJSON_AddNumberToObject(j, "max-bad-steps", o->max_bad_steps);
-}
-
-static void add_eval_options(cJSON *j, const DfTrainOptions *o) {
-    add_path(j, "eval-data", o->eval_data);
-    add_or_null(j, "eval-every", o->eval_data ? (double)o->eval_every : 0);
-    /* null without --eval-data, which they go with */
-    add_or_null(j, "eval-prompts", o->eval_data ? o->eval_prompts : 0);
-    add_or_null(j, "eval-max-new-tokens", o->eval_data ? o->eval_max_new_tokens : 0);
-    cJSON_AddStringToObject(j, "report-to", o->report_tensorboard ? "tensorboard" : "jsonl");
-    if (o->select_by == DF_SELECT_AUTO) cJSON_AddNullToObject(j, "select-by");
-    else cJSON_AddStringToObject(j, "select-by", o->select_by == DF_SELECT_TAU ? "tau" : "last");
-}
-
-static void add_machine_options(cJSON *j, const DfTrainOptions *o) {
-    cJSON_AddStringToObject(j, "device", o->device ? o->device : "cpu");
-    cJSON_AddNumberToObject(j, "queue-depth", o->queue_depth);
-    add_or_null(j, "log-every", (double)o->log_every);
-    cJSON_AddBoolToObject(j, "random-target-weights", o->random_target_weights != 0);
-    cJSON_AddStringToObject(j, "layout", o->layout == DF_LAYOUT_SPLIT ? "split" : "colocated");
-    add_or_null(j, "target-ranks", o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0);
-    cJSON_AddStringToObject(j, "overlap-grad-reduce", o->overlap_grad_reduce ? "on" : "off");
-    cJSON_AddNumberToObject(j, "grad-bucket-mib", o->bucket_mib);
-    add_or_null(j, "peak-tflops", o->peak_tflops);
+static void add_options(cJSON *j, const DfTrainOptions *r) {
+#define ARGS_NO(name, kind, field, metavar)
+#define ARGS_VALUE(name, kind, field, metavar) add_##kind(j, name, &r->field, 0, metavar);
+#define ARGS_NULL_IF_0(name, kind, field, metavar) add_##kind(j, name, &r->field, 1, metavar);
+#define DF_TRAIN_OPTION(name, kind, home, field, value, args, identity, metavar, ...) args(name, kind, field, metavar)
+#include "train/train_options.def"
+#undef DF_TRAIN_OPTION
+#undef ARGS_NO
+#undef ARGS_VALUE
+#undef ARGS_NULL_IF_0
 }
 
 char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg) {
+    DfTrainOptions r;
+    char sliding[4 * DF_MAX_DRAFT_LAYERS + 8];
+    df_run_record_resolve(o, dcfg, &r, sliding, sizeof sliding);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "dflash_version", DF_VERSION);
     cJSON_AddStringToObject(j, "backends", df_backends_built_in());
-    add_data_options(j, o);
-    add_drafter_options(j, dcfg);
-    add_training_options(j, o, dcfg);
-    add_eval_options(j, o);
-    add_machine_options(j, o);
+    add_options(j, &r);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;

@@ -45,29 +45,16 @@
 
 void df_train_options_default(DfTrainOptions *o) {
     memset(o, 0, sizeof *o);
-    o->epochs = 6;
-    o->draft_layers = 5;
-    o->block_size = 16;
-    o->num_anchors = 512;
-    o->lr = 6e-4;
-    o->warmup = 0.04;
-    o->adam_beta1 = 0.9;
-    o->adam_beta2 = 0.999;
-    o->max_grad_norm = 1.0;
-    o->token_budget = 8192;
-    o->max_drafter_tokens = 0;
-    o->seed = 0;
-    o->max_length = 3072;
-    o->mask_token_id = -1;
-    o->keep_checkpoints = 3;
-    o->log_interval_s = 1.0;
-    o->max_bad_steps = 10;
-    o->queue_depth = 3;
-    o->bucket_mib = 25;
-    o->overlap_grad_reduce = 1;
-    o->target_ranks = 1;
-    o->eval_prompts = 16;
-    o->eval_max_new_tokens = 128;
+#define DF_TRAIN_DEFAULT_RUN(field, value) o->field = (value);
+#define DF_TRAIN_DEFAULT_PROMPTS(field, value)
+#define DF_TRAIN_DEFAULT_COMMAND(field, value)
+#define DF_TRAIN_OPTION(name, kind, home, field, value, ...) DF_TRAIN_DEFAULT_##home(field, value)
+#include "train/train_options.def"
+#undef DF_TRAIN_OPTION
+#undef DF_TRAIN_DEFAULT_RUN
+#undef DF_TRAIN_DEFAULT_PROMPTS
+#undef DF_TRAIN_DEFAULT_COMMAND
+    o->log_interval_s = 1.0; /* not an option: the command sets it for a log file */
 }
 
 /* ---- helpers ------------------------------------------------------------- */

@@ -77,6 +77,10 @@ typedef struct DfTrainFeaturesSeam {
     DfBuffer features;
 } DfTrainFeaturesSeam;
 
+/* The options of a run: those `dflash train` sets are rows of
+ * train/train_options.def (option name, kind, default, help, whether the
+ * run record and the resume identity hold it); the others are set by the
+ * command or the caller. */
 typedef struct DfTrainOptions {
     const char *target_dir;
     const char *data_store;  /* the token store trained on */
@@ -131,7 +135,7 @@ typedef struct DfTrainOptions {
                                   seed) instead of read from target_dir, whose config.json and
                                   tokenizer still define it: throughput at a model's shape */
     int overlap_grad_reduce; /* NCCL: all-reduce buckets during the backward (1, default) or after it (0) */
-    int layout;              /* DfTrainLayout (data parallel only) */
+    int layout;              /* DfTrainLayout (data parallel only; --layout's names in its order) */
     int target_ranks;        /* split layout: ranks 0..target_ranks-1 run the target (default 1) */
     const char *chat_template; /* --chat-template FILE: renders conversations (data, --prompts, eval_data); NULL: the target's */
     const char *chat_kwargs;   /* --chat-template-kwargs JSON: extra template variables; NULL: none */
@@ -140,15 +144,17 @@ typedef struct DfTrainOptions {
     int eval_prompts;        /* the first K prompts of eval_data (default 16) */
     int eval_max_new_tokens; /* tokens decoded per eval prompt at most (default 128) */
     int select_by;           /* DfSelectBy: which drafter final/ holds at the end */
-    int report_tensorboard;  /* also TensorBoard event files under OUTPUT/tb/ (metrics.jsonl is always written) */
+    int report_tensorboard;  /* also TensorBoard event files under OUTPUT/tb/ (metrics.jsonl is always written);
+                                --report-to's value (jsonl 0, tensorboard 1) */
 } DfTrainOptions;
 
 typedef enum DfTrainLayout { DF_LAYOUT_COLOCATED, DF_LAYOUT_SPLIT } DfTrainLayout;
 
 /* final/ at the end of a run: the drafter of the step with the best
  * held-out tau (also in OUTPUT/best/), or of the last step. AUTO: TAU with
- * eval_data, else LAST. */
-typedef enum DfSelectBy { DF_SELECT_AUTO, DF_SELECT_TAU, DF_SELECT_LAST } DfSelectBy;
+ * eval_data, else LAST. In the order of --select-by's names (tau|last), AUTO
+ * past them (train/train_options.def). */
+typedef enum DfSelectBy { DF_SELECT_TAU, DF_SELECT_LAST, DF_SELECT_AUTO } DfSelectBy;
 
 /* Device memory of one role (an arena): bytes reserved and the most used. */
 typedef struct DfTrainMemoryUse {
@@ -156,7 +162,9 @@ typedef struct DfTrainMemoryUse {
     size_t capacity, peak;
 } DfTrainMemoryUse;
 
-/* The defaults of the spec's recipe where one exists. */
+/* The defaults of the spec's recipe where one exists: the default column of
+ * train/train_options.def, the list of the options (each field above that
+ * an option sets is named there, with its option). */
 void df_train_options_default(DfTrainOptions *opt);
 
 typedef struct DfTrainSummary {
