@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/paths_apart.h"
 #include "base/signals.h"
 #include "cli/args.h"
 #include "cli/commands.h"
