@@ -13,14 +13,14 @@ int df_bench_require_timing(DfBackend *be, const char *device, DfError *err) {
 }
 
 static void resolve_sizes(DfBenchOptions *o, int gpu) {
-    if (o->seq_len == 0) o->seq_len = gpu ? 2048 : 1024;
-    if (o->n_seqs == 0) o->n_seqs = gpu ? 8 : 4;
-    if (o->repeat == 0) o->repeat = gpu ? 10 : 3;
-    if (o->train_seqs == 0) o->train_seqs = 2;
-    if (o->train_repeat == 0) o->train_repeat = 5;
-    if (o->prompt_len == 0) o->prompt_len = 512;
-    if (o->new_tokens == 0) o->new_tokens = 128;
-    if (o->hybrid_layers == 0) o->hybrid_layers = 64;
+    if (o->seq_len == 0) o->seq_len = gpu ? DF_BENCH_GPU_SEQ_LEN : DF_BENCH_CPU_SEQ_LEN;
+    if (o->n_seqs == 0) o->n_seqs = gpu ? DF_BENCH_GPU_SEQS : DF_BENCH_CPU_SEQS;
+    if (o->repeat == 0) o->repeat = gpu ? DF_BENCH_GPU_REPEAT : DF_BENCH_CPU_REPEAT;
+    if (o->train_seqs == 0) o->train_seqs = DF_BENCH_TRAIN_SEQS;
+    if (o->train_repeat == 0) o->train_repeat = DF_BENCH_TRAIN_REPEAT;
+    if (o->prompt_len == 0) o->prompt_len = DF_BENCH_PROMPT_LEN;
+    if (o->new_tokens == 0) o->new_tokens = DF_BENCH_NEW_TOKENS;
+    if (o->hybrid_layers == 0) o->hybrid_layers = DF_BENCH_HYBRID_LAYERS;
 }
 
 static int run_figures(const DfBenchOptions *o, int gpu, cJSON *json, DfError *err) {

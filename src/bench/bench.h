@@ -43,10 +43,22 @@ typedef struct DfBenchOptions {
     DfKernelVariants variants;    /* for the training steps or the hybrid prefill */
 } DfBenchOptions;
 
+/* The default sizes, by device where they differ (plain numbers: the
+ * command's --help prints them as text too). */
+#define DF_BENCH_CPU_SEQ_LEN 1024
+#define DF_BENCH_GPU_SEQ_LEN 2048
+#define DF_BENCH_CPU_SEQS 4
+#define DF_BENCH_GPU_SEQS 8
+#define DF_BENCH_CPU_REPEAT 3
+#define DF_BENCH_GPU_REPEAT 10
+#define DF_BENCH_TRAIN_SEQS 2
+#define DF_BENCH_TRAIN_REPEAT 5
+#define DF_BENCH_PROMPT_LEN 512
+#define DF_BENCH_NEW_TOKENS 128
+#define DF_BENCH_HYBRID_LAYERS 64
+
 /* The figures o asks for, printed on stdout and written to o->json_out.
- * Zero sizes take the device's defaults: seq_len x n_seqs 1024 x 4 and
- * repeat 3 on the CPU, 2048 x 8 and 10 on a GPU; train_seqs 2,
- * train_repeat 5, prompt_len 512, new_tokens 128, hybrid_layers 64. */
+ * Zero sizes take the defaults above (the device's where they differ). */
 int df_bench(const DfBenchOptions *o, DfError *err);
 
 #endif

@@ -1,6 +1,7 @@
 /* dflash bench: measures this machine's speed (the harness and its figures
- * are bench/bench.h). */
+ * are bench/bench.h, the options cli/bench_options.def). */
 #include <stdio.h>
+#include <string.h>
 
 #include "backend/select.h"
 #include "base/paths_apart.h"
@@ -16,39 +17,32 @@ typedef struct BenchArgs {
     DfStringList kernel_variant; /* --kernel-variant NAME=VALUE, as given */
 } BenchArgs;
 
+/* A DF_BENCH_* number as a string literal, for bench_options.def's
+ * .default_text where the device picks the default. */
+#define BENCH_NUMBER_TEXT(n) BENCH_NUMBER_TEXT_(n)
+#define BENCH_NUMBER_TEXT_(n) #n
+
+/* Each field has the C type of its option's kind (what the parser writes). */
+#define DF_OPTION(name, kind, field, ...) DF_OPTION_TYPE_CHECK(((BenchArgs *)0)->field, kind, name);
+#include "cli/bench_options.def"
+#undef DF_OPTION
+
+static void bench_args_default(BenchArgs *a) {
+    memset(a, 0, sizeof *a);
+#define DF_OPTION(name, kind, field, value, ...) a->field = (value);
+#include "cli/bench_options.def"
+#undef DF_OPTION
+}
+
 int df_cmd_bench(int argc, char **argv) {
-    /* seq_len, n_seqs, repeat 0: the device's default (CPU 4 x 1024, 3; GPU 8 x 2048, 10) */
-    BenchArgs o = {.target = "assets/coder-tiny", .data = "assets/data/code-train.jsonl", .device = "cpu"};
+    BenchArgs o, defaults;
+    bench_args_default(&o);
+    bench_args_default(&defaults);
     const DfOption options[] = {
-        {"target", DF_OPT_STRING, &o.target, "DIR", "target model directory (default assets/coder-tiny)", 0},
-        {"tokenizer", DF_OPT_STRING, &o.tokenizer, "PATH", "tokenizer for the tokenizer figure (default: the target's)", 0},
-        {"data", DF_OPT_STRING, &o.data, "FILE", "JSONL prompt/response text for the tokenizer and store figures "
-                                                  "(default assets/data/code-train.jsonl)", 0},
-        {"seq-len", DF_OPT_INT, &o.seq_len, "N", "tokens per packed sequence in the forward (default 1024; GPU 2048)", 0, DF_RANGE(1, 1 << 20)},
-        {"seqs", DF_OPT_INT, &o.n_seqs, "N", "sequences packed into one forward batch (default 4; GPU 8)", 0, DF_RANGE(1, 4096)},
-        {"repeat", DF_OPT_INT, &o.repeat, "N",
-         "timed repetitions after one warm-up; CPU keeps the best (default 3), GPU the median (default 10)", 0, DF_RANGE(1, 10000)},
-        {"train-seqs", DF_OPT_INT, &o.train_seqs, "N",
-         "GPU: sequences of 2048 tokens in one benchmarked training step (default 2)", 0, DF_RANGE(1, 4096)},
-        {"train-repeat", DF_OPT_INT, &o.train_repeat, "N",
-         "GPU: timed training steps after one warm-up step, their median the figure (default 5)", 0, DF_RANGE(1, 10000)},
-        {"train-only", DF_OPT_FLAG, &o.train_only, NULL,
-         "GPU: only the GEMM peak and the training steps (skip the prefill figures)", 0},
-        {"kernel-variant", DF_OPT_STRING_LIST, &o.kernel_variant, "NAME=VALUE",
-         "GPU: the training steps (or, with --hybrid, the prefill) with this kernel variant instead of its "
-         "default (repeatable; names as their `kernel variants:` line prints them): an A/B of two kernels with "
-         "one binary", 0},
-        {"json", DF_OPT_STRING, &o.json_out, "FILE", "also write the figures as JSON", 0},
-        {"device", DF_OPT_STRING, &o.device, "DEV", "cpu (default) or cuda[:N]: the GPU figures instead", 0},
-        {"decode", DF_OPT_FLAG, &o.decode, NULL, "batched decode tokens/s at batch 1 and 64 next to the bandwidth "
-                                                 "limit, instead of the other figures", 0},
-        {"prompt-len", DF_OPT_INT, &o.prompt_len, "N", "--decode: prompt tokens per sequence (default 512)", 0, DF_RANGE(1, 1 << 20)},
-        {"new-tokens", DF_OPT_INT, &o.new_tokens, "N", "--decode: decode steps (default 128)", 0, DF_RANGE(16, 1 << 20)},
-        {"hybrid", DF_OPT_FLAG, &o.hybrid, NULL, "GPU: prefill tokens/s and MFU of a Qwen3.6-27B-shaped hybrid "
-                                                 "target with random weights, instead of the other figures (with "
-                                                 "--decode: its decode instead of the Qwen3-8B shape's)", 0},
-        {"hybrid-layers", DF_OPT_INT, &o.hybrid_layers, "N",
-         "--hybrid: decoder layers built, 4..64 (default 64; fewer also print a per-layer-scaled estimate)", 0, DF_RANGE(4, 64)},
+#define DF_OPTION(name, kind, field, value, metavar, help, ...) \
+    DF_OPTION_ENTRY(o.field, defaults.field, name, kind, metavar, help, __VA_ARGS__),
+#include "cli/bench_options.def"
+#undef DF_OPTION
     };
     const DfCommandSpec spec = {"bench", "measure the CPU paths' speed next to OpenBLAS sgemm on this machine", NULL,
                                 "Figures: sgemm GFLOP/s (all cores), target forward tokens/s and GFLOP/s (spec "

@@ -1,39 +1,23 @@
 /* dflash generate: the target's own responses to prompts (the recipe's
- * regenerated training data); the job is infer/generate_job.h. */
+ * regenerated training data); the job is infer/generate_job.h, its options
+ * cli/generate_options.def. */
 #include <limits.h>
 #include <stdio.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/generate_options.h"
 #include "infer/generate_job.h"
 
 int df_cmd_generate(int argc, char **argv) {
-    DfGenerateJobOptions a;
-    df_generate_job_options_default(&a);
+    DfGenerateJobOptions a, defaults;
+    df_generate_options_default(&a);
+    df_generate_options_default(&defaults);
     const DfOption options[] = {
-        {"target", DF_OPT_STRING, &a.target, "DIR", "Hugging Face model directory (config, weights, tokenizer.json)", 1},
-        {"input", DF_OPT_STRING, &a.input, "FILE",
-         "JSONL prompts {\"id\"?, \"prompt\"} and/or conversations {\"id\"?, \"messages\"|\"conversations\"}", 1},
-        {"output", DF_OPT_STRING, &a.output, "FILE",
-         "JSONL {\"id\", \"prompt\", \"response\"} / {\"id\", \"messages\"|\"conversations\"}; appended to when resuming",
-         1},
-        {"max-new-tokens", DF_OPT_INT, &a.max_new_tokens, "N",
-         "tokens to generate at most per prompt or assistant turn (default 256)", 0, DF_RANGE(1, 1 << 20)},
-        {"temperature", DF_OPT_DOUBLE, &a.temperature, "T", "sampling temperature; 0 = greedy (default)", 0, DF_RANGE(0, 100)},
-        {"top-p", DF_OPT_DOUBLE, &a.top_p, "P", "nucleus sampling mass in (0, 1] (default 1: off)", 0, DF_RANGE_POSITIVE(1)},
-        {"seed", DF_OPT_INT, &a.seed, "S", "sampling seed (default 0); with the record index it keys each draw", 0, DF_RANGE(0, INT_MAX)},
-        {"batch", DF_OPT_INT, &a.batch, "N", "sequences decoded together (default 8); a finished one's slot takes the next prompt", 0, DF_RANGE(1, 4096)},
-        {"chat-date", DF_OPT_STRING, &a.chat.date, "DATE",
-         "the chat template's date_string (Llama 3.1's \"Today Date\", e.g. \"26 Jul 2024\"; default: the "
-         "template's, today's where it asks for the current date, as transformers renders it)", 0},
-        {"chat-template", DF_OPT_STRING, &a.chat.template_file, "FILE",
-         "a Jinja chat template for conversations instead of the target's", 0},
-        {"chat-template-kwargs", DF_OPT_STRING, &a.chat.kwargs, "JSON",
-         "extra chat-template variables, as the serving stacks' chat_template_kwargs (e.g. '{\"enable_thinking\": false}')", 0},
-        {"device", DF_OPT_STRING, &a.device, "DEV", "cpu (default), cuda or cuda:N", 0},
-        {"no-graphs", DF_OPT_FLAG, &a.no_graphs, NULL,
-         "GPU: queue every op of every decode step instead of replaying each step shape's recording (CUDA "
-         "graph); the same output, slower", 0},
+#define DF_OPTION(name, kind, field, value, metavar, help, ...) \
+    DF_OPTION_ENTRY(a.field, defaults.field, name, kind, metavar, help, __VA_ARGS__),
+#include "cli/generate_options.def"
+#undef DF_OPTION
     };
     const DfCommandSpec spec = {
         "generate", "the target's responses to prompts and conversations (regenerated training data)", NULL,

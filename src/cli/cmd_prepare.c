@@ -1,5 +1,5 @@
 /* dflash prepare: JSONL records or Arrow datasets -> token store
- * (the pipeline is data/prepare.h). */
+ * (the pipeline is data/prepare.h, the options cli/prepare_options.def). */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,22 +16,27 @@ typedef struct PrepareArgs {
     int max_length, threads;
 } PrepareArgs;
 
+/* Each field has the C type of its option's kind (what the parser writes). */
+#define DF_OPTION(name, kind, field, ...) DF_OPTION_TYPE_CHECK(((PrepareArgs *)0)->field, kind, name);
+#include "cli/prepare_options.def"
+#undef DF_OPTION
+
+static void prepare_args_default(PrepareArgs *a) {
+    memset(a, 0, sizeof *a);
+#define DF_OPTION(name, kind, field, value, ...) a->field = (value);
+#include "cli/prepare_options.def"
+#undef DF_OPTION
+}
+
 int df_cmd_prepare(int argc, char **argv) {
-    PrepareArgs opt = {.max_length = 3072, .on_bad_record = "skip"};
+    PrepareArgs opt, defaults;
+    prepare_args_default(&opt);
+    prepare_args_default(&defaults);
     const DfOption options[] = {
-        {"target", DF_OPT_STRING, &opt.tokenizer, "DIR", "the target's directory (its tokenizer.json and tokenizer_config.json), or a tokenizer.json", 1, .alias = "tokenizer"},
-        {"input", DF_OPT_STRING_LIST, &opt.inputs, "PATH", "JSONL records, an .arrow file or a datasets folder; repeat for several, read in order", 1},
-        {"output", DF_OPT_STRING, &opt.output, "STORE", "token store to write (atomically)", 1},
-        {"max-length", DF_OPT_INT, &opt.max_length, "N", "longest sample in tokens; longer records are bad (default 3072)", 0, DF_RANGE(1, 1 << 30)},
-        {"on-bad-record", DF_OPT_STRING, &opt.on_bad_record, "skip|fail", "skip bad records and count them, or stop at the first (default skip)", 0},
-        {"threads", DF_OPT_INT, &opt.threads, "N", "tokenizer threads (default: all cores)", 0, DF_RANGE(1, 1024)},
-        {"chat-date", DF_OPT_STRING, &opt.chat_date, "DATE",
-         "Llama-3.1 chat template: the system header's \"Today Date\" (e.g. \"26 Jul 2024\"; default: the "
-         "template's, today's where it asks for the current date, as transformers renders it)", 0},
-        {"chat-template", DF_OPT_STRING, &opt.chat_template, "FILE",
-         "a Jinja chat template to render conversations with instead of the tokenizer's", 0},
-        {"chat-template-kwargs", DF_OPT_STRING, &opt.chat_kwargs, "JSON",
-         "extra chat-template variables, as the serving stacks' chat_template_kwargs (e.g. '{\"enable_thinking\": false}')", 0},
+#define DF_OPTION(name, kind, field, value, metavar, help, ...) \
+    DF_OPTION_ENTRY(opt.field, defaults.field, name, kind, metavar, help, __VA_ARGS__),
+#include "cli/prepare_options.def"
+#undef DF_OPTION
     };
     const DfCommandSpec spec = {
         "prepare", "tokenize JSONL records or Arrow datasets into a token store for training", NULL,

@@ -200,11 +200,10 @@ static int make_dirs(const char *path, DfError *err) {
  * pipeline and report); its errors say so and where ("--data X: ..."). */
 static int prepare_data(const DfTrainOptions *o, const char *store_path, DfError *err) {
     const char *inputs[] = {o->data_source};
-    DfPrepareOptions p;
-    df_prepare_options_default(&p);
-    p.tokenizer = o->target_dir, p.inputs = inputs, p.n_inputs = 1, p.output = store_path;
-    p.max_length = (int)o->max_length;
-    p.chat_template = o->chat_template, p.chat_kwargs = o->chat_kwargs, p.quiet = o->quiet;
+    /* bad records skipped, every core, the template's date */
+    DfPrepareOptions p = {.tokenizer = o->target_dir, .inputs = inputs, .n_inputs = 1, .output = store_path,
+                          .max_length = (int)o->max_length, .chat_template = o->chat_template,
+                          .chat_kwargs = o->chat_kwargs, .quiet = o->quiet};
     DfPrepareSummary summary;
     if (df_prepare(&p, &summary, err) != 0) return df_context(err, "--data %s", o->data_source);
     df_prepare_summary_print(&p, &summary);

@@ -7,6 +7,7 @@
 
 #include "base/atomic_file.h"
 #include "base/mapped_file.h"
+#include "cli/generate_options.h"
 #include "infer/generate_job.h"
 #include "infer/prompt_cuts.h"
 
@@ -65,7 +66,7 @@ int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int qu
     }
     if (!quiet) fprintf(stderr, "train: the target's responses to %s into %s (dflash generate)\n", input, data);
     DfGenerateJobOptions g;
-    df_generate_job_options_default(&g);
+    df_generate_options_default(&g);
     g.target = o->target_dir, g.input = input, g.output = data, g.device = o->device ? o->device : "cpu";
     g.chat = (DfChatOptions){.template_file = o->chat_template, .kwargs = o->chat_kwargs};
     g.max_new_tokens = p->max_new_tokens, g.batch = p->batch, g.temperature = p->temperature, g.top_p = p->top_p;

@@ -224,10 +224,6 @@ static int process_arrow(PrepareContext *ctx, const char *path, Chunk *c, DfErro
 
 /* ---- the run ------------------------------------------------------------ */
 
-void df_prepare_options_default(DfPrepareOptions *o) {
-    *o = (DfPrepareOptions){.max_length = 3072};
-}
-
 void df_prepare_summary_print(const DfPrepareOptions *o, const DfPrepareSummary *s) {
     int64_t skipped = 0;
     for (int k = 0; k < DF_BAD_KIND_COUNT; k++) skipped += s->bad_count[k];

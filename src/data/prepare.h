@@ -22,6 +22,7 @@
 
 enum { DF_PREPARE_EXAMPLES_PER_KIND = 3 };
 
+/* The command line's defaults are cli/prepare_options.def's. */
 typedef struct DfPrepareOptions {
     const char *tokenizer;     /* the target's directory, or a tokenizer.json */
     const char *const *inputs; /* JSONL files, .arrow files or datasets folders, read in order */
@@ -45,9 +46,6 @@ typedef struct DfPrepareSummary {
     /* the first few bad records of each kind, "FILE:LINE: why" (Arrow: "FILE:row N: why") */
     char bad_example[DF_BAD_KIND_COUNT][DF_PREPARE_EXAMPLES_PER_KIND][DF_RECORD_MSG_MAX + 256];
 } DfPrepareSummary;
-
-/* max_length 3072, bad records skipped, every core, no chat options. */
-void df_prepare_options_default(DfPrepareOptions *o);
 
 /* Prepares o->inputs into o->output. Returns 0 with *out filled, or -1 with
  * err saying what and where (a bad record under fail_on_bad: "FILE:LINE:

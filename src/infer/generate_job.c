@@ -343,10 +343,6 @@ static int open_output(GenerateRun *g, const char *settings, DfError *err) {
     return 0;
 }
 
-void df_generate_job_options_default(DfGenerateJobOptions *o) {
-    *o = (DfGenerateJobOptions){.device = "cpu", .max_new_tokens = 256, .batch = 8, .temperature = 0.0, .top_p = 1.0};
-}
-
 int df_generate_job(const DfGenerateJobOptions *a, DfError *err) {
     const DfPathArg ins[] = {{"--target", a->target}, {"--input", a->input}}, outs[] = {{"--output", a->output}};
     if (df_paths_apart(ins, 2, outs, 1, err)) return DF_GENERATE_BAD_OPTIONS;

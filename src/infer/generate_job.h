@@ -22,6 +22,7 @@
 #include "base/error.h"
 #include "infer/chat_turns.h"
 
+/* The defaults are the command line's: cli/generate_options.def. */
 typedef struct DfGenerateJobOptions {
     const char *target; /* Hugging Face model directory (config, weights, tokenizer.json) */
     const char *input;  /* JSONL prompts and/or conversations */
@@ -36,9 +37,6 @@ typedef struct DfGenerateJobOptions {
     int no_graphs;      /* every op of every decode step queued, none replayed (the same output) */
     int quiet;          /* no progress or notes; one result line on stdout */
 } DfGenerateJobOptions;
-
-/* cpu, 256 new tokens, batch 8, greedy, top-p 1, seed 0. */
-void df_generate_job_options_default(DfGenerateJobOptions *o);
 
 /* Runs the job. Returns 0, or -1 with err saying what and where (a record's
  * "FILE:LINE: why"), or DF_GENERATE_BAD_OPTIONS when the output is one of
