@@ -52,7 +52,10 @@ static int write_cuts(const DfTrainPrompts *p, const char *cut, const char *rege
 }
 
 void df_train_prompts_default(DfTrainPrompts *p) {
-    *p = (DfTrainPrompts){.max_new_tokens = 256, .temperature = 0.0, .top_p = 1.0, .batch = 8};
+    DfGenerateJobOptions g;
+    df_generate_options_default(&g);
+    *p = (DfTrainPrompts){.max_new_tokens = g.max_new_tokens, .temperature = g.temperature, .top_p = g.top_p,
+                          .batch = g.batch, .no_graphs = g.no_graphs};
 }
 
 int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int quiet, char *data, size_t cap,
@@ -67,7 +70,8 @@ int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int qu
     if (!quiet) fprintf(stderr, "train: the target's responses to %s into %s (dflash generate)\n", input, data);
     DfGenerateJobOptions g;
     df_generate_options_default(&g);
-    g.target = o->target_dir, g.input = input, g.output = data, g.device = o->device ? o->device : "cpu";
+    g.target = o->target_dir, g.input = input, g.output = data;
+    if (o->device) g.device = o->device;
     g.chat = (DfChatOptions){.template_file = o->chat_template, .kwargs = o->chat_kwargs};
     g.max_new_tokens = p->max_new_tokens, g.batch = p->batch, g.temperature = p->temperature, g.top_p = p->top_p;
     g.seed = (int)o->seed, g.no_graphs = p->no_graphs, g.quiet = quiet;

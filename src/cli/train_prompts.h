@@ -25,7 +25,7 @@ typedef struct DfTrainPrompts {
     int no_graphs;
 } DfTrainPrompts;
 
-/* generate's defaults. */
+/* generate's defaults (cli/generate_options.def): no --prompts, no cuts. */
 void df_train_prompts_default(DfTrainPrompts *p);
 
 /* Regenerates the responses to p->path into OUTPUT/regenerated.jsonl with
