@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/atomic_file.h"
+#include "train/trainer.h"
 
 int df_run_dir_make(const char *path, DfError *err) {
     if (mkdir(path, 0777) == 0 || errno == EEXIST) {
@@ -76,3 +77,69 @@ int df_run_dir_has_checkpoint(const char *dir) {
     if (d) closedir(d);
     return found;
 }
+
+int df_run_dir_make_all(const char *path, DfError *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return df_fail(err, "path too long: %s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return df_fail_errno(err, "cannot create directory %s", buf);
+        *p = c;
+        if (!c) return 0;
+    }
+}
+char *df_run_dir_first_missing(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return NULL;
+    char *p = df_xstrdup(path), *missing = df_xstrdup(path);
+    for (char *slash; (slash = strrchr(p, '/')) && slash != p;) {
+        *slash = '\0';
+        if (stat(p, &st) == 0) break;
+        free(missing);
+        missing = df_xstrdup(p);
+    }
+    free(p);
+    return missing;
+}
+
+int df_run_dir_start_log(const DfTrainOptions *o, DfTeeOutput *tee, DfError *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train.log", o->output_dir);
+    return df_tee_output_start(tee, path, err);
+}
+
+/* Whether dir holds nothing but its train.log. */
+static int only_a_log(const char *dir) {
+    DIR *d = opendir(dir);
+    int other = !d;
+    for (struct dirent *e; d && !other && (e = readdir(d));)
+        other = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, "train.log") != 0;
+    if (d) closedir(d);
+    return !other;
+}
+
+void df_run_dir_remove_created(const char *output_dir, const char *top) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s/train.log", output_dir);
+    if (only_a_log(output_dir)) unlink(log);
+    char *p = df_xstrdup(output_dir);
+    while (rmdir(p) == 0 && strcmp(p, top) != 0) {
+        char *slash = strrchr(p, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
+    free(p);
+}
+
+int df_run_dir_lock(const DfTrainOptions *o, DfOutputLock *lock, DfError *err) {
+    int writer = o->layout == DF_LAYOUT_SPLIT ? o->target_ranks : 0;
+    if (o->dist && o->dist->world_size > 1 && o->dist->rank != writer) return 0;
+    if (df_run_dir_make_all(o->output_dir, err)) return df_context(err, "--output");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train.lock", o->output_dir);
+    if (df_output_lock(lock, path, o->output_dir, err)) return df_context(err, "--output");
+    return 0;
+}
+
