@@ -71,22 +71,30 @@ static size_t space_before(const char *p, const char *e) {
     return 0;
 }
 
+/* The masked run at or after *k, decoded into dec (the caller frees it);
+ * *k moves past it. 0 when no masked token is left. */
+static int next_masked_run(const DfTokenizer *tok, const DfI32Vec *ids, const DfByteBuf *mask, size_t *k,
+                           DfByteBuf *dec) {
+    while (*k < ids->len && !mask->data[*k]) (*k)++;
+    if (*k >= ids->len) return 0;
+    size_t e = *k;
+    while (e < ids->len && mask->data[e]) e++;
+    DfError err = {{0}};
+    *dec = (DfByteBuf){0};
+    if (df_tokenizer_decode(tok, ids->data + *k, e - *k, dec, &err)) fail_msg("%s", err.msg);
+    *k = e;
+    return 1;
+}
+
 /* The loss mask, checked against the messages: one masked run per assistant
  * message, holding its answer (the content after any </think>, stripped) and
  * ending with the template's end-of-turn token. */
 static void check_mask(const DfTokenizer *tok, const DfChatMessage *msgs, int n, const DfI32Vec *ids,
                        const DfByteBuf *mask, const char *eot, const char *family, int c) {
     int run = 0, next = 0;
-    for (size_t k = 0; k < ids->len;) {
-        if (!mask->data[k]) {
-            k++;
-            continue;
-        }
-        size_t e = k;
-        while (e < ids->len && mask->data[e]) e++;
-        DfByteBuf dec = {0};
+    size_t k = 0;
+    for (DfByteBuf dec; next_masked_run(tok, ids, mask, &k, &dec);) {
         DfError err = {{0}};
-        if (df_tokenizer_decode(tok, ids->data + k, e - k, &dec, &err)) fail_msg("%s", err.msg);
         while (next < n && msgs[next].role != DF_ROLE_ASSISTANT) next++;
         if (next >= n) fail_msg("%s conversation %d: masked run %d (%s) but no assistant message left", family, c, run, dec.data);
         const char *answer = msgs[next].content, *end = answer + msgs[next].content_len, *think;
@@ -106,7 +114,6 @@ static void check_mask(const DfTokenizer *tok, const DfChatMessage *msgs, int n,
         df_bytebuf_free(&dec);
         run++;
         next++;
-        k = e;
     }
     while (next < n && msgs[next].role != DF_ROLE_ASSISTANT) next++;
     if (next < n) fail_msg("%s conversation %d: assistant message %d has no masked run", family, c, next);
@@ -350,22 +357,12 @@ static const char QWEN35_CONVERSATION[] =
 
 /* The masked runs of a rendering, decoded, joined by '|'. */
 static void masked_runs(const DfTokenizer *tok, const DfI32Vec *ids, const DfByteBuf *mask, char *out, size_t cap) {
-    size_t len = 0;
+    size_t len = 0, k = 0;
     out[0] = '\0';
-    for (size_t k = 0; k < ids->len;) {
-        if (!mask->data[k]) {
-            k++;
-            continue;
-        }
-        size_t e = k;
-        while (e < ids->len && mask->data[e]) e++;
-        DfByteBuf dec = {0};
-        DfError err = {{0}};
-        if (df_tokenizer_decode(tok, ids->data + k, e - k, &dec, &err)) fail_msg("%s", err.msg);
+    for (DfByteBuf dec; next_masked_run(tok, ids, mask, &k, &dec);) {
         len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "|" : "", dec.data);
         assert_true(len < cap);
         df_bytebuf_free(&dec);
-        k = e;
     }
 }
 
