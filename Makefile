@@ -33,8 +33,15 @@ ifeq ($(CUDA_LIBDIR),)
 $(error nvcc found at $(NVCC) (toolkit $(CUDA_HOME)) but no libcudart.so under it; set CUDA_HOME)
 endif
 LDLIBS  += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart -lcublasLt -lstdc++
+# The GPU code in the binary (docs/kernels.md, "GPU tiers"): sm_90a, Hopper's wgmma kernels; sm_80, the
+# portable tier as machine code for Ampere and Ada; compute_80, the portable tier as PTX, which the driver
+# compiles for any newer GPU (Blackwell included). At backend creation the device picks the tier whose
+# code it runs. CUDA_ARCHS=compute_80 builds the PTX alone: how the portable tier is tested on a Hopper
+# machine (scripts/test_gpu.sh). A changed list needs a clean build (or another BUILD folder).
+CUDA_ARCHS ?= sm_90a sm_80 compute_80
+CUDA_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode=arch=$(subst sm_,compute_,$(a)),code=$(a))
 NVCCFLAGS ?= -O3
-NVCCFLAGS += -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a -DDF_HAVE_CUDA -Xcompiler -Wall,-Wextra
+NVCCFLAGS += -std=c++20 -Isrc $(CUDA_GENCODE) -DDF_HAVE_CUDA -DDF_CUDA_ARCHS='"$(CUDA_ARCHS)"' -Xcompiler -Wall,-Wextra
 endif
 
 .PHONY: all test clean demo demo-data test-sanitize fuzz fuzz-build nccl-check dev
@@ -179,6 +186,6 @@ fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz dflash
+	rm -rf $(BUILD) build-asan build-fuzz build-ptx dflash
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 device=cpu
 if nvidia-smi > /dev/null 2>&1; then
-    case "$(./dflash --version)" in *cuda*) device=cuda ;; *) echo "demo: a GPU answers, but ./dflash has no CUDA backend (no nvcc at build time): on the CPU" ;; esac
+    case "$(./dflash --version | sed -n 's/^backends: //p')" in *cuda*) device=cuda ;; *) echo "demo: a GPU answers, but ./dflash has no CUDA backend (no nvcc at build time): on the CPU" ;; esac
 fi
 echo "demo: on $device"
 # held-out tau every 100 of the 500 steps on 8 of the dev prompts (curves in eval.jsonl and curves.png);

@@ -26,7 +26,7 @@ done
 [ -z "$PEER" ] || [ -f "$PEER" ] || { echo "test_gpu.sh: --peer $PEER: no such file" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-PARTS=${PARTS:-build,tests,ops,memcheck,racecheck,train,peer,train200,decode,hybrid,kernels,verdict}
+PARTS=${PARTS:-build,tests,ops,memcheck,racecheck,train,peer,train200,portable,decode,hybrid,kernels,verdict}
 export NCCL_NVLS_ENABLE=0
 T=build/tests D=build/dev/cuda
 WORK=$(mktemp -d)
@@ -115,20 +115,55 @@ if want peer && [ -n "$PEER" ]; then
     grep 'PEER' "$OUT/bench_train.txt"
 fi
 
-# 200 coder-tiny steps on the GPU against the CPU run recorded in bench/records/
+# train200 DFLASH NAME: 200 coder-tiny steps of that binary on the GPU against the CPU run recorded in
+# bench/records/ (the losses into OUTDIR/NAME.jsonl)
+train200() {
+    local bin=$1 name=$2
+    if run 600 "$bin" train --device cuda --output "$WORK/$name" --target assets/coder-tiny \
+           --data assets/data/code-train.jsonl --draft-layers 2 --intermediate-size 512 --num-taps 3 \
+           --num-anchors 32 --token-budget 2048 --steps 200 --lr 1.5e-3 --save-every 200 > "$WORK/$name.log" 2>&1
+    then
+        cp "$WORK/$name/metrics.jsonl" "$OUT/$name.jsonl"
+        python3 dev/compare/compare_losses.py bench/records/train200-losses-cpu.jsonl "$OUT/$name.jsonl" ||
+            echo "compare_losses $name" >> "$WORK/failed"
+    fi
+    tail -4 "$WORK/$name.log"
+}
+
 if want train200; then
-    {
-        section "train --device cuda, 200 steps"
-        if run 600 ./dflash train --device cuda --output "$WORK/r200" --target assets/coder-tiny \
-               --data assets/data/code-train.jsonl --draft-layers 2 --intermediate-size 512 --num-taps 3 \
-               --num-anchors 32 --token-budget 2048 --steps 200 --lr 1.5e-3 --save-every 200 > "$WORK/r200.log" 2>&1
-        then
-            cp "$WORK/r200/metrics.jsonl" "$OUT/train200_gpu.jsonl"
-            python3 dev/compare/compare_losses.py bench/records/train200-losses-cpu.jsonl "$OUT/train200_gpu.jsonl"
-        fi
-        tail -4 "$WORK/r200.log"
-    } > "$OUT/train200.txt" 2>&1
+    { section "train --device cuda, 200 steps"; train200 ./dflash train200_gpu; } > "$OUT/train200.txt" 2>&1
     tail -2 "$OUT/train200.txt"
+fi
+
+# The portable tier (docs/kernels.md, "GPU tiers"): a build of the compute_80 PTX alone, which the driver
+# compiles for this GPU as it would for a Blackwell one, runs the CUDA tests (against a tree of links whose
+# dflash is that build, as make test-sanitize does), every op against the CPU, 200 steps against the CPU
+# record and the 8B training step; then every op case with the GPU made to look like an A100.
+if want portable; then
+    P=build-ptx
+    {
+        section "portable tier: CUDA_ARCHS=compute_80 build"
+        tests=$(ls tests/test_cuda_*.c | sed "s|tests/\(.*\)\.c|$P/tests/\1|")
+        run 1800 make -j"$(nproc)" BUILD=$P CUDA_ARCHS=compute_80 $P/dflash $tests $P/tests/test_backend_ops \
+            $P/tests/test_gpu_tier
+        mkdir -p $P/root
+        for d in assets tests src; do ln -sfn "$PWD/$d" $P/root/$d; done
+        ln -sfn "$PWD/$P/dflash" $P/root/dflash
+        $P/dflash --version
+        for t in $P/tests/test_cuda_* $P/tests/test_gpu_tier $P/tests/test_backend_ops; do
+            section "$t (compute_80 PTX)"
+            DFLASH_SOURCE_DIR=$PWD/$P/root run 1200 "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -20
+        done
+        section "test_backend_ops, the GPU seen as an A100"
+        DFLASH_OPS_GPU_AS=a100 run 1200 "$T"/test_backend_ops 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -8
+        section "train --device cuda, 200 steps (compute_80 PTX)"
+        train200 $P/dflash train200_portable
+        section "bench --train-only (compute_80 PTX)"
+        run 900 $P/dflash bench --device cuda --train-only --json "$OUT/bench_train_portable.json" \
+            > "$OUT/portable_bench_train.txt" 2>&1
+        grep 'whole step\|block_attention' "$OUT/portable_bench_train.txt"
+    } > "$OUT/portable.log" 2>&1
+    grep -c '^exit 0' "$OUT/portable.log" | sed 's/$/ portable-tier programs passed/'
 fi
 
 if want decode; then

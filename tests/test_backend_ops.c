@@ -33,7 +33,11 @@
  * DFLASH_OPS_QUICK=1 leaves out the models' shapes (the compute-sanitizer
  * runs of scripts/test_gpu.sh); DFLASH_OPS_CASES=a,b runs only the cases
  * whose names contain one of the words (the coverage test still checks
- * them all). */
+ * them all). DFLASH_OPS_GPU_AS=a100 makes the GPU look like an A100 to the
+ * backend (the test seam, base/test_seam.h: no sm_90a code, 163 KiB of
+ * shared memory a block), so that a Hopper machine runs every case on the
+ * kernels an A100 would (the portable tier, and the CUDA-core attention
+ * where an mma.sync kernel's tiles exceed that shared memory). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +47,8 @@
 #include "backend_ops/cases.h"
 
 #include "backend/backend.h"
+#include "backend/gpu_tier.h"
+#include "base/test_seam.h"
 
 
 /* Ops of the list without a case of their own: none. (An op tested only
@@ -180,7 +186,24 @@ static void test_cases(void **state) {
     }
 }
 
+/* DFLASH_OPS_GPU_AS=a100: the CUDA backend sees an A100's limits (sm_80's
+ * opt-in shared memory a block: 163 KiB) and no sm_90a code. */
+static int look_like_a100(void *ctx, DfSeamPoint point, void *data, DfError *err) {
+    (void)ctx, (void)err;
+    if (point != DF_SEAM_CUDA_DEVICE) return 0;
+    DfGpuFacts *g = data;
+    g->runs_sm90a_code = 0;
+    g->smem_optin = 163 * 1024;
+    return 0;
+}
+
 int main(void) {
+    const char *as = getenv("DFLASH_OPS_GPU_AS");
+    if (as && strcmp(as, "a100") == 0) df_test_seam_set(look_like_a100, NULL);
+    else if (as && *as) {
+        fprintf(stderr, "DFLASH_OPS_GPU_AS=%s: only a100 is known\n", as);
+        return 2;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coverage),
         cmocka_unit_test(test_missing_op),

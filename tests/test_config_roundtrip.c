@@ -118,7 +118,7 @@ static void resolve_drafter(DfTrainOptions *o, DfDrafterConfig *c) {
 static void round_trip(DfTrainArgs *a, DfTrainArgs *b, DfConfigArgs *config, char *line, cJSON **record) {
     DfDrafterConfig dcfg;
     resolve_drafter(&a->run, &dcfg);
-    char *text = df_run_record_json(&a->run, &dcfg), path[700];
+    char *text = df_run_record_json(&a->run, &dcfg, NULL), path[700];
     snprintf(path, sizeof path, "%s/args.json", g_dir);
     df_test_write_file(path, text);
     *record = cJSON_Parse(text);
@@ -193,7 +193,7 @@ static void test_a_missing_option_is_noticed(void **state) {
     parse(command_lines(0, line, sizeof line), &a, &ca);
     DfDrafterConfig dcfg;
     resolve_drafter(&a.run, &dcfg);
-    char *text = df_run_record_json(&a.run, &dcfg);
+    char *text = df_run_record_json(&a.run, &dcfg, NULL);
     cJSON *j = cJSON_Parse(text);
     cJSON_free(text);
     cJSON_DeleteItemFromObjectCaseSensitive(j, "token-budget");

@@ -19,6 +19,14 @@ const char *df_backends_built_in(void) {
 #endif
 }
 
+void df_print_devices(FILE *fp) {
+#ifdef DF_HAVE_CUDA
+    df_cuda_print_devices(fp);
+#else
+    fprintf(fp, "cuda: not built in (no nvcc at build time)\n");
+#endif
+}
+
 int df_device_is_cuda(const char *device) {
     return device && strncmp(device, "cuda", 4) == 0 && (device[4] == '\0' || device[4] == ':');
 }

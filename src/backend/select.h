@@ -6,6 +6,7 @@
 #define DF_BACKEND_SELECT_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "backend/backend.h"
 
@@ -23,6 +24,10 @@ DfDeviceKind df_device_kind(const char *device);
 
 /* The backends this dflash was built with, e.g. "cpu cuda" (dflash --version, run records). */
 const char *df_backends_built_in(void);
+
+/* The devices the built-in backends see, one line each (for CUDA: the GPU
+ * code built in, each GPU's kernel tier or why it cannot be used). */
+void df_print_devices(FILE *fp);
 
 /* 1 when the name asks for a CUDA backend ("cuda" or "cuda:N"). */
 int df_device_is_cuda(const char *device);

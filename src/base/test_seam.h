@@ -12,6 +12,10 @@
  *   DF_SEAM_SPEC_DRAFT      DfSpecDraftSeam (infer/speculative.h): each
  *       block of speculative decoding once the drafter filled it, before the
  *       target verifies it; the callback may overwrite the draft.
+ *   DF_SEAM_CUDA_DEVICE     DfGpuFacts (backend/gpu_tier.h): what the CUDA
+ *       backend learned of its GPU, before it chooses the kernel tier; a
+ *       test may make a Hopper GPU look like another (less shared memory,
+ *       no sm_90a code, an older compute capability).
  *
  * The callback is process-wide state, set only by tests (df_test_seam_set,
  * and df_test_seam_set(NULL, NULL) to remove it); it is called on the thread
@@ -21,7 +25,7 @@
 
 #include "base/error.h"
 
-typedef enum DfSeamPoint { DF_SEAM_TRAIN_FEATURES, DF_SEAM_SPEC_DRAFT } DfSeamPoint;
+typedef enum DfSeamPoint { DF_SEAM_TRAIN_FEATURES, DF_SEAM_SPEC_DRAFT, DF_SEAM_CUDA_DEVICE } DfSeamPoint;
 
 /* Returns 0 to go on, or -1 with err set to make the point fail. */
 typedef int (*DfSeamCallback)(void *ctx, DfSeamPoint point, void *data, DfError *err);

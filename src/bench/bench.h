@@ -10,7 +10,7 @@
  *     measured peak;
  *   - the attention op alone at the Qwen3-8B shape (both kernel shapes);
  *   - target prefill tokens/s and MFU (spec section 8 FLOPs over the measured
- *     peak and over the nominal 989 TFLOP/s dense bf16 of an H100/H200 SXM)
+ *     peak and over the GPU's nominal dense bf16 peak, backend/gpu_peaks.c)
  *     for the given target (real weights) and a Qwen3-8B-shaped target with
  *     random weights built in GPU memory; time split by op kind; peak memory;
  *   - with --hybrid, instead: the prefill of a Qwen3.6-27B-shaped hybrid

@@ -4,6 +4,7 @@
  * target's prefill instead. */
 #include <stdio.h>
 
+#include "backend/gpu_peaks.h"
 #include "backend/select.h"
 #include "base/clock.h"
 #include "bench/bench_internal.h"
@@ -12,7 +13,8 @@
 
 /* The whole training step: coder-tiny's shape, then Qwen3-8B's with
  * a 5-layer drafter, S = 2048, 512 anchors of 16. */
-static int bench_gpu_train_steps(DfBackend *be, const DfBenchOptions *o, double peak, cJSON *json, DfError *err) {
+static int bench_gpu_train_steps(DfBackend *be, const DfBenchOptions *o, double peak, double nominal, cJSON *json,
+                                 DfError *err) {
     DfTrainStepShape s = {.drafter_layers = 5, .block_size = 16, .num_anchors = 512, .seq_len = 2048,
                           .n_seqs = o->train_seqs, .repeat = o->train_repeat, .variants = &o->variants};
     DfTrainStepResult r;
@@ -20,13 +22,13 @@ static int bench_gpu_train_steps(DfBackend *be, const DfBenchOptions *o, double 
     if (df_model_config_load(&s.target, o->target, err)) return -1;
     s.drafter_layers = 2; /* as the demo trains it */
     if (df_bench_train_step(be, &s, &r, err)) return -1;
-    df_bench_train_step_report("training step, coder-tiny shape (random)", "step_tiny", &s, &r, peak,
-                               DF_BENCH_NOMINAL_BF16_TFLOPS, json);
+    df_bench_train_step_report("training step, coder-tiny shape (random)", "step_tiny", &s, &r, peak, nominal,
+                               json);
     s.target = df_bench_qwen3_8b_shape();
     s.drafter_layers = 5;
     if (df_bench_train_step(be, &s, &r, err)) return -1;
-    df_bench_train_step_report("training step, Qwen3-8B shape (random)", "step_qwen3_8b", &s, &r, peak,
-                               DF_BENCH_NOMINAL_BF16_TFLOPS, json);
+    df_bench_train_step_report("training step, Qwen3-8B shape (random)", "step_qwen3_8b", &s, &r, peak, nominal,
+                               json);
     return 0;
 }
 
@@ -52,13 +54,15 @@ int df_bench_hybrid(const DfBenchOptions *o, cJSON *json, DfError *err) {
     printf("dflash bench --hybrid on %s: %s; prefill batches of %d x %d tokens\nkernel variants: %s\n\n", o->device,
            desc, o->n_seqs, o->seq_len, variants);
     cJSON_AddStringToObject(json, "gpu", desc);
+    double nominal = df_gpu_nominal_bf16_tflops(desc);
+    df_bench_add_number(json, "nominal_tflops", nominal);
     int rc = -1;
     double peak = 0;
     DfTargetModel m;
     DfModelConfig cfg = df_bench_qwen36_27b_shape(o->hybrid_layers);
     if (df_bench_gemm_tflops(be, 8192, 8192, 8192, 50, &peak, err)) goto done;
     printf("%-40s %9.1f TFLOP/s (nominal %.0f): MFU's measured reference\n", "cuBLASLt bf16 GEMM 8192^3", peak,
-           DF_BENCH_NOMINAL_BF16_TFLOPS);
+           nominal);
     df_bench_add_number(json, "gemm_8192_tflops", peak);
     df_bench_add_number(json, "hybrid_layers", o->hybrid_layers);
     df_backend_reset_peak(be);
@@ -70,8 +74,8 @@ int df_bench_hybrid(const DfBenchOptions *o, cJSON *json, DfError *err) {
     rc = df_bench_prefill(be, &m, o->seq_len, o->n_seqs, 0, o->repeat, &taps, err);
     if (rc == 0) rc = df_bench_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &full, err);
     if (rc == 0) {
-        df_bench_prefill_report("Qwen3.6-27B shape (random), taps only", "hybrid_taps", &taps, peak, json);
-        df_bench_prefill_report("Qwen3.6-27B shape (random), all + logits", "hybrid_full", &full, peak, json);
+        df_bench_prefill_report("Qwen3.6-27B shape (random), taps only", "hybrid_taps", &taps, peak, nominal, json);
+        df_bench_prefill_report("Qwen3.6-27B shape (random), all + logits", "hybrid_full", &full, peak, nominal, json);
         printf("%-40s %9.2f GiB (weights, activations, workspaces)\n", "    peak GPU memory",
                full.peak_bytes / 1073741824.0);
         double per_layer = taps.ms / taps.layers, rest = full.ms - per_layer * full.layers;
@@ -103,10 +107,12 @@ int df_bench_gpu(const DfBenchOptions *o, cJSON *json, DfError *err) {
     int t = o->seq_len * o->n_seqs;
     printf("dflash bench on %s: %s; prefill batches of %d x %d tokens\n\n", o->device, desc, o->n_seqs, o->seq_len);
     cJSON_AddStringToObject(json, "gpu", desc);
+    double nominal = df_gpu_nominal_bf16_tflops(desc);
+    df_bench_add_number(json, "nominal_tflops", nominal);
     int rc = -1;
     double peak = 0, tf = 0;
     if (df_bench_gemm_tflops(be, 8192, 8192, 8192, 50, &peak, err)) goto done;
-    printf("%-40s %9.1f TFLOP/s (nominal %.0f)\n", "cuBLASLt bf16 GEMM 8192^3", peak, DF_BENCH_NOMINAL_BF16_TFLOPS);
+    printf("%-40s %9.1f TFLOP/s (nominal %.0f)\n", "cuBLASLt bf16 GEMM 8192^3", peak, nominal);
     df_bench_add_number(json, "gemm_8192_tflops", peak);
     const struct {
         const char *name, *key;
@@ -125,7 +131,7 @@ int df_bench_gpu(const DfBenchOptions *o, cJSON *json, DfError *err) {
     printf("%-40s %9.1f TFLOP/s (the best GEMM above: MFU's measured reference)\n", "measured peak", peak);
     df_bench_add_number(json, "gemm_peak_tflops", peak);
     if (o->train_only) {
-        rc = bench_gpu_train_steps(be, o, peak, json, err);
+        rc = bench_gpu_train_steps(be, o, peak, nominal, json, err);
         goto done;
     }
     for (int rows = 16; rows <= 32; rows += 16) {
@@ -143,7 +149,7 @@ int df_bench_gpu(const DfBenchOptions *o, cJSON *json, DfError *err) {
     if (df_model_config_load(&cfg, o->target, err)) goto done;
     df_backend_reset_peak(be);
     if (df_target_load(&m, be, o->target, cfg.num_layers, 1, err)) goto done;
-    rc = df_bench_model_prefill(be, &m, o->target, "target", o, peak, json, err);
+    rc = df_bench_model_prefill(be, &m, o->target, "target", o, peak, nominal, json, err);
     df_target_free(&m);
     if (rc) goto done;
     printf("\n");
@@ -153,16 +159,17 @@ int df_bench_gpu(const DfBenchOptions *o, cJSON *json, DfError *err) {
     double t0 = df_now_seconds();
     if ((rc = df_target_init_random(&m, be, &cfg, 1234, 1, err)) != 0) goto done;
     printf("%-40s %9.1f s\n", "Qwen3-8B random weights built in", df_now_seconds() - t0);
-    rc = df_bench_model_prefill(be, &m, "Qwen3-8B shape (random)", "qwen3_8b", o, peak, json, err);
+    rc = df_bench_model_prefill(be, &m, "Qwen3-8B shape (random)", "qwen3_8b", o, peak, nominal, json, err);
     if (rc == 0) { /* the other attention kernel shape, for comparison */
         DfPrefillResult r;
         rc = df_backend_set_variant(be, "attention_rows_per_warp", 16, err);
         if (rc == 0) rc = df_bench_prefill(be, &m, o->seq_len, o->n_seqs, 1, o->repeat, &r, err);
         /* the training steps below set every variant back to its default themselves (df_bench_train_step) */
-        if (rc == 0) df_bench_prefill_report("Qwen3-8B full, attention 16 rows/warp", "qwen3_8b_full_rows16", &r, peak, json);
+        if (rc == 0) df_bench_prefill_report("Qwen3-8B full, attention 16 rows/warp", "qwen3_8b_full_rows16", &r, peak, nominal,
+                                            json);
     }
     df_target_free(&m);
-    if (rc == 0) rc = bench_gpu_train_steps(be, o, peak, json, err);
+    if (rc == 0) rc = bench_gpu_train_steps(be, o, peak, nominal, json, err);
 done:
     df_backend_destroy(be);
     return rc;

@@ -4,16 +4,23 @@
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "backend/backend.h"
 #include "bench/bench.h"
 #include "target/model_config.h"
 #include "target/target.h"
 
-#define DF_BENCH_NOMINAL_BF16_TFLOPS 989.0 /* H100 / H200 SXM, dense bf16 */
-
 static inline void df_bench_add_number(cJSON *obj, const char *name, double v) {
     cJSON_AddNumberToObject(obj, name, v);
+}
+
+/* "66.9% of 989" for tflops against the GPU's nominal peak, or "nominal
+ * unknown" where the GPU is not in backend/gpu_peaks.c (nominal 0). */
+static inline const char *df_bench_of_nominal(char *buf, size_t cap, double tflops, double nominal) {
+    if (nominal > 0) snprintf(buf, cap, "%.1f%% of %.0f", 100 * tflops / nominal, nominal);
+    else snprintf(buf, cap, "nominal unknown");
+    return buf;
 }
 
 /* The device figures time ops with the device's own timers and split them
@@ -44,8 +51,10 @@ typedef struct DfPrefillResult {
 } DfPrefillResult;
 int df_bench_prefill(DfBackend *be, DfTargetModel *m, int seq_len, int n_seqs, int with_logits, int repeat,
                      DfPrefillResult *r, DfError *err);
-void df_bench_prefill_report(const char *label, const char *key, const DfPrefillResult *r, double peak, cJSON *json);
+/* peak: the GEMM peak measured in the run; nominal: the GPU's (0: unknown). */
+void df_bench_prefill_report(const char *label, const char *key, const DfPrefillResult *r, double peak,
+                             double nominal, cJSON *json);
 int df_bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name, const char *key,
-                           const DfBenchOptions *o, double peak, cJSON *json, DfError *err);
+                           const DfBenchOptions *o, double peak, double nominal, cJSON *json, DfError *err);
 
 #endif

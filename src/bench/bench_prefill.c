@@ -79,9 +79,12 @@ done:
     return rc;
 }
 
-void df_bench_prefill_report(const char *label, const char *key, const DfPrefillResult *r, double peak, cJSON *json) {
-    printf("%-40s %9.0f tokens/s %8.2f ms %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of 989  (%d layers)\n", label,
-           r->tokens_per_s, r->ms, r->tflops, 100 * r->tflops / peak, 100 * r->tflops / DF_BENCH_NOMINAL_BF16_TFLOPS, r->layers);
+void df_bench_prefill_report(const char *label, const char *key, const DfPrefillResult *r, double peak,
+                             double nominal, cJSON *json) {
+    char of_nominal[64];
+    printf("%-40s %9.0f tokens/s %8.2f ms %7.1f TFLOP/s  MFU %5.1f%% of measured, %s  (%d layers)\n", label,
+           r->tokens_per_s, r->ms, r->tflops, 100 * r->tflops / peak,
+           df_bench_of_nominal(of_nominal, sizeof of_nominal, r->tflops, nominal), r->layers);
     double total = 0;
     for (int k = 0; k < DF_OP_COUNT; k++) total += r->op_ms[k];
     printf("%-40s", "    time by op kind");
@@ -93,7 +96,7 @@ void df_bench_prefill_report(const char *label, const char *key, const DfPrefill
         const char *suffix;
         double v;
     } fig[] = {{"tokens_per_s", r->tokens_per_s}, {"ms", r->ms}, {"tflops", r->tflops},
-               {"mfu_measured_peak", r->tflops / peak}, {"mfu_nominal_989", r->tflops / DF_BENCH_NOMINAL_BF16_TFLOPS},
+               {"mfu_measured_peak", r->tflops / peak}, {"mfu_nominal", nominal > 0 ? r->tflops / nominal : 0},
                {"peak_gib", r->peak_bytes / 1073741824.0}};
     for (size_t i = 0; i < sizeof fig / sizeof fig[0]; i++) {
         snprintf(name, sizeof name, "%s_%s", key, fig[i].suffix);
@@ -103,14 +106,14 @@ void df_bench_prefill_report(const char *label, const char *key, const DfPrefill
 
 /* Both prefill variants (taps only; all layers + logits) of one model. */
 int df_bench_model_prefill(DfBackend *be, DfTargetModel *m, const char *name, const char *key,
-                               const DfBenchOptions *o, double peak, cJSON *json, DfError *err) {
+                               const DfBenchOptions *o, double peak, double nominal, cJSON *json, DfError *err) {
     DfPrefillResult r;
     char label[96], jkey[96];
     for (int with_logits = 0; with_logits < 2; with_logits++) {
         if (df_bench_prefill(be, m, o->seq_len, o->n_seqs, with_logits, o->repeat, &r, err)) return -1;
         snprintf(label, sizeof label, "%s, %s", name, with_logits ? "all layers + logits" : "taps only");
         snprintf(jkey, sizeof jkey, "%s_%s", key, with_logits ? "full" : "taps");
-        df_bench_prefill_report(label, jkey, &r, peak, json);
+        df_bench_prefill_report(label, jkey, &r, peak, nominal, json);
     }
     printf("%-40s %9.2f GiB (weights, activations, workspaces)\n", "    peak GPU memory", r.peak_bytes / 1073741824.0);
     return 0;

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/sort.h"
 #include "bench/bench_drafter.h"
+#include "bench/bench_internal.h"
 #include "model/drafter.h"
 #include "target/target.h"
 #include "target/target_random.h"
@@ -247,10 +248,12 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
                                 const DfTrainStepResult *r, double peak_tflops, double nominal_tflops, cJSON *json) {
     printf("%s: %d x %d tokens, %d anchors x block %d, %d-layer drafter (%.2f B parameters)\n", label, s->n_seqs,
            s->seq_len, s->num_anchors, s->block_size, s->drafter_layers, r->drafter_params / 1e9);
-    printf("    whole step %8.1f ms  %6.2f sequences/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %5.1f%% of %.0f "
+    char of_nominal[64];
+    printf("    whole step %8.1f ms  %6.2f sequences/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %s "
            "(median of %d steps, %.1f-%.1f ms)\n",
-           r->step_s * 1e3, r->seqs_per_s, r->tflops, 100 * r->tflops / peak_tflops, 100 * r->tflops / nominal_tflops,
-           nominal_tflops, r->timed_steps, r->step_min_s * 1e3, r->step_max_s * 1e3);
+           r->step_s * 1e3, r->seqs_per_s, r->tflops, 100 * r->tflops / peak_tflops,
+           df_bench_of_nominal(of_nominal, sizeof of_nominal, r->tflops, nominal_tflops), r->timed_steps,
+           r->step_min_s * 1e3, r->step_max_s * 1e3);
     printf("    FLOPs per step: target %.2f TFLOP (%d layers run) + drafter %.2f TFLOP\n", r->target_tflop,
            r->target_layers_run, r->drafter_tflop);
     double total = 0;

@@ -33,6 +33,7 @@ static const Command COMMANDS[] = {
 
 static void print_version(void) {
     printf("dflash %s\nbackends: %s\n", DF_VERSION, df_backends_built_in());
+    df_print_devices(stdout);
 }
 
 static void print_usage(void) {

@@ -104,21 +104,23 @@ static void add_options(cJSON *j, const DfTrainOptions *r) {
 #undef ARGS_NULL_IF_0
 }
 
-char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg) {
+char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg, const char *device_description) {
     DfTrainOptions r;
     char sliding[4 * DF_MAX_DRAFT_LAYERS + 8];
     df_run_record_resolve(o, dcfg, &r, sliding, sizeof sliding);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "dflash_version", DF_VERSION);
     cJSON_AddStringToObject(j, "backends", df_backends_built_in());
+    if (device_description) cJSON_AddStringToObject(j, "device_description", device_description);
     add_options(j, &r);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;
 }
 
-int df_run_record_write(const char *path, const DfTrainOptions *o, const DfDrafterConfig *dcfg, DfError *err) {
-    char *text = df_run_record_json(o, dcfg);
+int df_run_record_write(const char *path, const DfTrainOptions *o, const DfDrafterConfig *dcfg,
+                        const char *device_description, DfError *err) {
+    char *text = df_run_record_json(o, dcfg, device_description);
     if (!text) return df_fail(err, "%s: cannot build the run record (out of memory)", path);
     int rc = df_atomic_write_text(path, text, 1, err);
     cJSON_free(text);

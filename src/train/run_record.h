@@ -26,10 +26,13 @@
 void df_run_record_resolve(const DfTrainOptions *o, const DfDrafterConfig *dcfg, DfTrainOptions *resolved,
                            char *sliding, size_t cap);
 
-/* The record's JSON text (caller frees with cJSON_free). */
-char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg);
+/* The record's JSON text (caller frees with cJSON_free); device_description
+ * (the backend's, e.g. the GPU and its kernel tier; NULL: none) is recorded
+ * beside the options as "device_description". */
+char *df_run_record_json(const DfTrainOptions *o, const DfDrafterConfig *dcfg, const char *device_description);
 
 /* Writes the record to path atomically. */
-int df_run_record_write(const char *path, const DfTrainOptions *o, const DfDrafterConfig *dcfg, DfError *err);
+int df_run_record_write(const char *path, const DfTrainOptions *o, const DfDrafterConfig *dcfg,
+                        const char *device_description, DfError *err);
 
 #endif

@@ -34,9 +34,3 @@ void df_step_times_format(const DfStepTimes *t, char *buf, size_t cap) {
     }
 }
 
-double df_default_peak_tflops(const char *description) {
-    if (!description) return 0;
-    if (strstr(description, "H100") || strstr(description, "H200")) return 989;
-    if (strstr(description, "A100")) return 312;
-    return 0;
-}

@@ -26,8 +26,8 @@
  * FLOPs (spec section 8): the target forward over the step's sequences
  * (df_target_forward_flops, layers run) plus the drafter's forward and
  * backward (df_drafter_step_flops). MFU = FLOPs per second per device /
- * peak; the peak is --peak-tflops, else a default for known GPUs (dense
- * bf16: H100/H200 989, A100 312 TFLOP/s), else none (the CPU): no MFU. */
+ * peak; the peak is --peak-tflops, else the GPU's nominal dense bf16 peak
+ * (backend/gpu_peaks.h), else none (the CPU, an unknown GPU): no MFU. */
 #ifndef DF_TRAIN_STEP_TIMING_H
 #define DF_TRAIN_STEP_TIMING_H
 
@@ -64,9 +64,5 @@ void df_step_times_write_json(FILE *fp, const DfStepTimes *t);
 
 /* "load 1.2 wait 0.0 up 0.3 tgt 40.1 dft 80.2 red 0.0 opt 3.1 host 0.2" (ms). */
 void df_step_times_format(const DfStepTimes *t, char *buf, size_t cap);
-
-/* Default peak TFLOP/s of a device from its description (df_backend_describe);
- * 0 when unknown. */
-double df_default_peak_tflops(const char *description);
 
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend/arena.h"
+#include "backend/gpu_peaks.h"
 #include "backend/select.h"
 #include "base/atomic_file.h"
 #include "base/clock.h"
@@ -61,11 +62,14 @@ void df_train_options_default(DfTrainOptions *o) {
 
 /* ---- the options that define a run -------------------------------------- */
 
-/* OUTPUT/args.json: every option as resolved (train/run_record.h). */
+/* OUTPUT/args.json: every option as resolved and the device that ran them
+ * (train/run_record.h); the device also on stderr, once. */
 static int write_run_record(const Trainer *t, DfError *err) {
-    char path[4200];
+    char path[4200], device[256];
     snprintf(path, sizeof path, "%s/args.json", t->opt->output_dir);
-    return df_run_record_write(path, t->opt, &t->dcfg, err);
+    df_backend_describe(t->be, device, sizeof device);
+    if (!t->opt->quiet) fprintf(stderr, "train: device %s: %s\n", t->opt->device ? t->opt->device : "cpu", device);
+    return df_run_record_write(path, t->opt, &t->dcfg, device, err);
 }
 
 /* ---- setup --------------------------------------------------------------- */
@@ -559,7 +563,10 @@ static int setup_instrumentation(Trainer *t, DfError *err) {
     if (t->peak_tflops <= 0) { /* a GPU the description names, else none (no MFU) */
         char desc[256];
         df_backend_describe(t->be, desc, sizeof desc);
-        t->peak_tflops = df_default_peak_tflops(desc);
+        t->peak_tflops = df_gpu_nominal_bf16_tflops(desc);
+        if (t->peak_tflops <= 0 && df_device_kind(t->opt->device) == DF_DEVICE_ACCELERATOR && !t->opt->quiet)
+            fprintf(stderr, "train: no MFU: dflash does not know the bf16 peak of %s; give it as --peak-tflops T\n",
+                    desc);
     }
     return 0;
 }

@@ -164,18 +164,18 @@ __global__ void __launch_bounds__(WARPS * 32) k_flash_attention(bf16 *out, float
         store_attention_rows<D>(out, lse, o[mt], m_run[mt], l_run[mt], wrow0 + mt * 16, len, t0, ldq, h, n_tokens, lane);
 }
 
+/* The shared memory of k_flash_attention<D, MT>: Q + 2 K + 2 V tiles. */
+static constexpr size_t mma_sync_smem(int d, int mt) {
+    return (size_t)(WARPS * 16 * mt + 4 * BN) * (d + 8) * sizeof(bf16);
+}
+
 template <int D, int MT>
 static void launch(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                    const DfPackedBatch *batch, int heads, int kv_heads, float scale) {
     DfCudaState *st = df_cuda_state(be);
     constexpr int BMT = WARPS * 16 * MT;
-    size_t smem = (size_t)(BMT + 4 * BN) * (D + 8) * sizeof(bf16); /* Q + 2 K + 2 V tiles */
-    cudaError_t e = cudaFuncSetAttribute(k_flash_attention<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) {
-        df_cuda_record_failure(be, __FILE__, __LINE__, "attention: %zu bytes of shared memory: %s", smem,
-                               cudaGetErrorString(e));
-        return;
-    }
+    constexpr size_t smem = mma_sync_smem(D, MT);
+    if (!df_cuda_set_smem(be, k_flash_attention<D, MT>, smem, "attention")) return;
     dim3 grid((unsigned)((batch->max_seq_len + BMT - 1) / BMT), (unsigned)heads, (unsigned)batch->n_seqs);
     k_flash_attention<D, MT><<<grid, WARPS * 32, smem, st->stream>>>(
         (bf16 *)out.ptr, (float *)lse.ptr, (const bf16 *)q.ptr, (const bf16 *)k.ptr, (const bf16 *)v.ptr,
@@ -205,32 +205,41 @@ static void wgmma_rows(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
 }
 
 /* One row per head dim and tier; the first row of the head dim (0: any)
- * whose tier the variants allow runs: 64-row blocks (16 rows a warp) or,
- * for long sequences or attention_rows_per_warp 32, 128-row blocks. */
+ * that the GPU's tier and the variants allow, and whose 64-row blocks fit
+ * the GPU's shared memory, runs: 64-row blocks (16 rows a warp) or, for
+ * long sequences or attention_rows_per_warp 32, 128-row blocks where they
+ * fit too. smem64 and smem128: the shared memory each needs (0: none to
+ * check: the wgmma kernel runs on Hopper only, the CUDA-core one needs
+ * little). */
 typedef struct AttentionRoute {
     int head_dim;
     DfCudaTier tier;
     AttentionLaunch rows64, rows128;
+    size_t smem64, smem128;
     const char *why;
 } AttentionRoute;
 
 static const AttentionRoute ROUTES[] = {
-    {128, DF_TIER_WGMMA, wgmma_rows, wgmma_rows,
+    {128, DF_TIER_WGMMA, wgmma_rows, wgmma_rows, 0, 0,
      "two warpgroups over 128 rows share each K/V tile: 8 x 2048 in 0.641 ms (H100), cuda_attention_wgmma.cu"},
-    {64, DF_TIER_MMA_SYNC, mma_sync_rows<64, 1>, mma_sync_rows<64, 2>, "the drafters' small heads; no wgmma kernel"},
-    {128, DF_TIER_MMA_SYNC, mma_sync_rows<128, 1>, mma_sync_rows<128, 2>,
-     "the portable tier (variant attention_mma_sync): GPUs without wgmma"},
-    {256, DF_TIER_MMA_SYNC, mma_sync_rows<256, 1>, mma_sync_rows<256, 1>,
-     "hybrid targets (Qwen3.5/3.6): 165 KiB of shared memory, one block an SM, 64-row blocks only"},
-    {0, DF_TIER_CUDA_CORES, df_cuda_attention_generic, df_cuda_attention_generic,
-     "any other head dim up to 256 on CUDA cores (cuda_attention_generic.cu)"},
+    {64, DF_TIER_MMA_SYNC, mma_sync_rows<64, 1>, mma_sync_rows<64, 2>, mma_sync_smem(64, 1), mma_sync_smem(64, 2),
+     "the drafters' small heads; no wgmma kernel"},
+    {128, DF_TIER_MMA_SYNC, mma_sync_rows<128, 1>, mma_sync_rows<128, 2>, mma_sync_smem(128, 1),
+     mma_sync_smem(128, 2), "the portable tier (variant attention_mma_sync): GPUs without wgmma"},
+    {256, DF_TIER_MMA_SYNC, mma_sync_rows<256, 1>, mma_sync_rows<256, 1>, mma_sync_smem(256, 1),
+     mma_sync_smem(256, 1),
+     "hybrid targets (Qwen3.5/3.6): 165 KiB of shared memory (more than an A100's 163), one block an SM"},
+    {0, DF_TIER_CUDA_CORES, df_cuda_attention_generic, df_cuda_attention_generic, 0, 0,
+     "any other head dim up to 256 on CUDA cores (cuda_attention_generic.cu), and GPUs whose shared memory the "
+     "rows above do not fit"},
 };
 
-static const AttentionRoute *route_of(const DfCudaVariants *v, int head_dim) {
+static const AttentionRoute *route_of(const DfCudaState *st, int head_dim) {
     for (size_t i = 0; i < sizeof ROUTES / sizeof ROUTES[0]; i++) {
         const AttentionRoute *r = &ROUTES[i];
         if (r->head_dim != head_dim && r->head_dim != 0) continue;
-        if (r->tier == DF_TIER_WGMMA && v->attention_mma_sync) continue;
+        if (!df_cuda_tier_allows(st, r->tier, st->variant.attention_mma_sync)) continue;
+        if (!df_cuda_smem_fits(st, r->smem64)) continue;
         return r;
     }
     return NULL; /* not reached: the last row takes any head dim */
@@ -238,8 +247,8 @@ static const AttentionRoute *route_of(const DfCudaVariants *v, int head_dim) {
 
 void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                        const DfPackedBatch *batch, int heads, int kv_heads, int head_dim, float scale) {
-    const DfCudaVariants *var = &df_cuda_state(be)->variant;
-    int rows = var->attention_rows_per_warp;
+    const DfCudaState *st = df_cuda_state(be);
+    int rows = st->variant.attention_rows_per_warp;
     bool wide = rows == 32 || (rows == 0 && batch->max_seq_len >= WIDE_MIN_SEQ_LEN);
     if (batch->n_seqs > 65535 || heads > 65535) {
         df_cuda_record_failure(be, __FILE__, __LINE__, "attention: %d sequences x %d heads exceed the grid limits",
@@ -250,6 +259,7 @@ void df_cuda_attention(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, Df
         df_cuda_record_failure(be, __FILE__, __LINE__, "attention: q, k, v and out must be 16-byte aligned");
         return;
     }
-    const AttentionRoute *r = route_of(var, head_dim);
+    const AttentionRoute *r = route_of(st, head_dim);
+    wide = wide && df_cuda_smem_fits(st, r->smem128);
     (wide ? r->rows128 : r->rows64)(be, out, lse, q, k, v, batch, heads, kv_heads, head_dim, scale);
 }

@@ -166,12 +166,7 @@ __global__ void __launch_bounds__(THREADS, 2) /* two CTAs an SM: at most 128 reg
 void df_cuda_attention_wgmma(DfBackend *be, DfBuffer out, DfBuffer lse, DfBuffer q, DfBuffer k, DfBuffer v,
                              const DfPackedBatch *batch, int heads, int kv_heads, float scale) {
     DfCudaState *st = df_cuda_state(be);
-    cudaError_t e = cudaFuncSetAttribute(k_flash_attention_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-    if (e != cudaSuccess) {
-        df_cuda_record_failure(be, __FILE__, __LINE__, "attention: %zu bytes of shared memory: %s", SMEM,
-                               cudaGetErrorString(e));
-        return;
-    }
+    if (!df_cuda_set_smem(be, k_flash_attention_wgmma, SMEM, "attention")) return;
     unsigned tiles = (unsigned)((batch->max_seq_len + BM - 1) / BM);
     dim3 grid((unsigned)heads, (unsigned)batch->n_seqs, tiles);
     k_flash_attention_wgmma<<<grid, THREADS, SMEM, st->stream>>>(

@@ -29,11 +29,13 @@ const BlockAttnRoute ROUTES[] = {
      "from shared memory, dK and dV in two passes"},
 };
 
-/* The row for head_dim under the variants v; NULL when the table has none. */
-const BlockAttnRoute *route_of(const DfCudaVariants *v, int head_dim) {
+/* The row for head_dim that the GPU's tier and the variants allow; NULL when
+ * the table has none. (A GPU whose shared memory a row's kernels do not fit
+ * is told so by their launch, naming the need and the limit.) */
+const BlockAttnRoute *route_of(const DfCudaState *st, int head_dim) {
     for (const BlockAttnRoute &r : ROUTES) {
         if (r.head_dim != head_dim) continue;
-        if (r.tier == DF_TIER_WGMMA && v->block_attention_mma_sync) continue;
+        if (!df_cuda_tier_allows(st, r.tier, st->variant.block_attention_mma_sync)) continue;
         return &r;
     }
     return nullptr;
@@ -48,7 +50,7 @@ void df_cuda_block_attention(DfBackend *be, const DfBlockAttnArgs *a) {
         df_cuda_record_failure(be, __FILE__, __LINE__, "block_attention: q, k, v and out must be 16-byte aligned");
         return;
     }
-    const BlockAttnRoute *r = route_of(&df_cuda_state(be)->variant, a->head_dim);
+    const BlockAttnRoute *r = route_of(df_cuda_state(be), a->head_dim);
     if (!r) { /* supported() takes only the table's head dims */
         df_cuda_record_failure(be, __FILE__, __LINE__, "block_attention: no kernel for head_dim %d", a->head_dim);
         return;
@@ -65,7 +67,7 @@ void df_cuda_block_attention_backward(DfBackend *be, const DfBlockAttnArgs *a, c
                                "block_attention_backward: q, k, v, out and the gradients must be 16-byte aligned");
         return;
     }
-    const BlockAttnRoute *r = route_of(&df_cuda_state(be)->variant, a->head_dim);
+    const BlockAttnRoute *r = route_of(df_cuda_state(be), a->head_dim);
     if (!r) { /* supported() takes only the table's head dims */
         df_cuda_record_failure(be, __FILE__, __LINE__, "block_attention_backward: no kernel for head_dim %d",
                                a->head_dim);

@@ -106,9 +106,9 @@ __device__ __forceinline__ void add_key_sums(const Shape &s, const KeyItem &k, i
 #pragma unroll
             for (int d = 0; d < DTILES; d++) {
                 if constexpr (DO_K)
-                    atomicAdd((float2 *)(ctx_dk + off + d * 8), make_float2(dk[d][2 * r], dk[d][2 * r + 1]));
+                    atomic_add_pair(ctx_dk + off + d * 8, make_float2(dk[d][2 * r], dk[d][2 * r + 1]));
                 if constexpr (DO_V)
-                    atomicAdd((float2 *)(ctx_dv + off + d * 8), make_float2(dv[d][2 * r], dv[d][2 * r + 1]));
+                    atomic_add_pair(ctx_dv + off + d * 8, make_float2(dv[d][2 * r], dv[d][2 * r + 1]));
             }
         } else {
             size_t off = (size_t)(k.jb * s.B + key) * ldk + (size_t)g * D + 2 * tq;

@@ -407,10 +407,7 @@ inline bool supported(DfBackend *be, const DfBlockAttnArgs *a, const char *op) {
 
 template <typename K>
 bool set_smem(DfBackend *be, K kernel, size_t bytes, const char *op) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-    if (e == cudaSuccess) return true;
-    df_cuda_record_failure(be, __FILE__, __LINE__, "%s: %zu bytes of shared memory: %s", op, bytes, cudaGetErrorString(e));
-    return false;
+    return df_cuda_set_smem_bytes(be, (const void *)kernel, bytes, op);
 }
 
 } // namespace

@@ -301,7 +301,7 @@ extern "C" DfBackend *df_backend_cuda_create(int device, DfError *err) {
     be->impl = st;
     st->device = device;
     df_cuda_variants_reset(&st->variant);
-    if (init_state(st, err)) {
+    if (init_state(st, err) || df_cuda_choose_tier(st, err)) {
         df_context(err, "cuda backend on GPU %d", device);
         cuda_destroy(be);
         return NULL;
@@ -315,8 +315,10 @@ extern "C" void df_cuda_describe(DfBackend *be, char *buf, size_t cap) {
         snprintf(buf, cap, "GPU %d (properties unavailable)", df_cuda_state(be)->device);
         return;
     }
-    snprintf(buf, cap, "%s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB", p.name, p.major, p.minor, p.multiProcessorCount,
-             p.totalGlobalMem / (1024.0 * 1024 * 1024), p.l2CacheSize >> 20);
+    const DfCudaState *st = df_cuda_state(be);
+    snprintf(buf, cap, "%s, sm_%d%d, %d SMs, %.1f GiB, L2 %d MiB, %s kernels (%s)", p.name, p.major, p.minor,
+             p.multiProcessorCount, p.totalGlobalMem / (1024.0 * 1024 * 1024), p.l2CacheSize >> 20,
+             df_gpu_tier_name(st->tier), st->code);
 }
 
 extern "C" void *df_cuda_native_stream(DfBackend *be) {

@@ -12,6 +12,7 @@ extern "C" {
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernel_variants.h"
+#include "backend/gpu_tier.h"
 }
 
 typedef __nv_bfloat16 bf16;
@@ -40,6 +41,9 @@ typedef struct DfMatmulPlan DfMatmulPlan; /* cuda_matmul.cu */
 
 typedef struct DfCudaState {
     int device;
+    DfGpuFacts gpu;     /* what the device is (common/cuda_tier.cu) */
+    DfGpuTier tier;     /* the kernel tier it runs, chosen once at creation */
+    char code[48];      /* the code the driver runs on it, e.g. "sm_90a" or "sm_90 from compute_80 PTX" */
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *lt_workspace;
@@ -97,8 +101,33 @@ typedef struct DfCudaState {
  * cores serve head dims no tensor-core kernel has. */
 typedef enum DfCudaTier { DF_TIER_WGMMA, DF_TIER_MMA_SYNC, DF_TIER_CUDA_CORES } DfCudaTier;
 
+/* Learns what GPU st->device is and chooses its tier (common/cuda_tier.cu):
+ * -1 with err for a GPU dflash cannot run on or a bad DFLASH_CUDA_TIER. */
+int df_cuda_choose_tier(DfCudaState *st, DfError *err);
+
+/* Sets kernel's dynamic shared memory to `bytes`, recording a failure of op
+ * that names the need and the GPU's limit when the GPU has less (smaller
+ * GPUs than Hopper: 163 KiB on an A100, 99 KiB on Ada). */
+bool df_cuda_set_smem_bytes(DfBackend *be, const void *kernel, size_t bytes, const char *op);
+template <typename K>
+static inline bool df_cuda_set_smem(DfBackend *be, K *kernel, size_t bytes, const char *op) {
+    return df_cuda_set_smem_bytes(be, (const void *)kernel, bytes, op);
+}
+
 static inline DfCudaState *df_cuda_state(DfBackend *be) {
     return (DfCudaState *)be->impl;
+}
+
+/* Whether a route row of tier t may run on this backend's GPU: wgmma rows
+ * only on the hopper tier, and not while `wgmma_off` (a fallback variant)
+ * asks for the portable kernel. */
+static inline bool df_cuda_tier_allows(const DfCudaState *st, DfCudaTier t, int wgmma_off) {
+    return t != DF_TIER_WGMMA || (st->tier == DF_GPU_TIER_HOPPER && !wgmma_off);
+}
+
+/* Whether a kernel asking `bytes` of dynamic shared memory a block can launch on this GPU. */
+static inline bool df_cuda_smem_fits(const DfCudaState *st, size_t bytes) {
+    return bytes <= st->gpu.smem_optin;
 }
 
 /* The device's SM count (asked once; an H200's 132 if the query fails: only launch shapes depend on it). */

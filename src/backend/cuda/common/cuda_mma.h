@@ -31,6 +31,18 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+/* p[0] += v.x, p[1] += v.y in global memory (p 8-byte aligned): one vector
+ * atomic where the GPU has it (sm_90), two scalar ones before (sm_80's
+ * portable code); the same sums, each of them atomic. */
+__device__ __forceinline__ void atomic_add_pair(float *p, float2 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd((float2 *)p, v);
+#else
+    atomicAdd(p, v.x);
+    atomicAdd(p + 1, v.y);
+#endif
+}
+
 __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

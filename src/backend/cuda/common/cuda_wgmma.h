@@ -23,6 +23,17 @@
 
 #include "backend/cuda/common/cuda_mma.h"
 
+/* wgmma and the async proxy exist only in sm_90a code. The fat binary's
+ * other code (sm_80, compute_80 PTX: the portable tier) compiles the wgmma
+ * kernels with each instruction below a trap; they are never launched there,
+ * since dispatch picks a wgmma kernel only where the device runs the sm_90a
+ * code (DfCudaState.tier, common/cuda_tier.cu). */
+#if !defined(__CUDA_ARCH__) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DF_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define DF_WGMMA_ASM(...) __trap()
+#endif
+
 /* Byte offset of 16-byte chunk `chunk` (of head_dim/8) of row `row` in an sw128 tile of `rows` rows. */
 __device__ __forceinline__ uint32_t sw128_offset(int rows, int row, int chunk) {
     return (uint32_t)((chunk >> 3) * rows * 128 + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
@@ -71,17 +82,17 @@ __device__ __forceinline__ constexpr uint32_t sw128_mn_step(int kk) { return (ui
  * visible to the async proxy that wgmma reads through; each writing thread
  * runs it after its writes, before the barrier. */
 __device__ __forceinline__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    DF_WGMMA_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 __device__ __forceinline__ void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    DF_WGMMA_ASM("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    DF_WGMMA_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+    DF_WGMMA_ASM("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
 /* Keeps the compiler from moving reads or writes of accumulators across a
@@ -116,7 +127,7 @@ __device__ __forceinline__ void wgmma_fence_acc(float (&acc)[N][4]) {
 
 /* acc (64 x 64, m64n64 layout) = (accumulate ? acc : 0) + A B^T, both K-major from shared memory. */
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&acc)[8][4], uint64_t da, uint64_t db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+    DF_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
                  DF_WGMMA_D32
                  "%32, %33, p, 1, 1, 0, 0;\n}\n"
@@ -128,7 +139,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&acc)[8][4], uint64_t 
 /* acc (64 x 64) = (accumulate ? acc : 0) + A B^T, A (64 x 16) from registers, B K-major from shared memory. */
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&acc)[8][4], const uint32_t (&a)[4], uint64_t db,
                                                    int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+    DF_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
                  DF_WGMMA_D32
                  "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
@@ -139,7 +150,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float (&acc)[8][4], const uin
 
 /* acc (64 x 128, m64n128 layout) += A B, A (64 x 16) from registers, B (16 x 128) MN-major from shared memory. */
 __device__ __forceinline__ void wgmma_m64n128k16_rs_mn(float (&acc)[16][4], const uint32_t (&a)[4], uint64_t db) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+    DF_WGMMA_ASM("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
                  DF_WGMMA_D64
                  "{%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"

@@ -423,12 +423,7 @@ template <int HD>
 static void launch_kv_attention(DfBackend *be, KvAttnParams p, const DfKvBatch *b, int row_tiles) {
     DfCudaState *st = df_cuda_state(be);
     constexpr size_t smem = kv_attention_smem<HD>();
-    cudaError_t e = cudaFuncSetAttribute(kv_attention_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) {
-        df_cuda_record_failure(be, __FILE__, __LINE__, "kv_attention: %zu bytes of shared memory: %s", smem,
-                               cudaGetErrorString(e));
-        return;
-    }
+    if (!df_cuda_set_smem(be, kv_attention_kernel<HD>, smem, "kv_attention")) return;
     dim3 grid(p.splits, row_tiles, b->n_seqs * p.kv_heads);
     kv_attention_kernel<HD><<<grid, KV_THREADS, smem, st->stream>>>(p);
     DF_CUDA_CHECK_LAUNCH(be, "kv_attention");

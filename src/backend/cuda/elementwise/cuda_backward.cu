@@ -355,8 +355,7 @@ void df_cuda_rmsnorm_backward(DfBackend *be, DfBuffer dx, DfBuffer dw, DfBuffer 
     }
     const void *kernel = held ? (const void *)held_kernel(g.upt)
                               : (const void *)(vec ? k_rmsnorm_bwd_rows<true> : k_rmsnorm_bwd_rows<false>);
-    if (g.smem > 48 * 1024)
-        DF_CUDA_RECORD(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)g.smem));
+    if (g.smem > 48 * 1024 && !df_cuda_set_smem_bytes(be, kernel, g.smem, "rmsnorm_backward")) return;
     float *partial = (float *)df_cuda_scratch(be, (size_t)g.blocks * dim * sizeof(float));
     if (!partial) return;
     bf16 *o = (bf16 *)dx.ptr;

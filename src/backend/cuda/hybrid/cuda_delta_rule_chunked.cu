@@ -324,8 +324,8 @@ int df_cuda_delta_rule_chunked_fits(const DfDeltaRuleShape *s, DfBuffer qkv) {
 void df_cuda_delta_rule_chunked(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffer b, DfBuffer a, DfBuffer a_log,
                                 DfBuffer dt_bias, const int32_t *seq_starts, int n_seqs, const DfDeltaRuleShape *s) {
     DfCudaState *st = df_cuda_state(be);
-    int smem = (int)sizeof(ChunkSmem);
-    DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_delta_rule_chunked, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    size_t smem = sizeof(ChunkSmem);
+    if (!df_cuda_set_smem(be, k_delta_rule_chunked, smem, "gated_delta_rule")) return;
     dim3 grid((unsigned)s->value_heads, (unsigned)n_seqs);
     k_delta_rule_chunked<<<grid, THREADS, smem, st->stream>>>(
         (bf16 *)out.ptr, (const bf16 *)qkv.ptr, (const bf16 *)b.ptr, (const bf16 *)a.ptr, (const float *)a_log.ptr,

@@ -143,9 +143,7 @@ static void launch_delta_rule_step(DfBackend *be, const DeltaStepParams &p, cons
     DfCudaState *st = df_cuda_state(be);
     int chunk = kb->max_new < 1 ? 1 : kb->max_new < DSTEP_CHUNK ? kb->max_new : DSTEP_CHUNK;
     size_t smem = ((size_t)W * 32 + (size_t)chunk * (2 * p.dk + DSTEP_COLS + 2)) * sizeof(float);
-    if (smem > 48 * 1024)
-        DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_delta_rule_step<W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                (int)smem));
+    if (smem > 48 * 1024 && !df_cuda_set_smem(be, k_delta_rule_step<W>, smem, "gated_delta_rule_step")) return;
     dim3 grid((unsigned)((p.dv + DSTEP_COLS - 1) / DSTEP_COLS), (unsigned)p.nv, (unsigned)kb->n_seqs);
     k_delta_rule_step<W><<<grid, 32 * W, smem, st->stream>>>(p, chunk);
     DF_CUDA_CHECK_LAUNCH(be, "delta_rule_step");

@@ -158,9 +158,7 @@ static void launch_delta_rule(DfBackend *be, DfBuffer out, DfBuffer qkv, DfBuffe
     DfCudaState *st = df_cuda_state(be);
     unsigned threads = (unsigned)((P * s->value_dim + 31) / 32 * 32);
     size_t smem = (size_t)DELTA_CHUNK * (2 * s->key_dim + s->value_dim + 2) * sizeof(float);
-    if (smem > 48 * 1024)
-        DF_CUDA_RECORD(be, cudaFuncSetAttribute(k_gated_delta_rule<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                (int)smem));
+    if (smem > 48 * 1024 && !df_cuda_set_smem(be, k_gated_delta_rule<P>, smem, "gated_delta_rule")) return;
     dim3 grid((unsigned)s->value_heads, (unsigned)l->n_seqs);
     k_gated_delta_rule<P><<<grid, threads, smem, st->stream>>>(
         (bf16 *)out.ptr, (const bf16 *)qkv.ptr, (const bf16 *)b.ptr, (const bf16 *)a.ptr, (const float *)a_log.ptr,
