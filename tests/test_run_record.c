@@ -1,5 +1,6 @@
 /* The run record and what starts a run: OUTPUT/args.json holds every
- * option as resolved (defaults included) and the version, and `train
+ * option as resolved (defaults included), the version and the device
+ * that ran it (for a GPU its kernel tier), and `train
  * --config args.json` makes the same run (bit-identical losses on the CPU),
  * with flags on the command line winning; bad config files are refused by
  * name; --keep-checkpoints keeps that many; --init-from a finished run's
@@ -84,6 +85,8 @@ static void test_record_round_trips(void **state) {
     assert_int_equal(count_checkpoints(f, "a"), 1);
     cJSON *rec = record_of(f, "a");
     assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(rec, "dflash_version")));
+    const cJSON *device = cJSON_GetObjectItemCaseSensitive(rec, "device_description"); /* the device that ran it */
+    assert_true(cJSON_IsString(device) && strncmp(device->valuestring, "CPU, ", 5) == 0);
     assert_int_equal(number(rec, "draft-layers"), 1);
     assert_int_equal(number(rec, "keep-checkpoints"), 1);
     assert_int_equal(number(rec, "max-length"), 3072);   /* a default */

@@ -194,7 +194,7 @@ static const char *const HF_OPTIONS_ADVICE[] = {
     NULL};
 
 /* Keys of a run record (OUTPUT/args.json) that --config reads past. */
-static const char *const RECORD_ONLY_KEYS[] = {"dflash_version", "backends", NULL};
+static const char *const RECORD_ONLY_KEYS[] = {"dflash_version", "backends", "device_description", NULL};
 
 int df_train_args_parse(int argc, char **argv, DfTrainArgs *a, DfConfigArgs *config, int *exit_code) {
     DfTrainArgs defaults; /* what --help shows as each option's default */
