@@ -154,8 +154,9 @@ if want portable; then
             section "$t (compute_80 PTX)"
             DFLASH_SOURCE_DIR=$PWD/$P/root run 1200 "$t" 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -20
         done
+        # (the block attention is left out: at head_dim 256 its kernels take 165-199 KiB, more than an A100's)
         section "test_backend_ops, the GPU seen as an A100"
-        DFLASH_OPS_GPU_AS=a100 run 1200 "$T"/test_backend_ops 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -8
+        DFLASH_OPS_GPU_AS=a100 DFLASH_OPS_SKIP=block_attention run 1200 "$T"/test_backend_ops 2>&1 | grep -v '^\[ RUN\|^\[       OK' | tail -8
         section "train --device cuda, 200 steps (compute_80 PTX)"
         train200 $P/dflash train200_portable
         section "bench --train-only (compute_80 PTX)"

@@ -32,8 +32,8 @@
  *
  * DFLASH_OPS_QUICK=1 leaves out the models' shapes (the compute-sanitizer
  * runs of scripts/test_gpu.sh); DFLASH_OPS_CASES=a,b runs only the cases
- * whose names contain one of the words (the coverage test still checks
- * them all). DFLASH_OPS_GPU_AS=a100 makes the GPU look like an A100 to the
+ * whose names contain one of the words, DFLASH_OPS_SKIP=a,b leaves out those
+ * that do (the coverage test still checks them all). DFLASH_OPS_GPU_AS=a100 makes the GPU look like an A100 to the
  * backend (the test seam, base/test_seam.h: no sm_90a code, 163 KiB of
  * shared memory a block), so that a Hopper machine runs every case on the
  * kernels an A100 would (the portable tier, and the CUDA-core attention
@@ -105,15 +105,21 @@ static void test_missing_op(void **state) {
     assert_null(df_backend_missing_op(&fake));
 }
 
-/* DFLASH_OPS_CASES: a comma-separated list of words, one of which the case's name must contain. */
-static int case_selected(const OpCase *c) {
-    const char *want = getenv("DFLASH_OPS_CASES");
-    if (!want || !*want) return 1;
+/* Whether the case's name contains one of the comma-separated words of the environment variable var. */
+static int name_has_word_of(const OpCase *c, const char *var) {
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", want);
+    snprintf(buf, sizeof buf, "%s", getenv(var));
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
         if (strstr(c->name, tok)) return 1;
     return 0;
+}
+
+/* DFLASH_OPS_CASES: words one of which the case's name must contain;
+ * DFLASH_OPS_SKIP: words none of which it may contain. */
+static int case_selected(const OpCase *c) {
+    const char *want = getenv("DFLASH_OPS_CASES"), *skip = getenv("DFLASH_OPS_SKIP");
+    if (skip && *skip && name_has_word_of(c, "DFLASH_OPS_SKIP")) return 0;
+    return !want || !*want || name_has_word_of(c, "DFLASH_OPS_CASES");
 }
 
 static void set_variant(DfBackend *be, const OpsVariant *v) {
