@@ -35,6 +35,8 @@ typedef struct DfGenerateJobOptions {
     double top_p;       /* nucleus mass in (0, 1]; 1: off */
     int seed;           /* with the record index it keys each draw */
     int no_graphs;      /* every op of every decode step queued, none replayed (the same output) */
+    int random_target_weights; /* random weights of the target's shape (df_target_random_weights_seed(seed)),
+                                  not its safetensors: speed at a model's shape; recorded in the settings */
     int quiet;          /* no progress or notes; one result line on stdout */
 } DfGenerateJobOptions;
 
