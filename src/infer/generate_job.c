@@ -18,6 +18,7 @@
 #include "base/signals.h"
 #include "infer/chat_turns.h"
 #include "infer/generate.h"
+#include "infer/generate_plan.h"
 #include "infer/generate_settings.h"
 #include "infer/prompts.h"
 #include "infer/resume.h"
@@ -258,6 +259,21 @@ static void writer_free(Writer *w) {
     free(w->records);
 }
 
+/* The batch for slots of `capacity` tokens and the records not yet written:
+ * --batch, or sized by the device's memory now (infer/generate_plan.h). */
+static int plan_batch(Writer *w, int capacity, int *batch, DfError *err) {
+    GenerateRun *g = w->g;
+    const DfGenerateJobOptions *a = g->args;
+    DfGeneratePlanInput in = {&g->model.cfg, a->device, (size_t)df_backend_elem_size(g->be, DF_BUF_ACT), capacity,
+                              g->opt.max_new_tokens, w->n - w->next, a->batch};
+    df_backend_memory_info(g->be, &in.memory);
+    DfGeneratePlan plan;
+    if (df_generate_plan_make(&in, &plan, err)) return -1;
+    if (!a->quiet) df_generate_plan_print(&plan, a->device, stderr);
+    *batch = plan.batch;
+    return 0;
+}
+
 /* Streams records [w->next, n) through a decoder of `capacity`-token slots;
  * when a conversation's prompt outgrows it, the records not yet written run
  * again with a larger one (each record's output depends only on the record,
@@ -265,7 +281,10 @@ static void writer_free(Writer *w) {
 static int stream_records(Writer *w, int capacity, DfError *err) {
     GenerateRun *g = w->g;
     for (;;) {
-        if (df_target_decoder_init(&g->dec, &g->model, g->args->batch, capacity, NULL, 0, err)) return -1;
+        int batch;
+        if (plan_batch(w, capacity, &batch, err) ||
+            df_target_decoder_init(&g->dec, &g->model, batch, capacity, NULL, 0, err))
+            return -1;
         if (g->args->no_graphs) df_target_decoder_set_graphs(&g->dec, 0);
         w->base = w->next;
         w->need_capacity = 0;

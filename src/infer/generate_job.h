@@ -30,7 +30,7 @@ typedef struct DfGenerateJobOptions {
     const char *device; /* cpu, cuda or cuda:N */
     DfChatOptions chat; /* the chat template's date, file and extra variables (each NULL: the target's) */
     int max_new_tokens; /* per prompt or assistant turn */
-    int batch;          /* sequences decoded together */
+    int batch;          /* sequences decoded together (0: as many as fit, infer/generate_plan.h) */
     double temperature; /* 0: greedy */
     double top_p;       /* nucleus mass in (0, 1]; 1: off */
     int seed;           /* with the record index it keys each draw */
