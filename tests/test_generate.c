@@ -1,8 +1,10 @@
 /* Plain generation with the KV cache on coder-tiny: greedy output equals
  * transformers' greedy generate (tests/ref/generate_ref.py, fp32) token for
  * token at batch 1 and batch 4; the decode path's logits equal the packed
- * full forward's; sampling is reproducible and batch-independent; and
- * `dflash generate` resumes an interrupted output file. */
+ * full forward's; sampling is reproducible and batch-independent;
+ * `dflash generate` resumes an interrupted output file; and with
+ * --random-target-weights it generates from random weights of the target's
+ * shape, the same for a seed, and says so in its settings file. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +300,48 @@ static void test_generate_command_resumes(void **state) {
     free(dir);
 }
 
+/* --random-target-weights: the same output for the same seed (whatever
+ * --batch), another for another seed, and not the real weights' output;
+ * the settings file records the random weights (a real run's does not),
+ * so that resuming the output with the real weights is refused. */
+static void test_generate_random_weights(void **state) {
+    (void)state;
+    char *dir = df_test_tmpdir("generate_random");
+    char in[512], real[512], r1[512], r2[512], r3[512];
+    snprintf(in, sizeof in, "%s/in.jsonl", dir);
+    snprintf(real, sizeof real, "%s/real.jsonl", dir);
+    snprintf(r1, sizeof r1, "%s/r1.jsonl", dir);
+    snprintf(r2, sizeof r2, "%s/r2.jsonl", dir);
+    snprintf(r3, sizeof r3, "%s/r3.jsonl", dir);
+    df_test_write_data_slice(in, 4);
+    run_generate_with(in, real, "--batch 2", 1);
+    run_generate_with(in, r1, "--batch 2 --random-target-weights", 1);
+    run_generate_with(in, r2, "--batch 3 --random-target-weights", 1);
+    run_generate_with(in, r3, "--batch 2 --random-target-weights --seed 1", 1);
+    char *t_real = read_text(real), *t1 = read_text(r1), *t2 = read_text(r2), *t3 = read_text(r3);
+    int lines = 0;
+    for (char *p = t1; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, 4);
+    assert_string_equal(t1, t2);
+    assert_string_not_equal(t1, t3);
+    assert_string_not_equal(t1, t_real);
+    free(t_real), free(t1), free(t2), free(t3);
+    char settings[600];
+    snprintf(settings, sizeof settings, "%s.generate.json", r1);
+    char *s1 = read_text(settings);
+    assert_non_null(strstr(s1, "\"target_weights\":\"random\""));
+    free(s1);
+    snprintf(settings, sizeof settings, "%s.generate.json", real);
+    char *s_real = read_text(settings);
+    assert_null(strstr(s_real, "target_weights"));
+    free(s_real);
+    /* random records are not continued by the real target, nor the reverse */
+    run_generate_with(in, r1, "--batch 2", 0);
+    run_generate_with(in, real, "--batch 2 --random-target-weights", 0);
+    df_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_batch1),
@@ -305,6 +349,7 @@ int main(void) {
         cmocka_unit_test(test_decode_logits_equal_full_forward),
         cmocka_unit_test(test_sampling_reproducible),
         cmocka_unit_test(test_generate_command_resumes),
+        cmocka_unit_test(test_generate_random_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

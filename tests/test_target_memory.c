@@ -8,7 +8,10 @@
  *     streams do not move with the layers built);
  *   - the forward's workspace bytes equal what the CPU backend holds after
  *     forwards of growing batches (and its peak: the forward allocates
- *     nothing else on the backend). */
+ *     nothing else on the backend);
+ *   - a decoder slot's bytes (KV cache, a hybrid's recurrent states and
+ *     their rollback copies) equal what each further slot of a decoder
+ *     takes on the CPU backend. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #include "formats/safetensors.h"
 #include "target/target.h"
 #include "target/target_memory.h"
+#include "target/target_decode.h"
 #include "target/target_random.h"
 
 #define DENSE_DIR "assets/coder-tiny"
@@ -322,6 +326,44 @@ static void test_forward_workspace_formulas(void **state) {
     assert_int_equal(df_target_forward_cuda_scratch_bytes(16, 132), 16 * 1024 * 132 + 8 * 132);
 }
 
+/* Bytes the CPU backend holds for a decoder of n_slots slots of `rows`
+ * rows (rollback_rows > 0: enabled for that many). */
+static size_t decoder_bytes(DfTargetModel *m, DfBackend *be, int n_slots, int rows, int rollback_rows) {
+    DfTargetDecoder d;
+    DfError err;
+    size_t before = df_cpu_bytes_in_use(be);
+    if (df_target_decoder_init(&d, m, n_slots, rows, NULL, 0, &err) ||
+        (rollback_rows > 0 && df_target_decoder_enable_rollback(&d, rollback_rows, &err)))
+        fail_msg("%s", err.msg);
+    size_t held = df_cpu_bytes_in_use(be) - before;
+    df_target_decoder_free(&d);
+    assert_int_equal(df_cpu_bytes_in_use(be), before);
+    return held;
+}
+
+/* Two slots more take twice a slot's bytes (what does not depend on the
+ * slots, the rope tables, cancels). */
+static void test_decoder_slot_bytes(void **state) {
+    (void)state;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        DfBackend *be;
+        DfTargetModel m;
+        DfModelConfig cfg;
+        load_config(&cfg, MODEL_DIRS[i]);
+        df_test_load_cpu_target(&m, &be, MODEL_DIRS[i], cfg.num_layers, 1);
+        const DfModelConfig *c = &m.cfg;
+        for (int rollback = 0; rollback <= 5; rollback += 5) {
+            size_t one = decoder_bytes(&m, be, 1, 100, rollback), three = decoder_bytes(&m, be, 3, 100, rollback);
+            assert_int_equal(three - one, 2 * df_target_decoder_slot_bytes(c, 100, rollback, CPU_ACT));
+        }
+        if (c->is_hybrid) /* the recurrent states are there */
+            assert_true(df_target_decoder_slot_bytes(c, 100, 0, CPU_ACT) >
+                        (size_t)df_target_kv_layers(c) * 2 * 100 * c->num_kv_heads * c->head_dim * CPU_ACT);
+        df_target_free(&m);
+        df_backend_destroy(be);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weights_match_safetensors),
@@ -331,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_forward_workspace_dense),
         cmocka_unit_test(test_forward_workspace_hybrid),
         cmocka_unit_test(test_forward_workspace_formulas),
+        cmocka_unit_test(test_decoder_slot_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

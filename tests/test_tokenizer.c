@@ -189,6 +189,10 @@ static void test_decode_out_of_range(void **state) {
     assert_non_null(strstr(err.msg, "position 1"));
     ids[1] = -5;
     assert_int_equal(df_tokenizer_decode(tok, ids, 2, &out, &err), -1);
+    /* has_id says which ids decode: coder-tiny has 0..8189 (its config's vocabulary is padded to 8192) */
+    assert_int_equal(df_tokenizer_vocab_size(tok), 8190);
+    assert_true(df_tokenizer_has_id(tok, 0) && df_tokenizer_has_id(tok, 8189));
+    assert_false(df_tokenizer_has_id(tok, 8190) || df_tokenizer_has_id(tok, 8191) || df_tokenizer_has_id(tok, -1));
     df_bytebuf_free(&out);
     df_tokenizer_free(tok);
 }

@@ -1,7 +1,8 @@
 /* train --prompts: the regenerated file is what `dflash generate` writes for
  * the same prompts and options, the training that follows is `train --data`
  * on that file (identical losses), a rerun regenerates nothing that is done,
- * and --prompt-cuts cuts each text at line boundaries as its header says. */
+ * and --prompt-cuts cuts each text at line boundaries as its header says;
+ * with --random-target-weights the regeneration runs the random target too. */
 #include "test_util.h"
 
 #include <stdio.h>
@@ -116,6 +117,31 @@ static void test_regenerates_then_trains(void **state) {
     free(ra);
 }
 
+/* --random-target-weights: the responses are the random target's (generate
+ * --random-target-weights with train's seed, not the real weights'), and
+ * the settings file says so. */
+static void test_random_target_regenerates(void **state) {
+    Fixture *f = *state;
+    train_prompts(f, "r", "--random-target-weights");
+    char args[4096];
+    snprintf(args, sizeof args,
+             "generate --target '%s' --input prompts.jsonl --output g.jsonl " GEN_OPTIONS " --seed 7 --random-target-weights",
+             df_test_path("assets/coder-tiny"));
+    dflash(f, args, 1);
+    snprintf(args, sizeof args, "generate --target '%s' --input prompts.jsonl --output real.jsonl " GEN_OPTIONS " --seed 7",
+             df_test_path("assets/coder-tiny"));
+    dflash(f, args, 1);
+    char *rr = df_test_read_in(f, "r/regenerated.jsonl"), *rg = df_test_read_in(f, "g.jsonl");
+    char *real = df_test_read_in(f, "real.jsonl");
+    assert_int_equal(count_lines(rr), N_PROMPTS);
+    assert_string_equal(rr, rg);
+    assert_string_not_equal(rr, real);
+    char *sr = df_test_read_in(f, "r/regenerated.jsonl.generate.json"), *sg = df_test_read_in(f, "g.jsonl.generate.json");
+    assert_string_equal(sr, sg);
+    assert_non_null(strstr(sr, "\"target_weights\":\"random\""));
+    free(rr), free(rg), free(real), free(sr), free(sg);
+}
+
 static void test_refusals(void **state) {
     Fixture *f = *state;
     char args[4096];
@@ -188,6 +214,7 @@ static void test_prompt_cuts(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_regenerates_then_trains, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_target_regenerates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
         cmocka_unit_test(test_cut_offsets),
         cmocka_unit_test_setup_teardown(test_prompt_cuts, setup, teardown),

@@ -119,6 +119,12 @@ void df_backend_memory_info(DfBackend *be, DfMemoryInfo *info) {
 }
 
 /* An empty alloc sets the element size and takes nothing. */
+size_t df_memory_reserve(size_t total, int host) {
+    if (host) return total / 10;
+    size_t r = total / 100 * 3, floor = (size_t)2 << 30;
+    return r > floor ? r : floor;
+}
+
 int df_backend_elem_size(DfBackend *be, DfBufKind kind) {
     DfBuffer probe;
     DfError ignored = {{0}};

@@ -294,6 +294,12 @@ int df_buffer_alloc(DfBackend *be, DfBuffer *out, DfBufKind kind, size_t count, 
  * (SIZE_MAX). */
 void df_backend_memory_info(DfBackend *be, DfMemoryInfo *info);
 
+/* What a memory plan keeps free of a device of `total` bytes for memory the
+ * backend does not count (the allocator's pools, cuBLASLt's and NCCL's own
+ * buffers, kernels' split scratch): 3% of a GPU, at least 2 GiB; 10% of the
+ * host (other processes, the page cache). */
+size_t df_memory_reserve(size_t total, int host);
+
 /* --- device queries (backend_ops.def) ------------------------------------- */
 
 /* 1 when the backend has every capability in caps (DF_CAP_*). */

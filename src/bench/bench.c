@@ -1,5 +1,6 @@
 /* The bench harness's entry (bench.h): the device's default sizes, the
  * figure family asked for, the JSON file. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -12,6 +13,27 @@ int df_bench_require_timing(DfBackend *be, const char *device, DfError *err) {
                    be->ops->name);
 }
 
+int df_bench_parse_batches(const char *text, int *batches, int *n, DfError *err) {
+    *n = 0;
+    const char *p = text;
+    if (!*p) return df_fail(err, "--batch: an empty list (give batches such as 1,64,256)");
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || (*end && *end != ',') || (*end == ',' && !end[1]) || *p == ' ' || *p == '+')
+            return df_fail(err, "--batch: expected batches separated by commas (e.g. 1,64,256), got '%s'", text);
+        if (v < 1 || v > DF_BENCH_MAX_BATCH)
+            return df_fail(err, "--batch: %ld is outside 1..%d", v, DF_BENCH_MAX_BATCH);
+        for (int i = 0; i < *n; i++)
+            if (batches[i] == v) return df_fail(err, "--batch: %ld is listed twice in '%s'", v, text);
+        if (*n == DF_BENCH_MAX_BATCHES) return df_fail(err, "--batch: more than %d batches", DF_BENCH_MAX_BATCHES);
+        batches[(*n)++] = (int)v;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
 static void resolve_sizes(DfBenchOptions *o, int gpu) {
     if (o->seq_len == 0) o->seq_len = gpu ? DF_BENCH_GPU_SEQ_LEN : DF_BENCH_CPU_SEQ_LEN;
     if (o->n_seqs == 0) o->n_seqs = gpu ? DF_BENCH_GPU_SEQS : DF_BENCH_CPU_SEQS;
@@ -21,6 +43,10 @@ static void resolve_sizes(DfBenchOptions *o, int gpu) {
     if (o->prompt_len == 0) o->prompt_len = DF_BENCH_PROMPT_LEN;
     if (o->new_tokens == 0) o->new_tokens = DF_BENCH_NEW_TOKENS;
     if (o->hybrid_layers == 0) o->hybrid_layers = DF_BENCH_HYBRID_LAYERS;
+    if (o->n_decode_batches == 0) {
+        DfError ignored; /* the default list parses */
+        df_bench_parse_batches(DF_BENCH_DECODE_BATCHES, o->decode_batches, &o->n_decode_batches, &ignored);
+    }
 }
 
 static int run_figures(const DfBenchOptions *o, int gpu, cJSON *json, DfError *err) {

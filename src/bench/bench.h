@@ -24,6 +24,9 @@
 #include "backend/kernel_variants.h"
 #include "base/error.h"
 
+#define DF_BENCH_MAX_BATCHES 16
+#define DF_BENCH_MAX_BATCH 4096 /* sequences of one decode figure at most */
+
 typedef struct DfBenchOptions {
     const char *target;
     const char *tokenizer; /* NULL: the target's */
@@ -37,6 +40,8 @@ typedef struct DfBenchOptions {
     int train_repeat; /* timed GPU training steps after the warm-up (their median is the figure) */
     int train_only; /* GPU: the GEMM peak and the training steps, no prefill figures */
     int decode;                   /* the decode figures instead */
+    int decode_batches[DF_BENCH_MAX_BATCHES]; /* of the decode figures, in order (none: DF_BENCH_DECODE_BATCHES) */
+    int n_decode_batches;
     int prompt_len, new_tokens;   /* of the decode figures */
     int hybrid;                   /* a Qwen3.6-27B-shaped hybrid target's prefill instead */
     int hybrid_layers;            /* of it: 4..64 decoder layers built (3 default taps need 4) */
@@ -56,6 +61,12 @@ typedef struct DfBenchOptions {
 #define DF_BENCH_PROMPT_LEN 512
 #define DF_BENCH_NEW_TOKENS 128
 #define DF_BENCH_HYBRID_LAYERS 64
+#define DF_BENCH_DECODE_BATCHES "1,64" /* --decode --batch */
+
+/* A --batch list ("1,64,256"): at most DF_BENCH_MAX_BATCHES distinct
+ * batches of 1..DF_BENCH_MAX_BATCH, comma-separated; anything else fails
+ * naming what is wrong. */
+int df_bench_parse_batches(const char *text, int *batches, int *n, DfError *err);
 
 /* The figures o asks for, printed on stdout and written to o->json_out.
  * Zero sizes take the defaults above (the device's where they differ). */

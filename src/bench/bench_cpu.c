@@ -13,8 +13,7 @@
 #include "target/target.h"
 #include "text/tokenizer.h"
 
-/* Best-of-`repeat` time of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores. */
-static double bench_sgemm_gflops(int m, int n, int k, int repeat) {
+double df_bench_sgemm_gflops(int m, int n, int k, int repeat) {
     float *a = df_xmalloc((size_t)m * k * sizeof(float), "sgemm A");
     float *b = df_xmalloc((size_t)n * k * sizeof(float), "sgemm B");
     float *c = df_xmalloc((size_t)m * n * sizeof(float), "sgemm C");
@@ -113,8 +112,8 @@ int df_bench_cpu(const DfBenchOptions *o, cJSON *json, DfError *err) {
     DfModelConfig cfg;
     if (df_model_config_load(&cfg, o->target, err) != 0) return -1;
     int T = o->seq_len * o->n_seqs;
-    double peak = bench_sgemm_gflops(T, cfg.intermediate_size, cfg.hidden_size, o->repeat);
-    double peak_sq = bench_sgemm_gflops(1024, 1024, 1024, o->repeat);
+    double peak = df_bench_sgemm_gflops(T, cfg.intermediate_size, cfg.hidden_size, o->repeat);
+    double peak_sq = df_bench_sgemm_gflops(1024, 1024, 1024, o->repeat);
     printf("%-44s %10.1f GFLOP/s\n", "OpenBLAS sgemm [T x I x H]", peak);
     printf("%-44s %10.1f GFLOP/s\n", "OpenBLAS sgemm 1024^3", peak_sq);
     df_bench_add_number(json, "sgemm_gflops", peak);

@@ -56,8 +56,30 @@ static int decode_step(DfTargetDecoder *d, int batch, const int32_t *slots, cons
     return df_target_decode(d, &step, err);
 }
 
-int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs, int graphs,
-                    DfDecodeBenchResult *r, DfError *err) {
+size_t df_bench_decode_bytes(const DfModelConfig *c, int batch, int prompt_len, int rows, size_t act_elem) {
+    int prefill_seqs = batch < DF_BENCH_PREFILL_SEQS ? batch : DF_BENCH_PREFILL_SEQS;
+    size_t prefill = 16;
+    while (prefill < (size_t)prefill_seqs * prompt_len) prefill *= 2; /* the workspace's doubling */
+    return (size_t)batch * (df_target_decoder_slot_bytes(c, rows, 0, act_elem) + (size_t)c->vocab_size * act_elem) +
+           df_target_rope_table_bytes(c, rows) + df_target_decoder_workspace_bytes(c, 1, prefill, act_elem);
+}
+
+/* The prompts, DF_BENCH_PREFILL_SEQS a step; next[] gets each one's greedy token. */
+static int prefill(DfTargetDecoder *d, int batch, int prompt_len, const int32_t *ids, int32_t *next, DfError *err) {
+    int32_t slots[DF_BENCH_PREFILL_SEQS], starts[DF_BENCH_PREFILL_SEQS + 1];
+    for (int first = 0; first < batch; first += DF_BENCH_PREFILL_SEQS) {
+        int n = batch - first < DF_BENCH_PREFILL_SEQS ? batch - first : DF_BENCH_PREFILL_SEQS;
+        for (int s = 0; s < n; s++) slots[s] = first + s;
+        for (int s = 0; s <= n; s++) starts[s] = s * prompt_len;
+        DfDecodeStep step = {n, slots, ids + (size_t)first * prompt_len, starts, DF_LOGITS_LAST, NULL, next + first,
+                             NULL, 0};
+        if (df_target_decode(d, &step, err)) return -1;
+    }
+    return 0;
+}
+
+int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens, double bandwidth_gbs,
+                    double peak_tflops, int graphs, DfDecodeBenchResult *r, DfError *err) {
     memset(r, 0, sizeof *r);
     if (batch < 1 || batch > 4096 || prompt_len < 1 || new_tokens < WARMUP_STEPS + PROFILED_STEPS + 1)
         return df_fail(err, "decode bench: batch %d (1..4096), prompt %d, %d new tokens (at least %d)", batch,
@@ -74,11 +96,9 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     int32_t *next = df_xmalloc((size_t)batch * sizeof *next, "decode bench tokens");
     double *ms = df_xmalloc((size_t)new_tokens * sizeof *ms, "decode bench times");
     for (size_t i = 0; i < t; i++) ids[i] = (int32_t)((i * 7919u + 13u) % (unsigned)(c->vocab_size - 2));
-    for (int s = 0; s <= batch; s++) starts[s] = s * prompt_len;
     for (int s = 0; s < batch; s++) slots[s] = s;
     int rc = -1;
-    DfDecodeStep prefill = {batch, slots, ids, starts, DF_LOGITS_LAST, NULL, next, NULL, 0};
-    if (df_target_decode(&d, &prefill, err)) goto done;
+    if (prefill(&d, batch, prompt_len, ids, next, err)) goto done;
     for (int s = 0; s <= batch; s++) starts[s] = s;
     int timed_end = new_tokens - PROFILED_STEPS;
     double kv_rows = 0;
@@ -101,7 +121,12 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
     r->weight_bytes = df_decode_weight_bytes(m);
     r->kv_bytes = kv_rows / r->timed_steps * 2.0 * c->num_kv_heads * c->head_dim * df_target_kv_layers(c) * m->embed.elem_size;
     r->state_bytes = batch * df_decode_state_bytes(c);
-    r->limit_tokens_per_s = batch / ((r->weight_bytes + r->kv_bytes + r->state_bytes) / (bandwidth_gbs * 1e9));
+    r->bandwidth_limit_tokens_per_s = batch / ((r->weight_bytes + r->kv_bytes + r->state_bytes) / (bandwidth_gbs * 1e9));
+    r->flops = df_target_decode_flops(c, batch, kv_rows / r->timed_steps / batch);
+    r->compute_limit_tokens_per_s = peak_tflops > 0 ? batch / (r->flops / (peak_tflops * 1e12)) : 0;
+    r->limit_tokens_per_s = r->bandwidth_limit_tokens_per_s;
+    if (r->compute_limit_tokens_per_s > 0 && r->compute_limit_tokens_per_s < r->limit_tokens_per_s)
+        r->limit_tokens_per_s = r->compute_limit_tokens_per_s;
     rc = 0;
 done:
     df_target_decoder_free(&d);

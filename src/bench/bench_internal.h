@@ -37,6 +37,10 @@ int df_bench_decode_figures(const DfBenchOptions *o, cJSON *json, DfError *err);
 int df_bench_gpu(const DfBenchOptions *o, cJSON *json, DfError *err);             /* bench_gpu.c */
 int df_bench_hybrid(const DfBenchOptions *o, cJSON *json, DfError *err);          /* bench_gpu.c */
 
+/* GFLOP/s of C[m,n] = A[m,k] B[n,k]^T with OpenBLAS on all cores, best of
+ * `repeat` after a warm-up (bench_cpu.c). */
+double df_bench_sgemm_gflops(int m, int n, int k, int repeat);
+
 /* GPU op figures (bench_gpu_ops.c). */
 int df_bench_gemm_tflops(DfBackend *be, int m, int n, int k, int iters, double *tflops, DfError *err);
 int df_bench_attention_tflops(DfBackend *be, int seq_len, int n_seqs, int heads, int kv_heads, int hd, int iters,

@@ -12,6 +12,7 @@
 /* The command line as the option table fills it. */
 typedef struct BenchArgs {
     const char *target, *tokenizer, *data, *json_out, *device;
+    const char *decode_batches; /* --batch LIST, as given */
     int seq_len, n_seqs, repeat, train_seqs, train_repeat, train_only;
     int decode, prompt_len, new_tokens, hybrid, hybrid_layers;
     DfStringList kernel_variant; /* --kernel-variant NAME=VALUE, as given */
@@ -53,9 +54,10 @@ int df_cmd_bench(int argc, char **argv) {
                                 "time by op kind, peak GPU memory;\nthe whole training step (target forward, drafter "
                                 "forward + backward, optimizer) in sequences/s and MFU\nwith its split by phase, "
                                 "for coder-tiny's shape and Qwen3-8B's with a 5-layer drafter.\n"
-                                "With --decode: batched decode tokens/s (batch 1 and 64) of --target (and on CUDA a "
-                                "Qwen3-8B-shaped\nrandom target, or with --hybrid a Qwen3.6-27B-shaped one) next to the "
-                                "memory-bandwidth limit measured in the same run.",
+                                "With --decode: batched decode tokens/s (each --batch, 1 and 64 by default) of --target (and "
+                                "on CUDA a Qwen3-8B-shaped\nrandom target, or with --hybrid a Qwen3.6-27B-shaped one) next "
+                                "to its limit: the larger of the step's bytes over\nthe bandwidth and its FLOPs over the "
+                                "GEMM peak, both measured in the same run.",
                                 options, DF_COUNT(options)};
     DfParsedArgs args;
     DfError err = {{0}};
@@ -70,9 +72,19 @@ int df_cmd_bench(int argc, char **argv) {
         return 2;
     }
     /* sizes left 0 take the device's defaults in df_bench; the option ranges keep the rest positive */
-    DfBenchOptions b = {o.target, o.tokenizer, o.data, o.json_out, o.device, o.seq_len, o.n_seqs, o.repeat,
-                        o.train_seqs, o.train_repeat, o.train_only, o.decode, o.prompt_len, o.new_tokens,
-                        o.hybrid, o.hybrid_layers};
+    DfBenchOptions b = {.target = o.target, .tokenizer = o.tokenizer, .data = o.data, .json_out = o.json_out,
+                        .device = o.device, .seq_len = o.seq_len, .n_seqs = o.n_seqs, .repeat = o.repeat,
+                        .train_seqs = o.train_seqs, .train_repeat = o.train_repeat, .train_only = o.train_only,
+                        .decode = o.decode, .prompt_len = o.prompt_len, .new_tokens = o.new_tokens,
+                        .hybrid = o.hybrid, .hybrid_layers = o.hybrid_layers};
+    if (strcmp(o.decode_batches, DF_BENCH_DECODE_BATCHES) != 0 && !o.decode) {
+        fprintf(stderr, "dflash: bench: --batch lists the --decode figures' batches: it needs --decode\n");
+        return 2;
+    }
+    if (df_bench_parse_batches(o.decode_batches, b.decode_batches, &b.n_decode_batches, &err)) {
+        fprintf(stderr, "dflash: bench: %s\n", err.msg);
+        return 2;
+    }
     if (df_kernel_variants_parse(&b.variants, o.kernel_variant.items, o.kernel_variant.count, "--kernel-variant",
                                  &err)) {
         fprintf(stderr, "dflash: bench: %s\n", err.msg);

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/generate_options.h"
 #include "infer/generate_job.h"
+#include "infer/generate_plan.h"
 
 int df_cmd_generate(int argc, char **argv) {
     DfGenerateJobOptions a, defaults;

@@ -6,7 +6,7 @@
 
 #include "infer/generate_job.h"
 
-/* cpu, 256 new tokens, batch 8, greedy, top-p 1, seed 0; no paths. */
+/* cpu, 256 new tokens, the batch sized by memory (0), greedy, top-p 1, seed 0; no paths. */
 void df_generate_options_default(DfGenerateJobOptions *o);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "target/model_config.h"
+#include "infer/generate_plan.h"
 #include "model/drafter_config.h"
 #include "text/chat_template.h"
 

@@ -75,6 +75,7 @@ int df_train_regenerate(const DfTrainPrompts *p, const DfTrainOptions *o, int qu
     g.chat = (DfChatOptions){.template_file = o->chat_template, .kwargs = o->chat_kwargs};
     g.max_new_tokens = p->max_new_tokens, g.batch = p->batch, g.temperature = p->temperature, g.top_p = p->top_p;
     g.seed = (int)o->seed, g.no_graphs = p->no_graphs, g.quiet = quiet;
+    g.random_target_weights = o->random_target_weights; /* the target trained against: the same weights */
     if (df_generate_job(&g, err) != 0) return df_context(err, "--prompts %s", p->path);
     return 0;
 }

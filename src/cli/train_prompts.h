@@ -7,7 +7,9 @@
  * (OUTPUT/regenerated.jsonl.generate.json), so the file is what `dflash
  * generate` writes for the same records and options, and a rerun (--resume
  * or not) continues after its last complete record, or does nothing when it
- * is complete. Training then reads that file as --data. */
+ * is complete. Training then reads that file as --data. With
+ * --random-target-weights the regeneration runs the random target that
+ * training then runs (the same seed), its settings file saying so. */
 #ifndef DF_CLI_TRAIN_PROMPTS_H
 #define DF_CLI_TRAIN_PROMPTS_H
 

@@ -18,9 +18,11 @@
 #include "base/signals.h"
 #include "infer/chat_turns.h"
 #include "infer/generate.h"
+#include "infer/generate_plan.h"
 #include "infer/generate_settings.h"
 #include "infer/prompts.h"
 #include "infer/resume.h"
+#include "target/target_random.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -63,11 +65,26 @@ static void record_state_free(RecordState *r) {
     df_i32vec_free(&r->ids);
 }
 
+/* A response's text. A target of random weights may choose ids of its
+ * vocabulary that the tokenizer has no text for (a padded vocabulary: Qwen3's
+ * 151936 ids against its tokenizer's 151669); they are left out, as Hugging
+ * Face's tokenizers decode them. A real target's unknown id is an error. */
+static int decode_response(const GenerateRun *g, const int32_t *ids, size_t n, DfByteBuf *text, DfError *err) {
+    if (!g->args->random_target_weights) return df_tokenizer_decode(g->tok, ids, n, text, err);
+    int32_t *known = df_xmalloc((n ? n : 1) * sizeof *known, "response ids");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (df_tokenizer_has_id(g->tok, ids[i])) known[k++] = ids[i];
+    int rc = df_tokenizer_decode(g->tok, known, k, text, err);
+    free(known);
+    return rc;
+}
+
 static int write_record(GenerateRun *g, const DfPrompt *p, const RecordState *r, DfError *err) {
     cJSON *rec;
     if (p->text) {
         DfByteBuf text = {0};
-        if (df_tokenizer_decode(g->tok, r->ids.data, r->ids.len, &text, err)) return -1;
+        if (decode_response(g, r->ids.data, r->ids.len, &text, err)) return -1;
         rec = cJSON_CreateObject();
         cJSON_AddItemToObject(rec, "id", cJSON_Parse(p->id_json));
         cJSON_AddStringToObject(rec, "prompt", p->text);
@@ -178,7 +195,7 @@ static int sink_output(void *ctx, int index, const DfI32Vec *out, DfError *err) 
         for (size_t i = 0; i < out->len; i++) df_i32vec_push(&r->ids, out->data[i]);
     } else {
         DfByteBuf text = {0};
-        if (df_tokenizer_decode(g->tok, out->data, out->len, &text, err)) return -1;
+        if (decode_response(g, out->data, out->len, &text, err)) return -1;
         df_bytebuf_append(&text, "", 1); /* the NUL */
         r->responses[r->turn++] = text.data;
         if (r->turn < r->n_turns) return 1;
@@ -242,6 +259,21 @@ static void writer_free(Writer *w) {
     free(w->records);
 }
 
+/* The batch for slots of `capacity` tokens and the records not yet written:
+ * --batch, or sized by the device's memory now (infer/generate_plan.h). */
+static int plan_batch(Writer *w, int capacity, int *batch, DfError *err) {
+    GenerateRun *g = w->g;
+    const DfGenerateJobOptions *a = g->args;
+    DfGeneratePlanInput in = {&g->model.cfg, a->device, (size_t)df_backend_elem_size(g->be, DF_BUF_ACT), capacity,
+                              g->opt.max_new_tokens, w->n - w->next, a->batch};
+    df_backend_memory_info(g->be, &in.memory);
+    DfGeneratePlan plan;
+    if (df_generate_plan_make(&in, &plan, err)) return -1;
+    if (!a->quiet) df_generate_plan_print(&plan, a->device, stderr);
+    *batch = plan.batch;
+    return 0;
+}
+
 /* Streams records [w->next, n) through a decoder of `capacity`-token slots;
  * when a conversation's prompt outgrows it, the records not yet written run
  * again with a larger one (each record's output depends only on the record,
@@ -249,7 +281,10 @@ static void writer_free(Writer *w) {
 static int stream_records(Writer *w, int capacity, DfError *err) {
     GenerateRun *g = w->g;
     for (;;) {
-        if (df_target_decoder_init(&g->dec, &g->model, g->args->batch, capacity, NULL, 0, err)) return -1;
+        int batch;
+        if (plan_batch(w, capacity, &batch, err) ||
+            df_target_decoder_init(&g->dec, &g->model, batch, capacity, NULL, 0, err))
+            return -1;
         if (g->args->no_graphs) df_target_decoder_set_graphs(&g->dec, 0);
         w->base = w->next;
         w->need_capacity = 0;
@@ -314,6 +349,21 @@ static int load_chat(GenerateRun *g, DfError *err) {
     return 0;
 }
 
+/* The target's weights from its safetensors, or with --random-target-weights
+ * random ones of its shape (target/target_random.h), seeded as train seeds
+ * its target. */
+static int load_target(GenerateRun *g, const DfModelConfig *cfg, DfError *err) {
+    const DfGenerateJobOptions *a = g->args;
+    if (!a->random_target_weights) return df_target_load(&g->model, g->be, a->target, cfg->num_layers, 1, err);
+    if (!a->quiet)
+        fprintf(stderr, "generate: the target's weights are random (--random-target-weights, seed %d): %s's shape "
+                        "and tokenizer, not its safetensors; the responses are no training data\n",
+                a->seed, a->target);
+    if (df_target_init_random(&g->model, g->be, cfg, df_target_random_weights_seed((uint64_t)a->seed), 1, err))
+        return df_context(err, "random weights for the target %s", a->target);
+    return 0;
+}
+
 /* The output must be a regular file (or a link to one); that it is no input was checked at the start. */
 static int check_output(const DfGenerateJobOptions *a, DfError *err) {
     char *resolved;
@@ -328,7 +378,8 @@ static int check_output(const DfGenerateJobOptions *a, DfError *err) {
 static int check_settings(GenerateRun *g, char **text, DfError *err) {
     const DfGenerateJobOptions *a = g->args;
     DfGenerateSettings s = {a->target, df_tokenizer_fingerprint(g->tok), a->max_new_tokens, a->temperature,
-                            a->top_p, a->seed, a->chat.date, a->chat.template_file, a->chat.kwargs, g->opt.eos_ids, g->opt.n_eos};
+                            a->top_p, a->seed, a->chat.date, a->chat.template_file, a->chat.kwargs, g->opt.eos_ids, g->opt.n_eos,
+                            a->random_target_weights};
     if (!(*text = df_generate_settings_text(&s, err))) return -1;
     return df_generate_settings_check(a->output, *text, err);
 }
@@ -371,8 +422,7 @@ int df_generate_job(const DfGenerateJobOptions *a, DfError *err) {
         goto out;
     }
     if (done && !a->quiet) fprintf(stderr, "generate: resuming after %d of %d records already in %s\n", done, g.prompts.n, a->output);
-    if (!(g.be = df_backend_create(a->device, err)) || df_target_load(&g.model, g.be, a->target, cfg.num_layers, 1, err))
-        goto out;
+    if (!(g.be = df_backend_create(a->device, err)) || load_target(&g, &cfg, err)) goto out;
     if (open_output(&g, settings, err) || generate_remaining(&g, done, err)) goto out;
     rc = 0;
 out:

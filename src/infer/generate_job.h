@@ -30,11 +30,13 @@ typedef struct DfGenerateJobOptions {
     const char *device; /* cpu, cuda or cuda:N */
     DfChatOptions chat; /* the chat template's date, file and extra variables (each NULL: the target's) */
     int max_new_tokens; /* per prompt or assistant turn */
-    int batch;          /* sequences decoded together */
+    int batch;          /* sequences decoded together (0: as many as fit, infer/generate_plan.h) */
     double temperature; /* 0: greedy */
     double top_p;       /* nucleus mass in (0, 1]; 1: off */
     int seed;           /* with the record index it keys each draw */
     int no_graphs;      /* every op of every decode step queued, none replayed (the same output) */
+    int random_target_weights; /* random weights of the target's shape (df_target_random_weights_seed(seed)),
+                                  not its safetensors: speed at a model's shape; recorded in the settings */
     int quiet;          /* no progress or notes; one result line on stdout */
 } DfGenerateJobOptions;
 

@@ -31,6 +31,7 @@ char *df_generate_settings_text(const DfGenerateSettings *s, DfError *err) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "target", abs ? abs : s->target);
     add_hex(j, "target_config_hash", df_hash64(config_text, size));
+    if (s->random_weights) cJSON_AddStringToObject(j, "target_weights", "random"); /* no training data */
     add_hex(j, "tokenizer_fingerprint", s->tokenizer_fingerprint);
     cJSON_AddNumberToObject(j, "max_new_tokens", s->max_new_tokens);
     cJSON_AddNumberToObject(j, "temperature", s->temperature);

@@ -23,6 +23,8 @@ typedef struct DfGenerateSettings {
     const char *chat_kwargs;   /* --chat-template-kwargs JSON, NULL: none */
     const int32_t *eos_ids; /* every id that ends a response */
     int n_eos;
+    int random_weights;     /* the target's weights were random (recorded as "target_weights": "random"; real
+                               ones are not recorded, as in files made before the option) */
 } DfGenerateSettings;
 
 /* The settings as a JSON object (heap text, cJSON_free), or NULL with err set

@@ -102,4 +102,12 @@ int df_target_forward(DfTargetModel *m, const int32_t *ids, const int32_t *seq_s
 double df_target_forward_flops(const DfModelConfig *cfg, const int *seq_lens, int n_seqs, int n_layers,
                                int with_logits);
 
+/* One decode step's FLOPs, as spec section 8 counts them: n_seqs sequences
+ * of one new token each, attending to `keys` cached rows on average (the new
+ * one included). Per token 2*P over every layer's weights and the lm head
+ * (2*H*V), plus per attention layer 4*keys*nh*hd (q.k and p.v over the
+ * keys), or per DeltaNet layer the recurrence's 6*value_heads*key_head_dim*
+ * value_head_dim. */
+double df_target_decode_flops(const DfModelConfig *cfg, int n_seqs, double keys);
+
 #endif

@@ -190,3 +190,14 @@ double df_target_forward_flops(const DfModelConfig *c, const int *seq_lens, int 
     }
     return total;
 }
+
+double df_target_decode_flops(const DfModelConfig *c, int n_seqs, double keys) {
+    double h = c->hidden_size, mlp = 3 * h * c->intermediate_size, per_token = 2 * h * c->vocab_size;
+    for (int l = 0; l < c->num_layers; l++) {
+        /* a decode token attends to `keys` rows: twice the causal average of a prefill of `keys` tokens */
+        double mixing = df_target_layer_kind(c, l) == DF_LAYER_GATED_DELTANET ? mixer_token_flops(c, l, keys)
+                                                                              : 2 * mixer_token_flops(c, l, keys);
+        per_token += 2 * (mixer_params(c, l) + mlp) + mixing;
+    }
+    return n_seqs * per_token;
+}

@@ -182,6 +182,15 @@ size_t df_target_recurrent_state_bytes(const DfModelConfig *t, int64_t record_ro
     return n_linear * per_layer;
 }
 
+size_t df_target_decoder_slot_bytes(const DfModelConfig *t, int64_t slot_rows, int64_t rollback_rows,
+                                    size_t act_elem) {
+    size_t kv = (size_t)t->num_kv_heads * t->head_dim;
+    size_t cache = (size_t)df_target_kv_layers(t) * 2 * (size_t)slot_rows * kv * act_elem;
+    if (rollback_rows > 0) return cache + df_target_recurrent_state_bytes(t, rollback_rows, act_elem);
+    size_t n_linear = (size_t)(t->num_layers - df_target_kv_layers(t));
+    return cache + n_linear * df_target_recurrent_floats(t) * sizeof(float);
+}
+
 size_t df_target_decoder_workspace_bytes(const DfModelConfig *t, int n_taps, size_t rows, size_t act_elem) {
     int hybrid = df_target_family(t)->hybrid_layers;
     size_t H = (size_t)t->hidden_size, q = (size_t)t->num_heads * t->head_dim;

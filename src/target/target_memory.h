@@ -87,6 +87,14 @@ size_t df_target_recurrent_floats(const DfModelConfig *cfg);
  * rows (ACT) (target/hybrid_state.h); 0 for a dense target. */
 size_t df_target_recurrent_state_bytes(const DfModelConfig *cfg, int64_t record_rows, size_t act_elem);
 
+/* One target decoder slot (target/target_decode.h) of slot_rows rows: its
+ * K and V rows in every layer with a KV cache and, for a hybrid target, its
+ * convolution window and delta-rule state in every Gated DeltaNet layer;
+ * with rollback_rows > 0 (df_target_decoder_enable_rollback) also their
+ * snapshots and the recorded step's inputs (df_target_recurrent_state_bytes). */
+size_t df_target_decoder_slot_bytes(const DfModelConfig *cfg, int64_t slot_rows, int64_t rollback_rows,
+                                    size_t act_elem);
+
 /* The target decoder's workspace for `rows` rows and n_taps taps
  * (target_decode.c): a dense target's layers run fused (qkv and gate_up in
  * place of k, v and up), a hybrid's split, with the hybrid layers' own

@@ -8,6 +8,11 @@
 
 #include "target/target.h"
 
+/* The weights' seed of a run given --random-target-weights and --seed S:
+ * train's target and generate's alike, so that train --prompts regenerates
+ * with the target it then trains on. */
+static inline uint64_t df_target_random_weights_seed(uint64_t run_seed) { return run_seed + 1; }
+
 /* Allocates every layer of cfg (and with_head: the final norm and lm head,
  * tied to the embedding when cfg says so) on be and fills them: matrices
  * uniform with variance 1/fan_in, norm weights 1 +- 0.1, the embedding

@@ -49,11 +49,15 @@ void df_tokenizer_build_decode_table(DfTokenizer *tok) {
     tok->decoded = table.data;
 }
 
+int df_tokenizer_has_id(const DfTokenizer *tok, int32_t id) {
+    return id >= 0 && id < tok->n_ids && tok->decoded_off[id] != UINT32_MAX;
+}
+
 int df_tokenizer_decode(const DfTokenizer *tok, const int32_t *ids, size_t n, DfByteBuf *out, DfError *err) {
     DfByteBuf bytes = {0};
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || id >= tok->n_ids || tok->decoded_off[id] == UINT32_MAX) {
+        if (!df_tokenizer_has_id(tok, id)) {
             df_bytebuf_free(&bytes);
             return df_fail(err, "decode: id %d at position %zu is not in the vocabulary of %s (%d ids)", (int)id, i,
                            tok->path, (int)tok->n_ids);

@@ -26,6 +26,10 @@ int df_tokenizer_encode(const DfTokenizer *tok, const char *text, size_t len, Df
  * decode(ids, skip_special_tokens=False)). An id outside the vocabulary is an error. */
 int df_tokenizer_decode(const DfTokenizer *tok, const int32_t *ids, size_t n, DfByteBuf *out, DfError *err);
 
+/* Whether id has a text to decode to (a model's vocabulary may be padded
+ * past the tokenizer's ids, or have holes). */
+int df_tokenizer_has_id(const DfTokenizer *tok, int32_t id);
+
 /* One more than the largest id the tokenizer can produce (added tokens included). */
 int df_tokenizer_vocab_size(const DfTokenizer *tok);
 

@@ -8,15 +8,8 @@
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
 
-/* What the plan keeps free on a GPU for memory the backend does not count
- * (the allocator's pools, cuBLASLt's and NCCL's own buffers): 3% of the
- * card, at least 2 GiB; on the host 10% (other processes, the page cache). */
-static size_t reserve_for(const DfMemoryPlanInput *in) {
-    size_t total = in->memory.total;
-    if (in->act_elem == 4) return total / 10;
-    size_t r = total / 100 * 3, floor = (size_t)2 << 30;
-    return r > floor ? r : floor;
-}
+/* What the plan keeps free (df_memory_reserve): fp32 activations are the host's. */
+static size_t reserve_for(const DfMemoryPlanInput *in) { return df_memory_reserve(in->memory.total, in->act_elem == 4); }
 
 size_t df_memory_plan_drafter_work(const DfDrafterConfig *c, int64_t n_ctx, int64_t n_q, size_t act_elem) {
     size_t act, f32, i32;
@@ -36,9 +29,7 @@ static size_t rows_allocated(int64_t rows) {
 size_t df_memory_plan_eval_bytes(const DfModelConfig *t, const DfDrafterConfig *d, int64_t slot_rows,
                                  int64_t prompt_rows, size_t act_elem) {
     size_t rows = (size_t)slot_rows, B = (size_t)d->block_size, V = (size_t)t->vocab_size, H = (size_t)t->hidden_size;
-    size_t cached = (size_t)df_target_kv_layers(t);
-    size_t kv = (size_t)t->num_kv_heads * t->head_dim;
-    size_t decoder = cached * 2 * rows * kv * act_elem + df_target_recurrent_state_bytes(t, d->block_size, act_elem);
+    size_t decoder = df_target_decoder_slot_bytes(t, slot_rows, d->block_size, act_elem);
     size_t prefill = rows_allocated(prompt_rows > (int64_t)B ? prompt_rows : (int64_t)B);
     decoder += df_target_decoder_workspace_bytes(t, d->n_taps, prefill, act_elem) + B * V * act_elem + B * sizeof(int32_t) +
                rows * (size_t)df_target_rope_dim(t) * sizeof(float);

@@ -190,7 +190,8 @@ static int load_target_weights(Trainer *t, int n_layers, int with_head, DfError 
     const DfTrainOptions *o = t->opt;
     if (!o->random_target_weights) return df_target_load(&t->target, t->be, o->target_dir, n_layers, with_head, err);
     /* the same layers and head as the load: the memory it takes is the plan's (target/target_memory.h) */
-    if (df_target_init_random_layers(&t->target, t->be, &t->tcfg, o->seed + 1, n_layers, with_head, err))
+    uint64_t seed = df_target_random_weights_seed(o->seed);
+    if (df_target_init_random_layers(&t->target, t->be, &t->tcfg, seed, n_layers, with_head, err))
         return df_context(err, "random weights for the target %s", o->target_dir);
     return 0;
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Regeneration's speed at a model's shape on one GPU, without its weights:
+#   - `bench --decode --batch LIST` at the Qwen3-8B shape and at the Qwen3.6-27B hybrid shape: decode
+#     tokens/s at each batch beside its limit (bandwidth or GEMM peak, measured in the same run);
+#   - `generate --random-target-weights` end to end at the Qwen3-8B shape on 4,000 prompts of the
+#     bundled data (assets/data/code-train.jsonl, its 1,000 prompts four times), 256 new tokens each,
+#     the batch as the memory plan picks it (printed at the start), then at --batch 64 for comparison.
+# The Qwen3-8B target is a directory with its config.json (written here) and a tokenizer: Qwen3's
+# (tests/.cache/tokenizers/qwen3, what scripts/fetch_test_tokenizers.sh fetches; carry it to a machine
+# without network) when present, else coder-tiny's (the prompts then have coder-tiny's lengths and most
+# of the random target's ids have no text; tokens/s counts ids).
+#
+# Usage: bash scripts/generate_check.sh OUTDIR   (BATCHES_8B, BATCHES_27B, PROMPTS, NEW_TOKENS override)
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: bash scripts/generate_check.sh OUTDIR" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+OUT=$1
+W=$OUT/work
+BATCHES_8B=${BATCHES_8B:-1,64,256,512}
+BATCHES_27B=${BATCHES_27B:-1,64,128,256}
+PROMPTS=${PROMPTS:-4000}
+NEW_TOKENS=${NEW_TOKENS:-256}
+mkdir -p "$W/qwen3-8b"
+
+./dflash bench --device cuda --decode --batch "$BATCHES_8B" --json "$OUT/decode-qwen3-8b.json" \
+    2>&1 | tee "$OUT/decode-qwen3-8b.txt"
+./dflash bench --device cuda --decode --hybrid --batch "$BATCHES_27B" --json "$OUT/decode-qwen36-27b.json" \
+    2>&1 | tee "$OUT/decode-qwen36-27b.txt"
+
+python3 - "$W" "$PROMPTS" <<'PY'
+import json, sys
+w, n = sys.argv[1], int(sys.argv[2])
+config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+          "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rms_norm_eps": 1e-6,
+          "rope_theta": 1000000.0, "max_position_embeddings": 40960, "tie_word_embeddings": False,
+          "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16",
+          "bos_token_id": 151643, "eos_token_id": 151645}
+json.dump(config, open(f"{w}/qwen3-8b/config.json", "w"), indent=1)
+prompts = [json.loads(l)["prompt"] for l in open("assets/data/code-train.jsonl")]
+with open(f"{w}/prompts.jsonl", "w") as out:
+    for i in range(n):
+        out.write(json.dumps({"id": f"p{i}", "prompt": prompts[i % len(prompts)]}) + "\n")
+PY
+tok=tests/.cache/tokenizers/qwen3
+[ -f "$tok/tokenizer.json" ] || { echo "no $tok: coder-tiny's tokenizer instead" >&2; tok=assets/coder-tiny; }
+cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$W/qwen3-8b/"
+
+run_generate() { # NAME EXTRA...
+    local name=$1; shift
+    rm -f "$W/$name.jsonl" "$W/$name.jsonl.generate.json"
+    local t0 t1
+    t0=$(date +%s.%N)
+    ./dflash generate --device cuda --target "$W/qwen3-8b" --random-target-weights \
+        --input "$W/prompts.jsonl" --output "$W/$name.jsonl" --max-new-tokens "$NEW_TOKENS" "$@" \
+        > "$OUT/generate-$name.txt" 2>&1
+    t1=$(date +%s.%N)
+    grep -E "^generate: batch" "$OUT/generate-$name.txt"
+    tail -n 1 "$OUT/generate-$name.txt"
+    python3 -c "import sys; print(f'wall {float(sys.argv[2]) - float(sys.argv[1]):.1f} s (weights built included)')" "$t0" "$t1"
+    rm -f "$W/$name.jsonl"
+}
+echo "generate, Qwen3-8B shape, random weights, $PROMPTS prompts x $NEW_TOKENS new tokens, batch by the plan:"
+run_generate planned
+echo "the same at --batch 64:"
+run_generate batch64 --batch 64

@@ -1,0 +1,100 @@
+/* The generate job's batch (see generate_plan.h). */
+#include "infer/generate_plan.h"
+
+#include <stdint.h>
+
+#include "target/target_memory.h"
+
+static const double GIB = 1024.0 * 1024.0 * 1024.0;
+
+/* The decoder's workspace rows for a step of `rows` rows: doubled from 16
+ * until they fit (target_decode.c ensure_workspace). */
+static size_t rows_allocated(int64_t rows) {
+    size_t n = 16;
+    while ((int64_t)n < rows) n *= 2;
+    return n;
+}
+
+/* What b slots take beyond the fixed part; SIZE_MAX past size_t. */
+static size_t slots_bytes(int64_t b, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows) {
+    size_t rows = rows_allocated(b * prompt_rows);
+    if ((size_t)b > SIZE_MAX / 2 / (per_slot ? per_slot : 1) || rows > SIZE_MAX / 2 / (per_prefill_row ? per_prefill_row : 1))
+        return SIZE_MAX;
+    return (size_t)b * per_slot + rows * per_prefill_row;
+}
+
+int df_generate_slots_that_fit(size_t room, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows, int cap) {
+    int lo = 0, hi = cap; /* the bytes grow with the slots: the last count that fits */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (slots_bytes(mid, per_slot, per_prefill_row, prompt_rows) <= room) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The sizes of one slot and of the fixed part (generate_plan.h says what they hold). */
+static void plan_sizes(const DfGeneratePlanInput *in, DfGeneratePlan *p) {
+    const DfModelConfig *c = in->target;
+    p->weights = df_target_weight_bytes(c, c->num_layers, 1, in->act_elem);
+    p->available = in->memory.available;
+    p->reserve = df_memory_reserve(in->memory.total, in->memory.host);
+    p->fixed = df_target_rope_table_bytes(c, in->slot_rows);
+    p->slot_state = df_target_decoder_slot_bytes(c, in->slot_rows, 0, in->act_elem);
+    p->per_slot = p->slot_state + (size_t)c->vocab_size * in->act_elem + sizeof(int32_t); /* logits row, choice */
+    /* the workspace (its features are one tap wide without taps) and the step's layout, about 2 ints a row */
+    p->per_prefill_row = df_target_decoder_workspace_bytes(c, 1, 1, in->act_elem) + 2 * sizeof(int32_t);
+    p->prompt_rows = in->slot_rows > in->max_new_tokens ? in->slot_rows - in->max_new_tokens : 1;
+    p->cap = in->memory.host ? DF_GENERATE_CPU_MAX_BATCH : DF_GENERATE_GPU_MAX_BATCH;
+    p->slot_rows = in->slot_rows;
+    p->kv_layers = df_target_kv_layers(c);
+    p->kv_dim = c->num_kv_heads * c->head_dim;
+    p->linear_layers = c->num_layers - p->kv_layers;
+}
+
+static int fail_none_fits(const DfGeneratePlanInput *in, const DfGeneratePlan *p, DfError *err) {
+    size_t prefill = rows_allocated(p->prompt_rows) * p->per_prefill_row;
+    return df_fail(err,
+                   "generate on %s: not even one sequence fits: a slot of %d tokens (the longest prompt, %lld tokens, "
+                   "+ --max-new-tokens %d) takes %.3f GiB of KV cache%s, %.3f GiB of logits and %.3f GiB of workspace "
+                   "for its prefill, beside %.3f GiB of rope tables, against %.3f GiB free beside the %.3f GiB of "
+                   "weights (%.3f GiB kept free); lower --max-new-tokens or cut the longest prompts",
+                   in->device, in->slot_rows, (long long)p->prompt_rows, in->max_new_tokens, p->slot_state / GIB,
+                   in->target->is_hybrid ? " and recurrent state" : "", (p->per_slot - p->slot_state) / GIB,
+                   prefill / GIB, p->fixed / GIB, p->available / GIB, p->weights / GIB, p->reserve / GIB);
+}
+
+int df_generate_plan_make(const DfGeneratePlanInput *in, DfGeneratePlan *p, DfError *err) {
+    *p = (DfGeneratePlan){0};
+    plan_sizes(in, p);
+    if (in->batch > 0) {
+        p->batch = in->batch;
+        p->why = "--batch";
+    } else {
+        size_t usable = p->available > p->reserve ? p->available - p->reserve : 0;
+        size_t room = usable > p->fixed ? usable - p->fixed : 0;
+        if (p->available == SIZE_MAX) room = SIZE_MAX; /* the backend cannot tell: the cap */
+        p->fit = df_generate_slots_that_fit(room, p->per_slot, p->per_prefill_row, p->prompt_rows, p->cap);
+        if (p->fit == 0) return fail_none_fits(in, p, err);
+        p->batch = p->fit, p->why = p->fit < p->cap ? "memory" : "the cap";
+        if (in->records > 0 && in->records < p->batch) p->batch = in->records, p->why = "the records";
+    }
+    p->total = p->fixed + slots_bytes(p->batch, p->per_slot, p->per_prefill_row, p->prompt_rows);
+    return 0;
+}
+
+void df_generate_plan_print(const DfGeneratePlan *p, const char *device, FILE *fp) {
+    size_t workspace = p->total - p->fixed - (size_t)p->batch * p->per_slot;
+    fprintf(fp, "generate: batch %d (%s) on %s: %d slots of %d tokens x %.2f MiB (KV cache 2 x %d layers x %d rows x %d values",
+            p->batch, p->why, device, p->batch, p->slot_rows, p->per_slot / (1024.0 * 1024.0), p->kv_layers,
+            p->slot_rows, p->kv_dim);
+    if (p->linear_layers) fprintf(fp, ", recurrent state of %d layers", p->linear_layers);
+    fprintf(fp, ", logits) + %.2f GiB of workspace for a prefill of every slot = %.2f GiB", workspace / GIB,
+            p->total / GIB);
+    if (p->available == SIZE_MAX) fprintf(fp, " beside %.2f GiB of weights (free memory unknown)", p->weights / GIB);
+    else
+        fprintf(fp, " of %.2f GiB free beside %.2f GiB of weights (%.2f kept free)", p->available / GIB,
+                p->weights / GIB, p->reserve / GIB);
+    if (p->fit > 0 && p->fit != p->batch) fprintf(fp, "; %d would fit", p->fit);
+    fprintf(fp, "; cap %d\n", p->cap);
+}

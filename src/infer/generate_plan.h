@@ -1,0 +1,92 @@
+/* How many sequences the generate job decodes together (its batch: the
+ * target decoder's slots), chosen once the target's weights are loaded and
+ * the records' lengths are known, and printed at the start as train prints
+ * its memory plan.
+ *
+ * A slot holds one sequence: its rows of the KV cache (every slot has the
+ * same capacity today, the longest record's prompt + max new tokens: the
+ * cache is allocated for that worst case per slot) and, for a hybrid target,
+ * the recurrent and convolution states of its Gated DeltaNet layers
+ * (df_target_decoder_slot_bytes), its row of logits and its greedy choice;
+ * and it brings its prompt to the step that prefills it, whose rows the
+ * decoder's workspace holds (grown by doubling from 16 rows). The worst
+ * step prefills every slot at once with a prompt of capacity - max new
+ * tokens rows. Fixed beside the slots: the rope tables of capacity rows.
+ *
+ * With --batch N that is the batch. Otherwise it is as many slots as fit the
+ * device's free memory beside the loaded weights, less what the plan keeps
+ * free (df_memory_reserve), at most the device's cap and at most the
+ * records left: a device where not even one slot fits is an error naming the
+ * sizes. */
+#ifndef DF_INFER_GENERATE_PLAN_H
+#define DF_INFER_GENERATE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "base/error.h"
+#include "target/model_config.h"
+
+/* The most slots a GPU decodes together when --batch is not given: past it
+ * a larger batch stops paying (the step's time grows about as fast as its
+ * tokens once the weights' read is shared by enough sequences, and the KV
+ * cache read grows with it); to be set from `bench --decode --batch` at the
+ * Qwen3-8B and Qwen3.6-27B shapes. */
+#define DF_GENERATE_GPU_MAX_BATCH 256
+
+/* The same on the CPU: its matrix products reach their rate at a few rows
+ * (OpenMP over OpenBLAS-sized tiles on a handful of cores), so a larger
+ * batch only lengthens each step and the prefill's workspace, and makes the
+ * written output wait longer for the records before it. */
+#define DF_GENERATE_CPU_MAX_BATCH 8
+
+/* --batch's default in --help (generate's and train --prompts'). */
+#define DF_GENERATE_BATCH_TEXT                                                                                     \
+    "as many as fit the device's memory beside the weights, at most " DF_GENERATE_BATCH_TEXT_(                     \
+        DF_GENERATE_GPU_MAX_BATCH) " on a GPU and " DF_GENERATE_BATCH_TEXT_(DF_GENERATE_CPU_MAX_BATCH) " on the CPU"
+#define DF_GENERATE_BATCH_TEXT_(n) DF_GENERATE_BATCH_TEXT__(n)
+#define DF_GENERATE_BATCH_TEXT__(n) #n
+
+typedef struct DfGeneratePlanInput {
+    const DfModelConfig *target;
+    const char *device;  /* for the messages: "cuda:0", "cpu" */
+    size_t act_elem;     /* bytes of an ACT element on the device */
+    int slot_rows;       /* the KV cache's rows per slot: the longest record's prompt + max new tokens */
+    int max_new_tokens;  /* of a slot's rows, those its prompt cannot take */
+    int records;         /* records left to generate (no more slots than that) */
+    int batch;           /* --batch (0: sized here) */
+    DfMemoryInfo memory; /* the device now, the target's weights loaded */
+} DfGeneratePlanInput;
+
+typedef struct DfGeneratePlan {
+    size_t weights;         /* the target's (all layers and the head): what memory.in_use holds already */
+    size_t available;       /* free on the device now */
+    size_t reserve;         /* of it kept free (df_memory_reserve) */
+    size_t fixed;           /* the rope tables */
+    size_t slot_state;      /* one slot's KV cache rows (and a hybrid's recurrent states) */
+    size_t per_slot;        /* slot_state, its logits row and its choice */
+    size_t per_prefill_row; /* the decoder's workspace per row of a step */
+    int64_t prompt_rows;    /* the longest prompt a slot prefills: slot_rows - max_new_tokens */
+    int slot_rows, kv_layers, kv_dim, linear_layers; /* for the message */
+    size_t total;           /* what the chosen batch takes: fixed + slots + the workspace of its largest prefill */
+    int fit;                /* slots that fit (sized plans only) */
+    int cap;                /* the device's cap */
+    int batch;
+    const char *why;        /* what bounded it: "--batch", "memory", "the cap", "the records" */
+} DfGeneratePlan;
+
+/* The most slots b (0..cap) with b * per_slot + per_prefill_row *
+ * rows_allocated(b * prompt_rows) <= room, where rows_allocated is the
+ * decoder workspace's doubling from 16 rows: 0 when not even one fits. */
+int df_generate_slots_that_fit(size_t room, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows, int cap);
+
+/* Makes the plan (a pure function of in); fails, naming the sizes and what
+ * to lower, when not even one slot fits. */
+int df_generate_plan_make(const DfGeneratePlanInput *in, DfGeneratePlan *plan, DfError *err);
+
+/* One line: the batch and why, for the start of a run. */
+void df_generate_plan_print(const DfGeneratePlan *plan, const char *device, FILE *fp);
+
+#endif
