@@ -12,7 +12,7 @@ const char *df_gpu_tier_name(DfGpuTier tier) {
 
 static int refuse_old_gpu(const DfGpuFacts *gpu, DfError *err) {
     return df_fail(err,
-                   "cuda backend: GPU %d (%s, compute capability %d.%d) cannot run dflash: it needs compute "
+                   "GPU %d (%s, compute capability %d.%d) cannot run dflash: it needs compute "
                    "capability %d.0 or later, for bf16 tensor cores (A100, A10, L4, L40S, RTX 30/40/50 series, "
                    "H100, H200, B200)",
                    gpu->index, gpu->name, gpu->major, gpu->minor, MIN_MAJOR);
