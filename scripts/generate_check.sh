@@ -27,16 +27,10 @@ mkdir -p "$W/qwen3-8b"
 ./dflash bench --device cuda --decode --hybrid --batch "$BATCHES_27B" --json "$OUT/decode-qwen36-27b.json" \
     2>&1 | tee "$OUT/decode-qwen36-27b.txt"
 
+python3 scripts/shape_config.py qwen3-8b "$W/qwen3-8b"
 python3 - "$W" "$PROMPTS" <<'PY'
 import json, sys
 w, n = sys.argv[1], int(sys.argv[2])
-config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
-          "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
-          "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rms_norm_eps": 1e-6,
-          "rope_theta": 1000000.0, "max_position_embeddings": 40960, "tie_word_embeddings": False,
-          "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16",
-          "bos_token_id": 151643, "eos_token_id": 151645}
-json.dump(config, open(f"{w}/qwen3-8b/config.json", "w"), indent=1)
 prompts = [json.loads(l)["prompt"] for l in open("assets/data/code-train.jsonl")]
 with open(f"{w}/prompts.jsonl", "w") as out:
     for i in range(n):

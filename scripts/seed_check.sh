@@ -37,30 +37,7 @@ rm -rf "$W"
 mkdir -p "$OUT" "$W/target"
 source "$(dirname "$0")/nccl_env.sh"
 
-# Qwen3.6-27B's text model: 64 layers (every fourth full attention, the rest
-# Gated DeltaNet), hidden 5120, 24 heads of 256 with 4 KV heads and a quarter
-# of each head rotated, DeltaNet 16 key heads and 48 value heads of 128.
-python3 - "$W" "$SHAPE" <<'PY'
-import json, sys
-w, shape = sys.argv[1], sys.argv[2]
-layers = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(64)]
-config = {"architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5_text", "hidden_size": 5120,
-          "intermediate_size": 17408, "num_hidden_layers": 64, "layer_types": layers,
-          "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
-          "linear_num_key_heads": 16, "linear_num_value_heads": 48, "linear_key_head_dim": 128,
-          "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "vocab_size": 248320,
-          "rms_norm_eps": 1e-6, "partial_rotary_factor": 0.25,
-          "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25},
-          "max_position_embeddings": 262144, "tie_word_embeddings": False, "hidden_act": "silu",
-          "attention_bias": False, "bos_token_id": 1, "eos_token_id": 2}
-if shape == "qwen3-8b":
-    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
-              "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rms_norm_eps": 1e-6,
-              "rope_theta": 1000000.0, "max_position_embeddings": 40960, "tie_word_embeddings": False,
-              "hidden_act": "silu", "attention_bias": False, "bos_token_id": 151643, "eos_token_id": 151645}
-json.dump(config, open(f"{w}/target/config.json", "w"), indent=1)
-PY
+python3 "$(dirname "$0")/shape_config.py" "$SHAPE" "$W/target" || exit 2
 cp assets/coder-tiny/tokenizer.json assets/coder-tiny/tokenizer_config.json "$W/target/"
 # prepared once here, so that the ranks of a multi-GPU run share one store
 ./dflash prepare --tokenizer "$W/target" --input assets/data/code-train.jsonl --output "$W/code.store" 2>&1 | tail -1

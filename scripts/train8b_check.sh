@@ -22,16 +22,10 @@ rm -rf "$W"
 mkdir -p "$OUT" "$W/target"
 source "$(dirname "$0")/nccl_env.sh"
 
+python3 "$(dirname "$0")/shape_config.py" qwen3-8b "$W/target" || exit 2
 python3 - "$W" <<'PY'
 import json, sys
 w = sys.argv[1]
-config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
-          "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
-          "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "rms_norm_eps": 1e-6,
-          "rope_theta": 1000000.0, "max_position_embeddings": 40960, "tie_word_embeddings": False,
-          "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16",
-          "bos_token_id": 151643, "eos_token_id": 151645}
-json.dump(config, open(f"{w}/target/config.json", "w"), indent=1)
 # samples of ~7,000 characters (~2,000 tokens of code), all of it response (trained on)
 out, buf, n = open(f"{w}/long.jsonl", "w"), "", 0
 for line in open("assets/data/code-train.jsonl"):
