@@ -1,7 +1,8 @@
 /* Plain generation with the KV cache on coder-tiny: greedy output equals
  * transformers' greedy generate (tests/ref/generate_ref.py, fp32) token for
  * token at batch 1 and batch 4; the decode path's logits equal the packed
- * full forward's; sampling is reproducible and batch-independent;
+ * full forward's; sampling is reproducible and batch-independent; prompts
+ * prefilled in slices (chunked prefill) give the same tokens;
  * `dflash generate` resumes an interrupted output file; and with
  * --random-target-weights it generates from random weights of the target's
  * shape, the same for a seed, and says so in its settings file. */
@@ -45,8 +46,9 @@ static void free_model(Model *md) {
     df_backend_destroy(md->be);
 }
 
-/* Generates fixtures [0, n) with `batch` cache slots (continuous batching). */
-static void generate_all(Model *md, Fixture *f, int n, int batch, DfI32Vec *out) {
+/* Generates fixtures [0, n) with `batch` cache slots (continuous batching);
+ * the forward passes it took. */
+static int generate_counting_steps(Model *md, Fixture *f, int n, int batch, DfI32Vec *out) {
     DfError err;
     DfTargetDecoder d;
     int cap = 0;
@@ -60,9 +62,14 @@ static void generate_all(Model *md, Fixture *f, int n, int batch, DfI32Vec *out)
     if (df_target_decoder_init(&d, &md->m, batch, cap, NULL, 0, &err)) fail_msg("%s", err.msg);
     int steps = 0;
     if (df_generate_batch(&d, n, prompts, lens, &md->opt, out, &steps, &err)) fail_msg("%s", err.msg);
+    df_target_decoder_free(&d);
+    return steps;
+}
+
+static void generate_all(Model *md, Fixture *f, int n, int batch, DfI32Vec *out) {
+    int steps = generate_counting_steps(md, f, n, batch, out);
     /* slots run side by side: fewer forward passes than one prompt at a time */
     if (batch > 1) assert_true(steps < n * md->opt.max_new_tokens / 2);
-    df_target_decoder_free(&d);
 }
 
 static void test_greedy_matches_transformers(int batch) {
@@ -169,6 +176,44 @@ static void test_decode_logits_equal_full_forward(void **state) {
     for (int s = 0; s < 2; s++) free(ref_logits[s]), free(ref_feat[s]), df_i32vec_free(&seq[s]);
     free(logits);
     free(feat);
+    df_test_free_greedy_fixtures(f, n);
+    free_model(&md);
+}
+
+/* Chunked prefill: prompts cut into slices of 1, 7 or 64 tokens a step
+ * (DfGenerateOptions.step_prompt_tokens), run beside the other slots'
+ * decoding, give the tokens of whole-prompt steps, greedy and sampled, in
+ * more steps the finer the slices. */
+static void test_chunked_prefill_same_tokens(void **state) {
+    (void)state;
+    Fixture f[MAX_FIXTURES];
+    int n = df_test_load_greedy_fixtures(f, MAX_FIXTURES);
+    Model md;
+    load_model(&md);
+    md.opt.max_new_tokens = 16;
+    const int budgets[] = {1, 7, 64};
+    for (int sampled = 0; sampled < 2; sampled++) {
+        md.opt.temperature = sampled ? 1.0 : 0.0, md.opt.top_p = sampled ? 0.9 : 1.0, md.opt.seed = 7;
+        DfI32Vec whole[MAX_FIXTURES] = {{0}};
+        md.opt.step_prompt_tokens = 0;
+        int whole_steps = generate_counting_steps(&md, f, n, 3, whole), longest = 0;
+        for (int i = 0; i < n; i++) longest = (int)f[i].prompt.len > longest ? (int)f[i].prompt.len : longest;
+        assert_true(longest > 7); /* the slices of 1 and 7 cut some prompt */
+        for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+            DfI32Vec cut[MAX_FIXTURES] = {{0}};
+            md.opt.step_prompt_tokens = budgets[b];
+            int steps = generate_counting_steps(&md, f, n, 3, cut);
+            if (budgets[b] < longest && steps <= whole_steps)
+                fail_msg("slices of %d: %d steps, whole prompts %d", budgets[b], steps, whole_steps);
+            for (int i = 0; i < n; i++) {
+                if (cut[i].len != whole[i].len || memcmp(cut[i].data, whole[i].data, cut[i].len * sizeof(int32_t)))
+                    fail_msg("%s, slices of %d, prompt %s: other tokens than whole-prompt steps",
+                             sampled ? "sampled" : "greedy", budgets[b], f[i].id);
+                df_i32vec_free(&cut[i]);
+            }
+        }
+        for (int i = 0; i < n; i++) df_i32vec_free(&whole[i]);
+    }
     df_test_free_greedy_fixtures(f, n);
     free_model(&md);
 }
@@ -348,6 +393,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_batch4),
         cmocka_unit_test(test_decode_logits_equal_full_forward),
         cmocka_unit_test(test_sampling_reproducible),
+        cmocka_unit_test(test_chunked_prefill_same_tokens),
         cmocka_unit_test(test_generate_command_resumes),
         cmocka_unit_test(test_generate_random_weights),
     };

@@ -34,21 +34,27 @@ static DfGeneratePlanInput qwen3_8b_input(const DfModelConfig *c, size_t availab
     return in;
 }
 
-/* The search alone: b * per_slot + per_row * (16 doubled up to b * prompt_rows) <= room. */
+/* The search alone: b * per_slot + per_row * (16 doubled up to b + min(b * prompt_rows, step prompt tokens))
+ * <= room. */
 static void test_slots_that_fit(void **state) {
     (void)state;
-    assert_int_equal(df_generate_slots_that_fit(1000, 100, 0, 10, 256), 10);
-    assert_int_equal(df_generate_slots_that_fit(1000, 100, 0, 10, 4), 4);
-    assert_int_equal(df_generate_slots_that_fit(99, 100, 0, 10, 256), 0);
-    assert_int_equal(df_generate_slots_that_fit(SIZE_MAX, 100, 1, 10, 256), 256);
-    /* per slot 100 bytes, 1 byte a workspace row, prompts of 10: 4 slots = 400 + 64 (40 rows -> 64),
-     * 5 slots = 500 + 64, 7 = 700 + 128 (70 -> 128) */
-    assert_int_equal(df_generate_slots_that_fit(564, 100, 1, 10, 256), 5);
-    assert_int_equal(df_generate_slots_that_fit(563, 100, 1, 10, 256), 4);
-    assert_int_equal(df_generate_slots_that_fit(827, 100, 1, 10, 256), 6);
-    assert_int_equal(df_generate_slots_that_fit(828, 100, 1, 10, 256), 7);
-    /* a workspace row too many for one slot's 16 rows */
-    assert_int_equal(df_generate_slots_that_fit(100 + 15, 100, 1, 10, 256), 0);
+    assert_int_equal(df_generate_slots_that_fit(1000, 100, 0, 10, 2048, 256), 10);
+    assert_int_equal(df_generate_slots_that_fit(1000, 100, 0, 10, 2048, 4), 4);
+    assert_int_equal(df_generate_slots_that_fit(99, 100, 0, 10, 2048, 256), 0);
+    assert_int_equal(df_generate_slots_that_fit(SIZE_MAX, 100, 1, 10, 2048, 256), 256);
+    /* per slot 100 bytes, 1 byte a workspace row, prompts of 10: 4 slots = 400 + 64 (44 rows -> 64),
+     * 5 slots = 500 + 64 (55), 6 = 600 + 128 (66 -> 128), 7 = 700 + 128 (77) */
+    assert_int_equal(df_generate_slots_that_fit(564, 100, 1, 10, 2048, 256), 5);
+    assert_int_equal(df_generate_slots_that_fit(563, 100, 1, 10, 2048, 256), 4);
+    assert_int_equal(df_generate_slots_that_fit(827, 100, 1, 10, 2048, 256), 6);
+    assert_int_equal(df_generate_slots_that_fit(828, 100, 1, 10, 2048, 256), 7);
+    /* a workspace row too many for one slot's 16 rows (11) */
+    assert_int_equal(df_generate_slots_that_fit(100 + 15, 100, 1, 10, 2048, 256), 0);
+    /* prompts of 1000, 64 prompt tokens a step: 4 slots = 400 + 128 (68 rows -> 128), where whole prompts
+     * a step would take 4004 rows -> 4096 */
+    assert_int_equal(df_generate_slots_that_fit(528, 100, 1, 1000, 64, 256), 4);
+    assert_int_equal(df_generate_slots_that_fit(527, 100, 1, 1000, 64, 256), 3);
+    assert_int_equal(df_generate_slots_that_fit(528, 100, 1, 1000, 1 << 20, 256), 0);
 }
 
 /* Qwen3-8B: a slot's KV cache is 2 (K, V) x 36 layers x 1280 rows x 8 kv heads x 128 x 2 bytes,
@@ -65,16 +71,18 @@ static void test_qwen3_8b_slots(void **state) {
     assert_int_equal(p.per_slot, p.slot_state + 151936 * 2 + 4);
     assert_int_equal(p.prompt_rows, 1024);
     assert_int_equal(p.reserve, 141 * GIB / 100 * 3);
-    assert_int_equal(p.batch, 256); /* 256 slots: 48 GB of slots, 35 GB of prefill workspace, fit in 95 GiB */
+    assert_int_equal(p.batch, 256); /* 256 slots: 48 GB of slots, 2304 workspace rows (4096 allocated), in 95 GiB */
     assert_string_equal(p.why, "the cap");
     assert_true(p.total <= p.available - p.reserve);
-    /* 30 GiB free: 64 slots (12.1 GB + 65536 prefill rows, 8.9 GB) fit, 65 do not (their rows double to 131072) */
+    /* 30 GiB free: b slots and a step of b + 2048 rows (4096 allocated up to b = 2048) fit, b + 1 do not;
+     * whole prompts a step (65536 rows at 64 slots) held it to 64 */
     in = qwen3_8b_input(&c, 30 * GIB);
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
-    assert_int_equal(p.batch, 64);
     assert_string_equal(p.why, "memory");
+    assert_true(p.batch > 64);
+    assert_int_equal(p.total, p.fixed + (size_t)p.batch * p.per_slot + (size_t)4096 * p.per_prefill_row);
     assert_true(p.total <= 30 * GIB - p.reserve);
-    size_t more = p.fixed + 65 * p.per_slot + (size_t)131072 * p.per_prefill_row;
+    size_t more = p.fixed + (size_t)(p.batch + 1) * p.per_slot + (size_t)4096 * p.per_prefill_row;
     assert_true(more > 30 * GIB - p.reserve);
     /* fewer records than would fit: one slot each */
     in = qwen3_8b_input(&c, 100 * GIB);

@@ -114,9 +114,7 @@ static void test_steps_match_forward(void **state) {
     df_target_decoder_free(&d);
 }
 
-/* Greedy generation (continuous batching, one token per step after the prefill) against the forward's argmax. */
-static void test_greedy_equals_forward_argmax(void **state) {
-    Fixture *f = *state;
+static void greedy_equals_forward_argmax(Fixture *f, int step_prompt_tokens) {
     DfError err;
     enum { NP = 3, MAX_NEW = 30 };
     int lens[NP] = {9, 14, 5};
@@ -128,6 +126,7 @@ static void test_greedy_equals_forward_argmax(void **state) {
     DfGenerateOptions g = {0};
     g.max_new_tokens = MAX_NEW;
     g.top_p = 1;
+    g.step_prompt_tokens = step_prompt_tokens;
     DfI32Vec out[NP] = {{0}};
     if (df_generate_batch(&d, NP, pp, lens, &g, out, NULL, &err)) fail_msg("%s", err.msg);
     for (int i = 0; i < NP; i++) {
@@ -140,8 +139,9 @@ static void test_greedy_equals_forward_argmax(void **state) {
         forward(f, ids, n, NULL, 0, logits, NULL);
         for (size_t k = 0; k < out[i].len; k++) {
             int32_t want = df_argmax_f32(logits + (size_t)(lens[i] - 1 + k) * VOCAB, VOCAB);
-            if (want != out[i].data[k]) fail_msg("prompt %d token %zu: generated %d, forward argmax %d", i, k,
-                                                 (int)out[i].data[k], (int)want);
+            if (want != out[i].data[k])
+                fail_msg("prompt %d token %zu (prompt slices of %d): generated %d, forward argmax %d", i, k,
+                         step_prompt_tokens, (int)out[i].data[k], (int)want);
         }
         /* the stop rule: the length limit, or an EOS the forward predicts next */
         if ((int)out[i].len < MAX_NEW) {
@@ -152,6 +152,15 @@ static void test_greedy_equals_forward_argmax(void **state) {
         df_i32vec_free(&out[i]);
     }
     df_target_decoder_free(&d);
+}
+
+/* Greedy generation (continuous batching, one token per step after the
+ * prefill) against the forward's argmax, with whole prompts a step and with
+ * prompts prefilled 4 tokens a step (chunked prefill: the recurrent state
+ * carried from slice to slice). */
+static void test_greedy_equals_forward_argmax(void **state) {
+    for (int step_prompt_tokens = 0; step_prompt_tokens <= 4; step_prompt_tokens += 4)
+        greedy_equals_forward_argmax(*state, step_prompt_tokens);
 }
 
 static double seconds(void) {

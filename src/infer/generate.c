@@ -77,9 +77,9 @@ int df_is_eos(const DfGenerateOptions *opt, int32_t id) {
 
 /* One cache slot of the stream: the record it serves, if any. */
 typedef struct Slot {
-    int record;    /* -1: free */
-    int loaded;    /* its current prompt is in `prompt` (a continuing record's is not yet) */
-    int prefilled; /* its prompt has run */
+    int record;         /* -1: free */
+    int loaded;         /* its current prompt is in `prompt` (a continuing record's is not yet) */
+    size_t prompt_done; /* of its prompt's tokens, those that have run */
     DfI32Vec prompt, out;
     DfRng rng;
 } Slot;
@@ -90,6 +90,9 @@ typedef struct Stream {
     Slot *slots;
     int n_slots;
     int32_t *step_slots, *starts, *slot_of_row;
+    uint8_t *sampled; /* [row]: the row's token is the record's next one (not a slice inside its prompt) */
+    size_t *take;     /* [slot]: prompt tokens it runs this step */
+    int *pending;     /* slots still prefilling, oldest record first */
     DfI32Vec ids;
     float *logits;   /* [n_slots, V] when sampling; NULL when greedy */
     int32_t *chosen; /* [n_slots]: greedy choices, made on the backend */
@@ -107,7 +110,7 @@ static int load_prompt(Stream *st, int s, DfGenerateSource source, void *ctx, Df
         return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
                        sl->record + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
     sl->loaded = 1;
-    sl->prefilled = 0;
+    sl->prompt_done = 0;
     df_target_decoder_reset_slot(st->d, s);
     return 0;
 }
@@ -128,19 +131,57 @@ static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource sou
     return 0;
 }
 
-/* Packs one step: a whole prompt for a new record, else its last token. */
+/* The prompt tokens of sl this step takes with `budget` left: the rest of
+ * its prompt if that fits, else whole slices (so that each later slice
+ * starts on a slice boundary); 0: none this step. */
+static size_t prompt_take(const Slot *sl, size_t budget, size_t slice) {
+    size_t left = sl->prompt.len - sl->prompt_done;
+    return left <= budget ? left : budget / slice * slice;
+}
+
+/* Hands the step's prompt budget to the slots still prefilling, the oldest
+ * record first (none waits behind newer ones): st->take[s]. Records are
+ * given to slots in increasing order, so the oldest has the smallest index. */
+static void share_prompt_budget(Stream *st) {
+    size_t budget = st->opt->step_prompt_tokens > 0 ? (size_t)st->opt->step_prompt_tokens : DF_GENERATE_STEP_PROMPT_TOKENS;
+    size_t slice = budget < DF_GENERATE_PROMPT_SLICE ? 1 : DF_GENERATE_PROMPT_SLICE; /* finer: a test's budget */
+    int n = 0;
+    for (int s = 0; s < st->n_slots; s++) {
+        const Slot *sl = &st->slots[s];
+        st->take[s] = 0;
+        if (sl->record < 0 || sl->prompt_done == sl->prompt.len) continue;
+        int at = n++; /* insertion by record: the pending slots are few */
+        while (at > 0 && st->slots[st->pending[at - 1]].record > sl->record) st->pending[at] = st->pending[at - 1], at--;
+        st->pending[at] = s;
+    }
+    for (int i = 0; i < n && budget > 0; i++) {
+        int s = st->pending[i];
+        st->take[s] = prompt_take(&st->slots[s], budget, slice);
+        budget -= st->take[s];
+    }
+}
+
+/* Packs one step, a row per running slot in slot order: its last token once
+ * its prompt has run, else the next slice of its prompt that the budget gave
+ * it (a slot given none sits this step out). A row is sampled when it is a
+ * decoded token or ends its prompt. */
 static int build_step(Stream *st) {
     int rows = 0;
+    share_prompt_budget(st);
     st->ids.len = 0;
     st->starts[0] = 0;
     for (int s = 0; s < st->n_slots; s++) {
         Slot *sl = &st->slots[s];
         if (sl->record < 0) continue;
-        if (sl->prefilled) {
+        if (sl->prompt_done == sl->prompt.len) {
             df_i32vec_push(&st->ids, sl->out.data[sl->out.len - 1]);
+            st->sampled[rows] = 1;
         } else {
-            for (size_t i = 0; i < sl->prompt.len; i++) df_i32vec_push(&st->ids, sl->prompt.data[i]);
-            sl->prefilled = 1;
+            size_t n = st->take[s];
+            if (n == 0) continue;
+            for (size_t i = 0; i < n; i++) df_i32vec_push(&st->ids, sl->prompt.data[sl->prompt_done + i]);
+            sl->prompt_done += n;
+            st->sampled[rows] = sl->prompt_done == sl->prompt.len;
         }
         st->step_slots[rows] = s;
         st->slot_of_row[rows] = s;
@@ -170,6 +211,9 @@ static int run_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source
     st.step_slots = df_xmalloc((size_t)st.n_slots * sizeof *st.step_slots, "generate step");
     st.slot_of_row = df_xmalloc((size_t)st.n_slots * sizeof *st.slot_of_row, "generate step");
     st.starts = df_xmalloc((size_t)(st.n_slots + 1) * sizeof *st.starts, "generate step");
+    st.sampled = df_xmalloc((size_t)st.n_slots * sizeof *st.sampled, "generate step");
+    st.take = df_xmalloc((size_t)st.n_slots * sizeof *st.take, "generate step");
+    st.pending = df_xmalloc((size_t)st.n_slots * sizeof *st.pending, "generate step");
     int vocab = d->model->cfg.vocab_size;
     /* greedy needs only each row's argmax, which the backend finds (no logits download) */
     int greedy = opt->temperature <= 0;
@@ -195,6 +239,7 @@ static int run_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source
         }
         n_steps++;
         for (int r = 0; r < rows; r++) {
+            if (!st.sampled[r]) continue; /* a slice inside a prompt: its logits are not a next token */
             Slot *sl = &st.slots[st.slot_of_row[r]];
             int32_t tok = greedy ? st.chosen[r] : df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
             if (!take_token(&st, sl, tok)) continue;
@@ -212,6 +257,9 @@ done:
     free(st.step_slots);
     free(st.slot_of_row);
     free(st.starts);
+    free(st.sampled);
+    free(st.take);
+    free(st.pending);
     df_i32vec_free(&st.ids);
     free(st.logits);
     free(st.chosen);

@@ -10,6 +10,17 @@
 #include "target/model_config.h"
 #include "target/target_decode.h"
 
+/* The prompt tokens one step takes at most, over all the records being
+ * prefilled (chunked prefill): a long prompt runs over several steps, each
+ * beside the other records' next tokens, so their decoding never waits for
+ * a whole prompt and the step's workspace is bounded by this rather than by
+ * every slot's prompt at once. A multiple of DF_GENERATE_PROMPT_SLICE (a
+ * prompt is cut into whole slices of 64 tokens, so that each slice starts
+ * where the attention kernels' 64-row tiles do); large enough that the
+ * products of a prefill step stay near their peak. */
+#define DF_GENERATE_STEP_PROMPT_TOKENS 2048
+#define DF_GENERATE_PROMPT_SLICE 64
+
 typedef struct DfGenerateOptions {
     int max_new_tokens;
     double temperature; /* 0: greedy */
@@ -18,6 +29,8 @@ typedef struct DfGenerateOptions {
     uint64_t record_offset; /* added to record indices in the sampling key (a resumed run starts past 0) */
     int32_t eos_ids[DF_MAX_EOS];
     int n_eos;
+    int step_prompt_tokens; /* 0: DF_GENERATE_STEP_PROMPT_TOKENS; else a multiple of DF_GENERATE_PROMPT_SLICE or
+                               less than it (tests cut prompts finer) */
 } DfGenerateOptions;
 
 /* The ids that end a generation: generation_config.json's eos_token_id in
@@ -28,7 +41,8 @@ int df_is_eos(const DfGenerateOptions *opt, int32_t id);
 
 /* Continuous batching over the decoder's slots: record i's prompt comes
  * from source(ctx, i, ids) (appending to an empty ids) when a slot is free,
- * is prefilled in the same step as the other slots' next tokens, and when it
+ * is prefilled in slices of at most opt->step_prompt_tokens a step (chunked
+ * prefill), in the same steps as the other slots' next tokens, and when it
  * ends (EOS, not kept, or max_new_tokens) its new tokens go to sink(ctx, i,
  * out) and its slot takes the next record. Records finish out of order.
  * A record of several turns (a conversation) continues: when its sink

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 
+#include "infer/generate.h"
 #include "target/target_memory.h"
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
@@ -15,19 +16,28 @@ static size_t rows_allocated(int64_t rows) {
     return n;
 }
 
+/* The most rows a step of b slots has: a token of each slot's decoding and
+ * at most step_prompt_tokens of the prompts (chunked prefill, generate.h). */
+static int64_t step_rows(int64_t b, int64_t prompt_rows, int64_t step_prompt_tokens) {
+    int64_t prompts = b * prompt_rows;
+    return b + (prompts < step_prompt_tokens ? prompts : step_prompt_tokens);
+}
+
 /* What b slots take beyond the fixed part; SIZE_MAX past size_t. */
-static size_t slots_bytes(int64_t b, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows) {
-    size_t rows = rows_allocated(b * prompt_rows);
+static size_t slots_bytes(int64_t b, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows,
+                          int64_t step_prompt_tokens) {
+    size_t rows = rows_allocated(step_rows(b, prompt_rows, step_prompt_tokens));
     if ((size_t)b > SIZE_MAX / 2 / (per_slot ? per_slot : 1) || rows > SIZE_MAX / 2 / (per_prefill_row ? per_prefill_row : 1))
         return SIZE_MAX;
     return (size_t)b * per_slot + rows * per_prefill_row;
 }
 
-int df_generate_slots_that_fit(size_t room, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows, int cap) {
+int df_generate_slots_that_fit(size_t room, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows,
+                               int64_t step_prompt_tokens, int cap) {
     int lo = 0, hi = cap; /* the bytes grow with the slots: the last count that fits */
     while (lo < hi) {
         int mid = lo + (hi - lo + 1) / 2;
-        if (slots_bytes(mid, per_slot, per_prefill_row, prompt_rows) <= room) lo = mid;
+        if (slots_bytes(mid, per_slot, per_prefill_row, prompt_rows, step_prompt_tokens) <= room) lo = mid;
         else hi = mid - 1;
     }
     return lo;
@@ -53,7 +63,7 @@ static void plan_sizes(const DfGeneratePlanInput *in, DfGeneratePlan *p) {
 }
 
 static int fail_none_fits(const DfGeneratePlanInput *in, const DfGeneratePlan *p, DfError *err) {
-    size_t prefill = rows_allocated(p->prompt_rows) * p->per_prefill_row;
+    size_t prefill = rows_allocated(step_rows(1, p->prompt_rows, DF_GENERATE_STEP_PROMPT_TOKENS)) * p->per_prefill_row;
     return df_fail(err,
                    "generate on %s: not even one sequence fits: a slot of %d tokens (the longest prompt, %lld tokens, "
                    "+ --max-new-tokens %d) takes %.3f GiB of KV cache%s, %.3f GiB of logits and %.3f GiB of workspace "
@@ -74,12 +84,14 @@ int df_generate_plan_make(const DfGeneratePlanInput *in, DfGeneratePlan *p, DfEr
         size_t usable = p->available > p->reserve ? p->available - p->reserve : 0;
         size_t room = usable > p->fixed ? usable - p->fixed : 0;
         if (p->available == SIZE_MAX) room = SIZE_MAX; /* the backend cannot tell: the cap */
-        p->fit = df_generate_slots_that_fit(room, p->per_slot, p->per_prefill_row, p->prompt_rows, p->cap);
+        p->fit = df_generate_slots_that_fit(room, p->per_slot, p->per_prefill_row, p->prompt_rows,
+                                            DF_GENERATE_STEP_PROMPT_TOKENS, p->cap);
         if (p->fit == 0) return fail_none_fits(in, p, err);
         p->batch = p->fit, p->why = p->fit < p->cap ? "memory" : "the cap";
         if (in->records > 0 && in->records < p->batch) p->batch = in->records, p->why = "the records";
     }
-    p->total = p->fixed + slots_bytes(p->batch, p->per_slot, p->per_prefill_row, p->prompt_rows);
+    p->total = p->fixed + slots_bytes(p->batch, p->per_slot, p->per_prefill_row, p->prompt_rows,
+                                      DF_GENERATE_STEP_PROMPT_TOKENS);
     return 0;
 }
 
@@ -89,8 +101,10 @@ void df_generate_plan_print(const DfGeneratePlan *p, const char *device, FILE *f
             p->batch, p->why, device, p->batch, p->slot_rows, p->per_slot / (1024.0 * 1024.0), p->kv_layers,
             p->slot_rows, p->kv_dim);
     if (p->linear_layers) fprintf(fp, ", recurrent state of %d layers", p->linear_layers);
-    fprintf(fp, ", logits) + %.2f GiB of workspace for a prefill of every slot = %.2f GiB", workspace / GIB,
-            p->total / GIB);
+    fprintf(fp, ", logits) + %.2f GiB of workspace for a step of %lld rows (a token of each slot and at most %d of "
+                "the prompts) = %.2f GiB",
+            workspace / GIB, (long long)step_rows(p->batch, p->prompt_rows, DF_GENERATE_STEP_PROMPT_TOKENS),
+            DF_GENERATE_STEP_PROMPT_TOKENS, p->total / GIB);
     if (p->available == SIZE_MAX) fprintf(fp, " beside %.2f GiB of weights (free memory unknown)", p->weights / GIB);
     else
         fprintf(fp, " of %.2f GiB free beside %.2f GiB of weights (%.2f kept free)", p->available / GIB,

@@ -8,10 +8,12 @@
  * cache is allocated for that worst case per slot) and, for a hybrid target,
  * the recurrent and convolution states of its Gated DeltaNet layers
  * (df_target_decoder_slot_bytes), its row of logits and its greedy choice;
- * and it brings its prompt to the step that prefills it, whose rows the
- * decoder's workspace holds (grown by doubling from 16 rows). The worst
- * step prefills every slot at once with a prompt of capacity - max new
- * tokens rows. Fixed beside the slots: the rope tables of capacity rows.
+ * and it brings its next token, or a slice of its prompt, to each step,
+ * whose rows the decoder's workspace holds (grown by doubling from 16 rows).
+ * The worst step has a token of every slot and DF_GENERATE_STEP_PROMPT_TOKENS
+ * of the prompts (chunked prefill: generate.h), or every slot's whole prompt
+ * (capacity - max new tokens rows) where that is less. Fixed beside the
+ * slots: the rope tables of capacity rows.
  *
  * With --batch N that is the batch. Otherwise it is as many slots as fit the
  * device's free memory beside the loaded weights, less what the plan keeps
@@ -78,9 +80,11 @@ typedef struct DfGeneratePlan {
 } DfGeneratePlan;
 
 /* The most slots b (0..cap) with b * per_slot + per_prefill_row *
- * rows_allocated(b * prompt_rows) <= room, where rows_allocated is the
- * decoder workspace's doubling from 16 rows: 0 when not even one fits. */
-int df_generate_slots_that_fit(size_t room, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows, int cap);
+ * rows_allocated(b + min(b * prompt_rows, step_prompt_tokens)) <= room,
+ * where rows_allocated is the decoder workspace's doubling from 16 rows: 0
+ * when not even one fits. */
+int df_generate_slots_that_fit(size_t room, size_t per_slot, size_t per_prefill_row, int64_t prompt_rows,
+                               int64_t step_prompt_tokens, int cap);
 
 /* Makes the plan (a pure function of in); fails, naming the sizes and what
  * to lower, when not even one slot fits. */
