@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 void dev_block_attention_dq_v2_q_regs(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,
                                       const float *dsum) {
     DfCudaState *st = df_cuda_state(be);
-    if (!set_smem(be, k_block_attn_dq_q_regs_wgmma, WGMMA_DQ_SMEM, "block_attention_backward")) return;
+    if (!df_cuda_set_smem(be, k_block_attn_dq_q_regs_wgmma, WGMMA_DQ_SMEM, "block_attention_backward")) return;
     Shape s = shape_of(a);
     dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
     k_block_attn_dq_q_regs_wgmma<<<grid, WARPS * 32, WGMMA_DQ_SMEM, st->stream>>>(

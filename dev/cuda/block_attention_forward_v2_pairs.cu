@@ -152,7 +152,7 @@ void dev_block_attention_forward_v2_pairs(DfBackend *be, const DfBlockAttnArgs *
     Shape s = shape_of(a);
     int n_pairs = count_pairs(a->layout);
     if (n_pairs == 0) return;
-    if (!set_smem(be, k_block_attn_forward_pair_wgmma, PAIR_SMEM, "block_attention")) return;
+    if (!df_cuda_set_smem(be, k_block_attn_forward_pair_wgmma, PAIR_SMEM, "block_attention")) return;
     dim3 grid((unsigned)n_pairs, (unsigned)(s.kv_heads * s.chunks));
     k_block_attn_forward_pair_wgmma<<<grid, PAIR_THREADS, PAIR_SMEM, df_cuda_state(be)->stream>>>(
         (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,

@@ -233,7 +233,7 @@ void launch_forward_pairs(DfBackend *be, const DfBlockAttnArgs *a) {
     int n_pairs = count_pairs(a->layout);
     if (n_pairs == 0) return;
     size_t smem = (size_t)(2 * ROWS + 4 * BN) * (D + 8) * sizeof(bf16);
-    if (!set_smem(be, k_block_attn_forward_pair<D>, smem, "block_attention")) return;
+    if (!df_cuda_set_smem(be, k_block_attn_forward_pair<D>, smem, "block_attention")) return;
     dim3 grid((unsigned)n_pairs, (unsigned)(s.kv_heads * s.chunks));
     k_block_attn_forward_pair<D><<<grid, WARPS * 32, smem, df_cuda_state(be)->stream>>>(
         (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,
@@ -246,7 +246,7 @@ template <int D>
 void launch_forward(DfBackend *be, const DfBlockAttnArgs *a) {
     Shape s = shape_of(a);
     size_t smem = (size_t)(ROWS + 4 * BN) * (D + 8) * sizeof(bf16);
-    if (!set_smem(be, k_block_attn_forward<D>, smem, "block_attention")) return;
+    if (!df_cuda_set_smem(be, k_block_attn_forward<D>, smem, "block_attention")) return;
     dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
     k_block_attn_forward<D><<<grid, WARPS * 32, smem, df_cuda_state(be)->stream>>>(
         (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,

@@ -219,9 +219,10 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
     size_t smem_dkv = (size_t)(6 * ROWS) * (D + 8) * sizeof(bf16) + 4 * ROWS * sizeof(float);
     constexpr bool SPLIT = split_dkv<D>;
     constexpr int PART0 = SPLIT ? DKV_V : DKV_BOTH; /* the first (or only) key-major pass */
-    bool ok = set_smem(be, k_block_attn_dq<D>, smem_dq, "block_attention_backward") &&
-              set_smem(be, k_block_attn_dkv<D, PART0>, smem_dkv, "block_attention_backward");
-    if constexpr (SPLIT) ok = ok && set_smem(be, k_block_attn_dkv<D, DKV_K>, smem_dkv, "block_attention_backward");
+    bool ok = df_cuda_set_smem(be, k_block_attn_dq<D>, smem_dq, "block_attention_backward") &&
+              df_cuda_set_smem(be, k_block_attn_dkv<D, PART0>, smem_dkv, "block_attention_backward");
+    if constexpr (SPLIT)
+        ok = ok && df_cuda_set_smem(be, k_block_attn_dkv<D, DKV_K>, smem_dkv, "block_attention_backward");
     if (!ok) return;
 
     size_t n_dsum = (size_t)a->heads * s.n_q, n_ctx = (size_t)l->n_ctx_rows * a->kv_heads * D;

@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr, const float *dsum) {
     DfCudaState *st = df_cuda_state(be);
     auto kernel = k_block_attn_dq_wgmma;
-    if (!set_smem(be, kernel, WGMMA_DQ_SMEM, "block_attention_backward")) return;
+    if (!df_cuda_set_smem(be, kernel, WGMMA_DQ_SMEM, "block_attention_backward")) return;
     Shape s = shape_of(a);
     dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
     kernel<<<grid, WARPS * 32, WGMMA_DQ_SMEM, st->stream>>>(
@@ -297,7 +297,7 @@ void df_cuda_block_attn_dq_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const 
 void df_cuda_block_attn_dkv_wgmma(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnGrads *gr,
                                   const float *dsum, float *ctx_dk, float *ctx_dv, int n_ctx_items) {
     DfCudaState *st = df_cuda_state(be);
-    if (!set_smem(be, k_block_attn_dkv_wgmma, WGMMA_DKV_SMEM, "block_attention_backward")) return;
+    if (!df_cuda_set_smem(be, k_block_attn_dkv_wgmma, WGMMA_DKV_SMEM, "block_attention_backward")) return;
     Shape s = shape_of(a);
     dim3 grid((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
     k_block_attn_dkv_wgmma<<<grid, WARPS * 32, WGMMA_DKV_SMEM, st->stream>>>(

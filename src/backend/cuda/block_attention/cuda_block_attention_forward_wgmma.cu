@@ -120,7 +120,7 @@ void df_cuda_block_attention_forward_wgmma(DfBackend *be, const DfBlockAttnArgs 
     Shape s = shape_of(a);
     DfCudaState *st = df_cuda_state(be);
     if (s.n_blocks == 0) return;
-    if (!set_smem(be, k_block_attn_forward_wgmma, SINGLE_SMEM, "block_attention")) return;
+    if (!df_cuda_set_smem(be, k_block_attn_forward_wgmma, SINGLE_SMEM, "block_attention")) return;
     dim3 grid((unsigned)s.n_blocks, (unsigned)(s.kv_heads * s.chunks));
     k_block_attn_forward_wgmma<<<grid, WARPS * 32, SINGLE_SMEM, st->stream>>>(
         (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,

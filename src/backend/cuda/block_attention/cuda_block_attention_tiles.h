@@ -405,11 +405,6 @@ inline bool supported(DfBackend *be, const DfBlockAttnArgs *a, const char *op) {
     return false;
 }
 
-template <typename K>
-bool set_smem(DfBackend *be, K kernel, size_t bytes, const char *op) {
-    return df_cuda_set_smem_bytes(be, (const void *)kernel, bytes, op);
-}
-
 } // namespace
 
 #endif
