@@ -39,11 +39,13 @@ typedef struct DfCudaDeviceError {
 
 typedef struct DfMatmulPlan DfMatmulPlan; /* cuda_matmul.cu */
 
+#define DF_CUDA_CODE_TEXT 48 /* bytes of DfCudaState.code */
+
 typedef struct DfCudaState {
     int device;
     DfGpuFacts gpu;     /* what the device is (common/cuda_tier.cu) */
     DfGpuTier tier;     /* the kernel tier it runs, chosen once at creation */
-    char code[48];      /* the code the driver runs on it, e.g. "sm_90a" or "sm_90 from compute_80 PTX" */
+    char code[DF_CUDA_CODE_TEXT]; /* the code the driver runs on it, e.g. "sm_90a" or "sm_90 from compute_80 PTX" */
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *lt_workspace;

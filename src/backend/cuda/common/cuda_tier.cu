@@ -65,12 +65,15 @@ static void code_text(const DfGpuFacts *g, char *buf, size_t cap) {
     else snprintf(buf, cap, "sm_%d", a.binaryVersion);
 }
 
-int df_cuda_choose_tier(DfCudaState *st, DfError *err) {
-    if (learn_gpu(st->device, st->stream, &st->gpu, err) ||
-        df_gpu_tier_choose(&st->gpu, getenv(DF_CUDA_TIER_ENV), &st->tier, err))
-        return -1;
-    code_text(&st->gpu, st->code, sizeof st->code);
+/* GPU `device` (current): its facts, its tier and the code it runs (code[DF_CUDA_CODE_TEXT]). */
+static int pick_tier(int device, cudaStream_t stream, DfGpuFacts *g, DfGpuTier *tier, char *code, DfError *err) {
+    if (learn_gpu(device, stream, g, err) || df_gpu_tier_choose(g, getenv(DF_CUDA_TIER_ENV), tier, err)) return -1;
+    code_text(g, code, DF_CUDA_CODE_TEXT);
     return 0;
+}
+
+int df_cuda_choose_tier(DfCudaState *st, DfError *err) {
+    return pick_tier(st->device, st->stream, &st->gpu, &st->tier, st->code, err);
 }
 
 extern "C" void df_cuda_print_devices(FILE *fp) {
@@ -81,13 +84,11 @@ extern "C" void df_cuda_print_devices(FILE *fp) {
         DfGpuFacts g;
         DfGpuTier tier;
         DfError err = {0};
-        char code[48] = "";
-        if (cudaSetDevice(i) != cudaSuccess || learn_gpu(i, 0, &g, &err) ||
-            df_gpu_tier_choose(&g, getenv(DF_CUDA_TIER_ENV), &tier, &err)) {
+        char code[DF_CUDA_CODE_TEXT] = "";
+        if (cudaSetDevice(i) != cudaSuccess || pick_tier(i, 0, &g, &tier, code, &err)) {
             fprintf(fp, "cuda:%d: %s\n", i, err.msg[0] ? err.msg : "cannot be used");
             continue;
         }
-        code_text(&g, code, sizeof code);
         fprintf(fp, "cuda:%d: %s, sm_%d%d, %s kernels (%s)\n", i, g.name, g.major, g.minor, df_gpu_tier_name(tier),
                 code);
     }
