@@ -535,8 +535,10 @@ void df_block_attn_layout_free(DfBlockAttnLayout *l, DfBackend *be) {
 
 static void check_kv_batch(const DfKvBatch *kb, DfBuffer cache, int dim, const char *op) {
     require(kb->n_seqs > 0 && dim > 0, op, "empty batch");
-    require(cache.kind == DF_BUF_ACT && cache.count >= (size_t)kb->n_slots * kb->slot_capacity * dim, op,
-            "cache smaller than [n_slots * slot_capacity, dim]");
+    size_t rows = kb->n_pages ? (size_t)kb->n_pages * DF_KV_PAGE_ROWS : (size_t)kb->n_slots * kb->slot_capacity;
+    require(cache.kind == DF_BUF_ACT && cache.count >= rows * dim, op,
+            kb->n_pages ? "cache smaller than [n_pages * DF_KV_PAGE_ROWS, dim]"
+                        : "cache smaller than [n_slots * slot_capacity, dim]");
 }
 
 void df_op_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const DfKvBatch *batch, int dim) {
@@ -632,23 +634,48 @@ static int reserve_kv_pack(DfKvBatch *kb, DfBackend *be, size_t need, DfError *e
     return 0;
 }
 
-int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
-                    const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err) {
+/* Every page holding a row of sequence i (cached or new) is one of the table's. */
+static int check_kv_pages(int n_seqs, const int32_t *slots, const int32_t *cache_lens, const int32_t *row_starts,
+                          int slot_capacity, const DfKvPageTable *pages, DfError *err) {
+    if (pages->n_pages <= 0) return df_fail(err, "kv batch: a page table of %d pages", pages->n_pages);
+    int per_slot = df_kv_pages_for(slot_capacity);
+    for (int i = 0; i < n_seqs; i++) {
+        const int32_t *row = pages->table + (size_t)slots[i] * per_slot;
+        int used = df_kv_pages_for(cache_lens[i] + row_starts[i + 1] - row_starts[i]);
+        for (int j = 0; j < used; j++)
+            if (row[j] < 0 || row[j] >= pages->n_pages)
+                return df_fail(err, "kv batch: sequence %d (slot %d) needs page %d of its table, which is %d (pages 0..%d)",
+                               i, (int)slots[i], j, (int)row[j], pages->n_pages - 1);
+    }
+    return 0;
+}
+
+int df_kv_batch_set_paged(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                          const int32_t *row_starts, int n_slots, int slot_capacity, const DfKvPageTable *pages,
+                          DfError *err) {
     int max_new = 0, max_visible = 0;
-    if (check_kv_layout(n_seqs, slots, cache_lens, row_starts, n_slots, slot_capacity, &max_new, &max_visible, err))
+    if (check_kv_layout(n_seqs, slots, cache_lens, row_starts, n_slots, slot_capacity, &max_new, &max_visible, err) ||
+        (pages && check_kv_pages(n_seqs, slots, cache_lens, row_starts, slot_capacity, pages, err)))
         return -1;
-    size_t n = (size_t)n_seqs, t = (size_t)row_starts[n_seqs], total = 3 * n + 1 + t;
+    size_t n = (size_t)n_seqs, t = (size_t)row_starts[n_seqs], per_seq = (size_t)df_kv_pages_for(slot_capacity);
+    size_t table_n = pages ? n * per_seq : 0, total = 3 * n + 1 + t + table_n;
     /* the layout changes below: an upload that fails leaves an empty batch */
     kb->n_seqs = 0;
     if (reserve_kv_pack(kb, be, total, err)) return -1;
-    int32_t *s = kb->host_pack, *l = s + n, *r = l + n, *pos = r + n + 1;
+    int32_t *s = kb->host_pack, *l = s + n, *r = l + n, *pos = r + n + 1, *tab = pos + t;
     memcpy(s, slots, n * sizeof *s);
     memcpy(l, cache_lens, n * sizeof *l);
     memcpy(r, row_starts, (n + 1) * sizeof *r);
     for (size_t i = 0; i < n; i++)
         for (int j = r[i]; j < r[i + 1]; j++) pos[j] = l[i] + (j - r[i]);
+    for (size_t i = 0; i < n && pages; i++)
+        memcpy(tab + i * per_seq, pages->table + (size_t)s[i] * per_seq, per_seq * sizeof *tab);
     if (be->ops->upload_i32(be, df_buffer_view(kb->pack, 0, total), kb->host_pack, err))
         return df_context(err, "kv batch layout");
+    kb->n_pages = pages ? pages->n_pages : 0;
+    kb->pages_per_seq = (int)per_seq;
+    kb->host_pages = pages ? tab : NULL;
+    kb->pages = pages ? df_buffer_view(kb->pack, 3 * n + 1 + t, table_n) : (DfBuffer){0};
     kb->n_rows = (int)t;
     kb->n_slots = n_slots;
     kb->slot_capacity = slot_capacity;
@@ -663,6 +690,11 @@ int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slo
     kb->positions = df_buffer_view(kb->pack, 3 * n + 1, t);
     kb->n_seqs = n_seqs;
     return 0;
+}
+
+int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                    const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err) {
+    return df_kv_batch_set_paged(kb, be, n_seqs, slots, cache_lens, row_starts, n_slots, slot_capacity, NULL, err);
 }
 
 int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,

@@ -136,11 +136,21 @@ typedef struct DfLmHeadCeArgs {
 
 /* Inference against per-sequence KV caches. A cache buffer (one per layer,
  * one for K and one for V) holds n_slots slots of slot_capacity rows of
- * kv_heads*head_dim values: row r of slot s is at (s * slot_capacity + r).
+ * kv_heads*head_dim values: row r of slot s is at (s * slot_capacity + r);
+ * or, paged (as a serving engine keeps it, so that memory goes to the rows
+ * that exist), pages of DF_KV_PAGE_ROWS rows handed to the slots as they
+ * grow, each slot's pages named by its page table.
  * A step brings new rows for some sequences: sequence i owns the packed new
  * rows row_starts[i] .. row_starts[i+1]-1 of q/k/v, lives in cache slot
  * slots[i], and already has cache_lens[i] rows cached (positions 0 ..
  * cache_lens[i]-1), so its new rows sit at positions cache_lens[i] + j. */
+/* 64: every key tile of the CUDA attentions (32 and 64 keys, from a
+ * multiple of their size) lies in one page. */
+#define DF_KV_PAGE_ROWS 64
+static inline int df_kv_pages_for(int rows) {
+    return (rows + DF_KV_PAGE_ROWS - 1) / DF_KV_PAGE_ROWS;
+}
+
 typedef struct DfKvBatch {
     int n_seqs, n_rows, slot_capacity, n_slots;
     int max_new, max_visible;         /* max over sequences of new rows, of cache_len + new rows */
@@ -149,6 +159,12 @@ typedef struct DfKvBatch {
     const int32_t *host_row_starts;   /* [n_seqs + 1], in host_pack */
     DfBuffer slots, cache_lens, row_starts; /* I32 copies on the backend: views of pack */
     DfBuffer positions;               /* I32 [n_rows]: cache_lens[i] + j, for rope; a view of pack */
+    /* A paged cache (df_kv_batch_set_paged; n_pages 0: the slots' contiguous rows above): a cache
+     * buffer holds n_pages pages of DF_KV_PAGE_ROWS rows, and row r of sequence i is row
+     * r % DF_KV_PAGE_ROWS of page host_pages[i * pages_per_seq + r / DF_KV_PAGE_ROWS]. */
+    int n_pages, pages_per_seq;       /* pages_per_seq: slot_capacity / DF_KV_PAGE_ROWS, rounded up */
+    const int32_t *host_pages;        /* [n_seqs * pages_per_seq], in host_pack; -1 past the rows held */
+    DfBuffer pages;                   /* its I32 copy, a view of pack; empty when not paged */
     /* Storage kept from step to step (grown, never shrunk): the layout packed
      * as slots, cache_lens, row_starts, positions, on the host and on the
      * backend, so that a step is one upload and no allocation. */
@@ -452,6 +468,24 @@ static inline int df_kv_visible_bound(const DfKvBatch *kb) {
  * storage and can be set again or freed. */
 int df_kv_batch_set(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
                     const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err);
+/* A paged cache's page tables: page j of slot s is table[s * df_kv_pages_for(slot_capacity) + j]
+ * (-1: none), one of n_pages pages. */
+typedef struct DfKvPageTable {
+    const int32_t *table;
+    int n_pages;
+} DfKvPageTable;
+/* df_kv_batch_set for a paged cache: besides, every page a sequence's rows
+ * (cached and new) lie in must be one of the table's pages; the step's
+ * sequences' table rows go into the layout. */
+int df_kv_batch_set_paged(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
+                          const int32_t *row_starts, int n_slots, int slot_capacity, const DfKvPageTable *pages,
+                          DfError *err);
+/* The cache row (of the buffer) holding row r of the step's sequence i. */
+static inline size_t df_kv_cache_row(const DfKvBatch *kb, int i, int r) {
+    if (!kb->n_pages) return (size_t)kb->host_slots[i] * kb->slot_capacity + (size_t)r;
+    return (size_t)kb->host_pages[(size_t)i * kb->pages_per_seq + r / DF_KV_PAGE_ROWS] * DF_KV_PAGE_ROWS +
+           (size_t)(r % DF_KV_PAGE_ROWS);
+}
 /* A fresh kb (zeroed, then set); freed again on failure. */
 int df_kv_batch_init(DfKvBatch *kb, DfBackend *be, int n_seqs, const int32_t *slots, const int32_t *cache_lens,
                      const int32_t *row_starts, int n_slots, int slot_capacity, DfError *err);
