@@ -1,8 +1,9 @@
-/* The generate job's batch (infer/generate_plan.h) from given memory
- * figures: the slot sizes at the Qwen3-8B and Qwen3.6-27B shapes against
- * hand-counted bytes from their config.json, the search over slots with the
- * workspace's doubling, the bounds (the memory, the cap, the records, the
- * CPU's cap, --batch) and the error when not even one sequence fits. */
+/* The generate job's batch and KV cache pages (infer/generate_plan.h) from
+ * given memory figures: the page and slot sizes at the Qwen3-8B and
+ * Qwen3.6-27B shapes against hand-counted bytes from their config.json, the
+ * search over slots with the workspace's doubling, the pool beside them, the
+ * bounds (the memory, the cap, the records, the CPU's cap, --batch) and the
+ * error when not even one sequence fits. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -57,8 +58,9 @@ static void test_slots_that_fit(void **state) {
     assert_int_equal(df_generate_slots_that_fit(528, 100, 1, 1000, 1 << 20, 256), 0);
 }
 
-/* Qwen3-8B: a slot's KV cache is 2 (K, V) x 36 layers x 1280 rows x 8 kv heads x 128 x 2 bytes,
- * its logits row 151936 x 2 bytes and its choice 4. */
+/* Qwen3-8B: a page is 2 (K, V) x 36 layers x 64 rows x 8 kv heads x 128 x 2 bytes; a slot of the records'
+ * mean length (here every record's 1280 tokens: 20 pages, the longest) holds 20 pages, its logits row
+ * 151936 x 2 bytes and its choice 4. */
 static void test_qwen3_8b_slots(void **state) {
     (void)state;
     DfModelConfig c;
@@ -67,38 +69,56 @@ static void test_qwen3_8b_slots(void **state) {
     DfError err;
     DfGeneratePlanInput in = qwen3_8b_input(&c, 100 * GIB);
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
-    assert_int_equal(p.slot_state, (size_t)2 * 36 * 1280 * 1024 * 2);
-    assert_int_equal(p.per_slot, p.slot_state + 151936 * 2 + 4);
+    assert_int_equal(p.page_bytes, (size_t)2 * 36 * 64 * 1024 * 2);
+    assert_int_equal(p.slot_state, 0);
+    assert_int_equal(p.longest_pages, 20);
+    assert_int_equal(p.seq_pages, 20);
+    assert_int_equal(p.per_slot, 20 * p.page_bytes + 151936 * 2 + 4);
     assert_int_equal(p.prompt_rows, 1024);
     assert_int_equal(p.reserve, 141 * GIB / 100 * 3);
-    assert_int_equal(p.batch, 256); /* 256 slots: 48 GB of slots, 2304 workspace rows (4096 allocated), in 95 GiB */
+    assert_int_equal(p.batch, 256); /* 256 slots: 48 GB of pages, 2304 workspace rows (4096 allocated), in 95 GiB */
     assert_string_equal(p.why, "the cap");
+    assert_int_equal(p.n_pages, 256 * 20); /* the pool never needs more than every slot's longest */
     assert_true(p.total <= p.available - p.reserve);
-    /* 30 GiB free: b slots and a step of b + 2048 rows (4096 allocated up to b = 2048) fit, b + 1 do not;
-     * whole prompts a step (65536 rows at 64 slots) held it to 64 */
+    /* 30 GiB free: b slots and a step of b + 2048 rows (4096 allocated up to b = 2048) fit, b + 1 do not */
     in = qwen3_8b_input(&c, 30 * GIB);
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     assert_string_equal(p.why, "memory");
     assert_true(p.batch > 64);
-    assert_int_equal(p.total, p.fixed + (size_t)p.batch * p.per_slot + (size_t)4096 * p.per_prefill_row);
+    size_t beside = (size_t)p.batch * (151936 * 2 + 4) + (size_t)4096 * p.per_prefill_row;
+    assert_int_equal(p.total, p.fixed + beside + (size_t)p.n_pages * p.page_bytes);
     assert_true(p.total <= 30 * GIB - p.reserve);
+    assert_true(p.n_pages >= p.batch * 20 && p.n_pages < (p.batch + 1) * 20);
     size_t more = p.fixed + (size_t)(p.batch + 1) * p.per_slot + (size_t)4096 * p.per_prefill_row;
     assert_true(more > 30 * GIB - p.reserve);
+    /* records of a mean length below the longest: a sequence of the mean holds fewer pages, so the cap's
+     * 256 slots fit where 20 pages a slot fitted fewer, and the pool takes the rest of the memory */
+    assert_true(p.batch < 256);
+    in.mean_rows = 400; /* 7 pages, one more for the last one's rounding */
+    assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
+    assert_int_equal(p.seq_pages, 8);
+    assert_int_equal(p.batch, 256);
+    assert_string_equal(p.why, "the cap");
+    assert_true(p.n_pages >= 256 * 8 && p.n_pages < 256 * 20);
+    assert_true(p.total <= 30 * GIB - p.reserve);
+    assert_true(p.total + p.page_bytes > 30 * GIB - p.reserve);
     /* fewer records than would fit: one slot each */
     in = qwen3_8b_input(&c, 100 * GIB);
     in.records = 10;
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     assert_int_equal(p.batch, 10);
     assert_string_equal(p.why, "the records");
+    assert_int_equal(p.n_pages, 10 * 20);
     /* --batch wins, even past the cap */
     in.batch = 300;
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     assert_int_equal(p.batch, 300);
     assert_string_equal(p.why, "--batch");
-    /* a backend that cannot tell its free memory: the cap */
+    /* a backend that cannot tell its free memory: the cap, every slot's longest */
     in = qwen3_8b_input(&c, SIZE_MAX);
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     assert_int_equal(p.batch, DF_GENERATE_GPU_MAX_BATCH);
+    assert_int_equal(p.n_pages, DF_GENERATE_GPU_MAX_BATCH * 20);
 }
 
 /* On the CPU (host memory, fp32): at most DF_GENERATE_CPU_MAX_BATCH, 10% of the host kept free. */
@@ -113,7 +133,8 @@ static void test_cpu_cap(void **state) {
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     assert_int_equal(p.batch, DF_GENERATE_CPU_MAX_BATCH);
     assert_int_equal(p.reserve, 256 * GIB / 10);
-    assert_int_equal(p.slot_state, (size_t)2 * 36 * 300 * 1024 * 4);
+    assert_int_equal(p.page_bytes, (size_t)2 * 36 * 64 * 1024 * 4);
+    assert_int_equal(p.n_pages, DF_GENERATE_CPU_MAX_BATCH * 5); /* 300 tokens: 5 pages */
 }
 
 /* Not even one slot: an error with the sizes and what to lower. */
@@ -129,15 +150,16 @@ static void test_none_fits(void **state) {
     assert_non_null(strstr(err.msg, "1280 tokens"));
     assert_non_null(strstr(err.msg, "--max-new-tokens 256"));
     assert_non_null(strstr(err.msg, "GiB free"));
-    /* a slot too long for the room beside the reserve: 100,000 tokens of KV cache (13.7 GiB) in 10 GiB */
+    /* a sequence too long for the room beside the reserve: 100,000 tokens of KV cache (13.7 GiB) in 10 GiB */
     in = qwen3_8b_input(&c, 14 * GIB);
     in.slot_rows = 100000;
     assert_int_equal(df_generate_plan_make(&in, &p, &err), -1);
     assert_non_null(strstr(err.msg, "100000 tokens"));
-    /* --batch is taken as given (the allocation reports what does not fit) */
+    /* --batch is taken as given (the allocation reports what does not fit), with one longest sequence's pages */
     in.batch = 2;
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     assert_int_equal(p.batch, 2);
+    assert_int_equal(p.n_pages, 1563); /* 100,000 tokens */
 }
 
 /* Qwen3.6-27B's hybrid layout: 16 full-attention layers with a KV cache (4 kv heads of 256) and 48
@@ -166,8 +188,9 @@ static void test_hybrid_slots(void **state) {
     DfError err;
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     size_t window = 3 * (2 * 16 * 128 + 48 * 128), rec = 48 * 128 * 128;
-    assert_int_equal(p.slot_state, (size_t)2 * 16 * 1280 * 1024 * 2 + 48 * (window + rec) * 4);
-    assert_int_equal(p.per_slot, p.slot_state + 248320 * 2 + 4);
+    assert_int_equal(p.slot_state, (size_t)48 * (window + rec) * 4);
+    assert_int_equal(p.page_bytes, (size_t)2 * 16 * 64 * 1024 * 2);
+    assert_int_equal(p.per_slot, p.slot_state + 20 * p.page_bytes + 248320 * 2 + 4);
     assert_int_equal(p.kv_layers, 16);
     assert_int_equal(p.linear_layers, 48);
     assert_true(p.batch >= 1 && p.total <= 80 * GIB - p.reserve);

@@ -79,6 +79,7 @@ int df_is_eos(const DfGenerateOptions *opt, int32_t id) {
 typedef struct Slot {
     int record;         /* -1: free */
     int loaded;         /* its current prompt is in `prompt` (a continuing record's is not yet) */
+    int held;           /* its KV cache pages are held: it runs (a loaded one waits for pages until then) */
     size_t prompt_done; /* of its prompt's tokens, those that have run */
     DfI32Vec prompt, out;
     DfRng rng;
@@ -110,13 +111,36 @@ static int load_prompt(Stream *st, int s, DfGenerateSource source, void *ctx, Df
         return df_fail(err, "generate: record %d has %zu prompt tokens; with %d new ones it exceeds the %d-token cache",
                        sl->record + 1, sl->prompt.len, st->opt->max_new_tokens, st->d->cache.capacity);
     sl->loaded = 1;
+    sl->held = 0;
     sl->prompt_done = 0;
     df_target_decoder_reset_slot(st->d, s);
     return 0;
 }
 
+/* The loaded slot of the oldest record still waiting for pages; -1: none. */
+static int oldest_waiting(const Stream *st) {
+    int best = -1;
+    for (int s = 0; s < st->n_slots; s++) {
+        const Slot *sl = &st->slots[s];
+        if (sl->record >= 0 && sl->loaded && !sl->held && (best < 0 || sl->record < st->slots[best].record)) best = s;
+    }
+    return best;
+}
+
+/* Hands the waiting slots the KV cache pages of their prompt and max new
+ * tokens, the oldest record first, until the pool is short (the rest wait
+ * for a running record to finish: a paged cache smaller than every slot's
+ * worst case; generate_plan.h). */
+static void admit_waiting(Stream *st) {
+    for (int s; (s = oldest_waiting(st)) >= 0;) {
+        Slot *sl = &st->slots[s];
+        if (df_target_decoder_hold(st->d, s, (int)sl->prompt.len + st->opt->max_new_tokens)) return;
+        sl->held = 1;
+    }
+}
+
 /* Gives free slots the next records and continuing records their next
- * prompt; returns -1 on a source error. */
+ * prompt, then the pages they need; returns -1 on a source error. */
 static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource source, void *ctx, DfError *err) {
     for (int s = 0; s < st->n_slots; s++) {
         Slot *sl = &st->slots[s];
@@ -128,7 +152,18 @@ static int fill_slots(Stream *st, int n_records, int *next, DfGenerateSource sou
         }
         if (!sl->loaded && load_prompt(st, s, source, ctx, err)) return -1;
     }
+    admit_waiting(st);
     return 0;
+}
+
+/* A step with no rows while records wait: the pool cannot hold the oldest. */
+static int fail_waiting(const Stream *st, DfError *err) {
+    int s = oldest_waiting(st);
+    if (s < 0) return 0;
+    const DfKvCache *c = &st->d->cache;
+    int rows = (int)st->slots[s].prompt.len + st->opt->max_new_tokens;
+    return df_fail(err, "generate: record %d needs %d KV cache pages for %d tokens; the cache has %d pages", 
+                   st->slots[s].record + 1, df_kv_pages_for(rows), rows, c->n_pages);
 }
 
 /* The prompt tokens of sl this step takes with `budget` left: the rest of
@@ -149,7 +184,7 @@ static void share_prompt_budget(Stream *st) {
     for (int s = 0; s < st->n_slots; s++) {
         const Slot *sl = &st->slots[s];
         st->take[s] = 0;
-        if (sl->record < 0 || sl->prompt_done == sl->prompt.len) continue;
+        if (sl->record < 0 || !sl->held || sl->prompt_done == sl->prompt.len) continue;
         int at = n++; /* insertion by record: the pending slots are few */
         while (at > 0 && st->slots[st->pending[at - 1]].record > sl->record) st->pending[at] = st->pending[at - 1], at--;
         st->pending[at] = s;
@@ -172,7 +207,7 @@ static int build_step(Stream *st) {
     st->starts[0] = 0;
     for (int s = 0; s < st->n_slots; s++) {
         Slot *sl = &st->slots[s];
-        if (sl->record < 0) continue;
+        if (sl->record < 0 || !sl->held) continue;
         if (sl->prompt_done == sl->prompt.len) {
             df_i32vec_push(&st->ids, sl->out.data[sl->out.len - 1]);
             st->sampled[rows] = 1;
@@ -228,7 +263,10 @@ static int run_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source
     for (;;) {
         if (fill_slots(&st, n_records, &next, source, ctx, err)) goto done;
         int rows = build_step(&st);
-        if (rows == 0) break;
+        if (rows == 0) {
+            if (fail_waiting(&st, err)) goto done;
+            break;
+        }
         DfDecodeStep step = {rows, st.step_slots, st.ids.data, st.starts, DF_LOGITS_LAST, st.logits,
                              greedy ? st.chosen : NULL, NULL, 0};
         if (df_target_decode(d, &step, err)) {
@@ -240,13 +278,16 @@ static int run_stream(DfTargetDecoder *d, int n_records, DfGenerateSource source
         n_steps++;
         for (int r = 0; r < rows; r++) {
             if (!st.sampled[r]) continue; /* a slice inside a prompt: its logits are not a next token */
-            Slot *sl = &st.slots[st.slot_of_row[r]];
+            int s = st.slot_of_row[r];
+            Slot *sl = &st.slots[s];
             int32_t tok = greedy ? st.chosen[r] : df_sample_token(&st.sampler, st.logits + (size_t)r * vocab, &sl->rng);
             if (!take_token(&st, sl, tok)) continue;
             int more = sink(ctx, sl->record, &sl->out, err);
             if (more < 0) goto done;
             if (more) sl->loaded = 0; /* its next turn: a new prompt in the same slot */
             else sl->record = -1;
+            sl->held = 0;
+            df_target_decoder_reset_slot(d, s); /* its pages back to the pool */
         }
     }
     rc = 0;

@@ -112,6 +112,7 @@ typedef struct Writer {
     RecordState *records; /* [n] */
     int next;             /* next record to write */
     int need_capacity;    /* set when a prompt outgrew the cache: the stream is rerun larger */
+    int mean_need;        /* the records' mean slot_tokens: the pages a sequence holds, for the plan */
     double last_sync_s;
     DfProgress progress;
     double start_s;
@@ -237,6 +238,7 @@ static int writer_init(Writer *w, GenerateRun *g, int first, int *capacity, DfEr
     w->n = g->prompts.n - first;
     w->records = df_xcalloc((size_t)w->n, sizeof *w->records, "record states");
     DfI32Vec ids = {0};
+    int64_t sum = 0;
     *capacity = 0;
     for (int i = 0; i < w->n; i++) {
         const DfPrompt *p = &g->prompts.items[first + i];
@@ -249,7 +251,9 @@ static int writer_init(Writer *w, GenerateRun *g, int first, int *capacity, DfEr
             return -1;
         }
         if (need > *capacity) *capacity = need;
+        sum += need;
     }
+    w->mean_need = w->n > 0 ? (int)(sum / w->n) : 0;
     df_i32vec_free(&ids);
     return 0;
 }
@@ -259,18 +263,17 @@ static void writer_free(Writer *w) {
     free(w->records);
 }
 
-/* The batch for slots of `capacity` tokens and the records not yet written:
- * --batch, or sized by the device's memory now (infer/generate_plan.h). */
-static int plan_batch(Writer *w, int capacity, int *batch, DfError *err) {
+/* The batch and the KV cache's pages for sequences of up to `capacity` tokens and the records not yet
+ * written: --batch, or sized by the device's memory now (infer/generate_plan.h). */
+static int plan_batch(Writer *w, int capacity, DfGeneratePlan *plan, DfError *err) {
     GenerateRun *g = w->g;
     const DfGenerateJobOptions *a = g->args;
     DfGeneratePlanInput in = {&g->model.cfg, a->device, (size_t)df_backend_elem_size(g->be, DF_BUF_ACT), capacity,
                               g->opt.max_new_tokens, w->n - w->next, a->batch};
+    in.mean_rows = w->mean_need;
     df_backend_memory_info(g->be, &in.memory);
-    DfGeneratePlan plan;
-    if (df_generate_plan_make(&in, &plan, err)) return -1;
-    if (!a->quiet) df_generate_plan_print(&plan, a->device, stderr);
-    *batch = plan.batch;
+    if (df_generate_plan_make(&in, plan, err)) return -1;
+    if (!a->quiet) df_generate_plan_print(plan, a->device, stderr);
     return 0;
 }
 
@@ -281,9 +284,9 @@ static int plan_batch(Writer *w, int capacity, int *batch, DfError *err) {
 static int stream_records(Writer *w, int capacity, DfError *err) {
     GenerateRun *g = w->g;
     for (;;) {
-        int batch;
-        if (plan_batch(w, capacity, &batch, err) ||
-            df_target_decoder_init(&g->dec, &g->model, batch, capacity, NULL, 0, err))
+        DfGeneratePlan plan;
+        if (plan_batch(w, capacity, &plan, err) ||
+            df_target_decoder_init_paged(&g->dec, &g->model, plan.batch, capacity, plan.n_pages, NULL, 0, err))
             return -1;
         if (g->args->no_graphs) df_target_decoder_set_graphs(&g->dec, 0);
         w->base = w->next;

@@ -43,15 +43,21 @@ int df_generate_slots_that_fit(size_t room, size_t per_slot, size_t per_prefill_
     return lo;
 }
 
-/* The sizes of one slot and of the fixed part (generate_plan.h says what they hold). */
+/* The sizes of one slot, of a page and of the fixed part (generate_plan.h says what they hold). */
 static void plan_sizes(const DfGeneratePlanInput *in, DfGeneratePlan *p) {
     const DfModelConfig *c = in->target;
     p->weights = df_target_weight_bytes(c, c->num_layers, 1, in->act_elem);
     p->available = in->memory.available;
     p->reserve = df_memory_reserve(in->memory.total, in->memory.host);
     p->fixed = df_target_rope_table_bytes(c, in->slot_rows);
-    p->slot_state = df_target_decoder_slot_bytes(c, in->slot_rows, 0, in->act_elem);
-    p->per_slot = p->slot_state + (size_t)c->vocab_size * in->act_elem + sizeof(int32_t); /* logits row, choice */
+    p->slot_state = df_target_decoder_slot_bytes(c, 0, 0, in->act_elem);
+    p->page_bytes = df_target_decoder_slot_bytes(c, DF_KV_PAGE_ROWS, 0, in->act_elem) - p->slot_state;
+    int mean = in->mean_rows > 0 && in->mean_rows < in->slot_rows ? in->mean_rows : in->slot_rows;
+    p->longest_pages = df_kv_pages_for(in->slot_rows);
+    p->seq_pages = df_kv_pages_for(mean) + 1; /* a sequence's last page is half empty on average: one more */
+    if (p->seq_pages > p->longest_pages) p->seq_pages = p->longest_pages;
+    p->per_slot = p->slot_state + (size_t)p->seq_pages * p->page_bytes + (size_t)c->vocab_size * in->act_elem +
+                  sizeof(int32_t); /* logits row, choice */
     /* the workspace (its features are one tap wide without taps) and the step's layout, about 2 ints a row */
     p->per_prefill_row = df_target_decoder_workspace_bytes(c, 1, 1, in->act_elem) + 2 * sizeof(int32_t);
     p->prompt_rows = in->slot_rows > in->max_new_tokens ? in->slot_rows - in->max_new_tokens : 1;
@@ -65,43 +71,72 @@ static void plan_sizes(const DfGeneratePlanInput *in, DfGeneratePlan *p) {
 static int fail_none_fits(const DfGeneratePlanInput *in, const DfGeneratePlan *p, DfError *err) {
     size_t prefill = rows_allocated(step_rows(1, p->prompt_rows, DF_GENERATE_STEP_PROMPT_TOKENS)) * p->per_prefill_row;
     return df_fail(err,
-                   "generate on %s: not even one sequence fits: a slot of %d tokens (the longest prompt, %lld tokens, "
-                   "+ --max-new-tokens %d) takes %.3f GiB of KV cache%s, %.3f GiB of logits and %.3f GiB of workspace "
+                   "generate on %s: not even one sequence fits: the longest, %d tokens (its prompt, %lld tokens, "
+                   "+ --max-new-tokens %d), takes %.3f GiB of KV cache%s, %.3f GiB of logits and %.3f GiB of workspace "
                    "for its prefill, beside %.3f GiB of rope tables, against %.3f GiB free beside the %.3f GiB of "
                    "weights (%.3f GiB kept free); lower --max-new-tokens or cut the longest prompts",
-                   in->device, in->slot_rows, (long long)p->prompt_rows, in->max_new_tokens, p->slot_state / GIB,
-                   in->target->is_hybrid ? " and recurrent state" : "", (p->per_slot - p->slot_state) / GIB,
-                   prefill / GIB, p->fixed / GIB, p->available / GIB, p->weights / GIB, p->reserve / GIB);
+                   in->device, in->slot_rows, (long long)p->prompt_rows, in->max_new_tokens,
+                   (double)p->longest_pages * p->page_bytes / GIB,
+                   in->target->is_hybrid ? " and recurrent state" : "",
+                   (p->per_slot - p->slot_state - (size_t)p->seq_pages * p->page_bytes) / GIB, prefill / GIB,
+                   p->fixed / GIB, p->available / GIB, p->weights / GIB, p->reserve / GIB);
+}
+
+/* What b slots take beside their pages and the fixed part. */
+static size_t slots_without_pages(const DfGeneratePlan *p, int b) {
+    return slots_bytes(b, p->per_slot - (size_t)p->seq_pages * p->page_bytes, p->per_prefill_row, p->prompt_rows,
+                       DF_GENERATE_STEP_PROMPT_TOKENS);
+}
+
+/* The pool for b slots in `room` bytes: what is left beside the slots, at
+ * most every slot's longest sequence; 0 when not even one longest fits. */
+static int pool_pages(const DfGeneratePlan *p, int b, size_t room) {
+    int64_t most = (int64_t)b * p->longest_pages;
+    size_t taken = slots_without_pages(p, b);
+    if (room == SIZE_MAX) return (int)(most < INT32_MAX ? most : INT32_MAX);
+    int64_t fit = taken < room ? (int64_t)((room - taken) / p->page_bytes) : 0;
+    int64_t pages = fit < most ? fit : most;
+    return pages >= p->longest_pages ? (int)(pages < INT32_MAX ? pages : INT32_MAX) : 0;
+}
+
+/* The batch and why, sized by memory (0 when not even one fits). */
+static void size_batch(const DfGeneratePlanInput *in, DfGeneratePlan *p, size_t room) {
+    p->fit = df_generate_slots_that_fit(room, p->per_slot, p->per_prefill_row, p->prompt_rows,
+                                        DF_GENERATE_STEP_PROMPT_TOKENS, p->cap);
+    while (p->fit > 0 && !pool_pages(p, p->fit, room)) p->fit--; /* the longest sequence must fit the pool */
+    p->batch = p->fit, p->why = p->fit < p->cap ? "memory" : "the cap";
+    if (in->records > 0 && in->records < p->batch) p->batch = in->records, p->why = "the records";
 }
 
 int df_generate_plan_make(const DfGeneratePlanInput *in, DfGeneratePlan *p, DfError *err) {
     *p = (DfGeneratePlan){0};
     plan_sizes(in, p);
+    size_t usable = p->available > p->reserve ? p->available - p->reserve : 0;
+    size_t room = usable > p->fixed ? usable - p->fixed : 0;
+    if (p->available == SIZE_MAX) room = SIZE_MAX; /* the backend cannot tell: the cap, every page */
     if (in->batch > 0) {
         p->batch = in->batch;
         p->why = "--batch";
     } else {
-        size_t usable = p->available > p->reserve ? p->available - p->reserve : 0;
-        size_t room = usable > p->fixed ? usable - p->fixed : 0;
-        if (p->available == SIZE_MAX) room = SIZE_MAX; /* the backend cannot tell: the cap */
-        p->fit = df_generate_slots_that_fit(room, p->per_slot, p->per_prefill_row, p->prompt_rows,
-                                            DF_GENERATE_STEP_PROMPT_TOKENS, p->cap);
-        if (p->fit == 0) return fail_none_fits(in, p, err);
-        p->batch = p->fit, p->why = p->fit < p->cap ? "memory" : "the cap";
-        if (in->records > 0 && in->records < p->batch) p->batch = in->records, p->why = "the records";
+        size_batch(in, p, room);
+        if (p->batch == 0) return fail_none_fits(in, p, err);
     }
-    p->total = p->fixed + slots_bytes(p->batch, p->per_slot, p->per_prefill_row, p->prompt_rows,
-                                      DF_GENERATE_STEP_PROMPT_TOKENS);
+    p->n_pages = pool_pages(p, p->batch, room);
+    if (!p->n_pages) p->n_pages = p->longest_pages; /* --batch past the memory: the allocation says what fails */
+    p->total = p->fixed + slots_without_pages(p, p->batch) + (size_t)p->n_pages * p->page_bytes;
     return 0;
 }
 
 void df_generate_plan_print(const DfGeneratePlan *p, const char *device, FILE *fp) {
-    size_t workspace = p->total - p->fixed - (size_t)p->batch * p->per_slot;
-    fprintf(fp, "generate: batch %d (%s) on %s: %d slots of %d tokens x %.2f MiB (KV cache 2 x %d layers x %d rows x %d values",
-            p->batch, p->why, device, p->batch, p->slot_rows, p->per_slot / (1024.0 * 1024.0), p->kv_layers,
-            p->slot_rows, p->kv_dim);
-    if (p->linear_layers) fprintf(fp, ", recurrent state of %d layers", p->linear_layers);
-    fprintf(fp, ", logits) + %.2f GiB of workspace for a step of %lld rows (a token of each slot and at most %d of "
+    size_t pages = (size_t)p->n_pages * p->page_bytes;
+    size_t workspace = p->total - p->fixed - pages - (size_t)p->batch * (p->per_slot - (size_t)p->seq_pages * p->page_bytes);
+    fprintf(fp,
+            "generate: batch %d (%s) on %s: sequences of up to %d tokens in a paged KV cache of %d pages x %d tokens "
+            "(%.2f GiB: 2 x %d layers x %d values a token; %d pages a sequence of the mean length, %d the longest)",
+            p->batch, p->why, device, p->slot_rows, p->n_pages, DF_KV_PAGE_ROWS, pages / GIB, p->kv_layers, p->kv_dim,
+            p->seq_pages, p->longest_pages);
+    if (p->linear_layers) fprintf(fp, ", the recurrent state of %d layers a slot", p->linear_layers);
+    fprintf(fp, ", logits + %.2f GiB of workspace for a step of %lld rows (a token of each slot and at most %d of "
                 "the prompts) = %.2f GiB",
             workspace / GIB, (long long)step_rows(p->batch, p->prompt_rows, DF_GENERATE_STEP_PROMPT_TOKENS),
             DF_GENERATE_STEP_PROMPT_TOKENS, p->total / GIB);

@@ -1,24 +1,28 @@
 /* How many sequences the generate job decodes together (its batch: the
- * target decoder's slots), chosen once the target's weights are loaded and
- * the records' lengths are known, and printed at the start as train prints
- * its memory plan.
+ * target decoder's slots) and how many pages its paged KV cache holds,
+ * chosen once the target's weights are loaded and the records' lengths are
+ * known, and printed at the start as train prints its memory plan.
  *
- * A slot holds one sequence: its rows of the KV cache (every slot has the
- * same capacity today, the longest record's prompt + max new tokens: the
- * cache is allocated for that worst case per slot) and, for a hybrid target,
- * the recurrent and convolution states of its Gated DeltaNet layers
- * (df_target_decoder_slot_bytes), its row of logits and its greedy choice;
- * and it brings its next token, or a slice of its prompt, to each step,
- * whose rows the decoder's workspace holds (grown by doubling from 16 rows).
- * The worst step has a token of every slot and DF_GENERATE_STEP_PROMPT_TOKENS
- * of the prompts (chunked prefill: generate.h), or every slot's whole prompt
- * (capacity - max new tokens rows) where that is less. Fixed beside the
- * slots: the rope tables of capacity rows.
+ * A sequence holds the pages of DF_KV_PAGE_ROWS rows (every KV layer's K
+ * and V) that its prompt and max new tokens need, from its start to its end
+ * (generate.h); its slot holds, for a hybrid target, the recurrent and
+ * convolution states of its Gated DeltaNet layers, its row of logits and
+ * its greedy choice; and it brings its next token, or a slice of its prompt,
+ * to each step, whose rows the decoder's workspace holds (grown by doubling
+ * from 16 rows). The worst step has a token of every slot and
+ * DF_GENERATE_STEP_PROMPT_TOKENS of the prompts (chunked prefill), or every
+ * slot's whole prompt where that is less. Fixed beside the slots: the rope
+ * tables of the longest sequence's rows.
  *
  * With --batch N that is the batch. Otherwise it is as many slots as fit the
  * device's free memory beside the loaded weights, less what the plan keeps
- * free (df_memory_reserve), at most the device's cap and at most the
- * records left: a device where not even one slot fits is an error naming the
+ * free (df_memory_reserve), each with the pages of a sequence of the
+ * records' mean length, at most the device's cap and at most the records
+ * left. The pool then takes the memory left (no more than every slot's
+ * longest sequence needs, and never less than one longest sequence), so
+ * that sequences shorter than the longest leave room for more of them: a
+ * record waits for pages only when the running ones hold them all. A device
+ * where not even one slot and one longest sequence fit is an error naming the
  * sizes. */
 #ifndef DF_INFER_GENERATE_PLAN_H
 #define DF_INFER_GENERATE_PLAN_H
@@ -60,6 +64,7 @@ typedef struct DfGeneratePlanInput {
     int records;         /* records left to generate (no more slots than that) */
     int batch;           /* --batch (0: sized here) */
     DfMemoryInfo memory; /* the device now, the target's weights loaded */
+    int mean_rows;       /* the records' mean prompt + max new tokens (0: slot_rows) */
 } DfGeneratePlanInput;
 
 typedef struct DfGeneratePlan {
@@ -67,8 +72,11 @@ typedef struct DfGeneratePlan {
     size_t available;       /* free on the device now */
     size_t reserve;         /* of it kept free (df_memory_reserve) */
     size_t fixed;           /* the rope tables */
-    size_t slot_state;      /* one slot's KV cache rows (and a hybrid's recurrent states) */
-    size_t per_slot;        /* slot_state, its logits row and its choice */
+    size_t page_bytes;      /* one page: DF_KV_PAGE_ROWS rows of K and V in every KV layer */
+    int seq_pages;          /* pages of a sequence of the mean length (rounded up, and one more) */
+    int longest_pages;      /* pages of the longest sequence (slot_rows) */
+    size_t slot_state;      /* one slot's state beside its pages: a hybrid's recurrent states (0: dense) */
+    size_t per_slot;        /* slot_state, seq_pages pages, its logits row and its choice */
     size_t per_prefill_row; /* the decoder's workspace per row of a step */
     int64_t prompt_rows;    /* the longest prompt a slot prefills: slot_rows - max_new_tokens */
     int slot_rows, kv_layers, kv_dim, linear_layers; /* for the message */
@@ -76,6 +84,7 @@ typedef struct DfGeneratePlan {
     int fit;                /* slots that fit (sized plans only) */
     int cap;                /* the device's cap */
     int batch;
+    int n_pages;            /* the paged KV cache's pool */
     const char *why;        /* what bounded it: "--batch", "memory", "the cap", "the records" */
 } DfGeneratePlan;
 

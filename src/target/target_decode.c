@@ -110,6 +110,11 @@ static int build_rope_tables(DfTargetDecoder *d, int n_pos, DfError *err) {
 
 int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, int slot_capacity, const int *taps,
                            int n_taps, DfError *err) {
+    return df_target_decoder_init_paged(d, m, n_slots, slot_capacity, 0, taps, n_taps, err);
+}
+
+int df_target_decoder_init_paged(DfTargetDecoder *d, DfTargetModel *m, int n_slots, int slot_capacity, int n_pages,
+                                 const int *taps, int n_taps, DfError *err) {
     memset(d, 0, sizeof *d);
     d->nonfinite_slot = -1;
     const DfModelConfig *c = &m->cfg;
@@ -129,7 +134,7 @@ int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, in
     /* a hybrid's linear layers keep recurrent states instead of K/V rows */
     unsigned char cached[DF_MAX_LAYERS];
     for (int l = 0; l < c->num_layers; l++) cached[l] = m->family->layer_kind(c, l) != DF_LAYER_GATED_DELTANET;
-    if (df_kv_cache_init_layers(&d->cache, m->be, c->num_layers, cached, n_slots, slot_capacity,
+    if (df_kv_cache_init_layers(&d->cache, m->be, c->num_layers, cached, n_slots, slot_capacity, n_pages,
                                 c->num_kv_heads * c->head_dim, err) ||
         build_rope_tables(d, slot_capacity, err) || (m->family->hybrid_layers && df_hybrid_state_init(&d->hybrid, m->be, c, n_slots, err))) {
         df_target_decoder_free(d);
@@ -167,8 +172,24 @@ int32_t df_argmax_f32(const float *x, int n) {
 
 void df_target_decoder_reset_slot(DfTargetDecoder *d, int slot) {
     if (slot < 0 || slot >= d->cache.n_slots) return;
-    d->cache.lens[slot] = 0;
+    df_kv_cache_release(&d->cache, slot);
     if (d->model->family->hybrid_layers) df_hybrid_state_reset(&d->hybrid, slot);
+}
+
+int df_target_decoder_hold(DfTargetDecoder *d, int slot, int rows) {
+    if (slot < 0 || slot >= d->cache.n_slots) return -1;
+    return df_kv_cache_hold(&d->cache, slot, rows);
+}
+
+/* The pages a step's new rows need, taken before its layout is set. */
+static int hold_step_pages(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err) {
+    for (int i = 0; i < step->n_seqs; i++) {
+        int slot = step->slots[i], rows = d->cache.lens[slot] + step->row_starts[i + 1] - step->row_starts[i];
+        if (rows <= d->cache.capacity && df_kv_cache_hold(&d->cache, slot, rows))
+            return df_fail(err, "target decode: slot %d needs %d pages of the KV cache for %d tokens; %d of %d are free",
+                           slot, df_kv_pages_for(rows), rows, d->cache.n_free, d->cache.n_pages);
+    }
+    return 0;
 }
 
 int df_target_decoder_enable_rollback(DfTargetDecoder *d, int rows, DfError *err) {
@@ -411,8 +432,10 @@ int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err)
         return df_fail(err, "target decode: %d sequences for %d cache slots", n_seqs, d->cache.n_slots);
     for (int i = 0; i < n_seqs; i++) d->step_lens[i] = d->cache.lens[step->slots[i]];
     DfKvBatch *kb = &d->kb;
-    if (df_kv_batch_set(kb, be, n_seqs, step->slots, d->step_lens, step->row_starts, d->cache.n_slots,
-                        d->cache.capacity, err))
+    DfKvPageTable table;
+    if (hold_step_pages(d, step, err) ||
+        df_kv_batch_set_paged(kb, be, n_seqs, step->slots, d->step_lens, step->row_starts, d->cache.n_slots,
+                              d->cache.capacity, df_kv_cache_page_table(&d->cache, &table), err))
         return df_context(err, "target decode");
     int logit_rows = step->logits_rows == DF_LOGITS_ALL ? t : step->logits_rows == DF_LOGITS_LAST ? n_seqs : 0;
     if (ensure_workspace(d, t, err) || (logit_rows && ensure_logits(d, logit_rows, err)) ||

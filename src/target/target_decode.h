@@ -57,6 +57,13 @@ typedef struct DfTargetDecoder {
  * + one speculative block); taps may be empty (n_taps = 0). */
 int df_target_decoder_init(DfTargetDecoder *d, DfTargetModel *m, int n_slots, int slot_capacity, const int *taps,
                            int n_taps, DfError *err);
+/* The same with a paged KV cache of n_pages pages of DF_KV_PAGE_ROWS rows
+ * (target/kv_cache.h), shared by the slots as they grow: a step takes the
+ * pages its sequences' new rows need and fails when the pool is short, so
+ * that a caller with fewer pages than every slot's capacity holds each
+ * sequence's pages first (df_target_decoder_hold). */
+int df_target_decoder_init_paged(DfTargetDecoder *d, DfTargetModel *m, int n_slots, int slot_capacity, int n_pages,
+                                 const int *taps, int n_taps, DfError *err);
 void df_target_decoder_free(DfTargetDecoder *d);
 
 typedef struct DfDecodeStep {
@@ -86,8 +93,12 @@ void df_target_decoder_set_graphs(DfTargetDecoder *d, int on);
  * or scans the rows the host downloads. */
 int df_target_decode(DfTargetDecoder *d, const DfDecodeStep *step, DfError *err);
 
-/* Empties slot for a new sequence (cache length 0, zero recurrent state). */
+/* Empties slot for a new sequence (cache length 0, zero recurrent state;
+ * a paged cache's pages back to the pool). */
 void df_target_decoder_reset_slot(DfTargetDecoder *d, int slot);
+/* The pages of a paged cache for the first `rows` tokens of slot: 0, or -1
+ * (taking none) when the pool has too few free pages (df_kv_cache_hold). */
+int df_target_decoder_hold(DfTargetDecoder *d, int slot, int rows);
 
 /* Lets steps of up to `rows` new tokens per sequence be rolled back (a
  * hybrid target keeps what a rollback needs for them; a no-op otherwise). */

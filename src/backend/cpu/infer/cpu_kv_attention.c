@@ -6,10 +6,12 @@
  * cache rows, then a masked fp32 softmax per row (causal: new row j of a
  * sequence with L cached rows sees L + j + 1 keys; a block: all L + n), then
  * a second sgemm for the output rows. A decode step (one new row per
- * sequence) is one task per (sequence, head). */
+ * sequence) is one task per (sequence, head). A paged cache's keys and
+ * values are first gathered, page by page, into the task's contiguous rows. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
 
@@ -18,6 +20,14 @@
 typedef struct KvTask {
     int seq, head, j0;
 } KvTask;
+
+/* Rows 0..cols-1 of sequence i's head part (hd values at column col0 of each
+ * cache row) into dst [cols, hd], a page's rows at a time. */
+static void gather_rows(float *dst, const float *cache, const DfKvBatch *kb, int i, int cols, int ld, int col0,
+                        int hd) {
+    for (int r = 0; r < cols; r++)
+        memcpy(dst + (size_t)r * hd, cache + df_kv_cache_row(kb, i, r) * ld + col0, (size_t)hd * sizeof *dst);
+}
 
 void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cache, DfBuffer v_cache,
                          const DfKvBatch *batch, int heads, int kv_heads, int head_dim, float scale, int causal) {
@@ -40,9 +50,11 @@ void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cac
     }
 #pragma omp parallel
     {
-        float *scores = malloc((size_t)TILE * (size_t)batch->max_visible * sizeof *scores);
+        size_t gathered = batch->n_pages ? 2 * (size_t)batch->max_visible * hd : 0;
+        float *scores = malloc(((size_t)TILE * (size_t)batch->max_visible + gathered) * sizeof *scores);
         if (!scores)
             df_cpu_record_failure(be, "kv_attention: out of memory for a %d x %d score tile", TILE, batch->max_visible);
+        float *kg = scores ? scores + (size_t)TILE * batch->max_visible : NULL, *vg = kg ? kg + gathered / 2 : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (long t = 0; t < n_tasks; t++) {
             if (!scores) continue;
@@ -52,15 +64,20 @@ void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cac
             int rows = n - j0 < TILE ? n - j0 : TILE;
             /* keys this tile can see: causal stops at its last row */
             int cols = causal ? len + j0 + rows : len + n;
-            size_t slot_row = (size_t)batch->host_slots[i] * batch->slot_capacity;
+            int col0 = (h / group) * hd, ld = ldk;
             const float *qh = (const float *)q.ptr + (size_t)(r0 + j0) * ldq + (size_t)h * hd;
-            const float *kh = (const float *)k_cache.ptr + slot_row * ldk + (size_t)(h / group) * hd;
-            const float *vh = (const float *)v_cache.ptr + slot_row * ldk + (size_t)(h / group) * hd;
+            const float *kh = (const float *)k_cache.ptr + df_kv_cache_row(batch, i, 0) * ldk + col0;
+            const float *vh = (const float *)v_cache.ptr + df_kv_cache_row(batch, i, 0) * ldk + col0;
+            if (batch->n_pages) {
+                gather_rows(kg, k_cache.ptr, batch, i, cols, ldk, col0, hd);
+                gather_rows(vg, v_cache.ptr, batch, i, cols, ldk, col0, hd);
+                kh = kg, vh = vg, ld = hd;
+            }
             float *oh = (float *)out.ptr + (size_t)(r0 + j0) * ldq + (size_t)h * hd;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd, scale, qh, ldq, kh, ldk, 0.0f, scores,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd, scale, qh, ldq, kh, ld, 0.0f, scores,
                         cols);
             df_cpu_softmax_prefix_rows(scores, rows, cols, causal ? len + j0 + 1 : cols, causal, NULL);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, cols, 1.0f, scores, cols, vh, ldk, 0.0f,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, cols, 1.0f, scores, cols, vh, ld, 0.0f,
                         oh, ldq);
         }
         free(scores);

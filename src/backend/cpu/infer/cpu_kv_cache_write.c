@@ -8,9 +8,13 @@ void df_cpu_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const D
     float *c = cache.ptr;
     const float *r = rows.ptr;
     for (int i = 0; i < batch->n_seqs; i++) {
-        int r0 = batch->host_row_starts[i], n = batch->host_row_starts[i + 1] - r0;
-        size_t dst_row = (size_t)batch->host_slots[i] * batch->slot_capacity + (size_t)batch->host_cache_lens[i];
-        /* the new rows of one sequence are contiguous on both sides */
-        memcpy(c + dst_row * dim, r + (size_t)r0 * dim, (size_t)n * dim * sizeof *c);
+        int r0 = batch->host_row_starts[i], n = batch->host_row_starts[i + 1] - r0, len = batch->host_cache_lens[i];
+        /* the new rows of one sequence are contiguous in rows, and in the cache up to a page's end */
+        for (int j = 0, run; j < n; j += run) {
+            run = batch->n_pages ? DF_KV_PAGE_ROWS - (len + j) % DF_KV_PAGE_ROWS : n;
+            if (run > n - j) run = n - j;
+            memcpy(c + df_kv_cache_row(batch, i, len + j) * dim, r + (size_t)(r0 + j) * dim,
+                   (size_t)run * dim * sizeof *c);
+        }
     }
 }

@@ -37,8 +37,7 @@ static void place_head(const DfQkvRopeCacheArgs *a, int row, int i, int h, const
     const DfKvBatch *kb = a->batch;
     int nh = a->heads, nkv = a->kv_heads, hd = a->head_dim;
     const float *src = (const float *)a->qkv.ptr + ((size_t)row * (nh + 2 * nkv) + h) * hd;
-    size_t cache_row = (size_t)kb->host_slots[i] * kb->slot_capacity + kb->host_cache_lens[i] +
-                       (size_t)(row - kb->host_row_starts[i]);
+    size_t cache_row = df_kv_cache_row(kb, i, kb->host_cache_lens[i] + row - kb->host_row_starts[i]);
     float *dst;
     const float *norm = NULL;
     if (h < nh) {
