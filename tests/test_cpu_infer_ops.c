@@ -2,7 +2,9 @@
  * references: kv_cache_write puts each new row at (slot, cache_len + j), and
  * kv_attention (causal, and bidirectional among the new rows as in a DFlash
  * block) over several sequences with different cache lengths, GQA, and more
- * new rows than one query tile. Also: causal kv_attention of a whole prompt
+ * new rows than one query tile, with the slots' rows contiguous and in a
+ * paged cache whose page table scrambles the pages (the references read
+ * rows through the same table). Also: causal kv_attention of a whole prompt
  * on an empty cache equals the packed attention op; a step layout set again
  * and again in the same storage equals a fresh one each time; argmax_rows
  * picks the first maximum (ties), the first NaN or +inf of a row holding
@@ -16,11 +18,32 @@
 #include "backend/backend.h"
 
 enum { HEADS = 4, KV_HEADS = 2, HD = 8, KVD = KV_HEADS * HD, QD = HEADS * HD, N_SLOTS = 4, CAP = 160 };
+enum { PAGES_PER_SLOT = (CAP + DF_KV_PAGE_ROWS - 1) / DF_KV_PAGE_ROWS, N_PAGES = N_SLOTS * PAGES_PER_SLOT };
 
 typedef struct Case {
     int n_seqs;
     int32_t slots[3], lens[3], starts[4];
 } Case;
+
+/* The cache's layout: contiguous slots, or pages handed out scrambled
+ * (page j of slot s is (5 * (s * PAGES_PER_SLOT + j) + 7) mod N_PAGES, 5
+ * prime to N_PAGES: every page once). */
+typedef struct Layout {
+    int paged;
+    int32_t table[N_PAGES];
+} Layout;
+
+static Layout layout_of(int paged) {
+    Layout l = {paged, {0}};
+    for (int i = 0; i < N_PAGES; i++) l.table[i] = (5 * i + 7) % N_PAGES;
+    return l;
+}
+
+/* The cache row holding row r of slot, by the layout (independent of df_kv_cache_row). */
+static size_t cache_row(const Layout *l, int slot, int r) {
+    if (!l->paged) return (size_t)slot * CAP + r;
+    return (size_t)l->table[slot * PAGES_PER_SLOT + r / DF_KV_PAGE_ROWS] * DF_KV_PAGE_ROWS + r % DF_KV_PAGE_ROWS;
+}
 
 static DfBuffer upload(DfBackend *be, const float *x, size_t n) {
     DfError err;
@@ -38,7 +61,8 @@ static float *download(DfBackend *be, DfBuffer b) {
 
 /* Reference output of new row j of sequence s: softmax over the visible
  * cache rows (after the write) of scale * q.k, times v, in double. */
-static void reference(const Case *c, const float *q, const float *kc, const float *vc, int causal, double *out) {
+static void reference(const Case *c, const Layout *l, const float *q, const float *kc, const float *vc, int causal,
+                      double *out) {
     double scale = 1.0 / sqrt((double)HD);
     for (int s = 0; s < c->n_seqs; s++) {
         int n = c->starts[s + 1] - c->starts[s];
@@ -48,7 +72,7 @@ static void reference(const Case *c, const float *q, const float *kc, const floa
                 const float *qr = q + (size_t)(c->starts[s] + j) * QD + h * HD;
                 double *sc = malloc((size_t)visible * sizeof *sc), mx = -INFINITY, sum = 0;
                 for (int r = 0; r < visible; r++) {
-                    const float *kr = kc + ((size_t)c->slots[s] * CAP + r) * KVD + g * HD;
+                    const float *kr = kc + cache_row(l, c->slots[s], r) * KVD + g * HD;
                     double d = 0;
                     for (int i = 0; i < HD; i++) d += (double)qr[i] * kr[i];
                     sc[r] = d * scale;
@@ -59,7 +83,7 @@ static void reference(const Case *c, const float *q, const float *kc, const floa
                 for (int i = 0; i < HD; i++) {
                     double acc = 0;
                     for (int r = 0; r < visible; r++)
-                        acc += sc[r] / sum * vc[((size_t)c->slots[s] * CAP + r) * KVD + g * HD + i];
+                        acc += sc[r] / sum * vc[cache_row(l, c->slots[s], r) * KVD + g * HD + i];
                     o[i] = acc;
                 }
                 free(sc);
@@ -67,11 +91,12 @@ static void reference(const Case *c, const float *q, const float *kc, const floa
     }
 }
 
-static void run_case(const Case *c, int causal) {
+static void run_case(const Case *c, int causal, int paged) {
     DfError err;
     DfBackend *be = df_backend_cpu_create(&err);
     int t = c->starts[c->n_seqs];
-    size_t cache_n = (size_t)N_SLOTS * CAP * KVD;
+    Layout l = layout_of(paged);
+    size_t cache_n = (paged ? (size_t)N_PAGES * DF_KV_PAGE_ROWS : (size_t)N_SLOTS * CAP) * KVD;
     float *kc = malloc(cache_n * sizeof *kc), *vc = malloc(cache_n * sizeof *vc);
     float *q = malloc((size_t)t * QD * sizeof *q), *kn = malloc((size_t)t * KVD * sizeof *kn);
     float *vn = malloc((size_t)t * KVD * sizeof *vn);
@@ -84,7 +109,11 @@ static void run_case(const Case *c, int causal) {
     DfBuffer bkn = upload(be, kn, (size_t)t * KVD), bvn = upload(be, vn, (size_t)t * KVD), bo;
     if (df_buffer_alloc(be, &bo, DF_BUF_ACT, (size_t)t * QD, &err)) fail_msg("%s", err.msg);
     DfKvBatch kb;
-    if (df_kv_batch_init(&kb, be, c->n_seqs, c->slots, c->lens, c->starts, N_SLOTS, CAP, &err)) fail_msg("%s", err.msg);
+    memset(&kb, 0, sizeof kb);
+    DfKvPageTable table = {l.table, N_PAGES};
+    if (df_kv_batch_set_paged(&kb, be, c->n_seqs, c->slots, c->lens, c->starts, N_SLOTS, CAP, paged ? &table : NULL,
+                              &err))
+        fail_msg("%s", err.msg);
     df_op_kv_cache_write(be, bk, bkn, &kb, KVD);
     df_op_kv_cache_write(be, bv, bvn, &kb, KVD);
     df_op_kv_attention(be, bo, bq, bk, bv, &kb, HEADS, KV_HEADS, HD, 1.0f / sqrtf((float)HD), causal);
@@ -92,7 +121,7 @@ static void run_case(const Case *c, int causal) {
     int32_t pos[512];
     for (int s = 0; s < c->n_seqs; s++)
         for (int j = 0; j < c->starts[s + 1] - c->starts[s]; j++) {
-            size_t row = (size_t)c->slots[s] * CAP + c->lens[s] + j;
+            size_t row = cache_row(&l, c->slots[s], c->lens[s] + j);
             memcpy(kc + row * KVD, kn + (size_t)(c->starts[s] + j) * KVD, KVD * sizeof *kc);
             memcpy(vc + row * KVD, vn + (size_t)(c->starts[s] + j) * KVD, KVD * sizeof *vc);
             pos[c->starts[s] + j] = c->lens[s] + j;
@@ -103,10 +132,10 @@ static void run_case(const Case *c, int causal) {
     int32_t *gpos = kb.positions.ptr;
     assert_memory_equal(gpos, pos, (size_t)t * sizeof *pos);
     double *ref = malloc((size_t)t * QD * sizeof *ref);
-    reference(c, q, kc, vc, causal, ref);
+    reference(c, &l, q, kc, vc, causal, ref);
     double worst = 0;
     for (size_t i = 0; i < (size_t)t * QD; i++) worst = fmax(worst, fabs(go[i] - ref[i]));
-    if (worst > 1e-5) fail_msg("kv_attention (causal %d): max error %.3g", causal, worst);
+    if (worst > 1e-5) fail_msg("kv_attention (causal %d, paged %d): max error %.3g", causal, paged, worst);
     df_kv_batch_free(&kb, be);
     DfBuffer *bufs[] = {&bk, &bv, &bq, &bkn, &bvn, &bo};
     for (int i = 0; i < 6; i++) df_buffer_free(be, bufs[i]);
@@ -123,12 +152,39 @@ static const Case CASES[] = {
 
 static void test_kv_attention_causal(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i], 1);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i], 1, 0);
 }
 
 static void test_kv_attention_block(void **state) {
     (void)state;
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i], 0);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i], 0, 0);
+}
+
+/* The same through scrambled pages; the third case's rows cross page ends (80 cached + 70 new). */
+static void test_kv_attention_paged(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i], 1, 1), run_case(&CASES[i], 0, 1);
+}
+
+/* A page table entry a step needs that is no page: refused, naming it. */
+static void test_bad_page_table_refused(void **state) {
+    (void)state;
+    DfError err;
+    DfBackend *be = df_backend_cpu_create(&err);
+    Layout l = layout_of(1);
+    DfKvPageTable table = {l.table, N_PAGES};
+    int32_t slots[1] = {2}, lens[1] = {63}, starts[2] = {0, 2};
+    DfKvBatch kb = {0};
+    assert_int_equal(df_kv_batch_set_paged(&kb, be, 1, slots, lens, starts, N_SLOTS, CAP, &table, &err), 0);
+    l.table[2 * PAGES_PER_SLOT + 2] = -1; /* past the step's rows: not needed */
+    assert_int_equal(df_kv_batch_set_paged(&kb, be, 1, slots, lens, starts, N_SLOTS, CAP, &table, &err), 0);
+    l.table[2 * PAGES_PER_SLOT + 1] = -1; /* row 64, the step's second row */
+    assert_int_equal(df_kv_batch_set_paged(&kb, be, 1, slots, lens, starts, N_SLOTS, CAP, &table, &err), -1);
+    assert_non_null(strstr(err.msg, "needs page 1 of its table, which is -1"));
+    l.table[2 * PAGES_PER_SLOT + 1] = N_PAGES;
+    assert_int_equal(df_kv_batch_set_paged(&kb, be, 1, slots, lens, starts, N_SLOTS, CAP, &table, &err), -1);
+    df_kv_batch_free(&kb, be);
+    df_backend_destroy(be);
 }
 
 static void test_bad_layouts_refused(void **state) {
@@ -338,6 +394,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_attention_causal),
         cmocka_unit_test(test_kv_attention_block),
+        cmocka_unit_test(test_kv_attention_paged),
+        cmocka_unit_test(test_bad_page_table_refused),
         cmocka_unit_test(test_bad_layouts_refused),
         cmocka_unit_test(test_prefill_equals_packed_attention),
         cmocka_unit_test(test_kv_batch_reused_across_steps),

@@ -2,7 +2,9 @@
  * transformers' greedy generate (tests/ref/generate_ref.py, fp32) token for
  * token at batch 1 and batch 4; the decode path's logits equal the packed
  * full forward's; sampling is reproducible and batch-independent; prompts
- * prefilled in slices (chunked prefill) give the same tokens;
+ * prefilled in slices (chunked prefill) give the same tokens, and so do
+ * records that wait for pages of a paged KV cache too small for every slot
+ * (greedy and sampled);
  * `dflash generate` resumes an interrupted output file; and with
  * --random-target-weights it generates from random weights of the target's
  * shape, the same for a seed, and says so in its settings file. */
@@ -46,9 +48,10 @@ static void free_model(Model *md) {
     df_backend_destroy(md->be);
 }
 
-/* Generates fixtures [0, n) with `batch` cache slots (continuous batching);
- * the forward passes it took. */
-static int generate_counting_steps(Model *md, Fixture *f, int n, int batch, DfI32Vec *out) {
+/* Generates fixtures [0, n) with `batch` cache slots (continuous batching)
+ * in a paged KV cache of n_pages pages (0: contiguous slots); the forward
+ * passes it took. */
+static int generate_paged(Model *md, Fixture *f, int n, int batch, int n_pages, DfI32Vec *out) {
     DfError err;
     DfTargetDecoder d;
     int cap = 0;
@@ -59,11 +62,15 @@ static int generate_counting_steps(Model *md, Fixture *f, int n, int batch, DfI3
         lens[i] = (int)f[i].prompt.len;
         if (lens[i] + md->opt.max_new_tokens > cap) cap = lens[i] + md->opt.max_new_tokens;
     }
-    if (df_target_decoder_init(&d, &md->m, batch, cap, NULL, 0, &err)) fail_msg("%s", err.msg);
+    if (df_target_decoder_init_paged(&d, &md->m, batch, cap, n_pages, NULL, 0, &err)) fail_msg("%s", err.msg);
     int steps = 0;
     if (df_generate_batch(&d, n, prompts, lens, &md->opt, out, &steps, &err)) fail_msg("%s", err.msg);
     df_target_decoder_free(&d);
     return steps;
+}
+
+static int generate_counting_steps(Model *md, Fixture *f, int n, int batch, DfI32Vec *out) {
+    return generate_paged(md, f, n, batch, 0, out);
 }
 
 static void generate_all(Model *md, Fixture *f, int n, int batch, DfI32Vec *out) {
@@ -104,6 +111,48 @@ static void test_greedy_batch1(void **state) {
 static void test_greedy_batch4(void **state) {
     (void)state;
     test_greedy_matches_transformers(4);
+}
+
+/* Pages of the longest fixture's prompt + max new tokens. */
+static int longest_pages(const Fixture *f, int n, int max_new) {
+    int most = 0;
+    for (int i = 0; i < n; i++) {
+        int pages = df_kv_pages_for((int)f[i].prompt.len + max_new);
+        most = pages > most ? pages : most;
+    }
+    return most;
+}
+
+/* Four slots over a pool of the longest sequence's pages and one more: the
+ * records wait for pages (more steps than with a page for every slot's
+ * longest) and give the same tokens, greedy and sampled. */
+static void test_paged_cache_waits_same_tokens(void **state) {
+    (void)state;
+    Fixture f[MAX_FIXTURES];
+    int n = df_test_load_greedy_fixtures(f, MAX_FIXTURES);
+    Model md;
+    load_model(&md);
+    md.opt.max_new_tokens = f[0].max_new_tokens;
+    int pool = longest_pages(f, n, md.opt.max_new_tokens) + 1;
+    for (int sampled = 0; sampled < 2; sampled++) {
+        md.opt.temperature = sampled ? 1.0 : 0.0;
+        md.opt.top_p = sampled ? 0.9 : 1.0;
+        md.opt.seed = 5;
+        DfI32Vec full[MAX_FIXTURES] = {{0}}, small[MAX_FIXTURES] = {{0}};
+        int full_steps = generate_paged(&md, f, n, 4, 4 * (pool - 1), full);
+        int small_steps = generate_paged(&md, f, n, 4, pool, small);
+        assert_true(small_steps > full_steps);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(small[i].len, full[i].len);
+            assert_memory_equal(small[i].data, full[i].data, full[i].len * sizeof(int32_t));
+            if (!sampled && (full[i].len != f[i].output.len ||
+                             memcmp(full[i].data, f[i].output.data, full[i].len * sizeof(int32_t))))
+                fail_msg("prompt %s: the paged cache's greedy tokens differ from transformers'", f[i].id);
+            df_i32vec_free(&full[i]), df_i32vec_free(&small[i]);
+        }
+    }
+    df_test_free_greedy_fixtures(f, n);
+    free_model(&md);
 }
 
 /* Prefill of part of a sequence, then single tokens, then a block of 5:
@@ -391,6 +440,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_batch1),
         cmocka_unit_test(test_greedy_batch4),
+        cmocka_unit_test(test_paged_cache_waits_same_tokens),
         cmocka_unit_test(test_decode_logits_equal_full_forward),
         cmocka_unit_test(test_sampling_reproducible),
         cmocka_unit_test(test_chunked_prefill_same_tokens),
