@@ -25,6 +25,7 @@
 #define CPU_TOL 1e-5
 
 static const int32_t SLOTS3[3] = {3, 0, 2}, LENS3[3] = {5, 0, 17}, ONE3[3] = {1, 1, 1}, MANY3[3] = {4, 9, 1};
+static const int32_t PAGE_LENS3[3] = {61, 0, 100}; /* the first sequence's new rows cross a page's end */
 static const int32_t SLOT1[1] = {1}, LEN1[1] = {0}, MANY1[1] = {12};
 
 static const DfTestQkvCase CASES[] = {
@@ -34,6 +35,8 @@ static const DfTestQkvCase CASES[] = {
     {"decode, no norm, gqa 1, hd 64", 4, 4, 64, 0, 3, 4, 32, SLOTS3, LENS3, ONE3},
     {"prompt, qk norm, gqa 1, hd 64", 4, 4, 64, 1, 1, 2, 16, SLOT1, LEN1, MANY1},
     {"block, qk norm, gqa 4, hd 96", 4, 1, 96, 1, 3, 4, 32, SLOTS3, LENS3, MANY3},
+    {"paged, block, qk norm, gqa 4, hd 128", 8, 2, 128, 1, 3, 4, 160, SLOTS3, PAGE_LENS3, MANY3, 1},
+    {"paged, decode, no norm, gqa 1, hd 64", 2, 2, 64, 0, 3, 4, 160, SLOTS3, PAGE_LENS3, ONE3, 1},
 };
 
 static void test_qkv_rope_cache(void **state) {

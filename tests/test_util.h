@@ -158,9 +158,12 @@ typedef struct DfTestQkvCase {
     int heads, kv_heads, head_dim, qk_norm;
     int n_seqs, n_slots, capacity;
     const int32_t *slots, *cache_lens, *n_new;
+    int paged; /* the caches paged, page j of slot s being page n_pages - 1 - (s * pages a slot + j) */
 } DfTestQkvCase;
+/* The cache row holding row r of slot in the case's layout. */
+size_t df_test_qkv_cache_row(const DfTestQkvCase *c, int slot, int r);
 typedef struct DfTestQkvRun {
-    float *q, *k_cache, *v_cache; /* host copies: [rows, heads*hd], [n_slots*capacity, kv_heads*hd] twice */
+    float *q, *k_cache, *v_cache; /* host copies: [rows, heads*hd], [cache rows, kv_heads*hd] twice */
     size_t q_count, cache_count;
 } DfTestQkvRun;
 /* fused: one qkv_rope_cache; otherwise the ops it replaces, as the decoder

@@ -12,7 +12,10 @@
  * the cached rows are written by a step of their own (kv_cache_write) into
  * NaN-poisoned caches, so that a row read past a slot's length fails;
  * otherwise the caches start random. Then the step's K/V rows are written
- * and its queries attend, causal and as a block. */
+ * and its queries attend, causal and as a block. Paged: the caches hold
+ * every slot's pages in reverse (page j of slot s is page n_pages - 1 -
+ * (s * pages a slot + j)), so that a slot's consecutive pages are never
+ * adjacent. */
 typedef struct KvShape {
     int heads, kvh, hd;
     int n_seqs, n_slots, capacity;
@@ -20,6 +23,7 @@ typedef struct KvShape {
                                                   (37 i) % 300 cached rows, batch_new new rows each) */
     int batch_new, prefill;
     OpsScope scope;
+    int paged;
 } KvShape;
 
 typedef struct KvLayout {
@@ -40,13 +44,36 @@ static KvLayout kv_layout(const KvShape *s) {
     return l;
 }
 
+static int kv_pages(const KvShape *s) {
+    return s->n_slots * df_kv_pages_for(s->capacity);
+}
+
+/* The cache row holding row r of slot. */
+static size_t kv_row(const KvShape *s, int slot, int r) {
+    if (!s->paged) return (size_t)slot * s->capacity + (size_t)r;
+    int page = kv_pages(s) - 1 - (slot * df_kv_pages_for(s->capacity) + r / DF_KV_PAGE_ROWS);
+    return (size_t)page * DF_KV_PAGE_ROWS + (size_t)(r % DF_KV_PAGE_ROWS);
+}
+
+static size_t kv_cache_rows(const KvShape *s) {
+    return s->paged ? (size_t)kv_pages(s) * DF_KV_PAGE_ROWS : (size_t)s->n_slots * s->capacity;
+}
+
 static void kv_batch(const Run *r, DfKvBatch *kb, const KvShape *s, int n, const int32_t *slots, const int32_t *lens,
                      const int32_t *counts) {
     int32_t starts[65] = {0};
     for (int i = 0; i < n; i++) starts[i + 1] = starts[i] + counts[i];
+    int n_pages = kv_pages(s);
+    int32_t *table = malloc((size_t)n_pages * sizeof *table);
+    assert_non_null(table);
+    for (int i = 0; i < n_pages; i++) table[i] = n_pages - 1 - i;
+    DfKvPageTable pages = {table, n_pages};
     DfError err;
-    if (df_kv_batch_init(kb, r->be, n, slots, lens, starts, s->n_slots, s->capacity, &err))
-        fail_msg("%s: %s", r->label, err.msg);
+    memset(kb, 0, sizeof *kb);
+    int rc = df_kv_batch_set_paged(kb, r->be, n, slots, lens, starts, s->n_slots, s->capacity, s->paged ? &pages : NULL,
+                                   &err);
+    free(table);
+    if (rc) fail_msg("%s: %s", r->label, err.msg);
 }
 
 /* The cached rows of the sequences that have some, written by a step of their own. */
@@ -67,7 +94,7 @@ static void kv_prefill(Run *r, const KvShape *s, const KvLayout *l, DfBuffer kc,
     df_kv_batch_free(&kb, r->be);
     for (int i = 0, row = 0; i < np; row += pc[i++]) /* what the caches must now hold */
         for (int j = 0; j < pc[i]; j++) {
-            size_t at = ((size_t)ps[i] * s->capacity + j) * kvd, from = (size_t)(row + j) * kvd;
+            size_t at = kv_row(s, ps[i], j) * kvd, from = (size_t)(row + j) * kvd;
             memcpy(host_k + at, pk + from, (size_t)kvd * sizeof *pk);
             memcpy(host_v + at, pv + from, (size_t)kvd * sizeof *pv);
         }
@@ -83,22 +110,21 @@ static void ref_kv_attention(const KvShape *s, const KvLayout *l, const float *q
     for (int i = 0; i < l->n_seqs; i++)
         for (int j = 0; j < l->n_new[i]; j++) {
             int row = l->starts[i] + j, n = causal ? l->lens[i] + j + 1 : l->lens[i] + l->n_new[i];
-            size_t slot_at = (size_t)l->slots[i] * s->capacity * kvd;
-            const float *kslot = kc + slot_at, *vslot = vc + slot_at;
             for (int h = 0; h < s->heads; h++) {
                 const float *qv = q + ((size_t)row * s->heads + h) * hd;
                 int g = h / group;
                 double mx = -INFINITY, sum = 0;
                 for (int k = 0; k < n; k++) {
                     double d = 0;
-                    for (int e = 0; e < hd; e++) d += (double)qv[e] * kslot[(size_t)k * kvd + g * hd + e];
+                    const float *key = kc + kv_row(s, l->slots[i], k) * kvd + g * hd;
+                    for (int e = 0; e < hd; e++) d += (double)qv[e] * key[e];
                     sc[k] = d * scale, mx = fmax(mx, sc[k]);
                 }
                 for (int k = 0; k < n; k++) sum += sc[k] = exp(sc[k] - mx);
                 double *o = out + ((size_t)row * s->heads + h) * hd;
                 for (int e = 0; e < hd; e++) {
                     double acc = 0;
-                    for (int k = 0; k < n; k++) acc += sc[k] * vslot[(size_t)k * kvd + g * hd + e];
+                    for (int k = 0; k < n; k++) acc += sc[k] * vc[kv_row(s, l->slots[i], k) * kvd + g * hd + e];
                     o[e] = acc / sum;
                 }
             }
@@ -110,10 +136,10 @@ static void run_kv(Run *r, const void *shape) {
     const KvShape *s = shape;
     KvLayout l = kv_layout(s);
     int kvd = s->kvh * s->hd, qd = s->heads * s->hd;
-    ops_label(r, "%d sequences, %d new rows, %d/%d heads of %d, %s caches of %d", l.n_seqs, l.n_rows, s->heads, s->kvh,
-              s->hd, s->prefill ? "prefilled" : "random", s->capacity);
+    ops_label(r, "%d sequences, %d new rows, %d/%d heads of %d, %s %scaches of %d", l.n_seqs, l.n_rows, s->heads,
+              s->kvh, s->hd, s->prefill ? "prefilled" : "random", s->paged ? "paged " : "", s->capacity);
     if (ops_skip(r, s->scope)) return;
-    size_t cache_n = (size_t)s->n_slots * s->capacity * kvd;
+    size_t cache_n = kv_cache_rows(s) * kvd;
     uint64_t seed = 170 + (uint64_t)l.n_rows + (uint64_t)s->hd * 3 + (uint64_t)s->heads;
     float *host_k, *host_v; /* the caches as they must be after the step */
     if (s->prefill) {
@@ -144,7 +170,7 @@ static void run_kv(Run *r, const void *shape) {
     if (!r->reference) return;
     for (int i = 0; i < l.n_seqs; i++) /* the new rows in place, everything else as it was */
         for (int j = 0; j < l.n_new[i]; j++) {
-            size_t at = ((size_t)l.slots[i] * s->capacity + l.lens[i] + j) * kvd, from = (size_t)(l.starts[i] + j) * kvd;
+            size_t at = kv_row(s, l.slots[i], l.lens[i] + j) * kvd, from = (size_t)(l.starts[i] + j) * kvd;
             memcpy(host_k + at, kn + from, (size_t)kvd * sizeof *kn);
             memcpy(host_v + at, vn + from, (size_t)kvd * sizeof *vn);
         }
@@ -168,21 +194,28 @@ static const int32_t S_LONG[] = {1}, C_LONG[] = {3000}, N_LONG1[] = {1}, N_LONG1
 /* a hybrid decode step's layout: slots (5 i + 3) % 9, (7 i) % 5 cached rows, 1 to 4 new rows */
 static const int32_t S_STEP[] = {3, 8, 4, 0}, C_STEP[] = {0, 2, 4, 1}, N_STEP[] = {1, 4, 2, 1};
 
-#define FIVE(h, kv, hd, nn) {h, kv, hd, 5, 6, 700, S_FIVE, C_FIVE, nn, 0, 1, OPS_CHECKED}
-#define BATCH(h, kv, hd, nn) {h, kv, hd, 48, 48, 320, NULL, NULL, NULL, nn, 1, OPS_COMPARED}
-#define STEP(h, kv, hd) {h, kv, hd, 4, 9, 64, S_STEP, C_STEP, N_STEP, 0, 0, OPS_CHECKED}
+#define FIVE(h, kv, hd, nn) {h, kv, hd, 5, 6, 700, S_FIVE, C_FIVE, nn, 0, 1, OPS_CHECKED, 0}
+#define BATCH(h, kv, hd, nn) {h, kv, hd, 48, 48, 320, NULL, NULL, NULL, nn, 1, OPS_COMPARED, 0}
+#define STEP(h, kv, hd) {h, kv, hd, 4, 9, 64, S_STEP, C_STEP, N_STEP, 0, 0, OPS_CHECKED, 0}
+#define FIVE_PAGED(h, kv, hd, nn) {h, kv, hd, 5, 6, 700, S_FIVE, C_FIVE, nn, 0, 1, OPS_CHECKED, 1}
 
 static const KvShape KV_SHAPES[] = {
-    {4, 2, 64, 2, 4, 16, S_TWO, C_TWO, N_TWO, 0, 0, OPS_CHECKED},
+    {4, 2, 64, 2, 4, 16, S_TWO, C_TWO, N_TWO, 0, 0, OPS_CHECKED, 0},
     FIVE(4, 4, 64, N_ONE),   FIVE(4, 4, 64, N_BLOCK),   FIVE(8, 2, 128, N_ONE), FIVE(8, 2, 128, N_BLOCK),
     FIVE(8, 2, 64, N_ONE),   FIVE(8, 2, 64, N_BLOCK),   FIVE(4, 4, 128, N_ONE), FIVE(4, 4, 128, N_BLOCK),
     FIVE(24, 4, 256, N_ONE), FIVE(24, 4, 256, N_BLOCK), FIVE(4, 4, 256, N_ONE), FIVE(4, 4, 256, N_BLOCK),
     /* a decode batch (one split), and one long sequence (many) */
     BATCH(32, 8, 128, 1), BATCH(16, 16, 64, 16), BATCH(24, 4, 256, 1),
-    {32, 8, 128, 1, 2, 3100, S_LONG, C_LONG, N_LONG1, 0, 1, OPS_COMPARED},
-    {16, 4, 64, 1, 2, 3100, S_LONG, C_LONG, N_LONG16, 0, 1, OPS_COMPARED},
+    {32, 8, 128, 1, 2, 3100, S_LONG, C_LONG, N_LONG1, 0, 1, OPS_COMPARED, 0},
+    {16, 4, 64, 1, 2, 3100, S_LONG, C_LONG, N_LONG16, 0, 1, OPS_COMPARED, 0},
     /* the head dims of hybrid targets: 16 (the fixture's), 40 (the generic kernel), 256 (Qwen3.6's) */
     STEP(4, 2, 16), STEP(6, 3, 40), STEP(8, 2, 256),
+    /* paged caches: the tensor-core kernel at each head dim, a decode batch, one long sequence, the generic kernel */
+    FIVE_PAGED(8, 2, 128, N_ONE), FIVE_PAGED(8, 2, 128, N_BLOCK), FIVE_PAGED(4, 4, 64, N_BLOCK),
+    FIVE_PAGED(24, 4, 256, N_ONE), FIVE_PAGED(24, 4, 256, N_BLOCK),
+    {32, 8, 128, 48, 48, 320, NULL, NULL, NULL, 1, 1, OPS_COMPARED, 1},
+    {16, 4, 64, 1, 2, 3100, S_LONG, C_LONG, N_LONG16, 0, 1, OPS_COMPARED, 1},
+    {6, 3, 40, 4, 9, 64, S_STEP, C_STEP, N_STEP, 0, 0, OPS_CHECKED, 1},
 };
 
 static const OpsVariant KV_VARIANTS[] = {
@@ -218,6 +251,7 @@ static void run_qkv_rope_cache(Run *r, const void *shape) {
 static const int32_t S3[3] = {3, 0, 2}, C3[3] = {5, 0, 17}, ONE3[3] = {1, 1, 1}, MANY3[3] = {4, 9, 1};
 static const int32_t S1[1] = {1}, C1[1] = {0}, MANY1[1] = {40};
 static const int32_t S_ODD[2] = {1, 3}, C_ODD[2] = {2, 0}, N_ODD[2] = {3, 1};
+static const int32_t C_PAGE3[3] = {61, 0, 100}; /* 61 + 4 and 0 + 9 new rows: the first crosses a page's end */
 
 static const DfTestQkvCase QKV_SHAPES[] = {
     {"odd: 2 sequences, qk norm, gqa 2, hd 64", 4, 2, 64, 1, 2, 4, 8, S_ODD, C_ODD, N_ODD},
@@ -228,6 +262,8 @@ static const DfTestQkvCase QKV_SHAPES[] = {
     {"prompt, qk norm, gqa 1, hd 64", 4, 4, 64, 1, 1, 2, 64, S1, C1, MANY1},
     {"block, qk norm, gqa 4, hd 256", 4, 1, 256, 1, 3, 4, 64, S3, C3, MANY3},
     {"decode, no norm, gqa 1, hd 256", 2, 2, 256, 0, 3, 4, 64, S3, C3, ONE3},
+    {"paged, block crossing a page, qk norm, gqa 4, hd 128", 8, 2, 128, 1, 3, 4, 160, S3, C_PAGE3, MANY3, 1},
+    {"paged, decode, no norm, gqa 1, hd 256", 2, 2, 256, 0, 3, 4, 160, S3, C_PAGE3, ONE3, 1},
 };
 
 const OpCase CASE_QKV_ROPE_CACHE = {"qkv_rope_cache (against the ops it fuses)", "qkv_rope_cache", run_qkv_rope_cache,
