@@ -131,13 +131,13 @@ void df_generate_plan_print(const DfGeneratePlan *p, const char *device, FILE *f
     size_t pages = (size_t)p->n_pages * p->page_bytes;
     size_t workspace = p->total - p->fixed - pages - (size_t)p->batch * (p->per_slot - (size_t)p->seq_pages * p->page_bytes);
     fprintf(fp,
-            "generate: batch %d (%s) on %s: sequences of up to %d tokens in a paged KV cache of %d pages x %d tokens "
-            "(%.2f GiB: 2 x %d layers x %d values a token; %d pages a sequence of the mean length, %d the longest)",
-            p->batch, p->why, device, p->slot_rows, p->n_pages, DF_KV_PAGE_ROWS, pages / GIB, p->kv_layers, p->kv_dim,
+            "generate: batch %d (%s) on %s: a paged KV cache of %d pages x %d tokens (%.2f GiB; 2 x %d layers x %d "
+            "values a token) for sequences of up to %d tokens (%d pages at the records' mean length, %d the longest)",
+            p->batch, p->why, device, p->n_pages, DF_KV_PAGE_ROWS, pages / GIB, p->kv_layers, p->kv_dim, p->slot_rows,
             p->seq_pages, p->longest_pages);
-    if (p->linear_layers) fprintf(fp, ", the recurrent state of %d layers a slot", p->linear_layers);
-    fprintf(fp, ", logits + %.2f GiB of workspace for a step of %lld rows (a token of each slot and at most %d of "
-                "the prompts) = %.2f GiB",
+    if (p->linear_layers) fprintf(fp, ", each slot's recurrent state of %d layers", p->linear_layers);
+    fprintf(fp, ", the slots' logits, and %.2f GiB of workspace for a step of %lld rows (a token of each slot and at "
+                "most %d of the prompts) = %.2f GiB",
             workspace / GIB, (long long)step_rows(p->batch, p->prompt_rows, DF_GENERATE_STEP_PROMPT_TOKENS),
             DF_GENERATE_STEP_PROMPT_TOKENS, p->total / GIB);
     if (p->available == SIZE_MAX) fprintf(fp, " beside %.2f GiB of weights (free memory unknown)", p->weights / GIB);
