@@ -60,7 +60,8 @@ size_t df_bench_decode_bytes(const DfModelConfig *c, int batch, int prompt_len, 
     int prefill_seqs = batch < DF_BENCH_PREFILL_SEQS ? batch : DF_BENCH_PREFILL_SEQS;
     size_t prefill = 16;
     while (prefill < (size_t)prefill_seqs * prompt_len) prefill *= 2; /* the workspace's doubling */
-    return (size_t)batch * (df_target_decoder_slot_bytes(c, rows, 0, act_elem) + (size_t)c->vocab_size * act_elem) +
+    int paged_rows = df_kv_pages_for(rows) * DF_KV_PAGE_ROWS; /* every slot's pages in the paged cache */
+    return (size_t)batch * (df_target_decoder_slot_bytes(c, paged_rows, 0, act_elem) + (size_t)c->vocab_size * act_elem) +
            df_target_rope_table_bytes(c, rows) + df_target_decoder_workspace_bytes(c, 1, prefill, act_elem);
 }
 
@@ -86,7 +87,9 @@ int df_bench_decode(DfTargetModel *m, int batch, int prompt_len, int new_tokens,
                        prompt_len, new_tokens, WARMUP_STEPS + PROFILED_STEPS + 1);
     const DfModelConfig *c = &m->cfg;
     DfTargetDecoder d;
-    if (df_target_decoder_init(&d, m, batch, prompt_len + new_tokens, NULL, 0, err)) return -1;
+    /* the paged cache generate decodes with, its pages taken as the sequences grow (interleaved, as there) */
+    int rows = prompt_len + new_tokens;
+    if (df_target_decoder_init_paged(&d, m, batch, rows, batch * df_kv_pages_for(rows), NULL, 0, err)) return -1;
     df_target_decoder_set_graphs(&d, graphs);
     r->graphs = d.graphs.enabled;
     size_t t = (size_t)batch * prompt_len;
