@@ -114,7 +114,7 @@ static void test_steps_match_forward(void **state) {
     df_target_decoder_free(&d);
 }
 
-static void greedy_equals_forward_argmax(Fixture *f, int step_prompt_tokens) {
+static void greedy_equals_forward_argmax(Fixture *f, int step_prompt_tokens, int n_pages) {
     DfError err;
     enum { NP = 3, MAX_NEW = 30 };
     int lens[NP] = {9, 14, 5};
@@ -122,7 +122,7 @@ static void greedy_equals_forward_argmax(Fixture *f, int step_prompt_tokens) {
     const int32_t *pp[NP];
     for (int i = 0; i < NP; i++) random_ids(prompts[i], lens[i], 10 + i), pp[i] = prompts[i];
     DfTargetDecoder d;
-    if (df_target_decoder_init(&d, &f->m, 2, 64, NULL, 0, &err)) fail_msg("%s", err.msg);
+    if (df_target_decoder_init_paged(&d, &f->m, 2, 64, n_pages, NULL, 0, &err)) fail_msg("%s", err.msg);
     DfGenerateOptions g = {0};
     g.max_new_tokens = MAX_NEW;
     g.top_p = 1;
@@ -157,10 +157,12 @@ static void greedy_equals_forward_argmax(Fixture *f, int step_prompt_tokens) {
 /* Greedy generation (continuous batching, one token per step after the
  * prefill) against the forward's argmax, with whole prompts a step and with
  * prompts prefilled 4 tokens a step (chunked prefill: the recurrent state
- * carried from slice to slice). */
+ * carried from slice to slice); contiguous caches, and a paged cache of one
+ * page (64 tokens) for two slots, so that each record waits for the one
+ * before it to end and starts in a slot whose state that one left. */
 static void test_greedy_equals_forward_argmax(void **state) {
     for (int step_prompt_tokens = 0; step_prompt_tokens <= 4; step_prompt_tokens += 4)
-        greedy_equals_forward_argmax(*state, step_prompt_tokens);
+        for (int n_pages = 0; n_pages <= 1; n_pages++) greedy_equals_forward_argmax(*state, step_prompt_tokens, n_pages);
 }
 
 static double seconds(void) {
