@@ -4,7 +4,7 @@
  * full forward's; sampling is reproducible and batch-independent; prompts
  * prefilled in slices (chunked prefill) give the same tokens, and so do
  * records that wait for pages of a paged KV cache too small for every slot
- * (greedy and sampled);
+ * (greedy and sampled), while a cache too small for a record is refused;
  * `dflash generate` resumes an interrupted output file; and with
  * --random-target-weights it generates from random weights of the target's
  * shape, the same for a seed, and says so in its settings file. */
@@ -151,6 +151,20 @@ static void test_paged_cache_waits_same_tokens(void **state) {
             df_i32vec_free(&full[i]), df_i32vec_free(&small[i]);
         }
     }
+    /* a pool smaller than the longest record's pages: refused, naming the record and the pages */
+    DfTargetDecoder d;
+    DfError err;
+    const int32_t *prompts[1] = {f[0].prompt.data};
+    int lens[1] = {(int)f[0].prompt.len};
+    md.opt.max_new_tokens = 2 * DF_KV_PAGE_ROWS; /* at least 3 pages */
+    if (df_target_decoder_init_paged(&d, &md.m, 2, lens[0] + md.opt.max_new_tokens, 2, NULL, 0, &err))
+        fail_msg("%s", err.msg);
+    DfI32Vec out[1] = {{0}};
+    assert_int_equal(df_generate_batch(&d, 1, prompts, lens, &md.opt, out, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "record 1 needs"));
+    assert_non_null(strstr(err.msg, "the cache has 2 pages"));
+    df_i32vec_free(&out[0]);
+    df_target_decoder_free(&d);
     df_test_free_greedy_fixtures(f, n);
     free_model(&md);
 }

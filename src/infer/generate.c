@@ -162,7 +162,7 @@ static int fail_waiting(const Stream *st, DfError *err) {
     if (s < 0) return 0;
     const DfKvCache *c = &st->d->cache;
     int rows = (int)st->slots[s].prompt.len + st->opt->max_new_tokens;
-    return df_fail(err, "generate: record %d needs %d KV cache pages for %d tokens; the cache has %d pages", 
+    return df_fail(err, "generate: record %d needs %d KV cache pages for %d tokens; the cache has %d pages",
                    st->slots[s].record + 1, df_kv_pages_for(rows), rows, c->n_pages);
 }
 
