@@ -1,6 +1,7 @@
 /* Inference against per-sequence KV caches (see DfKvBatch in backend.h):
- * appending a step's new K/V rows to their cache slots, and decode-shaped
- * GQA attention of the new query rows against their slot.
+ * appending a step's new K/V rows to their sequences' cache rows (a slot's,
+ * or its pages' in a paged cache), and decode-shaped GQA attention of the
+ * new query rows against them.
  *
  * kv_attention is memory-bound at decode (one or a block of new rows per
  * sequence, long caches): the kernel is organised so that each cached
@@ -17,7 +18,9 @@
  *   - tiles of 32 keys go through 3 shared-memory stages with cp.async
  *     (two load while one is used; keys at or past the visible end are
  *     zero-filled, never read: a cache row past a slot's length may hold
- *     anything), rows padded by 16 bytes for ldmatrix;
+ *     anything), rows padded by 16 bytes for ldmatrix; a tile starts at a
+ *     multiple of 32 keys, so in a paged cache (DfKvBatch's page table) its
+ *     keys are consecutive rows of one page, from its first key's row;
  *   - the 4 warps work on tensor cores (mma.sync m16n8k16, cuda_mma.h):
  *     warps 2g and 2g + 1 take keys 16g .. 16g + 15 of each tile, compute the
  *     same S = Q K^T and online softmax (fp32, base-2), and each O += P V
@@ -49,18 +52,26 @@
 
 /* --- kv_cache_write ------------------------------------------------------- */
 
-/* One thread per VEC-element chunk of a new row. */
+typedef struct KvWriteParams {
+    bf16 *cache;
+    const bf16 *rows;
+    const int32_t *slots, *cache_lens, *row_starts, *pages; /* pages NULL: contiguous slots */
+    int n_seqs, n_rows, dim, capacity, pages_per_seq;
+} KvWriteParams;
+
+/* One thread per VEC-element chunk of a new row: new row j of sequence i
+ * goes to its cache row cache_lens[i] + j. */
 template <typename V>
-__global__ void kv_cache_write_kernel(bf16 *cache, const bf16 *rows, const int32_t *slots, const int32_t *cache_lens,
-                                      const int32_t *row_starts, int n_seqs, int n_rows, int dim, int capacity) {
+__global__ void kv_cache_write_kernel(KvWriteParams p) {
     constexpr int VEC = sizeof(V) / sizeof(bf16);
-    int chunks = dim / VEC;
-    size_t total = (size_t)n_rows * chunks;
+    int chunks = p.dim / VEC;
+    size_t total = (size_t)p.n_rows * chunks;
     for (size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x; c < total; c += (size_t)gridDim.x * blockDim.x) {
         int row = (int)(c / chunks), col = (int)(c % chunks) * VEC;
-        int i = df_kv_seq_of_row(row_starts, n_seqs, row);
-        size_t dst = ((size_t)slots[i] * capacity + cache_lens[i] + (row - row_starts[i])) * dim + col;
-        *(V *)(cache + dst) = *(const V *)(rows + (size_t)row * dim + col);
+        int i = df_kv_seq_of_row(p.row_starts, p.n_seqs, row);
+        int r = p.cache_lens[i] + (row - p.row_starts[i]);
+        size_t dst = df_kv_cache_row_dev(p.pages, p.pages_per_seq, p.slots, p.capacity, i, r) * p.dim + col;
+        *(V *)(p.cache + dst) = *(const V *)(p.rows + (size_t)row * p.dim + col);
     }
 }
 
@@ -69,16 +80,17 @@ void df_cuda_kv_cache_write(DfBackend *be, DfBuffer cache, DfBuffer rows, const 
     int vec16 = dim % 8 == 0 && ((uintptr_t)cache.ptr % 16) == 0 && ((uintptr_t)rows.ptr % 16) == 0;
     size_t n = (size_t)batch->n_rows * (vec16 ? dim / 8 : dim);
     unsigned blocks = df_cuda_blocks(n, 256);
-    const int32_t *slots = (const int32_t *)batch->slots.ptr, *lens = (const int32_t *)batch->cache_lens.ptr;
-    const int32_t *starts = (const int32_t *)batch->row_starts.ptr;
-    if (vec16)
-        kv_cache_write_kernel<uint4><<<blocks, 256, 0, st->stream>>>((bf16 *)cache.ptr, (const bf16 *)rows.ptr, slots,
-                                                                     lens, starts, batch->n_seqs, batch->n_rows, dim,
-                                                                     batch->slot_capacity);
-    else
-        kv_cache_write_kernel<bf16><<<blocks, 256, 0, st->stream>>>((bf16 *)cache.ptr, (const bf16 *)rows.ptr, slots,
-                                                                    lens, starts, batch->n_seqs, batch->n_rows, dim,
-                                                                    batch->slot_capacity);
+    KvWriteParams p;
+    p.cache = (bf16 *)cache.ptr;
+    p.rows = (const bf16 *)rows.ptr;
+    p.slots = (const int32_t *)batch->slots.ptr;
+    p.cache_lens = (const int32_t *)batch->cache_lens.ptr;
+    p.row_starts = (const int32_t *)batch->row_starts.ptr;
+    p.pages = (const int32_t *)batch->pages.ptr;
+    p.n_seqs = batch->n_seqs, p.n_rows = batch->n_rows, p.dim = dim;
+    p.capacity = batch->slot_capacity, p.pages_per_seq = batch->pages_per_seq;
+    if (vec16) kv_cache_write_kernel<uint4><<<blocks, 256, 0, st->stream>>>(p);
+    else kv_cache_write_kernel<bf16><<<blocks, 256, 0, st->stream>>>(p);
     DF_CUDA_CHECK_LAUNCH(be, "kv_cache_write");
 }
 
@@ -88,9 +100,10 @@ typedef struct KvAttnParams {
     bf16 *out;
     const bf16 *q, *k, *v;
     const int32_t *slots, *cache_lens, *row_starts;
+    const int32_t *pages; /* the batch's page tables, NULL: contiguous slots */
     float *part_o;  /* [splits][n_rows * heads][hd] when splits > 1 */
     float2 *part_ml; /* [splits][n_rows * heads]: (max, sum) in base 2 */
-    int heads, kv_heads, group, capacity, n_rows, splits, chunk, causal;
+    int heads, kv_heads, group, capacity, pages_per_seq, n_rows, splits, chunk, causal;
     float qscale; /* scale * log2(e) */
 } KvAttnParams;
 
@@ -109,15 +122,16 @@ constexpr int kv_blocks_per_sm() {
     return HD <= 128 ? 4 : 2;
 }
 
-/* Keys key0 .. key0 + KV_BN - 1 of a slot's head slice into shared
- * [KV_BN][HD + 8]; keys at or past `end` zero-filled without a read. */
+/* A tile's KV_BN keys, consecutive rows of a head slice from `base` (the
+ * tile's first key), into shared [KV_BN][HD + 8]; keys n and past (at or past
+ * the visible end) zero-filled without a read. */
 template <int HD>
-__device__ __forceinline__ void load_kv_rows(bf16 *dst, const bf16 *base, int ld, int key0, int end) {
+__device__ __forceinline__ void load_kv_rows(bf16 *dst, const bf16 *base, int ld, int n) {
     constexpr int SD = HD + 8, CH = HD / 8;
     for (int c = threadIdx.x; c < KV_BN * CH; c += KV_THREADS) {
-        int r = c / CH, col = (c % CH) * 8, key = key0 + r;
-        bool ok = key < end;
-        cp_async16(dst + r * SD + col, ok ? base + (size_t)key * ld + col : base, ok ? 16 : 0);
+        int r = c / CH, col = (c % CH) * 8;
+        bool ok = r < n;
+        cp_async16(dst + r * SD + col, ok ? base + (size_t)r * ld + col : base, ok ? 16 : 0);
     }
 }
 
@@ -266,16 +280,28 @@ __device__ __forceinline__ void kv_merge_and_store(KvWarpState<HD> &w, float *sc
     }
 }
 
-/* Tile t of the chunk into stage t % KV_STAGES (nothing past the last
- * tile), then a commit either way: cp.async groups stay one per tile. */
+/* The cache row of tile t's first key (key_begin + t * KV_BN), 0 for a tile
+ * past the chunk's (whose page may be none). The tile's keys lie in that
+ * key's page: the tile starts at a multiple of KV_BN (key_begin is a
+ * multiple of the chunk, a multiple of KV_BN: df_cuda_kv_attention) and
+ * KV_BN divides DF_KV_PAGE_ROWS, so its rows are consecutive from there. */
+__device__ __forceinline__ size_t kv_tile_row(const KvAttnParams &p, int seq, int key_begin, int key_end, int t) {
+    int k0 = key_begin + t * KV_BN;
+    return k0 < key_end ? df_kv_cache_row_dev(p.pages, p.pages_per_seq, p.slots, p.capacity, seq, k0) : 0;
+}
+
+/* Tile t of the chunk (its first key at cache row `row`) into stage
+ * t % KV_STAGES (nothing past the last tile), then a commit either way:
+ * cp.async groups stay one per tile. khead / vhead: the caches' column of
+ * the block's kv head. */
 template <int HD>
-__device__ __forceinline__ void load_stage(bf16 *sk, bf16 *sv, const bf16 *kbase, const bf16 *vbase, int ldk,
-                                           int key_begin, int key_end, int t, int n_tiles) {
+__device__ __forceinline__ void load_stage(bf16 *sk, bf16 *sv, const bf16 *khead, const bf16 *vhead, int ldk,
+                                           size_t row, int key_begin, int key_end, int t, int n_tiles) {
     constexpr int SD = HD + 8;
     if (t < n_tiles) {
-        int stage = t % KV_STAGES, k0 = key_begin + t * KV_BN;
-        load_kv_rows<HD>(sk + stage * KV_BN * SD, kbase, ldk, k0, key_end);
-        load_kv_rows<HD>(sv + stage * KV_BN * SD, vbase, ldk, k0, key_end);
+        int stage = t % KV_STAGES, n = key_end - (key_begin + t * KV_BN);
+        load_kv_rows<HD>(sk + stage * KV_BN * SD, khead + row * ldk, ldk, n);
+        load_kv_rows<HD>(sv + stage * KV_BN * SD, vhead + row * ldk, ldk, n);
     }
     cp_async_commit();
 }
@@ -303,10 +329,13 @@ __global__ void __launch_bounds__(KV_THREADS, kv_blocks_per_sm<HD>()) kv_attenti
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4;
     const int group = warp / KV_DIM_PARTS, part = warp % KV_DIM_PARTS;
     const int ldk = p.kv_heads * HD;
-    const size_t slot_row = (size_t)p.slots[seq] * p.capacity;
-    const bf16 *kbase = p.k + slot_row * ldk + (size_t)g * HD, *vbase = p.v + slot_row * ldk + (size_t)g * HD;
+    const bf16 *khead = p.k + (size_t)g * HD, *vhead = p.v + (size_t)g * HD;
     load_query_rows<HD>(sq, p, r0, g, tile_row0, n_qrows); /* in tile 0's group */
-    for (int t = 0; t < KV_STAGES - 1; t++) load_stage<HD>(sk, sv, kbase, vbase, ldk, key_begin, key_end, t, n_tiles);
+    for (int t = 0; t < KV_STAGES - 1; t++)
+        load_stage<HD>(sk, sv, khead, vhead, ldk, kv_tile_row(p, seq, key_begin, key_end, t), key_begin, key_end, t,
+                       n_tiles);
+    /* the row of the next tile to load, looked up a tile ahead: the page-table read is in flight during a tile */
+    size_t next_row = kv_tile_row(p, seq, key_begin, key_end, KV_STAGES - 1);
 
     int limit[2]; /* keys visible to this thread's rows gq and gq + 8 */
 #pragma unroll
@@ -323,7 +352,9 @@ __global__ void __launch_bounds__(KV_THREADS, kv_blocks_per_sm<HD>()) kv_attenti
     for (int t = 0; t < n_tiles; t++) {
         cp_async_wait<KV_STAGES - 2>(); /* tile t has landed (for this thread) ... */
         __syncthreads();                /* ... for every thread; and tile t - 1's stage is no longer read */
-        load_stage<HD>(sk, sv, kbase, vbase, ldk, key_begin, key_end, t + KV_STAGES - 1, n_tiles);
+        size_t row = next_row;
+        next_row = kv_tile_row(p, seq, key_begin, key_end, t + KV_STAGES);
+        load_stage<HD>(sk, sv, khead, vhead, ldk, row, key_begin, key_end, t + KV_STAGES - 1, n_tiles);
         if (t == 0) {
 #pragma unroll
             for (int kk = 0; kk < KSTEPS; kk++)
@@ -401,11 +432,17 @@ static int ensure_kv_workspace(DfBackend *be, size_t bytes) {
     return 0;
 }
 
+/* A tile (KV_BN keys from a multiple of KV_BN) lies in one page of a paged
+ * cache when KV_BN divides the page; a chunk starts tiles at multiples of
+ * KV_BN when it is one: the bucketed bound it may be, or rounded up to. */
+static_assert(DF_KV_PAGE_ROWS % KV_BN == 0, "a key tile straddles no page");
+static_assert(DF_KV_VISIBLE_BUCKET % KV_BN == 0, "a one-split chunk is a whole number of tiles");
+
 /* Keys per split: one split when sequences x kv heads x row tiles already
  * give every SM KV_BLOCKS_PER_SM blocks; else enough splits for that, none shorter than
  * KV_MIN_CHUNK keys. Sized by the bucketed bound (df_kv_visible_bound), not
  * the exact longest sequence, so that a recorded step's launch shape holds
- * for the following steps. */
+ * for the following steps. A multiple of KV_BN either way (see above). */
 static int kv_chunk(DfCudaState *st, const DfKvBatch *b, int kv_heads, int row_tiles) {
     long visible = df_kv_visible_bound(b);
     long per_sm = st->variant.kv_attention_blocks_per_sm > 0 ? st->variant.kv_attention_blocks_per_sm : KV_BLOCKS_PER_SM;
@@ -450,6 +487,11 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
     int group = heads / kv_heads;
     int row_tiles = (batch->max_new * group + KV_MROWS - 1) / KV_MROWS;
     int chunk = kv_chunk(st, batch, kv_heads, row_tiles);
+    if (chunk <= 0 || chunk % KV_BN) { /* kv_tile_row: every tile within one page */
+        df_cuda_record_failure(be, __FILE__, __LINE__, "kv_attention: split chunk of %d keys, not a multiple of %d",
+                               chunk, KV_BN);
+        return;
+    }
     int splits = (df_kv_visible_bound(batch) + chunk - 1) / chunk;
     KvAttnParams p;
     p.out = (bf16 *)out.ptr;
@@ -459,9 +501,11 @@ void df_cuda_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_ca
     p.slots = (const int32_t *)batch->slots.ptr;
     p.cache_lens = (const int32_t *)batch->cache_lens.ptr;
     p.row_starts = (const int32_t *)batch->row_starts.ptr;
+    p.pages = (const int32_t *)batch->pages.ptr;
     p.part_o = NULL;
     p.part_ml = NULL;
-    p.heads = heads, p.kv_heads = kv_heads, p.group = group, p.capacity = batch->slot_capacity;
+    p.heads = heads, p.kv_heads = kv_heads, p.group = group;
+    p.capacity = batch->slot_capacity, p.pages_per_seq = batch->pages_per_seq;
     p.n_rows = batch->n_rows, p.splits = splits, p.chunk = chunk, p.causal = causal;
     p.qscale = scale * 1.4426950408889634f;
     if (splits > 1) {

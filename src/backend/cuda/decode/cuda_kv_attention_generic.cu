@@ -4,7 +4,7 @@
  * until 2026-12-02: 0.94 ms per layer at batch 1 against 640 keys, 40% of
  * a 27B-shaped decode step; docs/kernels.md.)
  * The scheme of cuda_attention_generic.cu against the cache: one warp per
- * (new row, head), keys 32 at a time from the row's slot (lane j scores key
+ * (new row, head), keys 32 at a time from the row's cache rows (lane j scores key
  * j against the query, held by the lanes 32 dims apart and broadcast by
  * shuffles), online softmax in fp32, then each lane accumulates its dims of
  * the output. Correct for any cache length; one layer in four of such a
@@ -19,8 +19,8 @@
 struct KvGenericParams {
     bf16 *out;
     const bf16 *q, *k, *v;
-    const int32_t *slots, *cache_lens, *row_starts;
-    int n_seqs, n_rows, heads, kv_heads, hd, capacity, causal;
+    const int32_t *slots, *cache_lens, *row_starts, *pages; /* pages NULL: contiguous slots */
+    int n_seqs, n_rows, heads, kv_heads, hd, capacity, pages_per_seq, causal;
     float scale;
 };
 
@@ -36,8 +36,7 @@ __global__ void k_kv_attention_generic(KvGenericParams p) {
     /* keys 0 .. last of the slot: through the row itself (causal) or the whole step (a block) */
     int last = p.cache_lens[i] + (p.causal ? j_new : n_new - 1);
     size_t kv_stride = (size_t)p.kv_heads * p.hd;
-    const bf16 *kbase = p.k + (size_t)p.slots[i] * p.capacity * kv_stride + (size_t)kvh * p.hd;
-    const bf16 *vbase = p.v + (size_t)p.slots[i] * p.capacity * kv_stride + (size_t)kvh * p.hd;
+    const bf16 *khead = p.k + (size_t)kvh * p.hd, *vhead = p.v + (size_t)kvh * p.hd; /* the kv head's column */
     const bf16 *qr = p.q + ((size_t)t * p.heads + h) * p.hd;
     float qv[R], acc[R];
 #pragma unroll
@@ -49,7 +48,9 @@ __global__ void k_kv_attention_generic(KvGenericParams p) {
     float m = -INFINITY, l = 0.0f;
     for (int j0 = 0; j0 <= last; j0 += 32) {
         int j = j0 + lane, jl = j <= last ? j : last; /* lanes past the end read a valid row, then drop it */
-        const bf16 *kr = kbase + (size_t)jl * kv_stride;
+        /* lane s's key row, which the V pass below takes from it for key j0 + s */
+        size_t row = df_kv_cache_row_dev(p.pages, p.pages_per_seq, p.slots, p.capacity, i, jl);
+        const bf16 *kr = khead + row * kv_stride;
         float sc = 0.0f;
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -71,7 +72,7 @@ __global__ void k_kv_attention_generic(KvGenericParams p) {
         int n_keys = last - j0 + 1 < 32 ? last - j0 + 1 : 32;
         for (int s = 0; s < n_keys; s++) {
             float ps = __shfl_sync(0xffffffffu, pr, s);
-            const bf16 *vr = vbase + (size_t)(j0 + s) * kv_stride;
+            const bf16 *vr = vhead + __shfl_sync(0xffffffffu, row, s) * kv_stride; /* s < n_keys: jl = j0 + s */
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 int d = lane + 32 * r;
@@ -109,7 +110,8 @@ void df_cuda_kv_attention_generic(DfBackend *be, DfBuffer out, DfBuffer q, DfBuf
     p.cache_lens = (const int32_t *)batch->cache_lens.ptr;
     p.row_starts = (const int32_t *)batch->row_starts.ptr;
     p.n_seqs = batch->n_seqs, p.n_rows = batch->n_rows, p.heads = heads, p.kv_heads = kv_heads, p.hd = head_dim;
-    p.capacity = batch->slot_capacity, p.causal = causal, p.scale = scale;
+    p.pages = (const int32_t *)batch->pages.ptr;
+    p.capacity = batch->slot_capacity, p.pages_per_seq = batch->pages_per_seq, p.causal = causal, p.scale = scale;
     int r = (head_dim + 31) / 32;
     if (r <= 1) launch<1>(be, p);
     else if (r <= 2) launch<2>(be, p);

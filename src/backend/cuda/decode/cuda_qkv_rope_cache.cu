@@ -9,15 +9,16 @@
  * kv_cache_write on separate q, k, v. */
 #include "backend/cuda/elementwise/cuda_head_math.h"
 #include "backend/cuda/common/cuda_internal.h"
+#include "backend/cuda/decode/cuda_kv_rows.h"
 
 #define QKV_WARPS_PER_BLOCK 4
 
 typedef struct QkvParams {
     const bf16 *qkv, *q_norm, *k_norm; /* norms NULL: no q/k norm */
     const float *cos_t, *sin_t;
-    const int32_t *positions, *slots, *cache_lens, *row_starts;
+    const int32_t *positions, *slots, *cache_lens, *row_starts, *pages; /* pages NULL: contiguous slots */
     bf16 *q_out, *k_cache, *v_cache;
-    int heads, kv_heads, head_dim, capacity, table_rows;
+    int heads, kv_heads, head_dim, capacity, pages_per_seq, table_rows;
     float eps, sin_sign; /* sin_sign 1: passed, not folded, as k_rope_vec takes it */
     DfCudaDeviceError *bad;
 } QkvParams;
@@ -59,7 +60,7 @@ __global__ void k_qkv_rope_cache(QkvParams p) {
     bool active = lane < LANES;
     Pack8 x;
     x.u = active ? *(const uint4 *)(p.qkv + ((size_t)row * n_heads + h) * HD + lane * 8) : make_uint4(0, 0, 0, 0);
-    size_t cache_row = (size_t)p.slots[seq] * p.capacity + p.cache_lens[seq] + j;
+    size_t cache_row = df_kv_cache_row_dev(p.pages, p.pages_per_seq, p.slots, p.capacity, seq, p.cache_lens[seq] + j);
     if (h >= p.heads + p.kv_heads) {
         if (active) *(uint4 *)(p.v_cache + cache_row * kv_dim + (h - p.heads - p.kv_heads) * HD + lane * 8) = x.u;
         return;
@@ -105,6 +106,7 @@ static QkvParams qkv_params(DfCudaState *st, const DfQkvRopeCacheArgs *a) {
     p.slots = (const int32_t *)kb->slots.ptr;
     p.cache_lens = (const int32_t *)kb->cache_lens.ptr;
     p.row_starts = (const int32_t *)kb->row_starts.ptr;
+    p.pages = (const int32_t *)kb->pages.ptr;
     p.q_out = (bf16 *)a->q_out.ptr;
     p.k_cache = (bf16 *)a->k_cache.ptr;
     p.v_cache = (bf16 *)a->v_cache.ptr;
@@ -112,6 +114,7 @@ static QkvParams qkv_params(DfCudaState *st, const DfQkvRopeCacheArgs *a) {
     p.kv_heads = a->kv_heads;
     p.head_dim = a->head_dim;
     p.capacity = kb->slot_capacity;
+    p.pages_per_seq = kb->pages_per_seq;
     p.table_rows = (int)(a->cos_table.count / (size_t)(a->head_dim / 2));
     p.eps = a->eps;
     p.sin_sign = 1.0f;
