@@ -134,6 +134,13 @@ typedef struct DfLmHeadCeArgs {
     float grad_scale;
 } DfLmHeadCeArgs;
 
+/* A paged KV cache's rows a page: a multiple of the CUDA attention's 32-key
+ * tiles, which start at multiples of 32, so that a tile lies in one page. */
+#define DF_KV_PAGE_ROWS 64
+static inline int df_kv_pages_for(int rows) {
+    return (rows + DF_KV_PAGE_ROWS - 1) / DF_KV_PAGE_ROWS;
+}
+
 /* Inference against per-sequence KV caches. A cache buffer (one per layer,
  * one for K and one for V) holds n_slots slots of slot_capacity rows of
  * kv_heads*head_dim values: row r of slot s is at (s * slot_capacity + r);
@@ -144,13 +151,6 @@ typedef struct DfLmHeadCeArgs {
  * rows row_starts[i] .. row_starts[i+1]-1 of q/k/v, lives in cache slot
  * slots[i], and already has cache_lens[i] rows cached (positions 0 ..
  * cache_lens[i]-1), so its new rows sit at positions cache_lens[i] + j. */
-/* 64: every key tile of the CUDA attentions (32 and 64 keys, from a
- * multiple of their size) lies in one page. */
-#define DF_KV_PAGE_ROWS 64
-static inline int df_kv_pages_for(int rows) {
-    return (rows + DF_KV_PAGE_ROWS - 1) / DF_KV_PAGE_ROWS;
-}
-
 typedef struct DfKvBatch {
     int n_seqs, n_rows, slot_capacity, n_slots;
     int max_new, max_visible;         /* max over sequences of new rows, of cache_len + new rows */
@@ -166,7 +166,7 @@ typedef struct DfKvBatch {
     const int32_t *host_pages;        /* [n_seqs * pages_per_seq], in host_pack; -1 past the rows held */
     DfBuffer pages;                   /* its I32 copy, a view of pack; empty when not paged */
     /* Storage kept from step to step (grown, never shrunk): the layout packed
-     * as slots, cache_lens, row_starts, positions, on the host and on the
+     * as slots, cache_lens, row_starts, positions, pages, on the host and on the
      * backend, so that a step is one upload and no allocation. */
     int32_t *host_pack;
     size_t pack_cap; /* int32s both packs hold */
