@@ -178,9 +178,12 @@ static int write_ready(Writer *w, DfError *err) {
         if (fsync(fileno(g->out)) != 0) return df_fail_errno(err, "writing %s", g->args->output);
         w->last_sync_s = now;
     }
-    char extra[96];
-    snprintf(extra, sizeof extra, "%lld tokens, %.1f tokens/s", (long long)g->tokens,
-             (double)g->tokens / (now - w->start_s));
+    /* the paged KV cache's pages held (the finishing record's still among them): how full the batch runs */
+    const DfKvCache *kv = &g->dec.cache;
+    int held = kv->n_pages ? (int)(100.0 * (kv->n_pages - kv->n_free) / kv->n_pages + 0.5) : 0;
+    char extra[128];
+    snprintf(extra, sizeof extra, "%lld tokens, %.1f tokens/s, KV cache %d%% in use", (long long)g->tokens,
+             (double)g->tokens / (now - w->start_s), held);
     df_progress_update(&w->progress, w->next, extra);
     return 0;
 }
