@@ -436,35 +436,46 @@ static void qkv_rope_tables(DfBackend *be, const DfTestQkvCase *c, DfBuffer *cs,
     free(hc), free(hs);
 }
 
-static int qkv_pages(const DfTestQkvCase *c) {
-    return c->n_slots * df_kv_pages_for(c->capacity);
+static int reversed_pages(DfTestKvLayout l) {
+    return l.n_slots * df_kv_pages_for(l.capacity);
 }
 
-size_t df_test_qkv_cache_row(const DfTestQkvCase *c, int slot, int r) {
-    if (!c->paged) return (size_t)slot * c->capacity + (size_t)r;
-    int page = qkv_pages(c) - 1 - (slot * df_kv_pages_for(c->capacity) + r / DF_KV_PAGE_ROWS);
+size_t df_test_kv_row(DfTestKvLayout l, int slot, int r) {
+    if (!l.paged) return (size_t)slot * l.capacity + (size_t)r;
+    int page = reversed_pages(l) - 1 - (slot * df_kv_pages_for(l.capacity) + r / DF_KV_PAGE_ROWS);
     return (size_t)page * DF_KV_PAGE_ROWS + (size_t)(r % DF_KV_PAGE_ROWS);
 }
 
-static size_t qkv_cache_rows(const DfTestQkvCase *c) {
-    return c->paged ? (size_t)qkv_pages(c) * DF_KV_PAGE_ROWS : (size_t)c->n_slots * c->capacity;
+size_t df_test_kv_rows(DfTestKvLayout l) {
+    return l.paged ? (size_t)reversed_pages(l) * DF_KV_PAGE_ROWS : (size_t)l.n_slots * l.capacity;
+}
+
+int df_test_kv_batch_set(DfKvBatch *kb, DfBackend *be, DfTestKvLayout l, int n_seqs, const int32_t *slots,
+                         const int32_t *cache_lens, const int32_t *row_starts, DfError *err) {
+    int n_pages = reversed_pages(l);
+    int32_t *table = malloc((size_t)n_pages * sizeof *table);
+    assert_non_null(table);
+    for (int i = 0; i < n_pages; i++) table[i] = n_pages - 1 - i;
+    DfKvPageTable pages = {table, n_pages};
+    int rc = df_kv_batch_set_paged(kb, be, n_seqs, slots, cache_lens, row_starts, l.n_slots, l.capacity,
+                                   l.paged ? &pages : NULL, err);
+    free(table);
+    return rc;
+}
+
+static DfTestKvLayout qkv_layout(const DfTestQkvCase *c) {
+    return (DfTestKvLayout){c->n_slots, c->capacity, c->paged};
 }
 
 DfTestQkvRun df_test_qkv_run(DfBackend *be, const DfTestQkvCase *c, uint64_t seed, int fused) {
     int32_t starts[257];
     assert_true(c->n_seqs <= 256);
     int rows = qkv_case_rows(c, starts), hd = c->head_dim, kvd = c->kv_heads * hd;
-    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * hd, cache_n = qkv_cache_rows(c) * kvd;
+    size_t width = (size_t)(c->heads + 2 * c->kv_heads) * hd, cache_n = df_test_kv_rows(qkv_layout(c)) * kvd;
     DfKvBatch kb = {0};
     DfError err;
-    int n_pages = qkv_pages(c);
-    int32_t *table = malloc((size_t)n_pages * sizeof *table);
-    for (int i = 0; i < n_pages; i++) table[i] = n_pages - 1 - i;
-    DfKvPageTable pages = {table, n_pages};
-    if (df_kv_batch_set_paged(&kb, be, c->n_seqs, c->slots, c->cache_lens, starts, c->n_slots, c->capacity,
-                              c->paged ? &pages : NULL, &err))
+    if (df_test_kv_batch_set(&kb, be, qkv_layout(c), c->n_seqs, c->slots, c->cache_lens, starts, &err))
         fail_msg("%s", err.msg);
-    free(table);
     float *qkv = df_test_random_bf16((size_t)rows * width, seed, 2.0f);
     float *qn = df_test_random_bf16((size_t)hd, seed + 1, 0.5f), *kn = df_test_random_bf16((size_t)hd, seed + 2, 0.5f);
     for (int i = 0; i < hd; i++) qn[i] = df_bf16_to_f32(df_f32_to_bf16(1.0f + qn[i])), kn[i] = df_bf16_to_f32(df_f32_to_bf16(1.0f + kn[i]));
@@ -502,14 +513,14 @@ void df_test_qkv_run_free(DfTestQkvRun *r) {
 static int qkv_row_written(const DfTestQkvCase *c, size_t row) {
     for (int i = 0; i < c->n_seqs; i++)
         for (int j = 0; j < c->n_new[i]; j++)
-            if (df_test_qkv_cache_row(c, c->slots[i], c->cache_lens[i] + j) == row) return 1;
+            if (df_test_kv_row(qkv_layout(c), c->slots[i], c->cache_lens[i] + j) == row) return 1;
     return 0;
 }
 
 /* The written rows of a cache packed (asserting they are written and the
  * others untouched); heap, their count in *n. */
 static float *qkv_written_rows(const DfTestQkvCase *c, const float *cache, const char *what, size_t *n) {
-    size_t kvd = (size_t)c->kv_heads * c->head_dim, rows = qkv_cache_rows(c);
+    size_t kvd = (size_t)c->kv_heads * c->head_dim, rows = df_test_kv_rows(qkv_layout(c));
     float *out = malloc(rows * kvd * sizeof *out);
     *n = 0;
     for (size_t r = 0; r < rows; r++) {

@@ -147,6 +147,20 @@ DfBuffer df_test_upload_i32(DfBackend *be, const int32_t *host, size_t n);
 DfBuffer df_test_upload_poisoned(DfBackend *be, size_t n, DfBufKind kind);
 float *df_test_download(DfBackend *be, DfBuffer b); /* after a sync; heap, b.count values */
 
+/* A test's KV cache layout: n_slots contiguous slots of capacity rows, or
+ * paged with every slot's pages in reverse (page j of slot s is page
+ * n_pages - 1 - (s * pages a slot + j)), so that a slot's consecutive pages
+ * are never adjacent. */
+typedef struct DfTestKvLayout {
+    int n_slots, capacity, paged;
+} DfTestKvLayout;
+/* The cache-buffer row holding row r of slot, and the buffer's rows. */
+size_t df_test_kv_row(DfTestKvLayout l, int slot, int r);
+size_t df_test_kv_rows(DfTestKvLayout l);
+/* df_kv_batch_set_paged with the layout's page tables (none when contiguous). */
+int df_test_kv_batch_set(DfKvBatch *kb, DfBackend *be, DfTestKvLayout l, int n_seqs, const int32_t *slots,
+                         const int32_t *cache_lens, const int32_t *row_starts, DfError *err);
+
 /* A dense layer's q/k/v step (backend.h, DfQkvRopeCacheArgs) on one
  * backend: sequence i lives in slot slots[i], has cache_lens[i] cached rows
  * and brings n_new[i] new rows. Inputs come from `seed`: the fused product
@@ -158,10 +172,8 @@ typedef struct DfTestQkvCase {
     int heads, kv_heads, head_dim, qk_norm;
     int n_seqs, n_slots, capacity;
     const int32_t *slots, *cache_lens, *n_new;
-    int paged; /* the caches paged, page j of slot s being page n_pages - 1 - (s * pages a slot + j) */
+    int paged; /* the caches paged (DfTestKvLayout) */
 } DfTestQkvCase;
-/* The cache row holding row r of slot in the case's layout. */
-size_t df_test_qkv_cache_row(const DfTestQkvCase *c, int slot, int r);
 typedef struct DfTestQkvRun {
     float *q, *k_cache, *v_cache; /* host copies: [rows, heads*hd], [cache rows, kv_heads*hd] twice */
     size_t q_count, cache_count;

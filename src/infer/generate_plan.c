@@ -68,6 +68,11 @@ static void plan_sizes(const DfGeneratePlanInput *in, DfGeneratePlan *p) {
     p->linear_layers = c->num_layers - p->kv_layers;
 }
 
+/* One slot's bytes beside its pages: a hybrid's recurrent states, its logits row and its choice. */
+static size_t slot_beside_pages(const DfGeneratePlan *p) {
+    return p->per_slot - (size_t)p->seq_pages * p->page_bytes;
+}
+
 static int fail_none_fits(const DfGeneratePlanInput *in, const DfGeneratePlan *p, DfError *err) {
     size_t prefill = rows_allocated(step_rows(1, p->prompt_rows, DF_GENERATE_STEP_PROMPT_TOKENS)) * p->per_prefill_row;
     return df_fail(err,
@@ -78,14 +83,13 @@ static int fail_none_fits(const DfGeneratePlanInput *in, const DfGeneratePlan *p
                    in->device, in->slot_rows, (long long)p->prompt_rows, in->max_new_tokens,
                    (double)p->longest_pages * p->page_bytes / GIB,
                    in->target->is_hybrid ? " and recurrent state" : "",
-                   (p->per_slot - p->slot_state - (size_t)p->seq_pages * p->page_bytes) / GIB, prefill / GIB,
+                   (slot_beside_pages(p) - p->slot_state) / GIB, prefill / GIB,
                    p->fixed / GIB, p->available / GIB, p->weights / GIB, p->reserve / GIB);
 }
 
 /* What b slots take beside their pages and the fixed part. */
 static size_t slots_without_pages(const DfGeneratePlan *p, int b) {
-    return slots_bytes(b, p->per_slot - (size_t)p->seq_pages * p->page_bytes, p->per_prefill_row, p->prompt_rows,
-                       DF_GENERATE_STEP_PROMPT_TOKENS);
+    return slots_bytes(b, slot_beside_pages(p), p->per_prefill_row, p->prompt_rows, DF_GENERATE_STEP_PROMPT_TOKENS);
 }
 
 /* The pool for b slots in `room` bytes: what is left beside the slots, at
@@ -129,7 +133,7 @@ int df_generate_plan_make(const DfGeneratePlanInput *in, DfGeneratePlan *p, DfEr
 
 void df_generate_plan_print(const DfGeneratePlan *p, const char *device, FILE *fp) {
     size_t pages = (size_t)p->n_pages * p->page_bytes;
-    size_t workspace = p->total - p->fixed - pages - (size_t)p->batch * (p->per_slot - (size_t)p->seq_pages * p->page_bytes);
+    size_t workspace = p->total - p->fixed - pages - (size_t)p->batch * slot_beside_pages(p);
     fprintf(fp,
             "generate: batch %d (%s) on %s: a paged KV cache of %d pages x %d tokens (%.2f GiB; 2 x %d layers x %d "
             "values a token) for sequences of up to %d tokens (%d pages at the records' mean length, %d the longest)",

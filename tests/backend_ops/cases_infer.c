@@ -13,9 +13,7 @@
  * NaN-poisoned caches, so that a row read past a slot's length fails;
  * otherwise the caches start random. Then the step's K/V rows are written
  * and its queries attend, causal and as a block. Paged: the caches hold
- * every slot's pages in reverse (page j of slot s is page n_pages - 1 -
- * (s * pages a slot + j)), so that a slot's consecutive pages are never
- * adjacent. */
+ * every slot's pages in reverse (DfTestKvLayout, tests/test_util.h). */
 typedef struct KvShape {
     int heads, kvh, hd;
     int n_seqs, n_slots, capacity;
@@ -44,36 +42,24 @@ static KvLayout kv_layout(const KvShape *s) {
     return l;
 }
 
-static int kv_pages(const KvShape *s) {
-    return s->n_slots * df_kv_pages_for(s->capacity);
+/* The shape's cache layout (tests/test_util.h): contiguous, or pages in reverse. */
+static DfTestKvLayout kv_layout_of(const KvShape *s) {
+    return (DfTestKvLayout){s->n_slots, s->capacity, s->paged};
 }
 
 /* The cache row holding row r of slot. */
 static size_t kv_row(const KvShape *s, int slot, int r) {
-    if (!s->paged) return (size_t)slot * s->capacity + (size_t)r;
-    int page = kv_pages(s) - 1 - (slot * df_kv_pages_for(s->capacity) + r / DF_KV_PAGE_ROWS);
-    return (size_t)page * DF_KV_PAGE_ROWS + (size_t)(r % DF_KV_PAGE_ROWS);
-}
-
-static size_t kv_cache_rows(const KvShape *s) {
-    return s->paged ? (size_t)kv_pages(s) * DF_KV_PAGE_ROWS : (size_t)s->n_slots * s->capacity;
+    return df_test_kv_row(kv_layout_of(s), slot, r);
 }
 
 static void kv_batch(const Run *r, DfKvBatch *kb, const KvShape *s, int n, const int32_t *slots, const int32_t *lens,
                      const int32_t *counts) {
     int32_t starts[65] = {0};
     for (int i = 0; i < n; i++) starts[i + 1] = starts[i] + counts[i];
-    int n_pages = kv_pages(s);
-    int32_t *table = malloc((size_t)n_pages * sizeof *table);
-    assert_non_null(table);
-    for (int i = 0; i < n_pages; i++) table[i] = n_pages - 1 - i;
-    DfKvPageTable pages = {table, n_pages};
     DfError err;
     memset(kb, 0, sizeof *kb);
-    int rc = df_kv_batch_set_paged(kb, r->be, n, slots, lens, starts, s->n_slots, s->capacity, s->paged ? &pages : NULL,
-                                   &err);
-    free(table);
-    if (rc) fail_msg("%s: %s", r->label, err.msg);
+    if (df_test_kv_batch_set(kb, r->be, kv_layout_of(s), n, slots, lens, starts, &err))
+        fail_msg("%s: %s", r->label, err.msg);
 }
 
 /* The cached rows of the sequences that have some, written by a step of their own. */
@@ -139,7 +125,7 @@ static void run_kv(Run *r, const void *shape) {
     ops_label(r, "%d sequences, %d new rows, %d/%d heads of %d, %s %scaches of %d", l.n_seqs, l.n_rows, s->heads,
               s->kvh, s->hd, s->prefill ? "prefilled" : "random", s->paged ? "paged " : "", s->capacity);
     if (ops_skip(r, s->scope)) return;
-    size_t cache_n = kv_cache_rows(s) * kvd;
+    size_t cache_n = df_test_kv_rows(kv_layout_of(s)) * kvd;
     uint64_t seed = 170 + (uint64_t)l.n_rows + (uint64_t)s->hd * 3 + (uint64_t)s->heads;
     float *host_k, *host_v; /* the caches as they must be after the step */
     if (s->prefill) {

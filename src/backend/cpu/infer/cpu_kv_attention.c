@@ -64,14 +64,15 @@ void df_cpu_kv_attention(DfBackend *be, DfBuffer out, DfBuffer q, DfBuffer k_cac
             int rows = n - j0 < TILE ? n - j0 : TILE;
             /* keys this tile can see: causal stops at its last row */
             int cols = causal ? len + j0 + rows : len + n;
-            int col0 = (h / group) * hd, ld = ldk;
+            int col0 = (h / group) * hd, ld = batch->n_pages ? hd : ldk;
             const float *qh = (const float *)q.ptr + (size_t)(r0 + j0) * ldq + (size_t)h * hd;
-            const float *kh = (const float *)k_cache.ptr + df_kv_cache_row(batch, i, 0) * ldk + col0;
-            const float *vh = (const float *)v_cache.ptr + df_kv_cache_row(batch, i, 0) * ldk + col0;
+            const float *kh = kg, *vh = vg;
             if (batch->n_pages) {
                 gather_rows(kg, k_cache.ptr, batch, i, cols, ldk, col0, hd);
                 gather_rows(vg, v_cache.ptr, batch, i, cols, ldk, col0, hd);
-                kh = kg, vh = vg, ld = hd;
+            } else { /* the slot's rows, in place */
+                kh = (const float *)k_cache.ptr + df_kv_cache_row(batch, i, 0) * ldk + col0;
+                vh = (const float *)v_cache.ptr + df_kv_cache_row(batch, i, 0) * ldk + col0;
             }
             float *oh = (float *)out.ptr + (size_t)(r0 + j0) * ldq + (size_t)h * hd;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, cols, hd, scale, qh, ldq, kh, ld, 0.0f, scores,
