@@ -48,7 +48,7 @@ has_transformers() { python3 -c 'import torch, transformers' 2>/dev/null; }
 # The sanitizers' cases of test_backend_ops (words of the case names): the training and optimizer ops,
 # the causal attention among them as "attention (packed, GQA)", and the inference ops
 TRAIN_OPS='memory,fill_zero,rmsnorm,rope_backward,swiglu_backward,linear_weight_grad,linear_residual,block_attention,(packed,lm_head_ce,adamw,sum_squares'
-INFER_OPS=kv_cache_write,argmax
+INFER_OPS=kv_cache_write,qkv_rope_cache,argmax
 
 if want build; then
     {
