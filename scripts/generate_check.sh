@@ -5,13 +5,14 @@
 #   - `generate --random-target-weights` end to end at the Qwen3-8B shape on 4,000 prompts of the
 #     bundled data (assets/data/code-train.jsonl, its 1,000 prompts four times), 256 new tokens each,
 #     the batch as the memory plan picks it (printed at the start), then at --batch 64 for comparison
-#     (COMPARE_BATCH: another batch, or empty for none).
+#     (COMPARE_BATCH: another batch).
 # The Qwen3-8B target is a directory with its config.json (written here) and a tokenizer: Qwen3's
 # (tests/.cache/tokenizers/qwen3, what scripts/fetch_test_tokenizers.sh fetches; carry it to a machine
 # without network) when present, else coder-tiny's (the prompts then have coder-tiny's lengths and most
 # of the random target's ids have no text; tokens/s counts ids).
 #
-# Usage: bash scripts/generate_check.sh OUTDIR   (BATCHES_8B, BATCHES_27B, PROMPTS, NEW_TOKENS, COMPARE_BATCH override)
+# Usage: bash scripts/generate_check.sh OUTDIR   (BATCHES_8B, BATCHES_27B, PROMPTS, NEW_TOKENS, COMPARE_BATCH override;
+# an empty BATCHES_27B or COMPARE_BATCH leaves that part out)
 set -uo pipefail
 failed=0
 [ $# -eq 1 ] || { echo "usage: bash scripts/generate_check.sh OUTDIR" >&2; exit 2; }
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=$1
 W=$OUT/work
 BATCHES_8B=${BATCHES_8B:-1,64,256,512}
-BATCHES_27B=${BATCHES_27B:-1,64,128,256}
+BATCHES_27B=${BATCHES_27B-1,64,128,256}
 PROMPTS=${PROMPTS:-4000}
 NEW_TOKENS=${NEW_TOKENS:-256}
 COMPARE_BATCH=${COMPARE_BATCH-64}
@@ -29,8 +30,10 @@ mkdir -p "$W/qwen3-8b"
 # status says whether any failed
 ./dflash bench --device cuda --decode --batch "$BATCHES_8B" --json "$OUT/decode-qwen3-8b.json" \
     2>&1 | tee "$OUT/decode-qwen3-8b.txt" || failed=1
-./dflash bench --device cuda --decode --hybrid --batch "$BATCHES_27B" --json "$OUT/decode-qwen36-27b.json" \
-    2>&1 | tee "$OUT/decode-qwen36-27b.txt" || failed=1
+if [ -n "$BATCHES_27B" ]; then
+    ./dflash bench --device cuda --decode --hybrid --batch "$BATCHES_27B" --json "$OUT/decode-qwen36-27b.json" \
+        2>&1 | tee "$OUT/decode-qwen36-27b.txt" || failed=1
+fi
 
 python3 scripts/shape_config.py qwen3-8b "$W/qwen3-8b" || exit 1
 python3 - "$W" "$PROMPTS" <<'PY'
