@@ -5,14 +5,17 @@
 #   - `generate --random-target-weights` end to end at the Qwen3-8B shape on 4,000 prompts of the
 #     bundled data (assets/data/code-train.jsonl, its 1,000 prompts four times), 256 new tokens each,
 #     the batch as the memory plan picks it (printed at the start), then at --batch 64 for comparison
-#     (COMPARE_BATCH: another batch).
+#     (COMPARE_BATCH: another batch);
+#   - the bundled target's regeneration as the recipe runs it: `train --prompts
+#     assets/data/code-train.jsonl --prompt-cuts 20` on assets/coder-tiny (19,995 prompts, the batch by
+#     the plan, one training step after it), generate's last progress line giving its time.
 # The Qwen3-8B target is a directory with its config.json (written here) and a tokenizer: Qwen3's
 # (tests/.cache/tokenizers/qwen3, what scripts/fetch_test_tokenizers.sh fetches; carry it to a machine
 # without network) when present, else coder-tiny's (the prompts then have coder-tiny's lengths and most
 # of the random target's ids have no text; tokens/s counts ids).
 #
-# Usage: bash scripts/generate_check.sh OUTDIR   (BATCHES_8B, BATCHES_27B, PROMPTS, NEW_TOKENS, COMPARE_BATCH override;
-# an empty BATCHES_27B or COMPARE_BATCH leaves that part out)
+# Usage: bash scripts/generate_check.sh OUTDIR   (BATCHES_8B, BATCHES_27B, PROMPTS, NEW_TOKENS, COMPARE_BATCH, BUNDLED override;
+# an empty BATCHES_27B, COMPARE_BATCH or BUNDLED leaves that part out)
 set -uo pipefail
 failed=0
 [ $# -eq 1 ] || { echo "usage: bash scripts/generate_check.sh OUTDIR" >&2; exit 2; }
@@ -24,6 +27,7 @@ BATCHES_27B=${BATCHES_27B-1,64,128,256}
 PROMPTS=${PROMPTS:-4000}
 NEW_TOKENS=${NEW_TOKENS:-256}
 COMPARE_BATCH=${COMPARE_BATCH-64}
+BUNDLED=${BUNDLED-yes}
 mkdir -p "$W/qwen3-8b"
 
 # each part runs even when one before it failed (a batch that does not fit this GPU, say); the exit
@@ -68,5 +72,15 @@ run_generate planned
 if [ -n "$COMPARE_BATCH" ]; then
     echo "the same at --batch $COMPARE_BATCH:"
     run_generate "batch$COMPARE_BATCH" --batch "$COMPARE_BATCH"
+fi
+if [ -n "$BUNDLED" ]; then
+    echo "the bundled target's regeneration, as train --prompts runs it (--prompt-cuts 20, the batch by the plan):"
+    rm -rf "$W/bundled"
+    ./dflash train --device cuda --target assets/coder-tiny --prompts assets/data/code-train.jsonl --prompt-cuts 20 \
+        --output "$W/bundled" --steps 1 > "$OUT/regenerate-bundled.txt" 2>&1 ||
+        { echo "train --prompts failed: $OUT/regenerate-bundled.txt"; failed=1; }
+    grep -E "prompts cut|^generate: batch" "$OUT/regenerate-bundled.txt"
+    grep -E "^generate: [0-9]+/[0-9]+ \(100.0%\)" "$OUT/regenerate-bundled.txt" | tail -n 1
+    rm -rf "$W/bundled"
 fi
 exit $failed
