@@ -15,14 +15,14 @@
 # of the random target's ids have no text; tokens/s counts ids).
 #
 # Usage: bash scripts/generate_check.sh OUTDIR   (BATCHES_8B, BATCHES_27B, PROMPTS, NEW_TOKENS, COMPARE_BATCH, BUNDLED override;
-# an empty BATCHES_27B, COMPARE_BATCH or BUNDLED leaves that part out)
+# an empty BATCHES_8B, BATCHES_27B, COMPARE_BATCH or BUNDLED leaves that part out)
 set -uo pipefail
 failed=0
 [ $# -eq 1 ] || { echo "usage: bash scripts/generate_check.sh OUTDIR" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 OUT=$1
 W=$OUT/work
-BATCHES_8B=${BATCHES_8B:-1,64,256,512}
+BATCHES_8B=${BATCHES_8B-1,64,256,512}
 BATCHES_27B=${BATCHES_27B-1,64,128,256}
 PROMPTS=${PROMPTS:-4000}
 NEW_TOKENS=${NEW_TOKENS:-256}
@@ -32,8 +32,10 @@ mkdir -p "$W/qwen3-8b"
 
 # each part runs even when one before it failed (a batch that does not fit this GPU, say); the exit
 # status says whether any failed
-./dflash bench --device cuda --decode --batch "$BATCHES_8B" --json "$OUT/decode-qwen3-8b.json" \
-    2>&1 | tee "$OUT/decode-qwen3-8b.txt" || failed=1
+if [ -n "$BATCHES_8B" ]; then
+    ./dflash bench --device cuda --decode --batch "$BATCHES_8B" --json "$OUT/decode-qwen3-8b.json" \
+        2>&1 | tee "$OUT/decode-qwen3-8b.txt" || failed=1
+fi
 if [ -n "$BATCHES_27B" ]; then
     ./dflash bench --device cuda --decode --hybrid --batch "$BATCHES_27B" --json "$OUT/decode-qwen36-27b.json" \
         2>&1 | tee "$OUT/decode-qwen36-27b.txt" || failed=1

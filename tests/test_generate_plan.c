@@ -76,9 +76,12 @@ static void test_qwen3_8b_slots(void **state) {
     assert_int_equal(p.per_slot, 20 * p.page_bytes + 151936 * 2 + 4);
     assert_int_equal(p.prompt_rows, 1024);
     assert_int_equal(p.reserve, 141 * GIB / 100 * 3);
-    assert_int_equal(p.batch, 256); /* 256 slots: 48 GB of pages, 2304 workspace rows (4096 allocated), in 95 GiB */
+    /* the cap's 512 slots: 10,240 pages of 9 MiB (90 GiB) and a step of 2560 rows (4096 allocated) in the
+     * 95.8 GiB beside the reserve */
+    assert_int_equal(DF_GENERATE_GPU_MAX_BATCH, 512);
+    assert_int_equal(p.batch, 512);
     assert_string_equal(p.why, "the cap");
-    assert_int_equal(p.n_pages, 256 * 20); /* the pool never needs more than every slot's longest */
+    assert_int_equal(p.n_pages, 512 * 20); /* the pool never needs more than every slot's longest */
     assert_true(p.total <= p.available - p.reserve);
     /* 30 GiB free: b slots and a step of b + 2048 rows (4096 allocated up to b = 2048) fit, b + 1 do not */
     in = qwen3_8b_input(&c, 30 * GIB);
@@ -91,17 +94,21 @@ static void test_qwen3_8b_slots(void **state) {
     assert_true(p.n_pages >= p.batch * 20 && p.n_pages < (p.batch + 1) * 20);
     size_t more = p.fixed + (size_t)(p.batch + 1) * p.per_slot + (size_t)4096 * p.per_prefill_row;
     assert_true(more > 30 * GIB - p.reserve);
-    /* records of a mean length below the longest: a sequence of the mean holds fewer pages, so the cap's
-     * 256 slots fit where 20 pages a slot fitted fewer, and the pool takes the rest of the memory */
-    assert_true(p.batch < 256);
+    /* records of a mean length below the longest: a sequence of the mean holds fewer pages, so at 60 GiB
+     * free the cap's 512 slots (8 pages each: 36 GiB) fit where 20 pages a slot (90 GiB) did not, and the
+     * pool takes the rest of the memory */
+    assert_true(p.batch < 512);
+    in = qwen3_8b_input(&c, 60 * GIB);
+    assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
+    assert_string_equal(p.why, "memory");
     in.mean_rows = 400; /* 7 pages, one more for the last one's rounding */
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
     assert_int_equal(p.seq_pages, 8);
-    assert_int_equal(p.batch, 256);
+    assert_int_equal(p.batch, 512);
     assert_string_equal(p.why, "the cap");
-    assert_true(p.n_pages >= 256 * 8 && p.n_pages < 256 * 20);
-    assert_true(p.total <= 30 * GIB - p.reserve);
-    assert_true(p.total + p.page_bytes > 30 * GIB - p.reserve);
+    assert_true(p.n_pages >= 512 * 8 && p.n_pages < 512 * 20);
+    assert_true(p.total <= 60 * GIB - p.reserve);
+    assert_true(p.total + p.page_bytes > 60 * GIB - p.reserve);
     /* fewer records than would fit: one slot each */
     in = qwen3_8b_input(&c, 100 * GIB);
     in.records = 10;
@@ -110,9 +117,9 @@ static void test_qwen3_8b_slots(void **state) {
     assert_string_equal(p.why, "the records");
     assert_int_equal(p.n_pages, 10 * 20);
     /* --batch wins, even past the cap */
-    in.batch = 300;
+    in.batch = 600;
     assert_int_equal(df_generate_plan_make(&in, &p, &err), 0);
-    assert_int_equal(p.batch, 300);
+    assert_int_equal(p.batch, 600);
     assert_string_equal(p.why, "--batch");
     /* a backend that cannot tell its free memory: the cap, every slot's longest */
     in = qwen3_8b_input(&c, SIZE_MAX);
