@@ -631,6 +631,7 @@ static const LmShape LM_SHAPES[] = {
     {77, 40, 1001, 1},
     {1, 17, 5, 1}, /* one row, a tiny vocab */
     {513, 256, 4000, 1},
+    {2100, 64, 1001, 1}, /* past 1024 rows at a small hidden size: one chunk by default (4M / hidden rows) */
     /* large vocabularies, the targets' among them: rows of many passes of the row kernel's block */
     {70, 32, 16384, 1},
     {33, 20, 100004, 0},

@@ -1,8 +1,8 @@
 /* Fused frozen lm head + weighted cross-entropy on the GPU.
  *
- * Rows are processed in chunks of at most 1024 rows whose logits fit one
- * scratch buffer (at most 1 GiB, allocated once through df_cuda_scratch and
- * reused). Per chunk:
+ * Rows are processed in chunks (chunk_rows: 1024 rows at hidden 4096, more
+ * at small hidden sizes) whose logits fit one scratch buffer (at most 1 GiB,
+ * allocated once through df_cuda_scratch and reused). Per chunk:
  *   1. logits [n, vocab] = x_chunk head^T (cuBLASLt, fp32 out: the softmax
  *      stays exact to the CPU op; bf16 logits measured a tie,
  *      dev/cuda/lm_head_ce_v2_bf16_logits.cu);
@@ -22,14 +22,19 @@
 #define LM_SCRATCH_BYTES ((size_t)1 << 30)
 #define LM_THREADS 512
 #define LM_CHUNK_ALIGN 64 /* automatic chunk sizes are multiples of this (GEMM tiles) */
-/* Automatic chunks hold at most this many rows. The d_x product of a chunk
- * has only rows x hidden outputs for a long vocab-wide reduction, so a last
- * wave of its tiles that leaves most SMs idle costs a whole wave: on the
- * H200 at hidden 4096 (8192 rows, vocab 151936, fp32 logits), 1024 rows a
- * chunk ran the op in 33.4 ms, the 1664 that fill 1 GiB in 36.3, and 1280,
- * 1536, 2048, 2560, 4096 in 35.6, 33.8, 33.9, 33.5, 34.5
- * (docs/kernels.md). */
-#define LM_CHUNK_MAX_ROWS 1024
+/* Automatic chunks hold at most LM_CHUNK_OUTPUTS / hidden rows, and never
+ * fewer than LM_CHUNK_MIN_ROWS. The d_x product of a chunk has only rows x
+ * hidden outputs for a long vocab-wide reduction, so a last wave of its
+ * tiles that leaves most SMs idle costs a whole wave: on the H200 at hidden
+ * 4096 (8192 rows, vocab 151936, fp32 logits), 1024 rows a chunk ran the op
+ * in 33.4 ms, the 1664 that fill 1 GiB in 36.3, and 1280, 1536, 2048, 2560,
+ * 4096 in 35.6, 33.8, 33.9, 33.5, 34.5 (docs/kernels.md). The bound is the
+ * d_x product's outputs, not its rows: at hidden 256 (the bundled target's
+ * drafter) 1024 rows are 16 output tiles, a chunk of tens of microseconds
+ * launched a hundred times a step, so small hidden sizes take chunks of as
+ * many outputs as 1024 rows at 4096 (16384 rows at 256). */
+#define LM_CHUNK_OUTPUTS ((size_t)1024 * 4096)
+#define LM_CHUNK_MIN_ROWS 1024
 
 /* Running (max, sum of exp(v - max), first index of the max). */
 struct SoftmaxStat {
@@ -195,13 +200,15 @@ static void launch_rows(DfBackend *be, void *logits, int n, const DfLmHeadCeArgs
 }
 
 /* Rows per chunk: the knob when set, else the fewest chunks of at most
- * LM_CHUNK_MAX_ROWS rows whose logits fit the scratch budget, evened out and
- * rounded up to LM_CHUNK_ALIGN rows. */
-static int chunk_rows(const DfCudaState *st, int rows, int vocab, size_t elem) {
+ * LM_CHUNK_OUTPUTS / hidden rows (at least LM_CHUNK_MIN_ROWS) whose logits
+ * fit the scratch budget, evened out and rounded up to LM_CHUNK_ALIGN rows. */
+static int chunk_rows(const DfCudaState *st, int rows, int hidden, int vocab, size_t elem) {
     if (st->variant.lm_head_chunk_rows > 0)
         return st->variant.lm_head_chunk_rows < rows ? st->variant.lm_head_chunk_rows : rows;
     size_t max_rows = LM_SCRATCH_BYTES / ((size_t)vocab * elem);
-    if (max_rows > LM_CHUNK_MAX_ROWS) max_rows = LM_CHUNK_MAX_ROWS;
+    size_t by_outputs = LM_CHUNK_OUTPUTS / (size_t)hidden;
+    if (by_outputs < LM_CHUNK_MIN_ROWS) by_outputs = LM_CHUNK_MIN_ROWS;
+    if (max_rows > by_outputs) max_rows = by_outputs;
     if (max_rows < 1) max_rows = 1;
     size_t n_chunks = ((size_t)rows + max_rows - 1) / max_rows;
     size_t chunk = ((size_t)rows + n_chunks - 1) / n_chunks;
@@ -215,7 +222,7 @@ size_t df_cuda_lm_head_scratch_bytes(void) { return LM_SCRATCH_BYTES; }
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
     DfCudaState *st = df_cuda_state(be);
     size_t elem = sizeof(float);
-    int H = a->hidden, V = a->vocab, chunk = chunk_rows(st, a->rows, V, elem);
+    int H = a->hidden, V = a->vocab, chunk = chunk_rows(st, a->rows, H, V, elem);
     void *logits = df_cuda_scratch(be, (size_t)chunk * V * elem);
     if (!logits) {
         return;
