@@ -66,12 +66,16 @@ static void knobbed_init(Knobbed *k) {
     k->be.impl = k->cpu->impl; /* the CPU ops work on the CPU backend's state */
 }
 
-/* A coder-tiny-shaped step small enough for two cores. */
-static DfTrainStepShape tiny_shape(void) {
-    DfTrainStepShape s = {.drafter_layers = 1, .block_size = 4, .num_anchors = 4, .seq_len = 48, .n_seqs = 1,
-                          .repeat = 1};
+/* A coder-tiny-shaped step small enough for two cores (its random batch in host). */
+static DfTrainStepShape tiny_shape(DfBenchHostBatch *host) {
+    DfRandomStepSize size = {.drafter_layers = 1, .block_size = 4, .num_anchors = 4, .seq_len = 48, .n_seqs = 1};
+    DfModelConfig target;
+    DfTrainStepShape s;
     DfError err = {{0}};
-    if (df_model_config_load(&s.target, df_test_path("assets/coder-tiny"), &err)) fail_msg("%s", err.msg);
+    if (df_model_config_load(&target, df_test_path("assets/coder-tiny"), &err) ||
+        df_train_step_shape_random(&s, host, &target, &size, &err))
+        fail_msg("%s", err.msg);
+    s.repeat = 1;
     return s;
 }
 
@@ -79,7 +83,8 @@ static void test_step_after_a_variant_matches_a_fresh_step(void **state) {
     (void)state;
     Knobbed k;
     knobbed_init(&k);
-    DfTrainStepShape s = tiny_shape();
+    DfBenchHostBatch host;
+    DfTrainStepShape s = tiny_shape(&host);
     DfTrainStepResult fresh, after;
     DfError err = {{0}};
     /* --train-only: the step first */
@@ -96,6 +101,7 @@ static void test_step_after_a_variant_matches_a_fresh_step(void **state) {
     assert_string_equal(after.variants, fresh.variants);
     assert_true(after.tflop_per_step == fresh.tflop_per_step);
     assert_int_equal(after.target_layers_run, fresh.target_layers_run);
+    df_bench_host_batch_free(&host);
     df_backend_destroy(k.cpu);
 }
 
@@ -107,7 +113,8 @@ static void test_step_with_asked_variants(void **state) {
     Knobbed k;
     knobbed_init(&k);
     DfKernelVariants asked = {.count = 1, .names = {"attention_rows_per_warp"}, .values = {32}};
-    DfTrainStepShape s = tiny_shape();
+    DfBenchHostBatch host;
+    DfTrainStepShape s = tiny_shape(&host);
     s.variants = &asked;
     DfTrainStepResult r;
     DfError err = {{0}};
@@ -120,6 +127,7 @@ static void test_step_with_asked_variants(void **state) {
     s.variants = &unknown;
     assert_int_equal(df_bench_train_step(&k.be, &s, &r, &err), -1);
     assert_non_null(strstr(err.msg, "--kernel-variant no_such_kernel=1"));
+    df_bench_host_batch_free(&host);
     df_backend_destroy(k.cpu);
 }
 

@@ -13,6 +13,11 @@
  *     peak and over the GPU's nominal dense bf16 peak, backend/gpu_peaks.c)
  *     for the given target (real weights) and a Qwen3-8B-shaped target with
  *     random weights built in GPU memory; time split by op kind; peak memory;
+ *   - the whole training step (target forward, drafter forward + backward,
+ *     optimizer): the recipe's (the drafter and a batch of real records as
+ *     `dflash train --target` trains them at its defaults, the target's
+ *     weights random; bench/bench_recipe.h) and a Qwen3-8B-shaped one on
+ *     random sequences; MFU, time by phase and by op kind;
  *   - with --hybrid, instead: the prefill of a Qwen3.6-27B-shaped hybrid
  *     target (Gated DeltaNet + gated attention) with random weights, all or
  *     --hybrid-layers of its 64 layers (dev/compare/hybrid_transformers.py times
@@ -36,7 +41,8 @@ typedef struct DfBenchOptions {
     int seq_len;
     int n_seqs;
     int repeat;
-    int train_seqs; /* sequences of one benchmarked GPU training step */
+    const char *train_data; /* GPU: the records of the recipe's training step (bench/bench_recipe.h) */
+    int train_seqs; /* sequences of the Qwen3-8B-shaped GPU training step */
     int train_repeat; /* timed GPU training steps after the warm-up (their median is the figure) */
     int train_only; /* GPU: the GEMM peak and the training steps, no prefill figures */
     int decode;                   /* the decode figures instead */

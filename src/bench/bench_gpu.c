@@ -8,28 +8,65 @@
 #include "backend/select.h"
 #include "base/clock.h"
 #include "bench/bench_internal.h"
+#include "bench/bench_recipe.h"
 #include "bench/bench_train_step.h"
 #include "target/target_random.h"
 
-/* The whole training step: coder-tiny's shape, then Qwen3-8B's with
- * a 5-layer drafter, S = 2048, 512 anchors of 16. */
+/* The training step of the recipe: --target's shape (random weights) with
+ * the drafter and a batch of --train-data's records as `dflash train`
+ * trains them at its defaults (bench/bench_recipe.h). */
+static int bench_gpu_recipe_step(DfBackend *be, const DfBenchOptions *o, double peak, double nominal, cJSON *json,
+                                 DfError *err) {
+    DfBenchRecipe recipe;
+    int rc = df_bench_recipe_load(&recipe, o->target, o->train_data, err);
+    DfStepBatch *b = &recipe.batch;
+    DfTrainStepShape s = {.target = recipe.target, .drafter = recipe.drafter, .repeat = o->train_repeat,
+                          .variants = &o->variants,
+                          .batch = {b->n_seqs, b->seq_starts, b->ids, b->mask, b->anchor_starts, b->anchors}};
+    DfTrainStepResult r;
+    if (rc == 0) rc = df_bench_train_step(be, &s, &r, err);
+    if (rc == 0) {
+        char head[8400];
+        snprintf(head, sizeof head,
+                 "training step, %s at train's defaults: %d records of %s (batch %lld of %lld of epoch 0), "
+                 "%lld tokens, %lld anchors x block %d",
+                 o->target, b->n_seqs, o->train_data, (long long)b->batch_in_epoch + 1, (long long)b->epoch_batches,
+                 (long long)b->tokens, (long long)recipe.anchors, recipe.drafter.block_size);
+        DfTrainStepLabel label = {head, "step_recipe", "records"};
+        df_bench_train_step_report(&label, &s, &r, peak, nominal, json);
+        df_bench_add_number(json, "step_recipe_records", b->n_seqs);
+        df_bench_add_number(json, "step_recipe_tokens", (double)b->tokens);
+        df_bench_add_number(json, "step_recipe_anchors", (double)recipe.anchors);
+        df_bench_add_number(json, "step_recipe_batch_in_epoch", (double)b->batch_in_epoch);
+    }
+    df_bench_recipe_free(&recipe);
+    return rc;
+}
+
+/* The whole training step: the recipe's, then Qwen3-8B's shape with a
+ * 5-layer drafter on random sequences of 2048 tokens, 512 anchors of 16. */
 static int bench_gpu_train_steps(DfBackend *be, const DfBenchOptions *o, double peak, double nominal, cJSON *json,
                                  DfError *err) {
-    DfTrainStepShape s = {.drafter_layers = 5, .block_size = 16, .num_anchors = 512, .seq_len = 2048,
-                          .n_seqs = o->train_seqs, .repeat = o->train_repeat, .variants = &o->variants};
-    DfTrainStepResult r;
     printf("\n");
-    if (df_model_config_load(&s.target, o->target, err)) return -1;
-    s.drafter_layers = 2; /* as the demo trains it */
-    if (df_bench_train_step(be, &s, &r, err)) return -1;
-    df_bench_train_step_report("training step, coder-tiny shape (random)", "step_tiny", &s, &r, peak, nominal,
-                               json);
-    s.target = df_bench_qwen3_8b_shape();
-    s.drafter_layers = 5;
-    if (df_bench_train_step(be, &s, &r, err)) return -1;
-    df_bench_train_step_report("training step, Qwen3-8B shape (random)", "step_qwen3_8b", &s, &r, peak, nominal,
-                               json);
-    return 0;
+    if (bench_gpu_recipe_step(be, o, peak, nominal, json, err)) return -1;
+    DfRandomStepSize size = {.drafter_layers = 5, .block_size = 16, .num_anchors = 512, .seq_len = 2048,
+                             .n_seqs = o->train_seqs};
+    DfModelConfig qwen3_8b = df_bench_qwen3_8b_shape();
+    DfTrainStepShape s;
+    DfBenchHostBatch host;
+    DfTrainStepResult r;
+    int rc = df_train_step_shape_random(&s, &host, &qwen3_8b, &size, err);
+    s.repeat = o->train_repeat, s.variants = &o->variants;
+    if (rc == 0) rc = df_bench_train_step(be, &s, &r, err);
+    if (rc == 0) {
+        char head[256];
+        snprintf(head, sizeof head, "training step, Qwen3-8B shape (random): %d x %d tokens, %d anchors x block %d",
+                 size.n_seqs, size.seq_len, size.num_anchors, size.block_size);
+        DfTrainStepLabel label = {head, "step_qwen3_8b", "sequences"};
+        df_bench_train_step_report(&label, &s, &r, peak, nominal, json);
+    }
+    df_bench_host_batch_free(&host);
+    return rc;
 }
 
 /* --hybrid: the GEMM peak, then the Qwen3.6-27B-shaped target's prefill

@@ -25,7 +25,6 @@ typedef struct StepBench {
     DfBackend *be;
     DfTargetModel target;
     DfDrafter drafter;
-    DfBenchHostBatch host;
     DfPackedBatch packed;
     DfBuffer ids, features;
     DfDrafterBatch batch;
@@ -37,15 +36,25 @@ typedef struct StepBench {
     int have_target, have_drafter, have_packed;
 } StepBench;
 
+int df_train_step_shape_random(DfTrainStepShape *s, DfBenchHostBatch *host, const DfModelConfig *target,
+                               const DfRandomStepSize *size, DfError *err) {
+    memset(s, 0, sizeof *s);
+    memset(host, 0, sizeof *host);
+    if (size->n_seqs < 1 || size->seq_len < 2 || size->num_anchors < 1)
+        return df_fail(err, "train-step bench: sequences, length and anchors must be positive");
+    s->target = *target;
+    DfDrafterOptions opt = {.num_layers = size->drafter_layers, .block_size = size->block_size,
+                            .mask_token_id = target->vocab_size - 2};
+    if (df_drafter_config_from_target(&s->drafter, target, &opt, err)) return -1;
+    df_bench_host_batch_init(host, target->vocab_size, size->n_seqs, size->seq_len, size->num_anchors);
+    s->batch = *host;
+    return 0;
+}
+
 static int build_models(StepBench *b, const DfTrainStepShape *s, DfError *err) {
     if (df_target_init_random(&b->target, b->be, &s->target, 1234, 1, err)) return -1;
     b->have_target = 1;
-    DfDrafterConfig cfg;
-    DfDrafterOptions opt = {.num_layers = s->drafter_layers, .block_size = s->block_size,
-                            .mask_token_id = s->target.vocab_size - 2};
-    if (df_drafter_config_from_target(&cfg, &s->target, &opt, err) ||
-        df_drafter_create(&b->drafter, b->be, &cfg, b->target.embed, b->target.lm_head, err))
-        return -1;
+    if (df_drafter_create(&b->drafter, b->be, &s->drafter, b->target.embed, b->target.lm_head, err)) return -1;
     b->have_drafter = 1;
     size_t n = b->drafter.layout.total;
     float *params = df_xmalloc(n * sizeof *params, "bench drafter parameters");
@@ -66,16 +75,15 @@ static int build_models(StepBench *b, const DfTrainStepShape *s, DfError *err) {
 
 static int build_batch(StepBench *b, const DfTrainStepShape *s, DfError *err) {
     const DfDrafterConfig *cfg = &b->drafter.cfg;
+    const DfBenchHostBatch *h = &s->batch;
     DfBackend *be = b->be;
-    df_bench_host_batch_init(&b->host, cfg->vocab_size, s->n_seqs, s->seq_len, s->num_anchors);
-    size_t t = (size_t)s->n_seqs * s->seq_len;
-    if (df_packed_batch_init(&b->packed, be, b->host.starts, s->n_seqs, err)) return -1;
+    size_t t = (size_t)h->starts[h->n_seqs];
+    if (df_packed_batch_init(&b->packed, be, h->starts, h->n_seqs, err)) return -1;
     b->have_packed = 1;
-    if (df_buffer_alloc(be, &b->ids, DF_BUF_I32, t, err) || be->ops->upload_i32(be, b->ids, b->host.ids, err) ||
+    if (df_buffer_alloc(be, &b->ids, DF_BUF_I32, t, err) || be->ops->upload_i32(be, b->ids, h->ids, err) ||
         df_buffer_alloc(be, &b->features, DF_BUF_ACT, t * cfg->n_taps * cfg->hidden_size, err))
         return -1;
-    DfDrafterBatch batch = {s->n_seqs, b->host.starts, b->host.ids, b->host.mask, b->features, b->host.anchor_starts,
-                            b->host.anchors};
+    DfDrafterBatch batch = {h->n_seqs, h->starts, h->ids, h->mask, b->features, h->anchor_starts, h->anchors};
     b->batch = batch;
     b->grad_scale = 1.0 / df_drafter_batch_weight_sum(cfg, &b->batch);
     return df_metrics_init(&b->metrics, cfg->block_size, err);
@@ -88,7 +96,6 @@ static void free_bench(StepBench *b) {
     df_buffer_free(b->be, &b->ids);
     df_buffer_free(b->be, &b->features);
     if (b->have_packed) df_packed_batch_free(&b->packed, b->be);
-    df_bench_host_batch_free(&b->host);
     if (b->have_drafter) df_drafter_free(&b->drafter);
     if (b->have_target) df_target_free(&b->target);
 }
@@ -149,48 +156,59 @@ static int profile_step(StepBench *b, DfTrainStepResult *r, DfError *err) {
 }
 
 static void count_flops(StepBench *b, const DfTrainStepShape *s, DfTrainStepResult *r) {
-    int *lens = df_xmalloc((size_t)s->n_seqs * sizeof *lens, "bench lengths");
-    for (int i = 0; i < s->n_seqs; i++) lens[i] = s->seq_len;
+    const DfBenchHostBatch *h = &s->batch;
+    int *lens = df_xmalloc((size_t)h->n_seqs * sizeof *lens, "bench lengths");
+    for (int i = 0; i < h->n_seqs; i++) lens[i] = h->starts[i + 1] - h->starts[i];
     r->target_layers_run = b->target.layers_run;
-    r->target_tflop = df_target_forward_flops(&s->target, lens, s->n_seqs, b->target.layers_run, 0) / 1e12;
+    r->target_tflop = df_target_forward_flops(&s->target, lens, h->n_seqs, b->target.layers_run, 0) / 1e12;
     r->drafter_tflop = df_drafter_step_flops(&b->drafter.cfg, &b->batch) / 1e12;
     r->tflop_per_step = r->target_tflop + r->drafter_tflop;
     r->drafter_params = (long long)b->drafter.layout.total;
     free(lens);
 }
 
+/* Times the step: a warm-up, s->repeat whole steps (their median the
+ * figure), one step synced phase by phase, one with the op profile. */
+static int time_steps(StepBench *b, const DfTrainStepShape *s, DfTrainStepResult *r, DfError *err) {
+    double *times = df_xmalloc((size_t)s->repeat * sizeof *times, "step times");
+    int rc = run_step(b, NULL, err); /* warm-up: workspaces, plans */
+    for (int i = 0; i < s->repeat && rc == 0; i++) {
+        double t0 = df_now_seconds();
+        rc = run_step(b, NULL, err);
+        times[i] = df_now_seconds() - t0;
+    }
+    if (rc == 0 && (run_step(b, r->phase_s, err) || profile_step(b, r, err))) rc = -1;
+    if (rc == 0) {
+        df_sort_doubles(times, (size_t)s->repeat);
+        r->step_s = times[s->repeat / 2];
+        r->step_min_s = times[0], r->step_max_s = times[s->repeat - 1], r->timed_steps = s->repeat;
+    }
+    free(times);
+    return rc;
+}
+
 int df_bench_train_step(DfBackend *be, const DfTrainStepShape *s, DfTrainStepResult *r, DfError *err) {
     memset(r, 0, sizeof *r);
-    if (s->repeat < 1 || s->n_seqs < 1 || s->seq_len < 2 || s->num_anchors < 1)
-        return df_fail(err, "train-step bench: repeat, sequences, length and anchors must be positive");
+    const DfBenchHostBatch *h = &s->batch;
+    if (s->repeat < 1 || h->n_seqs < 1 || h->starts[h->n_seqs] < 2)
+        return df_fail(err, "train-step bench: repeat, sequences and tokens must be positive");
     if (df_kernel_variants_apply(be, s->variants, "train-step bench: --kernel-variant", err)) return -1;
     df_backend_variants(be, r->variants, sizeof r->variants);
     StepBench b;
     memset(&b, 0, sizeof b);
     b.be = be;
     df_backend_reset_peak(be);
-    double *times = df_xmalloc((size_t)s->repeat * sizeof *times, "step times");
     int rc = -1;
-    if (build_models(&b, s, err) || build_batch(&b, s, err)) goto done;
-    if (run_step(&b, NULL, err)) goto done; /* warm-up: workspaces, plans */
-    for (int i = 0; i < s->repeat; i++) {
-        double t0 = df_now_seconds();
-        if (run_step(&b, NULL, err)) goto done;
-        times[i] = df_now_seconds() - t0;
-    }
-    if (run_step(&b, r->phase_s, err) || profile_step(&b, r, err)) goto done;
-    df_sort_doubles(times, (size_t)s->repeat);
-    r->step_s = times[s->repeat / 2];
-    r->step_min_s = times[0], r->step_max_s = times[s->repeat - 1], r->timed_steps = s->repeat;
+    if (build_models(&b, s, err) || build_batch(&b, s, err) || time_steps(&b, s, r, err)) goto done;
     count_flops(&b, s, r);
-    r->seqs_per_s = s->n_seqs / r->step_s;
+    r->seqs_per_s = h->n_seqs / r->step_s;
+    r->tokens_per_s = h->starts[h->n_seqs] / r->step_s;
     r->tflops = r->tflop_per_step / r->step_s;
     DfMemoryInfo mem;
     df_backend_memory_info(be, &mem);
     r->peak_bytes = mem.peak;
     rc = 0;
 done:
-    free(times);
     free_bench(&b);
     return rc;
 }
@@ -244,14 +262,22 @@ static void report_op_profile(const char *key, const DfTrainStepResult *r, cJSON
     for (int p = 0; p < DF_STEP_PHASES; p++) report_phase_ops(key, p, r, json);
 }
 
-void df_bench_train_step_report(const char *label, const char *key, const DfTrainStepShape *s,
+/* "3.31 M" or "1.05 B" parameters. */
+static const char *params_text(char *buf, size_t cap, long long n) {
+    if (n >= 1000000000LL) snprintf(buf, cap, "%.2f B", n / 1e9);
+    else snprintf(buf, cap, "%.2f M", n / 1e6);
+    return buf;
+}
+
+void df_bench_train_step_report(const DfTrainStepLabel *label, const DfTrainStepShape *s,
                                 const DfTrainStepResult *r, double peak_tflops, double nominal_tflops, cJSON *json) {
-    printf("%s: %d x %d tokens, %d anchors x block %d, %d-layer drafter (%.2f B parameters)\n", label, s->n_seqs,
-           s->seq_len, s->num_anchors, s->block_size, s->drafter_layers, r->drafter_params / 1e9);
+    char params[32];
+    printf("%s, %d-layer drafter (%s parameters)\n", label->head, s->drafter.num_layers,
+           params_text(params, sizeof params, r->drafter_params));
     char of_nominal[64];
-    printf("    whole step %8.1f ms  %6.2f sequences/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %s "
+    printf("    whole step %8.1f ms  %6.2f %s/s  %9.0f tokens/s  %7.1f TFLOP/s  MFU %5.1f%% of measured, %s "
            "(median of %d steps, %.1f-%.1f ms)\n",
-           r->step_s * 1e3, r->seqs_per_s, r->tflops, 100 * r->tflops / peak_tflops,
+           r->step_s * 1e3, r->seqs_per_s, label->seqs_name, r->tokens_per_s, r->tflops, 100 * r->tflops / peak_tflops,
            df_bench_of_nominal(of_nominal, sizeof of_nominal, r->tflops, nominal_tflops), r->timed_steps,
            r->step_min_s * 1e3, r->step_max_s * 1e3);
     printf("    FLOPs per step: target %.2f TFLOP (%d layers run) + drafter %.2f TFLOP\n", r->target_tflop,
@@ -263,6 +289,7 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
         printf(" %s %.1f ms (%.0f%%)", df_step_phase_name(p), r->phase_s[p] * 1e3,
                total > 0 ? 100 * r->phase_s[p] / total : 0);
     printf("\n");
+    const char *key = label->key;
     if (r->profiled) report_op_profile(key, r, json);
     printf("    peak GPU memory %.2f GiB\n", r->peak_bytes / 1073741824.0);
     if (r->variants[0]) printf("    kernel variants: %s\n", r->variants);
@@ -275,6 +302,7 @@ void df_bench_train_step_report(const char *label, const char *key, const DfTrai
                {"step_max_ms", r->step_max_s * 1e3},
                {"timed_steps", r->timed_steps},
                {"seqs_per_s", r->seqs_per_s},
+               {"tokens_per_s", r->tokens_per_s},
                {"tflops", r->tflops},
                {"mfu_measured_peak", r->tflops / peak_tflops},
                {"target_ms", r->phase_s[DF_STEP_PHASE_TARGET] * 1e3},

@@ -6,12 +6,13 @@
 #include "backend/select.h"
 #include "base/paths_apart.h"
 #include "bench/bench.h"
+#include "bench/bench_recipe.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 
 /* The command line as the option table fills it. */
 typedef struct BenchArgs {
-    const char *target, *tokenizer, *data, *json_out, *device;
+    const char *target, *tokenizer, *data, *train_data, *json_out, *device;
     const char *decode_batches; /* --batch LIST, as given */
     int seq_len, n_seqs, repeat, train_seqs, train_repeat, train_only;
     int decode, prompt_len, new_tokens, hybrid, hybrid_layers;
@@ -52,8 +53,12 @@ int df_cmd_bench(int argc, char **argv) {
                                 "With --device cuda: cuBLASLt bf16 GEMM TFLOP/s (peak and the prefill's shapes), "
                                 "target prefill\ntokens/s and MFU for --target and a Qwen3-8B-shaped random target, "
                                 "time by op kind, peak GPU memory;\nthe whole training step (target forward, drafter "
-                                "forward + backward, optimizer) in sequences/s and MFU\nwith its split by phase, "
-                                "for coder-tiny's shape and Qwen3-8B's with a 5-layer drafter.\n"
+                                "forward + backward, optimizer) in sequences/s, tokens/s and MFU\nwith its split by "
+                                "phase and op kind, twice: the recipe's (what `dflash train --target` trains at its "
+                                "defaults:\nits drafter on the fullest of epoch 0's first "
+                                BENCH_NUMBER_TEXT(DF_BENCH_RECIPE_CANDIDATES) " batches of --train-data's records, "
+                                "the target's weights\nrandom) and a Qwen3-8B-shaped target's with a 5-layer drafter "
+                                "on --train-seqs random sequences of 2048 tokens.\n"
                                 "With --decode: batched decode tokens/s (each --batch, 1 and 64 by default) of --target (and "
                                 "on CUDA a Qwen3-8B-shaped\nrandom target, or with --hybrid a Qwen3.6-27B-shaped one) next "
                                 "to its limit: the larger of the step's bytes over\nthe bandwidth and its FLOPs over the "
@@ -63,9 +68,10 @@ int df_cmd_bench(int argc, char **argv) {
     DfError err = {{0}};
     int exit_code;
     if (df_parse_command_line(&spec, argc, argv, &args, &exit_code)) return exit_code;
-    const DfPathArg ins[] = {{"--target", o.target}, {"--tokenizer", o.tokenizer}, {"--data", o.data}};
+    const DfPathArg ins[] = {
+        {"--target", o.target}, {"--tokenizer", o.tokenizer}, {"--data", o.data}, {"--train-data", o.train_data}};
     const DfPathArg outs[] = {{"--json", o.json_out}};
-    if ((exit_code = df_paths_apart_or_usage("bench", ins, 3, outs, 1)) != 0) return exit_code;
+    if ((exit_code = df_paths_apart_or_usage("bench", ins, 4, outs, 1)) != 0) return exit_code;
     DfDeviceKind kind = df_device_kind(o.device);
     if (kind == DF_DEVICE_UNKNOWN) {
         fprintf(stderr, "dflash: bench: unknown --device '%s' (expected cpu, cuda or cuda:N)\n", o.device);
@@ -74,7 +80,7 @@ int df_cmd_bench(int argc, char **argv) {
     /* sizes left 0 take the device's defaults in df_bench; the option ranges keep the rest positive */
     DfBenchOptions b = {.target = o.target, .tokenizer = o.tokenizer, .data = o.data, .json_out = o.json_out,
                         .device = o.device, .seq_len = o.seq_len, .n_seqs = o.n_seqs, .repeat = o.repeat,
-                        .train_seqs = o.train_seqs, .train_repeat = o.train_repeat, .train_only = o.train_only,
+                        .train_data = o.train_data, .train_seqs = o.train_seqs, .train_repeat = o.train_repeat, .train_only = o.train_only,
                         .decode = o.decode, .prompt_len = o.prompt_len, .new_tokens = o.new_tokens,
                         .hybrid = o.hybrid, .hybrid_layers = o.hybrid_layers};
     if (strcmp(o.decode_batches, DF_BENCH_DECODE_BATCHES) != 0 && !o.decode) {

@@ -100,19 +100,23 @@ static int plan_steps(Trainer *t, DfError *err) {
     return 0;
 }
 
-static int make_drafter_config(Trainer *t, DfError *err) {
-    const DfTrainOptions *o = t->opt;
+int df_train_drafter_config(DfDrafterConfig *cfg, const DfModelConfig *target, const DfTrainOptions *o,
+                            DfError *err) {
     DfDrafterOptions d = {.num_layers = o->draft_layers, .intermediate_size = o->intermediate_size,
                           .block_size = o->block_size, .n_taps = o->num_taps, .mask_token_id = o->mask_token_id,
                           .num_heads = o->draft_heads, .num_kv_heads = o->draft_kv_heads,
                           .head_dim = o->draft_head_dim};
-    if (df_drafter_config_from_target(&t->dcfg, &t->tcfg, &d, err)) return -1;
-    /* refuse a head size the device's kernels lack now rather than at the first step */
-    if (df_device_check_drafter_head_dim(o->device, t->dcfg.head_dim, err)) return -1;
-    if (o->gamma > 0) t->dcfg.gamma = o->gamma;
-    if (df_drafter_set_sliding(&t->dcfg, o->sliding_window, o->sliding_layers, err)) return -1;
+    if (df_drafter_config_from_target(cfg, target, &d, err)) return -1;
+    if (o->gamma > 0) cfg->gamma = o->gamma;
+    if (df_drafter_set_sliding(cfg, o->sliding_window, o->sliding_layers, err)) return -1;
     if (o->num_anchors < 1) return df_fail(err, "--num-anchors must be positive, got %lld", (long long)o->num_anchors);
     return 0;
+}
+
+static int make_drafter_config(Trainer *t, DfError *err) {
+    if (df_train_drafter_config(&t->dcfg, &t->tcfg, t->opt, err)) return -1;
+    /* refuse a head size the device's kernels lack now rather than at the first step */
+    return df_device_check_drafter_head_dim(t->opt->device, t->dcfg.head_dim, err);
 }
 
 /* The training device (--device) with the kernel variants asked for

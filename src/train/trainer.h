@@ -65,6 +65,8 @@
 #include "backend/kernel_variants.h"
 #include "base/error.h"
 #include "dist/dist_env.h"
+#include "model/drafter_config.h"
+#include "target/model_config.h"
 
 /* The data of the test seam point DF_SEAM_TRAIN_FEATURES (base/test_seam.h):
  * after each step's target forward, this rank's tap features (ACT [tokens,
@@ -166,6 +168,12 @@ typedef struct DfTrainMemoryUse {
  * train/train_options.def, the list of the options (each field above that
  * an option sets is named there, with its option). */
 void df_train_options_default(DfTrainOptions *opt);
+
+/* The drafter a run of these options trains for target (its layers, block,
+ * heads, taps, mask token, loss decay, sliding layers), as the trainer
+ * builds it; the mask token must be resolved (o->mask_token_id >= 0). */
+int df_train_drafter_config(DfDrafterConfig *cfg, const DfModelConfig *target, const DfTrainOptions *o,
+                            DfError *err);
 
 typedef struct DfTrainSummary {
     int64_t first_step, last_step, total_steps; /* steps run by this call: first_step..last_step */
