@@ -155,51 +155,61 @@ static void check_recipe(const char *data, const char *store, const char *tmp, i
     df_step_batch_free(&want);
 }
 
+/* A test's files: the records (data), the reference store prepared from
+ * them, and the temporary directory the bench prepares into. */
+typedef struct Fixture {
+    char *dir;
+    char data[512], store[512], tmp[512];
+    DfTrainOptions defaults;
+} Fixture;
+
+static void fixture_open(Fixture *f, const char *data_name) {
+    f->dir = df_test_tmpdir("bench_recipe");
+    snprintf(f->data, sizeof f->data, "%s/%s", f->dir, data_name);
+    snprintf(f->store, sizeof f->store, "%s/ref.store", f->dir);
+    snprintf(f->tmp, sizeof f->tmp, "%s/tmp", f->dir);
+    assert_int_equal(mkdir(f->tmp, 0755), 0);
+    df_train_options_default(&f->defaults);
+}
+
+static void fixture_close(Fixture *f) {
+    df_test_rmtree(f->dir);
+    free(f->dir);
+}
+
 /* Token-id records: more than 16 batches, the fullest of them past the
  * 16th, so that the choice among the first 16 is what is checked. */
 static void test_id_records_give_the_trainers_batch(void **state) {
     (void)state;
-    char *dir = df_test_tmpdir("bench_recipe");
-    char data[512], store[512], tmp[512];
-    snprintf(data, sizeof data, "%s/ids.jsonl", dir);
-    snprintf(store, sizeof store, "%s/ref.store", dir);
-    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
-    assert_int_equal(mkdir(tmp, 0755), 0);
-    DfTrainOptions defaults;
-    df_train_options_default(&defaults);
-    write_id_records(data, 130, 11);
-    prepare_store(data, store, &defaults);
+    Fixture f;
+    fixture_open(&f, "ids.jsonl");
+    write_id_records(f.data, 130, 11);
+    prepare_store(f.data, f.store, &f.defaults);
     int64_t chosen, fullest, n_batches;
-    check_recipe(data, store, tmp, &chosen, &fullest, &n_batches);
+    check_recipe(f.data, f.store, f.tmp, &chosen, &fullest, &n_batches);
     print_message("%lld batches, the fullest of the first %d: %lld, of all: %lld\n", (long long)n_batches,
                   CANDIDATES, (long long)chosen, (long long)fullest);
     assert_true(n_batches > CANDIDATES);
     assert_true(fullest >= CANDIDATES); /* the fixture tells the first 16 from all batches */
     assert_true(chosen > 0);            /* and the fullest from the first */
     /* the store given as it is: the same batch */
-    check_recipe(store, store, tmp, &chosen, &fullest, &n_batches);
-    df_test_rmtree(dir);
-    free(dir);
+    check_recipe(f.store, f.store, f.tmp, &chosen, &fullest, &n_batches);
+    fixture_close(&f);
 }
 
 /* Text records, tokenized as train tokenizes them. */
 static void test_text_records_give_the_trainers_batch(void **state) {
     (void)state;
-    char *dir = df_test_tmpdir("bench_recipe");
-    char data[512], store[512], tmp[512];
-    snprintf(data, sizeof data, "%s/slice.jsonl", dir);
-    snprintf(store, sizeof store, "%s/ref.store", dir);
-    snprintf(tmp, sizeof tmp, "%s/tmp", dir);
-    assert_int_equal(mkdir(tmp, 0755), 0);
-    DfTrainOptions defaults;
-    df_train_options_default(&defaults);
-    df_test_write_data_slice(data, 64);
-    prepare_store(data, store, &defaults);
+    Fixture f;
+    fixture_open(&f, "slice.jsonl");
+    df_test_write_data_slice(f.data, 64);
+    prepare_store(f.data, f.store, &f.defaults);
     int64_t chosen, fullest, n_batches;
-    check_recipe(data, store, tmp, &chosen, &fullest, &n_batches);
+    check_recipe(f.data, f.store, f.tmp, &chosen, &fullest, &n_batches);
     assert_true(n_batches > 1);
-    df_test_rmtree(dir);
-    free(dir);
+    /* the store given as it is: the same batch */
+    check_recipe(f.store, f.store, f.tmp, &chosen, &fullest, &n_batches);
+    fixture_close(&f);
 }
 
 static void test_missing_data_names_the_file(void **state) {
