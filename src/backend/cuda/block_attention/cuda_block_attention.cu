@@ -12,6 +12,12 @@
  * every K/V tile it brings into shared memory feeds all of them. Within the
  * CTA the visible keys are one list of anchor + B rows, the context rows then
  * the block rows, walked in tiles of 64; only the last tile needs a mask.
+ * Where G*B is 16 or 32 (whole m-tiles, at most half a chunk) the mma.sync
+ * backward kernels at head_dim 64 pack a chunk with the rows of 64 / (G*B)
+ * neighbouring blocks instead, each warp's rows one block's ("packed
+ * chunks", chunk_row in cuda_block_attention_tiles.h): one block a chunk
+ * would leave half of it (or three quarters) zero rows, idle warps and
+ * wasted products. The knob block_attention_unpacked turns them off.
  * A sliding window W (DfBlockAttnArgs.window > 0) starts the context part at
  * max(0, anchor - W) instead of 0 (window_start): the query-major kernels
  * just see a shorter list; the key-major one masks keys below the start.
@@ -30,10 +36,12 @@
  * Backward, FlashAttention-2 style, probabilities recomputed from the lse:
  *  1. dsum = rowsum(dO * O) per (head, query row), fp32 scratch;
  *  2. dQ, query-major: one CTA per (block, kv head, chunk) walks the visible
- *     key tiles as the forward does, dQ += dS K in registers, written once;
+ *     key tiles as the forward does, dQ += dS K in registers, written once
+ *     (packed chunks: one CTA per group of blocks, the union of their lists);
  *  3. dK/dV, key-major: a CTA owns 64 keys of one kv head (warp w keys
  *     16w..16w+15, the key rows are the mma M dimension) and loops over the
- *     query chunks that see them, dK += dS^T Q and dV += P^T dO in registers.
+ *     query chunks that see them, dK += dS^T Q and dV += P^T dO in registers
+ *     (packed chunks: a visit is a chunk of several visitor blocks).
  *     Block keys are seen by their own block only: one CTA per (block, kv
  *     head) adds its result straight into dk_blk/dv_blk. A context tile is
  *     seen by every block of its sequence anchored past it (up to 512): for
@@ -118,25 +126,6 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
 
 /* --- forward, two blocks per CTA (head_dim 64 and 128) --------------------------- */
 
-/* Keys t0 .. t0+BN-1 of the pair's list of kv head g into shared [BN][D+8]; zero past it. */
-template <int D>
-__device__ void load_pair_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const Shape &s, const PairBlocks &pb,
-                               int g, int t0) {
-    constexpr int SD = D + 8, CH = D / 8;
-    size_t ldk = (size_t)s.kv_heads * D;
-    for (int t = threadIdx.x; t < BN * CH; t += WARPS * 32) {
-        int i = t / CH, col = (t % CH) * 8, key = t0 + i;
-        const bf16 *p = nullptr;
-        if (key < pb.n_ctx) {
-            p = ctx + (size_t)(pb.c0 + key) * ldk + (size_t)g * D;
-        } else if (key < pb.n_vis) {
-            int r = key - pb.n_ctx, j = r < s.B ? pb.j[0] : pb.j[1]; /* a select: no indexing into pb */
-            p = blk + (size_t)(j * s.B + r % s.B) * ldk + (size_t)g * D;
-        }
-        cp_async16(dst + i * SD + col, p ? p + col : ctx, p ? 16 : 0);
-    }
-}
-
 /* Grid: x = pair (reversed: the later, longer pairs first), y = kv head * chunks. */
 template <int D>
 __global__ void __launch_bounds__(WARPS * 32)
@@ -156,8 +145,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 
     load_query_tile<D>(sq, q, s, pb.j[0], g, c);
     load_query_tile<D>(sq + ROWS * SD, q, s, pb.j[1], g, c); /* a missing block 1: block 0 again, never written */
-    load_pair_tile<D>(sk, kc, kb, s, pb, g, 0);
-    load_pair_tile<D>(sv, vc, vb, s, pb, g, 0);
+    load_list_tile<D, 2>(sk, kc, kb, s, pb, g, 0);
+    load_list_tile<D, 2>(sv, vc, vb, s, pb, g, 0);
     cp_async_commit();
 
     float o[MT][DTILES][4];
@@ -171,8 +160,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int kt = 0; kt < n_kv; kt++) {
         int buf = kt & 1, t0 = kt * BN;
         if (kt + 1 < n_kv) {
-            load_pair_tile<D>(sk + (buf ^ 1) * BN * SD, kc, kb, s, pb, g, t0 + BN);
-            load_pair_tile<D>(sv + (buf ^ 1) * BN * SD, vc, vb, s, pb, g, t0 + BN);
+            load_list_tile<D, 2>(sk + (buf ^ 1) * BN * SD, kc, kb, s, pb, g, t0 + BN);
+            load_list_tile<D, 2>(sv + (buf ^ 1) * BN * SD, vc, vb, s, pb, g, t0 + BN);
             cp_async_commit();
             cp_async_wait<1>();
         } else {
