@@ -8,9 +8,10 @@
  *           context rows, 7,076 blocks of 16 in all (an anchor at nearly
  *           every row), 4/2 heads of 64; the packed chunks (the default) and
  *           the knob block_attention_unpacked (one block a chunk);
- *   small   the recipe's heads on 3 sequences of 37 blocks (odd counts, one
- *           of one block), validated only, one run of each op per variant:
- *           for compute-sanitizer.
+ *   small   3 sequences of 150 context rows, of 37, 1 and 36 blocks of 16,
+ *           4/2 and 4/4 heads of 64 (2 and 4 blocks a packed chunk),
+ *           validated only, one run of each op per variant: for
+ *           compute-sanitizer.
  *
  * Each problem is validated first against the CPU backend's op on the same
  * inputs, under each of the shape's variants (one CPU run for all): out,
@@ -231,6 +232,7 @@ static const BenchShape SHAPES[] = {
     {"production", 2, 2048, {512, 512}, 16, 32, 8, 128, 0, 1, {NULL, "block_attention_mma_sync"}},
     {"recipe", 19, 430, {RECIPE_BLOCKS}, 16, 4, 2, 64, 1, 1, {NULL, "block_attention_unpacked"}},
     {"small", 3, 150, {37, 1, 36}, 16, 4, 2, 64, 0, 0, {NULL, "block_attention_unpacked"}},
+    {"small", 3, 150, {37, 1, 36}, 16, 4, 4, 64, 0, 0, {NULL, "block_attention_unpacked"}},
 };
 
 int main(int argc, char **argv) {

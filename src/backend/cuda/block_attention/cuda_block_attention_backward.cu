@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
     int g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
     int n_kv = (nb.n_vis + BN - 1) / BN;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
-    int wb = warp / (WARPS / PACK); /* the warp's block in the group */
+    int wb = PACK == 1 ? 0 : warp / (WARPS / PACK); /* the warp's block in the group */
     bool active = PACK == 1 ? c * ROWS + warp * 16 < s.G * s.B : wb < nb.n;
     SeenKeys seen = seen_keys(nb, s.B, wb);
     int js[PACK];
