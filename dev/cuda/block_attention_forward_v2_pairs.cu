@@ -77,24 +77,6 @@ __device__ __forceinline__ void load_pair_kv_sw128(bf16 *sk, bf16 *sv, const bf1
     load_list_kv_sw128<PAIR_THREADS>(sk, sv, kc, vc, kb, vb, s, pb.c0, pb.n_ctx, pb.n_vis, block_row, g, t0);
 }
 
-/* The keys of the pair's list one block sees: its context range [lo, hi)
- * and its own rows [own, own_end) (empty for a missing block 1). Chosen once
- * for the warpgroup, so that no loop indexes into the PairBlocks. */
-struct SeenKeys {
-    int lo, hi, own, own_end;
-    __device__ bool sees(int key) const { return (key >= lo && key < hi) || (key >= own && key < own_end); }
-    __device__ bool sees_any(int t0, int n) const {
-        return (lo < hi && t0 < hi && t0 + n > lo) || (own < own_end && t0 < own_end && t0 + n > own);
-    }
-};
-
-__device__ SeenKeys seen_keys(const PairBlocks &pb, int B, int b) {
-    SeenKeys k;
-    k.lo = b ? pb.lo[1] : pb.lo[0], k.hi = b ? pb.hi[1] : pb.hi[0];
-    k.own = pb.n_ctx + b * B, k.own_end = b < pb.n ? k.own + B : k.own;
-    return k;
-}
-
 /* Grid as k_block_attn_forward_pair: x = pair (reversed: the later, longer pairs first), y = kv head * chunks. */
 __global__ void __launch_bounds__(PAIR_THREADS, 2) /* two CTAs an SM: at most 128 registers */
     k_block_attn_forward_pair_wgmma(bf16 *out, float *lse, const bf16 *q, const bf16 *kc, const bf16 *vc,

@@ -502,8 +502,13 @@ static const int L_THREE[] = {37, 1, 150, -1}, B_THREE[] = {5, 1, 9, -1};
 /* more blocks in a sequence than a key-major item of a context tile takes (128) */
 static const int L_MANY[] = {300, 71, -1}, B_MANY[] = {290, 40, -1};
 
+/* the drafter's layout in small: an anchor at nearly every row of a long sequence (an odd block count), a
+ * sequence of three blocks, one of one */
+static const int L_DENSE[] = {430, 17, 64, -1}, B_DENSE[] = {427, 3, 1, -1};
+
 #define ODD(B, h, kv, hd, sorted, w) {L_ODD, B_ODD, NULL, B, h, kv, hd, sorted, w, OPS_COMPARED, 0}
 #define MANY(B, h, kv, hd, sorted, w) {L_MANY, B_MANY, NULL, B, h, kv, hd, sorted, w, OPS_COMPARED, 0}
+#define DENSE(B, h, kv, hd, sorted, w) {L_DENSE, B_DENSE, NULL, B, h, kv, hd, sorted, w, OPS_COMPARED, 0}
 #define THREE(B, h, kv, hd, w) {L_THREE, B_THREE, NULL, B, h, kv, hd, 1, w, OPS_CHECKED, 0}
 
 static const BlockShape BLOCK_SHAPES[] = {
@@ -519,15 +524,27 @@ static const BlockShape BLOCK_SHAPES[] = {
     ODD(16, 8, 2, 128, 0, 1), ODD(5, 4, 2, 64, 1, 1), ODD(16, 8, 2, 128, 1, 50), ODD(5, 4, 2, 64, 0, 50),
     ODD(16, 8, 2, 128, 0, 64), ODD(5, 4, 2, 64, 1, 64), ODD(16, 8, 2, 128, 1, 100), ODD(5, 4, 2, 64, 0, 100),
     MANY(16, 8, 2, 128, 1, 70), MANY(7, 4, 1, 64, 0, 100),
+    /* packed chunks (head_dim 64, a GQA group of 32 or 16 rows: 2 or 4 blocks a 64-row chunk; the unpacked
+     * kernels through block_attention_unpacked): odd block counts and one block, sorted and unsorted
+     * anchors, windows */
+    THREE(16, 4, 2, 64, 0), THREE(8, 4, 2, 64, 50),
+    ODD(16, 4, 2, 64, 0, 0), ODD(16, 4, 2, 64, 1, 0), MANY(16, 4, 2, 64, 1, 0), MANY(16, 4, 2, 64, 0, 0),
+    MANY(16, 2, 1, 64, 1, 0), DENSE(16, 4, 2, 64, 1, 0), DENSE(16, 4, 2, 64, 0, 0), DENSE(16, 2, 1, 64, 1, 100),
+    ODD(16, 4, 2, 64, 1, 1), ODD(16, 2, 1, 64, 0, 50), ODD(16, 4, 2, 64, 1, 64), ODD(16, 4, 2, 64, 0, 100),
+    MANY(16, 4, 2, 64, 1, 50), MANY(16, 2, 1, 64, 0, 100), DENSE(16, 4, 2, 64, 1, 64), DENSE(16, 4, 2, 64, 0, 1),
+    ODD(8, 4, 2, 64, 0, 0), ODD(8, 4, 2, 64, 1, 50), MANY(8, 4, 2, 64, 1, 0), MANY(8, 4, 2, 64, 0, 100),
+    DENSE(8, 4, 2, 64, 1, 0), DENSE(16, 4, 4, 64, 1, 64),
     /* head_dim 256: Q re-read from shared memory, the key-major kernel as a dV pass and a dK pass */
     ODD(16, 8, 2, 256, 1, 0), ODD(7, 8, 2, 256, 0, 0), ODD(5, 4, 4, 256, 1, 0), ODD(16, 16, 2, 256, 0, 0),
     ODD(16, 8, 2, 256, 1, 50), MANY(7, 8, 2, 256, 1, 0),
 };
 
-/* At head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernels of the other head dims */
+/* At head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernels of the other head dims; at head_dim 64
+ * with a group of 16 or 32 rows: packed chunks (the default) and one block a chunk */
 static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
     {"default variants", {NULL}, {0}},
     {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},
+    {"block_attention_unpacked 1", {"block_attention_unpacked"}, {1}},
 };
 
 const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_attention block_attention_backward",

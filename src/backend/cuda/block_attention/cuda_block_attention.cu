@@ -12,6 +12,12 @@
  * every K/V tile it brings into shared memory feeds all of them. Within the
  * CTA the visible keys are one list of anchor + B rows, the context rows then
  * the block rows, walked in tiles of 64; only the last tile needs a mask.
+ * Where G*B is 16 or 32 (whole m-tiles, at most half a chunk) the mma.sync
+ * kernels at head_dim 64 pack a chunk with the rows of 64 / (G*B)
+ * neighbouring blocks instead, each warp's rows one block's ("packed
+ * chunks", chunk_row in cuda_block_attention_tiles.h): one block a chunk
+ * would leave half of it (or three quarters) zero rows, idle warps and
+ * wasted products. The knob block_attention_unpacked turns them off.
  * A sliding window W (DfBlockAttnArgs.window > 0) starts the context part at
  * max(0, anchor - W) instead of 0 (window_start): the query-major kernels
  * just see a shorter list; the key-major one masks keys below the start.
@@ -22,7 +28,8 @@
  * At head_dim 64 and 128 a CTA takes two neighbouring blocks of a sequence
  * (k_block_attn_forward_pair, cuda_block_attention_pairs.h): each warp holds
  * one m-tile of each, and every K/V fragment it reads feeds both (1.74 ->
- * 1.43 ms at 2 x 2048 context rows, 512 blocks each, on the H200). At head_dim
+ * 1.43 ms at 2 x 2048 context rows, 512 blocks each, on the H200); with
+ * packed chunks each m-tile is a chunk of blocks, 2 x 64 / (G*B) a CTA. At head_dim
  * 128 the forward runs on wgmma instead (cuda_block_attention_forward_wgmma.cu:
  * a warpgroup a block, one block a CTA). Which kernel runs is the table of
  * cuda_block_attention_dispatch.cu.
@@ -30,10 +37,12 @@
  * Backward, FlashAttention-2 style, probabilities recomputed from the lse:
  *  1. dsum = rowsum(dO * O) per (head, query row), fp32 scratch;
  *  2. dQ, query-major: one CTA per (block, kv head, chunk) walks the visible
- *     key tiles as the forward does, dQ += dS K in registers, written once;
+ *     key tiles as the forward does, dQ += dS K in registers, written once
+ *     (packed chunks: one CTA per group of blocks, the union of their lists);
  *  3. dK/dV, key-major: a CTA owns 64 keys of one kv head (warp w keys
  *     16w..16w+15, the key rows are the mma M dimension) and loops over the
- *     query chunks that see them, dK += dS^T Q and dV += P^T dO in registers.
+ *     query chunks that see them, dK += dS^T Q and dV += P^T dO in registers
+ *     (packed chunks: a visit is a chunk of several visitor blocks).
  *     Block keys are seen by their own block only: one CTA per (block, kv
  *     head) adds its result straight into dk_blk/dv_blk. A context tile is
  *     seen by every block of its sequence anchored past it (up to 512): for
@@ -118,46 +127,42 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
 
 /* --- forward, two blocks per CTA (head_dim 64 and 128) --------------------------- */
 
-/* Keys t0 .. t0+BN-1 of the pair's list of kv head g into shared [BN][D+8]; zero past it. */
-template <int D>
-__device__ void load_pair_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const Shape &s, const PairBlocks &pb,
-                               int g, int t0) {
-    constexpr int SD = D + 8, CH = D / 8;
-    size_t ldk = (size_t)s.kv_heads * D;
-    for (int t = threadIdx.x; t < BN * CH; t += WARPS * 32) {
-        int i = t / CH, col = (t % CH) * 8, key = t0 + i;
-        const bf16 *p = nullptr;
-        if (key < pb.n_ctx) {
-            p = ctx + (size_t)(pb.c0 + key) * ldk + (size_t)g * D;
-        } else if (key < pb.n_vis) {
-            int r = key - pb.n_ctx, j = r < s.B ? pb.j[0] : pb.j[1]; /* a select: no indexing into pb */
-            p = blk + (size_t)(j * s.B + r % s.B) * ldk + (size_t)g * D;
-        }
-        cp_async16(dst + i * SD + col, p ? p + col : ctx, p ? 16 : 0);
-    }
-}
-
-/* Grid: x = pair (reversed: the later, longer pairs first), y = kv head * chunks. */
-template <int D>
+/* Grid: x = group of 2 PACK blocks (reversed: the later, longer groups first),
+ * y = kv head * chunks. Each warp holds MT = 2 m-tiles: PACK 1, rows 16w.. of
+ * chunk c of block mt; PACK > 1 (packed chunks), m-tile mt is a chunk of
+ * blocks mt*PACK.. and the warp's rows are block mt*PACK + w / (WARPS /
+ * PACK)'s. */
+template <int D, int PACK>
 __global__ void __launch_bounds__(WARPS * 32)
     k_block_attn_forward_pair(bf16 *out, float *lse, const bf16 *q, const bf16 *kc, const bf16 *vc, const bf16 *kb,
                               const bf16 *vb, Shape s, int n_pairs) {
-    constexpr int SD = D + 8, KSTEPS = D / 16, DTILES = D / 8, MT = 2;
+    constexpr int SD = D + 8, KSTEPS = D / 16, DTILES = D / 8, MT = 2, N = MT * PACK;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sq = (bf16 *)smem_raw; /* [MT][ROWS][SD]: chunk c of each block */
+    bf16 *sq = (bf16 *)smem_raw; /* [MT][ROWS][SD]: the chunk of each m-tile */
     bf16 *sk = sq + MT * ROWS * SD; /* [2][BN][SD] */
     bf16 *sv = sk + 2 * BN * SD;    /* [2][BN][SD] */
 
-    PairBlocks pb = pair_blocks(s, n_pairs - 1 - (int)blockIdx.x);
+    NeighbourBlocks<N> pb = neighbour_blocks<N>(s, n_pairs - 1 - (int)blockIdx.x);
     int g = blockIdx.y / s.chunks, c = blockIdx.y % s.chunks;
     int n_kv = (pb.n_vis + BN - 1) / BN;
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tq = lane % 4;
-    bool active = c * ROWS + warp * 16 < s.G * s.B; /* the warp has query rows (in both blocks alike) */
+    int wb = warp / (WARPS / PACK); /* the warp's block within an m-tile's chunk */
+    /* the warp has query rows: of chunk c (in every block alike), or its m-tile 0 block is present */
+    bool active = PACK == 1 ? c * ROWS + warp * 16 < s.G * s.B : wb < pb.n;
+    int js[MT][PACK];
+    SeenKeys seen[MT];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int b = 0; b < PACK; b++) js[mt][b] = mt * PACK + b < pb.n ? pb.j[mt * PACK + b] : -1;
+        seen[mt] = seen_keys(pb, s.B, mt * PACK + wb);
+    }
+    if constexpr (PACK == 1) js[1][0] = pb.j[1]; /* a missing block 1: block 0 again, never written */
 
-    load_query_tile<D>(sq, q, s, pb.j[0], g, c);
-    load_query_tile<D>(sq + ROWS * SD, q, s, pb.j[1], g, c); /* a missing block 1: block 0 again, never written */
-    load_pair_tile<D>(sk, kc, kb, s, pb, g, 0);
-    load_pair_tile<D>(sv, vc, vb, s, pb, g, 0);
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) load_chunk_tile<D, PACK>(sq + mt * ROWS * SD, q, s, js[mt], g, c);
+    load_list_tile<D, N>(sk, kc, kb, s, pb, g, 0);
+    load_list_tile<D, N>(sv, vc, vb, s, pb, g, 0);
     cp_async_commit();
 
     float o[MT][DTILES][4];
@@ -170,14 +175,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 
     for (int kt = 0; kt < n_kv; kt++) {
         int buf = kt & 1, t0 = kt * BN;
-        if (kt + 1 < n_kv) {
-            load_pair_tile<D>(sk + (buf ^ 1) * BN * SD, kc, kb, s, pb, g, t0 + BN);
-            load_pair_tile<D>(sv + (buf ^ 1) * BN * SD, vc, vb, s, pb, g, t0 + BN);
-            cp_async_commit();
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
+        prefetch_next_list_kv<D, N>(sk, sv, kc, vc, kb, vb, s, pb, g, kt, n_kv);
         __syncthreads();
         if (active) {
             const bf16 *skb = sk + buf * BN * SD, *svb = sv + buf * BN * SD;
@@ -205,11 +203,11 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 /* a tile wholly inside the block's context range needs no mask; a block may see
-                 * none of a tile (the other block's keys; an anchor at 0), hence the guard */
-                bool need_mask = !(t0 >= pb.lo[mt] && t0 + BN <= pb.hi[mt]);
+                 * none of a tile (the other blocks' keys; an anchor at 0), hence the guard */
                 float alpha[2];
-                online_softmax_tile<true>(sc[mt], m_run[mt], l_run[mt], alpha, s.scale_log2, t0, tq, need_mask,
-                                          [&](int key, int) { return !pair_sees(pb, s.B, mt, key); });
+                online_softmax_tile<true>(sc[mt], m_run[mt], l_run[mt], alpha, s.scale_log2, t0, tq,
+                                          !seen[mt].sees_all_ctx(t0, BN),
+                                          [&](int key, int) { return !seen[mt].sees(key); });
                 scale_acc_rows(o[mt], alpha);
             }
             probs_times_tile_mt<D, MT>(o, sc, svb, lane); /* O += P V, each V fragment for both m-tiles */
@@ -219,23 +217,25 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (!active) return;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
-        if (mt >= pb.n) break;
-        store_output_rows<D>(out, lse, s, pb.j[mt], g, c, warp, lane, o[mt], m_run[mt], l_run[mt]);
+        if (mt * PACK + wb >= pb.n) break;
+        store_normalized_rows<D>(out, lse, true, o[mt], m_run[mt], l_run[mt], lane, [&](int i) {
+            return chunk_row<D, PACK>(s, js[mt], g, c, warp * 16 + i);
+        });
     }
 }
 
 /* --- host side ------------------------------------------------------------------ */
 
-/* Head dims 64 and 128: two blocks per CTA (k_block_attn_forward_pair). */
-template <int D>
-void launch_forward_pairs(DfBackend *be, const DfBlockAttnArgs *a) {
-    Shape s = shape_of(a);
-    int n_pairs = count_pairs(a->layout);
+/* Head dims 64 and 128: two blocks per CTA (k_block_attn_forward_pair), two
+ * chunks of PACK blocks at head_dim 64 where the chunks are packed. */
+template <int D, int PACK>
+void launch_forward_pairs(DfBackend *be, const DfBlockAttnArgs *a, const Shape &s) {
+    int n_pairs = count_groups(a->layout, 2 * PACK);
     if (n_pairs == 0) return;
     size_t smem = (size_t)(2 * ROWS + 4 * BN) * (D + 8) * sizeof(bf16);
-    if (!df_cuda_set_smem(be, k_block_attn_forward_pair<D>, smem, "block_attention")) return;
+    if (!df_cuda_set_smem(be, k_block_attn_forward_pair<D, PACK>, smem, "block_attention")) return;
     dim3 grid((unsigned)n_pairs, (unsigned)(s.kv_heads * s.chunks));
-    k_block_attn_forward_pair<D><<<grid, WARPS * 32, smem, df_cuda_state(be)->stream>>>(
+    k_block_attn_forward_pair<D, PACK><<<grid, WARPS * 32, smem, df_cuda_state(be)->stream>>>(
         (bf16 *)a->out.ptr, (float *)a->lse.ptr, (const bf16 *)a->q.ptr, (const bf16 *)a->k_ctx.ptr,
         (const bf16 *)a->v_ctx.ptr, (const bf16 *)a->k_blk.ptr, (const bf16 *)a->v_blk.ptr, s, n_pairs);
     DF_CUDA_CHECK_LAUNCH(be, "block_attention");
@@ -258,11 +258,16 @@ void launch_forward(DfBackend *be, const DfBlockAttnArgs *a) {
 
 /* The tiers' forwards for the dispatch table (cuda_block_attention_dispatch.cu). */
 void df_cuda_block_attn_forward_mma_sync_64(DfBackend *be, const DfBlockAttnArgs *a) {
-    launch_forward_pairs<64>(be, a);
+    Shape s = shape_of(a);
+    switch (packing(df_cuda_state(be), s)) {
+    case 2: launch_forward_pairs<64, 2>(be, a, s); break;
+    case 4: launch_forward_pairs<64, 4>(be, a, s); break;
+    default: launch_forward_pairs<64, 1>(be, a, s); break;
+    }
 }
 
 void df_cuda_block_attn_forward_mma_sync_128(DfBackend *be, const DfBlockAttnArgs *a) {
-    launch_forward_pairs<128>(be, a);
+    launch_forward_pairs<128, 1>(be, a, shape_of(a));
 }
 
 void df_cuda_block_attn_forward_mma_sync_256(DfBackend *be, const DfBlockAttnArgs *a) {

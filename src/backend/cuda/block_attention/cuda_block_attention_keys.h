@@ -57,6 +57,51 @@ __device__ int next_visitor(const Shape &s, const KeyItem &k, int j) {
     return k.je;
 }
 
+/* A visit of the key-major kernel: the chunk of query rows it loads. PACK 1:
+ * chunk c of visitor block j[0]; PACK > 1 (packed chunks, chunk_row): the
+ * PACK visitors from j[0] on, in order, -1 past the item's last (their rows
+ * zero and masked: an item with fewer visitors left; a block's own keys have
+ * one). */
+template <int PACK>
+struct Visit {
+    int j[PACK], c;
+};
+
+/* The PACK visitors after block j, -1 past the last. */
+template <int PACK>
+__device__ void visitors_after(const Shape &s, const KeyItem &k, int j, Visit<PACK> &v) {
+    v.c = 0;
+#pragma unroll
+    for (int b = 0; b < PACK; b++) {
+        j = next_visitor(s, k, j); /* k.je once past the last, and stays there */
+        v.j[b] = j < k.je ? j : -1;
+    }
+}
+
+/* The visit after v into *next; false when v was the item's last. */
+template <int PACK>
+__device__ bool next_visit(const Shape &s, const KeyItem &k, const Visit<PACK> &v, Visit<PACK> *next) {
+    if (v.c + 1 < s.chunks) { /* PACK 1 only: packed chunks are one a block */
+        *next = v, next->c = v.c + 1;
+        return true;
+    }
+    if (v.j[PACK - 1] < 0) return false;
+    visitors_after(s, k, v.j[PACK - 1], *next);
+    return next->j[0] >= 0;
+}
+
+/* The keys of the item's tile (as tile rows) visitor block j sees: [first, limit); none for j < 0. */
+struct VisitKeys {
+    int first, limit;
+};
+
+__device__ __forceinline__ VisitKeys visit_keys(const Shape &s, const KeyItem &k, int j) {
+    if (j < 0) return {0, 0};
+    if (!k.ctx) return {0, s.B};
+    int a = s.anchors[j];
+    return {window_start(s, a) - k.t0, a - k.t0};
+}
+
 /* The item's keys (context rows or block rows) of kv head g into a shared tile. */
 template <int D, TileLayout L = PADDED>
 __device__ void load_key_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const Shape &s, const KeyItem &k, int g) {
@@ -71,15 +116,17 @@ __device__ void load_key_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const
     }
 }
 
-/* Q, dO (cp.async), lse in base 2 and dsum (plain stores) of one visit into its buffers. */
-template <int D, TileLayout L = PADDED>
+/* Q, dO (cp.async), lse in base 2 and dsum (plain stores) of one visit into
+ * its buffers; rows past the group or of a missing visitor: zeros, lse +inf
+ * (P = 0) and dsum 0. */
+template <int D, int PACK, TileLayout L = PADDED>
 __device__ void load_visit(bf16 *sq, bf16 *sdo, float *slse, float *sds, const bf16 *q, const bf16 *d_out,
-                           const float *lse, const float *dsum, const Shape &s, int j, int g, int c) {
-    load_query_tile<D, L>(sq, q, s, j, g, c);
-    load_query_tile<D, L>(sdo, d_out, s, j, g, c);
+                           const float *lse, const float *dsum, const Shape &s, const Visit<PACK> &v, int g) {
+    load_chunk_tile<D, PACK, L>(sq, q, s, v.j, g, v.c);
+    load_chunk_tile<D, PACK, L>(sdo, d_out, s, v.j, g, v.c);
     cp_async_commit();
     for (int i = threadIdx.x; i < ROWS; i += WARPS * 32) {
-        QRow qr = q_row<D>(s, j, g, c, i);
+        QRow qr = chunk_row<D, PACK>(s, v.j, g, v.c, i);
         slse[i] = qr.valid ? lse[qr.lse_idx] * LOG2E : INFINITY;
         sds[i] = qr.valid ? dsum[qr.lse_idx] : 0.0f;
     }

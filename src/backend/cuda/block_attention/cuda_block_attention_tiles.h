@@ -73,6 +73,40 @@ __device__ QRow q_row(const Shape &s, int j, int g, int c, int i) {
     return q;
 }
 
+/* Packed chunks. Where a block's G*B rows of a kv head fill at most half a
+ * chunk and are whole m-tiles (G*B % 16 == 0: 16 or 32 rows), a chunk holds
+ * the rows of PACK = ROWS / (G*B) blocks of one sequence, block b's in rows
+ * b*G*B.., so every warp's 16 rows are one block's. One block a chunk would
+ * leave half of the chunk's rows (or three quarters) zero: idle warps in the
+ * query-major kernels, wasted products and twice the visits in the key-major
+ * one. PACK 1: chunk c of one block, as for every other shape. */
+template <int PACK>
+constexpr int pack_rows = ROWS / PACK; /* a block's rows in a packed chunk (PACK > 1) */
+
+/* a[i] for i < N by selects, so that no loop indexes a register array (which would put it in local memory) */
+template <int N>
+__device__ __forceinline__ int pick(const int (&a)[N], int i) {
+    int r = a[0];
+#pragma unroll
+    for (int t = 1; t < N; t++) r = i == t ? a[t] : r;
+    return r;
+}
+
+/* Row i of a chunk of the PACK blocks j (j[b] < 0: no block, its rows
+ * invalid); PACK 1: row i of chunk c of block j[0]. */
+template <int D, int PACK>
+__device__ __forceinline__ QRow chunk_row(const Shape &s, const int (&j)[PACK], int g, int c, int i) {
+    if constexpr (PACK == 1) {
+        return q_row<D>(s, j[0], g, c, i);
+    } else {
+        constexpr int GB = pack_rows<PACK>;
+        int jb = pick(j, i / GB);
+        QRow q = q_row<D>(s, jb < 0 ? 0 : jb, g, 0, i % GB);
+        q.valid = jb >= 0;
+        return q;
+    }
+}
+
 /* How a ROWS-row tile sits in shared memory: rows of D+8 values (the
  * padding keeps ldmatrix free of bank conflicts), or the 128-byte swizzled
  * layout that wgmma reads (cuda_wgmma.h). */
@@ -85,15 +119,23 @@ __device__ __forceinline__ bf16 *tile_at(bf16 *tile, int i, int col) {
     else return tile + i * (D + 8) + col;
 }
 
-/* The chunk's ROWS query-like rows (q or d_out) into a shared tile; zero past the group. */
-template <int D, TileLayout L = PADDED>
-__device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int j, int g, int c) {
+/* The ROWS query-like rows (q or d_out) of a chunk of the PACK blocks j
+ * (chunk_row) into a shared tile; zero past the group and for missing blocks. */
+template <int D, int PACK, TileLayout L = PADDED>
+__device__ void load_chunk_tile(bf16 *dst, const bf16 *src, const Shape &s, const int (&j)[PACK], int g, int c) {
     constexpr int CH = D / 8;
     for (int t = threadIdx.x; t < ROWS * CH; t += WARPS * 32) {
         int i = t / CH, col = (t % CH) * 8;
-        QRow q = q_row<D>(s, j, g, c, i);
+        QRow q = chunk_row<D, PACK>(s, j, g, c, i);
         cp_async16(tile_at<D, L>(dst, i, col), q.valid ? src + q.off + col : src, q.valid ? 16 : 0);
     }
+}
+
+/* Chunk c of block j's rows into a shared tile; zero past the group. */
+template <int D, TileLayout L = PADDED>
+__device__ void load_query_tile(bf16 *dst, const bf16 *src, const Shape &s, int j, int g, int c) {
+    const int js[1] = {j};
+    load_chunk_tile<D, 1, L>(dst, src, s, js, g, c);
 }
 
 /* Where the rows a thread copies of chunk c's ROWS query-like rows at
@@ -349,20 +391,29 @@ __device__ __forceinline__ void store_output_rows(bf16 *out, float *lse, const S
                              [&](int i) { return q_row<D>(s, j, g, c, warp * 16 + i); });
 }
 
-/* dQ's rows of a warp (as store_output_rows), written once. */
-template <int D>
-__device__ __forceinline__ void store_dq_rows(bf16 *dq, const Shape &s, int j, int g, int c, int warp, int lane,
-                                              const float (&acc)[D / 8][4]) {
+/* dQ's rows of a warp, rows 16 warp + lane/4 (+ 8) of a chunk of the PACK
+ * blocks j (chunk_row), written once; invalid rows are not written. */
+template <int D, int PACK>
+__device__ __forceinline__ void store_dq_rows(bf16 *dq, const Shape &s, const int (&j)[PACK], int g, int c, int warp,
+                                              int lane, const float (&acc)[D / 8][4]) {
     int gr = lane / 4, tq = lane % 4;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        QRow qr = q_row<D>(s, j, g, c, warp * 16 + gr + 8 * r);
+        QRow qr = chunk_row<D, PACK>(s, j, g, c, warp * 16 + gr + 8 * r);
         if (!qr.valid) continue;
         bf16 *row = dq + qr.off;
 #pragma unroll
         for (int d = 0; d < D / 8; d++)
             *(__nv_bfloat162 *)(row + d * 8 + 2 * tq) = __floats2bfloat162_rn(acc[d][2 * r], acc[d][2 * r + 1]);
     }
+}
+
+/* Block j's chunk c of dQ rows (the kernels of one block a chunk). */
+template <int D>
+__device__ __forceinline__ void store_dq_rows(bf16 *dq, const Shape &s, int j, int g, int c, int warp, int lane,
+                                              const float (&acc)[D / 8][4]) {
+    const int js[1] = {j};
+    store_dq_rows<D, 1>(dq, s, js, g, c, warp, lane, acc);
 }
 
 /* --- host side, shared by the forward and backward launches ------------------------ */
@@ -386,6 +437,16 @@ inline bool misaligned(const DfBuffer *bufs, int n) {
     uintptr_t bits = 0;
     for (int i = 0; i < n; i++) bits |= (uintptr_t)bufs[i].ptr;
     return (bits & 15u) != 0;
+}
+
+/* Blocks a chunk (packed chunks, at pack_rows): ROWS / (G*B) where G*B is
+ * whole m-tiles and at most half a chunk, unless the knob
+ * block_attention_unpacked asks for one block a chunk at every shape; else 1.
+ * The launches build packed kernels at head_dim 64 only. */
+inline int packing(const DfCudaState *st, const Shape &s) {
+    int rows = s.G * s.B;
+    if (st->variant.block_attention_unpacked || rows % 16 != 0 || 2 * rows > ROWS) return 1;
+    return ROWS / rows;
 }
 
 /* What the kernels cannot take, as a recorded failure; true when it can run. */
