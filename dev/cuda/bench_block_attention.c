@@ -6,8 +6,7 @@
  *           block_attention_mma_sync (the portable tier);
  *   recipe  the recipe's drafter on the bundled target: 19 sequences of 430
  *           context rows, 7,076 blocks of 16 in all (an anchor at nearly
- *           every row), 4/2 heads of 64; the packed chunks (the default) and
- *           the knob block_attention_unpacked (one block a chunk);
+ *           every row), 4/2 heads of 64 (packed chunks of 2 blocks);
  *   small   3 sequences of 150 context rows, of 37, 1 and 36 blocks of 16,
  *           4/2 and 4/4 heads of 64 (2 and 4 blocks a packed chunk),
  *           validated only, one run of each op per variant: for
@@ -230,9 +229,9 @@ static void time_shape(DevBackends *be, const Problem *p) {
 static const BenchShape SHAPES[] = {
     {"production", 1, 2048, {512}, 16, 32, 8, 128, 0, 1, {NULL, "block_attention_mma_sync"}},
     {"production", 2, 2048, {512, 512}, 16, 32, 8, 128, 0, 1, {NULL, "block_attention_mma_sync"}},
-    {"recipe", 19, 430, {RECIPE_BLOCKS}, 16, 4, 2, 64, 1, 1, {NULL, "block_attention_unpacked"}},
-    {"small", 3, 150, {37, 1, 36}, 16, 4, 2, 64, 0, 0, {NULL, "block_attention_unpacked"}},
-    {"small", 3, 150, {37, 1, 36}, 16, 4, 4, 64, 0, 0, {NULL, "block_attention_unpacked"}},
+    {"recipe", 19, 430, {RECIPE_BLOCKS}, 16, 4, 2, 64, 1, 1, {NULL}},
+    {"small", 3, 150, {37, 1, 36}, 16, 4, 2, 64, 0, 0, {NULL}},
+    {"small", 3, 150, {37, 1, 36}, 16, 4, 4, 64, 0, 0, {NULL}},
 };
 
 int main(int argc, char **argv) {

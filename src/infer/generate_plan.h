@@ -42,7 +42,9 @@
  * H100 (bench/RESULTS.md): the decode steps reach 74% of their bandwidth
  * limit at 256 and 68% at 512, 16% more tokens/s; the whole generate job
  * (4,000 prompts, 256 new tokens) 21,600 tokens/s at 512 against 19,238 at
- * 256 in the same run. */
+ * 256 in the same run. At the bundled target, whose steps are short, larger
+ * batches are slower still: the recipe's regeneration of 79,989 prompts took
+ * 119 s at 512, 136 s at 1024 and 169 s at 2048. */
 #define DF_GENERATE_GPU_MAX_BATCH 512
 
 /* The same on the CPU: its matrix products reach their rate at a few rows

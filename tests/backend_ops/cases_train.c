@@ -524,9 +524,8 @@ static const BlockShape BLOCK_SHAPES[] = {
     ODD(16, 8, 2, 128, 0, 1), ODD(5, 4, 2, 64, 1, 1), ODD(16, 8, 2, 128, 1, 50), ODD(5, 4, 2, 64, 0, 50),
     ODD(16, 8, 2, 128, 0, 64), ODD(5, 4, 2, 64, 1, 64), ODD(16, 8, 2, 128, 1, 100), ODD(5, 4, 2, 64, 0, 100),
     MANY(16, 8, 2, 128, 1, 70), MANY(7, 4, 1, 64, 0, 100),
-    /* packed chunks (head_dim 64, a GQA group of 32 or 16 rows: 2 or 4 blocks a 64-row chunk; the unpacked
-     * kernels through block_attention_unpacked): odd block counts and one block, sorted and unsorted
-     * anchors, windows */
+    /* packed chunks (head_dim 64, a GQA group of 32 or 16 rows: 2 or 4 blocks a 64-row chunk): odd block
+     * counts and one block, sorted and unsorted anchors, windows */
     THREE(16, 4, 2, 64, 0), THREE(8, 4, 2, 64, 50),
     ODD(16, 4, 2, 64, 0, 0), ODD(16, 4, 2, 64, 1, 0), MANY(16, 4, 2, 64, 1, 0), MANY(16, 4, 2, 64, 0, 0),
     MANY(16, 2, 1, 64, 1, 0), DENSE(16, 4, 2, 64, 1, 0), DENSE(16, 4, 2, 64, 0, 0), DENSE(16, 2, 1, 64, 1, 100),
@@ -539,12 +538,10 @@ static const BlockShape BLOCK_SHAPES[] = {
     ODD(16, 8, 2, 256, 1, 50), MANY(7, 8, 2, 256, 1, 0),
 };
 
-/* At head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernels of the other head dims; at head_dim 64
- * with a group of 16 or 32 rows: packed chunks (the default) and one block a chunk */
+/* At head_dim 128 (CUDA): wgmma (the default) and the mma.sync kernels of the other head dims */
 static const OpsVariant BLOCK_ATTENTION_VARIANTS[] = {
     {"default variants", {NULL}, {0}},
     {"block_attention_mma_sync 1", {"block_attention_mma_sync"}, {1}},
-    {"block_attention_unpacked 1", {"block_attention_unpacked"}, {1}},
 };
 
 const OpCase CASE_BLOCK_ATTENTION = {"block_attention and its backward", "block_attention block_attention_backward",

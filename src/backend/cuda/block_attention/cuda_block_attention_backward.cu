@@ -305,7 +305,7 @@ void launch_backward(DfBackend *be, const DfBlockAttnArgs *a, const DfBlockAttnG
         df_cuda_record_failure(be, __FILE__, __LINE__, "block_attention_backward: too many context tiles");
         return;
     }
-    int pack = packing(st, s);
+    int pack = packing(s);
     if (!WGMMA && !set_mma_sync_smem<D>(be, pack)) return;
 
     size_t n_dsum = (size_t)a->heads * s.n_q, n_ctx = (size_t)l->n_ctx_rows * a->kv_heads * D;

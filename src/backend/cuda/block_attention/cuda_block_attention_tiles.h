@@ -440,12 +440,11 @@ inline bool misaligned(const DfBuffer *bufs, int n) {
 }
 
 /* Blocks a chunk (packed chunks, at pack_rows): ROWS / (G*B) where G*B is
- * whole m-tiles and at most half a chunk, unless the knob
- * block_attention_unpacked asks for one block a chunk at every shape; else 1.
- * The launches build packed kernels at head_dim 64 only. */
-inline int packing(const DfCudaState *st, const Shape &s) {
+ * whole m-tiles and at most half a chunk; else 1. The launches build packed
+ * kernels at head_dim 64 only. */
+inline int packing(const Shape &s) {
     int rows = s.G * s.B;
-    if (st->variant.block_attention_unpacked || rows % 16 != 0 || 2 * rows > ROWS) return 1;
+    if (rows % 16 != 0 || 2 * rows > ROWS) return 1;
     return ROWS / rows;
 }
 
