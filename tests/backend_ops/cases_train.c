@@ -632,6 +632,7 @@ static const LmShape LM_SHAPES[] = {
     {1, 17, 5, 1}, /* one row, a tiny vocab */
     {513, 256, 4000, 1},
     {2100, 64, 1001, 1}, /* past 1024 rows at a small hidden size: one chunk by default (4M / hidden rows) */
+    {1100, 32, 16384, 1}, /* by default one chunk in sub-chunks of 512, 512 and 76 rows whose logits stay in L2 */
     /* large vocabularies, the targets' among them: rows of many passes of the row kernel's block */
     {70, 32, 16384, 1},
     {33, 20, 100004, 0},
@@ -644,6 +645,8 @@ static const OpsVariant LM_VARIANTS[] = {
     {"chunks of 64 rows", {"lm_head_chunk_rows"}, {64}},
     {"chunks of 50 rows", {"lm_head_chunk_rows"}, {50}},
     {"chunks of 16 rows", {"lm_head_chunk_rows"}, {16}},
+    {"sub-chunks of 16 rows", {"lm_head_l2_rows"}, {16}},
+    {"chunks of 50 rows in sub-chunks of 16", {"lm_head_chunk_rows", "lm_head_l2_rows"}, {50, 16}},
 };
 
 const OpCase CASE_LM_HEAD_CE = {"lm_head_ce", "lm_head_ce", run_lm_head_ce, OPS_SHAPES(LM_SHAPES), 1e-2,

@@ -16,7 +16,17 @@
  * sit at the start of the row's own fp32 storage (bf16 leading dimension
  * 2 vocab). bf16 element i lies in the bytes of fp32 element i / 2, never
  * ahead of what was read: the block reads a group of tiles of the row,
- * waits at a barrier, then writes that group's bf16 values. */
+ * waits at a barrier, then writes that group's bf16 values.
+ *
+ * Where a chunk's fp32 logits are far larger than L2 while a few hundred
+ * rows of them fit (small hidden sizes, small vocabularies: the bundled
+ * target's drafter, 16384-row chunks of 8192 logits, 512 MiB), steps 1 and
+ * 2 run in sub-chunks of l2_rows rows (LM_L2_BYTES of logits), so that the
+ * row kernel's two reads find the logits the product just wrote in L2
+ * rather than in DRAM; their bf16 dlogits go to a buffer of the whole chunk
+ * (leading dimension vocab), and step 3 stays one product over the chunk.
+ * There the op is bound by memory traffic, not by its products: per chunk
+ * the logits were written once and read twice from DRAM. */
 #include "backend/cuda/common/cuda_internal.h"
 
 #define LM_SCRATCH_BYTES ((size_t)1 << 30)
@@ -35,6 +45,12 @@
  * many outputs as 1024 rows at 4096 (16384 rows at 256). */
 #define LM_CHUNK_OUTPUTS ((size_t)1024 * 4096)
 #define LM_CHUNK_MIN_ROWS 1024
+/* Sub-chunks hold at most LM_L2_BYTES of fp32 logits (the L2 of an H100 or
+ * H200 is 50 MiB, an A100's 40), and are used only from LM_L2_MIN_ROWS rows:
+ * fewer would leave the logits product's tiles short of a wave and multiply
+ * the launches (at Qwen3's vocabulary 32 MiB are 55 rows: one-level chunks). */
+#define LM_L2_BYTES ((size_t)32 << 20)
+#define LM_L2_MIN_ROWS 512
 
 /* Running (max, sum of exp(v - max), first index of the max). */
 struct SoftmaxStat {
@@ -114,11 +130,13 @@ __device__ SoftmaxStat block_stat(SoftmaxStat st) {
 }
 
 /* One block per row of the chunk; logits rows are `ld` T's apart. */
+/* Row r's bf16 dlogits go to dlogits + r * ld_dlogits: over the row's own
+ * logits (in place) or into a separate buffer. */
 template <typename T, int VEC>
 __global__ void __launch_bounds__(LM_THREADS) k_lm_rows(T *logits, size_t ld, int vocab, const int32_t *labels,
                                                         const float *weights, float *ce, int32_t *argmax,
                                                         int want_grad, float grad_scale, int row0,
-                                                        DfCudaDeviceError *bad) {
+                                                        bf16 *dlogits, size_t ld_dlogits, DfCudaDeviceError *bad) {
     const int UNROLL = 4;
     int r = blockIdx.x;
     T *row = logits + (size_t)r * ld;
@@ -152,12 +170,13 @@ __global__ void __launch_bounds__(LM_THREADS) k_lm_rows(T *logits, size_t ld, in
     if (!want_grad) return;
 
     float coef = grad_scale * weights[r], scale = coef / st.s;
-    bf16 *out = (bf16 *)row; /* the row's own storage */
+    bf16 *out = dlogits + (size_t)r * ld_dlogits;
     /* UNROLL tiles of the row at a time, all their loads issued first. Over
      * fp32 logits, the bf16 values of a group of tiles land in the bytes of
      * logits at half their indices, all in this group or earlier ones: the
      * barrier after the group's loads has every thread done reading those
-     * (a barrier a tile left one 16-byte load a thread in flight) */
+     * (a barrier a tile left one 16-byte load a thread in flight); into a
+     * separate buffer the barrier is not needed, and costs little */
     for (int base = 0; base < n_vec; base += UNROLL * LM_THREADS) {
         float v[UNROLL][VEC];
 #pragma unroll
@@ -179,8 +198,10 @@ __global__ void __launch_bounds__(LM_THREADS) k_lm_rows(T *logits, size_t ld, in
     }
 }
 
-template <typename T>
-static void launch_rows(DfBackend *be, void *logits, int n, const DfLmHeadCeArgs *a, int r0) {
+/* The row kernel over n rows of logits (first row r0 of the op), their
+ * dlogits into dlogits (rows ld_dlogits apart). */
+static void launch_rows(DfBackend *be, float *logits, int n, const DfLmHeadCeArgs *a, int r0, bf16 *dlogits,
+                        size_t ld_dlogits) {
     DfCudaState *st = df_cuda_state(be);
     const int32_t *labels = (const int32_t *)a->labels.ptr + r0;
     const float *weights = (const float *)a->weights.ptr + r0;
@@ -189,13 +210,13 @@ static void launch_rows(DfBackend *be, void *logits, int n, const DfLmHeadCeArgs
     int want_grad = a->d_x.ptr != NULL;
     const int VEC = 4;
     if (a->vocab % VEC == 0)
-        k_lm_rows<T, VEC><<<(unsigned)n, LM_THREADS, 0, st->stream>>>(
-            (T *)logits, (size_t)a->vocab, a->vocab, labels, weights, ce, argmax, want_grad, a->grad_scale, r0,
-            st->dev_error);
+        k_lm_rows<float, VEC><<<(unsigned)n, LM_THREADS, 0, st->stream>>>(
+            logits, (size_t)a->vocab, a->vocab, labels, weights, ce, argmax, want_grad, a->grad_scale, r0, dlogits,
+            ld_dlogits, st->dev_error);
     else
-        k_lm_rows<T, 1><<<(unsigned)n, LM_THREADS, 0, st->stream>>>((T *)logits, (size_t)a->vocab, a->vocab, labels,
-                                                                    weights, ce, argmax, want_grad, a->grad_scale,
-                                                                    r0, st->dev_error);
+        k_lm_rows<float, 1><<<(unsigned)n, LM_THREADS, 0, st->stream>>>(
+            logits, (size_t)a->vocab, a->vocab, labels, weights, ce, argmax, want_grad, a->grad_scale, r0, dlogits,
+            ld_dlogits, st->dev_error);
     DF_CUDA_CHECK_LAUNCH(be, "lm_head_ce (rows)");
 }
 
@@ -217,27 +238,46 @@ static int chunk_rows(const DfCudaState *st, int rows, int hidden, int vocab, si
     return chunk < (size_t)rows ? (int)chunk : rows;
 }
 
+/* Rows per sub-chunk of a chunk of `chunk` rows (steps 1 and 2 of the top
+ * comment): the knob when set, else as many as LM_L2_BYTES of logits hold,
+ * in multiples of LM_CHUNK_ALIGN; the whole chunk where that is fewer than
+ * LM_L2_MIN_ROWS or more than half the chunk (the dlogits buffer and the
+ * sub-chunk's logits then fit the chunk's own scratch). */
+static int l2_rows(const DfCudaState *st, int chunk, int vocab) {
+    if (st->variant.lm_head_l2_rows > 0) return st->variant.lm_head_l2_rows < chunk ? st->variant.lm_head_l2_rows : chunk;
+    size_t rows = LM_L2_BYTES / ((size_t)vocab * sizeof(float)) / LM_CHUNK_ALIGN * LM_CHUNK_ALIGN;
+    return rows >= LM_L2_MIN_ROWS && 2 * rows <= (size_t)chunk ? (int)rows : chunk;
+}
+
 size_t df_cuda_lm_head_scratch_bytes(void) { return LM_SCRATCH_BYTES; }
 
 void df_cuda_lm_head_ce(DfBackend *be, const DfLmHeadCeArgs *a) {
     DfCudaState *st = df_cuda_state(be);
-    size_t elem = sizeof(float);
-    int H = a->hidden, V = a->vocab, chunk = chunk_rows(st, a->rows, H, V, elem);
-    void *logits = df_cuda_scratch(be, (size_t)chunk * V * elem);
-    if (!logits) {
-        return;
+    int H = a->hidden, V = a->vocab, chunk = chunk_rows(st, a->rows, H, V, sizeof(float)), sub = l2_rows(st, chunk, V);
+    bool separate = a->d_x.ptr && sub < chunk; /* dlogits of the whole chunk beside a sub-chunk's logits */
+    size_t logits_bytes = (size_t)sub * V * sizeof(float), dl_at = (logits_bytes + 255) / 256 * 256;
+    size_t bytes = separate ? dl_at + (size_t)chunk * V * sizeof(bf16) : logits_bytes;
+    if (bytes > LM_SCRATCH_BYTES && bytes > (size_t)chunk * V * sizeof(float)) { /* a knob's sub-chunks: in place */
+        sub = chunk, separate = false, bytes = (size_t)chunk * V * sizeof(float);
     }
+    unsigned char *scratch = (unsigned char *)df_cuda_scratch(be, bytes);
+    if (!scratch) return;
+    float *logits = (float *)scratch;
+    /* in place: bf16 rows 2 V apart over the fp32 logits of the (sub-)chunk */
+    bf16 *dlogits = separate ? (bf16 *)(scratch + dl_at) : (bf16 *)logits;
+    int ld_dl = separate ? V : 2 * V;
     const bf16 *x = (const bf16 *)a->x.ptr;
     bf16 *d_x = (bf16 *)a->d_x.ptr;
     for (int r0 = 0; r0 < a->rows; r0 += chunk) {
         int n = a->rows - r0 < chunk ? a->rows - r0 : chunk;
-        DfCudaGemm fwd = {logits, x + (size_t)r0 * H, a->head.ptr, n, V, H, 0, 1, H, H, V, 1, 0.0f, nullptr};
-        df_cuda_gemm(be, &fwd);
-        launch_rows<float>(be, logits, n, a, r0);
+        for (int s0 = 0; s0 < n; s0 += sub) {
+            int m = n - s0 < sub ? n - s0 : sub;
+            DfCudaGemm fwd = {logits, x + (size_t)(r0 + s0) * H, a->head.ptr, m, V, H, 0, 1, H, H, V, 1, 0.0f, nullptr};
+            df_cuda_gemm(be, &fwd);
+            launch_rows(be, logits, m, a, r0 + s0, separate ? dlogits + (size_t)s0 * ld_dl : dlogits, (size_t)ld_dl);
+        }
         if (!d_x) continue;
-        /* dlogits: bf16 rows, in place, 2 V apart over fp32 logits */
-        int ld_dlogits = 2 * V;
-        DfCudaGemm bwd = {d_x + (size_t)r0 * H, logits, a->head.ptr, n, H, V, 0, 0, ld_dlogits, H, H, 0, 0.0f, nullptr};
+        DfCudaGemm bwd = {d_x + (size_t)r0 * H, dlogits, a->head.ptr, n, H, V, 0, 0, ld_dl, H, H, 0, 0.0f, nullptr};
         df_cuda_gemm(be, &bwd);
     }
 }
