@@ -200,6 +200,9 @@ if want kernels; then
         section "$b"
         run 600 "$b" 2>&1 | grep -v '^    validated'
     done > "$OUT/kernels.txt" 2>&1
+    # the block attention at the recipe's drafter too (head dim 64, packed chunks)
+    { section "$D/bench_block_attention recipe"
+      run 600 "$D/bench_block_attention" recipe 2>&1 | grep -v '^    validated'; } >> "$OUT/kernels.txt" 2>&1
 fi
 
 # MFU's reference for the trainer runs: the GEMM peak part train measured, unless PEAK_TFLOPS is given
