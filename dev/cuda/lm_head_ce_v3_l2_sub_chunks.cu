@@ -7,7 +7,7 @@
  * Figure: the recipe's training step (`dflash bench --device cuda
  * --train-only`, 113K block rows, hidden 256, vocabulary 8192), H100, one
  * call: lm_head_ce 4.96 ms against 4.15, the step 30.3 ms against 27.8: the
- * 1024-row logits products (222 of them a step) and row launches cost more
+ * about 110 logits products of 1024 rows a step and their row launches cost more
  * than the DRAM reads they save; commit bf3f46e.
  *
  * Built by `make dev` (compiled only, with nvcc); dev_lm_head_ce_v3_l2_sub_chunks
