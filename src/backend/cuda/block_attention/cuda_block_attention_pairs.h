@@ -69,13 +69,6 @@ __device__ NeighbourBlocks<N> neighbour_blocks(const Shape &s, int p) {
 
 __device__ __forceinline__ PairBlocks pair_blocks(const Shape &s, int p) { return neighbour_blocks<2>(s, p); }
 
-/* Whether list position key is visible to block b of the group. */
-template <int N>
-__device__ __forceinline__ bool pair_sees(const NeighbourBlocks<N> &pb, int B, int b, int key) {
-    if (key < pb.n_ctx) return key >= pb.lo[b] && key < pb.hi[b];
-    return b < pb.n && key >= pb.n_ctx + b * B && key < pb.n_ctx + (b + 1) * B;
-}
-
 /* The blocks of the group as chunk_row takes them: -1 for the missing ones. */
 template <int N>
 __device__ __forceinline__ void present_blocks(const NeighbourBlocks<N> &pb, int (&j)[N]) {
