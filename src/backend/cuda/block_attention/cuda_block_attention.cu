@@ -45,7 +45,9 @@
  *     query chunks that see them, dK += dS^T Q and dV += P^T dO in registers
  *     (packed chunks: a visit is a chunk of several visitor blocks).
  *     Block keys are seen by their own block only: one CTA per (block, kv
- *     head) adds its result straight into dk_blk/dv_blk. A context tile is
+ *     head) adds its result straight into dk_blk/dv_blk; packed chunks take
+ *     64 / B blocks a CTA, whose 64 keys fill the tile (visited PACK blocks
+ *     at a time). A context tile is
  *     seen by every block of its sequence anchored past it (up to 512): for
  *     balance its blocks are split into items of CTX_CHUNK, which add their
  *     sums with fp32 atomics into a zeroed fp32 scratch (the order of those
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_forward(bf16 *out, fl
  * blocks mt*PACK.. and the warp's rows are block mt*PACK + w / (WARPS /
  * PACK)'s. */
 template <int D, int PACK>
-__global__ void __launch_bounds__(WARPS * 32)
+__global__ void __launch_bounds__(WARPS * 32, forward_ctas<D>)
     k_block_attn_forward_pair(bf16 *out, float *lse, const bf16 *q, const bf16 *kc, const bf16 *vc, const bf16 *kb,
                               const bf16 *vb, Shape s, int n_pairs) {
     constexpr int SD = D + 8, KSTEPS = D / 16, DTILES = D / 8, MT = 2, N = MT * PACK;

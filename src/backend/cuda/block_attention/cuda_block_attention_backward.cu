@@ -45,7 +45,7 @@ __global__ void k_block_attn_dsum(float *dsum, const bf16 *d_out, const bf16 *ou
  * block w / (WARPS / PACK)'s, masked by what that block sees.
  * dq = sum over visible keys of dS K. */
 template <int D, int PACK>
-__global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const float *lse, const float *dsum,
+__global__ void __launch_bounds__(WARPS * 32, dq_ctas<D>) k_block_attn_dq(bf16 *dq, const float *lse, const float *dsum,
                                                                const bf16 *q, const bf16 *d_out, const bf16 *kc,
                                                                const bf16 *vc, const bf16 *kb, const bf16 *vb,
                                                                Shape s, int n_groups) {
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_block_attn_dq(bf16 *dq, const fl
  * block: column col of S^T is block col / (ROWS / PACK)'s, which for the
  * accumulators' n-tile n (columns 8n..8n+7) is block n / (8 / PACK). */
 template <int D, int PART, int PACK>
-__global__ void __launch_bounds__(WARPS * 32)
+__global__ void __launch_bounds__(WARPS * 32, dkv_ctas<D>)
     k_block_attn_dkv(float *ctx_dk, float *ctx_dv, bf16 *dk_blk, bf16 *dv_blk, const float *lse, const float *dsum,
                      const bf16 *q, const bf16 *d_out, const bf16 *kc, const bf16 *vc, const bf16 *kb, const bf16 *vb,
                      Shape s, int n_ctx_items) {
@@ -281,13 +281,15 @@ void launch_mma_sync_steps(DfBackend *be, const DfBlockAttnLayout *l, const Shap
     k_block_attn_dq<D, PACK><<<grid_q, WARPS * 32, smem_dq<D>, stream>>>(b.dq, b.lse, b.dsum, b.q, b.dout, b.kc,
                                                                          b.vc, b.kb, b.vb, s, n_groups);
     DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dq)");
-    dim3 grid_kv((unsigned)(n_ctx_items + s.n_blocks), (unsigned)s.kv_heads);
+    Shape sk = s;
+    if (PACK > 1) sk.own_blocks = ROWS / s.B; /* B divides ROWS: G*B is 16 or 32 */
+    dim3 grid_kv((unsigned)(n_ctx_items + count_own_items(sk)), (unsigned)s.kv_heads);
     k_block_attn_dkv<D, PART0, PACK><<<grid_kv, WARPS * 32, smem_dkv<D>, stream>>>(
-        b.ctx_dk, b.ctx_dv, b.dk_blk, b.dv_blk, b.lse, b.dsum, b.q, b.dout, b.kc, b.vc, b.kb, b.vb, s, n_ctx_items);
+        b.ctx_dk, b.ctx_dv, b.dk_blk, b.dv_blk, b.lse, b.dsum, b.q, b.dout, b.kc, b.vc, b.kb, b.vb, sk, n_ctx_items);
     DF_CUDA_CHECK_LAUNCH(be, SPLIT ? "block_attention_backward (dv)" : "block_attention_backward (dk, dv)");
     if constexpr (SPLIT) { /* the dK pass: it writes neither output of the dV pass */
         k_block_attn_dkv<D, DKV_K, PACK><<<grid_kv, WARPS * 32, smem_dkv<D>, stream>>>(
-            b.ctx_dk, b.ctx_dv, b.dk_blk, b.dv_blk, b.lse, b.dsum, b.q, b.dout, b.kc, b.vc, b.kb, b.vb, s,
+            b.ctx_dk, b.ctx_dv, b.dk_blk, b.dv_blk, b.lse, b.dsum, b.q, b.dout, b.kc, b.vc, b.kb, b.vb, sk,
             n_ctx_items);
         DF_CUDA_CHECK_LAUNCH(be, "block_attention_backward (dk)");
     }

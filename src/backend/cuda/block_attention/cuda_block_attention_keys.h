@@ -19,17 +19,21 @@ constexpr int CTX_CHUNK = 64;
 
 /* A key-major work item: 64 keys of kv head g and the blocks that see them. */
 struct KeyItem {
-    bool ctx;     /* context keys t0.. of sequence seq; else block jb's own keys */
+    bool ctx;     /* context keys t0.. of sequence seq; else the own keys of blocks jb .. je - 1 */
     int seq, t0, c0, len, jb, je;
 };
 
 /* Items: first, per sequence, (context tile, group of CTX_CHUNK blocks);
- * then one per block. The host counts the context items the same way. */
+ * then the blocks' own keys, s.own_blocks blocks an item: a block's B keys
+ * are seen by its own rows alone, so one block an item would leave all but
+ * B of the tile's 64 keys (and all but one warp) idle. Packed chunks take
+ * ROWS / B blocks an item (their B divides ROWS), visited PACK at a time;
+ * the other launches one. The host counts the items the same way. */
 __device__ KeyItem key_item(const Shape &s, int item, int n_ctx_items) {
     KeyItem k;
     k.ctx = item < n_ctx_items;
     if (!k.ctx) {
-        k.jb = item - n_ctx_items, k.je = k.jb + 1;
+        k.jb = (item - n_ctx_items) * s.own_blocks, k.je = min(k.jb + s.own_blocks, s.n_blocks);
         k.seq = seq_of_block(s, k.jb), k.t0 = 0;
         k.c0 = s.ctx_starts[k.seq], k.len = s.ctx_starts[k.seq + 1] - k.c0;
         return k;
@@ -97,7 +101,7 @@ struct VisitKeys {
 
 __device__ __forceinline__ VisitKeys visit_keys(const Shape &s, const KeyItem &k, int j) {
     if (j < 0) return {0, 0};
-    if (!k.ctx) return {0, s.B};
+    if (!k.ctx) return {(j - k.jb) * s.B, (j - k.jb + 1) * s.B};
     int a = s.anchors[j];
     return {window_start(s, a) - k.t0, a - k.t0};
 }
@@ -111,7 +115,7 @@ __device__ void load_key_tile(bf16 *dst, const bf16 *ctx, const bf16 *blk, const
         int i = t / CH, col = (t % CH) * 8;
         const bf16 *p = nullptr;
         if (k.ctx && k.t0 + i < k.len) p = ctx + (size_t)(k.c0 + k.t0 + i) * ldk + (size_t)g * D;
-        else if (!k.ctx && i < s.B) p = blk + (size_t)(k.jb * s.B + i) * ldk + (size_t)g * D;
+        else if (!k.ctx && i < (k.je - k.jb) * s.B) p = blk + (size_t)(k.jb * s.B + i) * ldk + (size_t)g * D;
         cp_async16(tile_at<D, L>(dst, i, col), p ? p + col : ctx, p ? 16 : 0);
     }
 }
@@ -147,7 +151,7 @@ __device__ __forceinline__ void add_key_sums(const Shape &s, const KeyItem &k, i
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         int key = kw0 + gr + 8 * r;
-        if (k.ctx ? k.t0 + key >= k.len : key >= s.B) continue;
+        if (k.ctx ? k.t0 + key >= k.len : key >= (k.je - k.jb) * s.B) continue;
         if (k.ctx) {
             size_t off = (size_t)(k.c0 + k.t0 + key) * ldk + (size_t)g * D + 2 * tq;
 #pragma unroll
@@ -184,6 +188,9 @@ inline int count_ctx_items(const DfBlockAttnLayout *l) {
     }
     return n > INT32_MAX / 2 ? -1 : (int)n;
 }
+
+/* Items of the blocks' own keys, counted as key_item decodes them. */
+inline int count_own_items(const Shape &s) { return (s.n_blocks + s.own_blocks - 1) / s.own_blocks; }
 
 } // namespace
 

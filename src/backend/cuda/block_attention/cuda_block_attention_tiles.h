@@ -21,6 +21,29 @@ constexpr int ROWS = 16 * WARPS; /* query rows per chunk; also keys per dK/dV ti
 constexpr int BN = 64;           /* keys per tile of the query-major kernels */
 constexpr float LOG2E = 1.4426950408889634f;
 
+/* CTAs an SM that the mma.sync kernels' registers are capped for
+ * (__launch_bounds__'s second argument: at most 65536 / (CTAs x 128)
+ * registers a thread). Uncapped at head_dim 64 they take 220 (forward), 168
+ * (dQ) and 174 (dK/dV) registers: two, three and two CTAs an SM, too few
+ * warps to hide the latencies of their short key loops. Hopper's 227 KiB of
+ * shared memory holds three forward or dK/dV CTAs (54 and 55 KiB) and four
+ * dQ ones (54 KiB): capped for those, the forward and dK/dV spill 64 and
+ * 16 bytes, dQ 100. Recipe shape (H100): forward 0.412 -> 0.349 ms; backward
+ * 1.125 -> 0.958-1.027 ms with the own-key items of packed chunks
+ * (cuda_block_attention_keys.h) in both (dQ and dK/dV measured together).
+ * Ampere's 164 KiB holds two: no cap there, nor at the other head dims. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr bool SMEM_227K = true;
+#else
+constexpr bool SMEM_227K = false;
+#endif
+template <int D>
+constexpr int forward_ctas = D == 64 && SMEM_227K ? 3 : 1;
+template <int D>
+constexpr int dq_ctas = D == 64 && SMEM_227K ? 4 : 1;
+template <int D>
+constexpr int dkv_ctas = D == 64 && SMEM_227K ? 3 : 1;
+
 /* The query-major kernels hold a warp's Q fragments in registers across the
  * key tiles up to head_dim 128. At 256 the O (or dQ) accumulators alone take
  * 128 registers a thread, so Q is re-read from shared memory at each k-step
@@ -35,6 +58,7 @@ struct Shape {
     int chunks; /* ceil(G*B / ROWS) */
     float scale, scale_log2;
     int window; /* 0: every context row below the anchor */
+    int own_blocks; /* blocks whose own keys one key-major item takes (cuda_block_attention_keys.h) */
 };
 
 /* The first context row (relative to the sequence's) visible to a block anchored at `anchor`. */
@@ -430,6 +454,7 @@ inline Shape shape_of(const DfBlockAttnArgs *a) {
     s.chunks = (s.G * s.B + ROWS - 1) / ROWS;
     s.scale = a->scale, s.scale_log2 = a->scale * LOG2E;
     s.window = a->window;
+    s.own_blocks = 1;
     return s;
 }
 
