@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(WARPS * 32, dq_ctas<D>) k_block_attn_dq(bf16 *
     store_dq_rows<D, PACK>(dq, s, js, g, c, warp, lane, acc);
 }
 
-/* dK, dV, key-major. Grid: x = item (context items, then blocks), y = kv head.
+/* dK, dV, key-major. Grid: x = item (context items, then the blocks' own keys), y = kv head.
  * Context sums go with atomics to ctx_dk/ctx_dv (fp32 [n_ctx_rows, kv_heads*D]);
  * block sums are added to dk_blk/dv_blk. A visit (Visit) is one chunk of
  * query rows: PACK 1, chunk c of one visitor block; PACK > 1, the rows of

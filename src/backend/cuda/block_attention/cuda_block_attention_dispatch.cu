@@ -22,7 +22,7 @@ const BlockAttnRoute ROUTES[] = {
      "one block a CTA, Q in registers: forward 0.59 ms, backward 2.38-2.44 ms (H100)"},
     {64, DF_TIER_MMA_SYNC, df_cuda_block_attn_forward_mma_sync_64, df_cuda_block_attn_backward_mma_sync_64,
      "two blocks a CTA, every K/V fragment feeds both (1.74 -> 1.43 ms at head_dim 128, H200); packed chunks "
-     "and three CTAs an SM at the recipe's drafter: forward 0.35 ms, backward 0.96-1.03 ms (H100)"},
+     "and registers capped for 3-4 CTAs an SM at the recipe's drafter: forward 0.35 ms, backward 0.99 ms (H100)"},
     {128, DF_TIER_MMA_SYNC, df_cuda_block_attn_forward_mma_sync_128, df_cuda_block_attn_backward_mma_sync_128,
      "the portable tier (variant block_attention_mma_sync): GPUs without wgmma"},
     {256, DF_TIER_MMA_SYNC, df_cuda_block_attn_forward_mma_sync_256, df_cuda_block_attn_backward_mma_sync_256,
