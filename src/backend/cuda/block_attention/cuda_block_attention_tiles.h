@@ -31,9 +31,11 @@ constexpr float LOG2E = 1.4426950408889634f;
  * 16 bytes, dQ 100. Recipe shape (H100): forward 0.412 -> 0.349 ms; backward
  * 1.125 -> 0.958-1.027 ms with the own-key items of packed chunks
  * (cuda_block_attention_keys.h) in both; dQ uncapped instead 1.119-1.162.
- * Ampere's 164 KiB holds two: no cap there, nor at the other head dims. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr bool SMEM_227K = true;
+ * Ampere's 164 KiB holds two: no cap there, nor at the other head dims, nor
+ * on GPUs not measured (a native sm_100 or sm_120 build: the latter's
+ * 100 KiB holds one). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+constexpr bool SMEM_227K = true; /* Hopper */
 #else
 constexpr bool SMEM_227K = false;
 #endif
