@@ -190,13 +190,15 @@ static void test_block_targets(void **state) {
     make_mask(m, S, 12);
     for (int i = 0; i < S; i++) x[i] = 7 * i + 1;
     const double gamma = 7.0;
+    float decay[B];
+    df_block_decay(gamma, B, decay);
     const int64_t anchors[] = {1, 11, 15, 30, 38};
     for (size_t j = 0; j < sizeof anchors / sizeof anchors[0]; j++) {
         int64_t a = anchors[j];
         int32_t labels[B];
         uint8_t valid[B];
         float w[B];
-        df_block_targets(x, m, S, a, B, gamma, labels, valid, w);
+        df_block_targets(x, m, S, a, B, decay, labels, valid, w);
         for (int k = 0; k < B; k++) {
             int inside = a + k < S;
             double want = (k >= 1) * inside * (inside ? m[a + k] : 0) * exp(-(k - 1) / gamma);
@@ -206,14 +208,14 @@ static void test_block_targets(void **state) {
         }
         /* NULL outputs are allowed */
         float w2[B];
-        df_block_targets(x, m, S, a, B, gamma, NULL, NULL, w2);
+        df_block_targets(x, m, S, a, B, decay, NULL, NULL, w2);
         assert_memory_equal(w, w2, sizeof w);
     }
     /* k = 1 has weight exactly 1 where valid; k = 0 never counts */
     float w[B];
     uint8_t all[S];
     memset(all, 1, sizeof all);
-    df_block_targets(x, all, S, 2, B, gamma, NULL, NULL, w);
+    df_block_targets(x, all, S, 2, B, decay, NULL, NULL, w);
     assert_true(w[0] == 0.0f);
     assert_true(w[1] == 1.0f);
     assert_true(fabsf(w[8] - (float)exp(-1.0)) == 0.0f);

@@ -21,6 +21,7 @@
 #include "backend/select.h"
 #include "formats/safetensors.h"
 #include "model/drafter.h"
+#include "model/drafter_rows.h"
 #include "model/drafter_split.h"
 #include "target/target.h"
 #include "model/anchors.h"
@@ -178,10 +179,12 @@ static void test_fixture_blocks(void **state) {
 static uint8_t *row_validity(const Parity *p) {
     int B = p->drafter.cfg.block_size;
     uint8_t *valid = calloc((size_t)p->n_anchors * B, 1);
+    float decay[DF_MAX_BLOCK_SIZE];
+    df_block_decay(p->drafter.cfg.gamma, B, decay);
     for (int s = 0; s < p->n_seqs; s++) {
         int64_t t0 = p->seq_starts[s], len = p->seq_starts[s + 1] - t0;
         for (int64_t j = p->anchor_starts[s]; j < p->anchor_starts[s + 1]; j++)
-            df_block_targets(p->ids + t0, p->mask + t0, len, p->anchors[j], B, p->drafter.cfg.gamma, NULL,
+            df_block_targets(p->ids + t0, p->mask + t0, len, p->anchors[j], B, decay, NULL,
                              valid + j * B, NULL);
     }
     return valid;
@@ -420,6 +423,98 @@ static void test_compute_grads(void **state) {
     free(want), free(got);
 }
 
+/* The block rows against the definitions of model/anchors.h, row by row. */
+static void check_rows(const DfDrafterRows *r, const DfDrafterBatch *b, const DfDrafterConfig *c) {
+    int B = c->block_size, T = b->seq_starts[b->n_seqs];
+    assert_int_equal(r->n_ctx, T);
+    assert_int_equal(r->n_q, r->n_blocks * B);
+    float decay[DF_MAX_BLOCK_SIZE];
+    df_block_decay(c->gamma, B, decay);
+    int n_loss = 0, max_pos = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int t0 = b->seq_starts[s], len = b->seq_starts[s + 1] - t0;
+        for (int i = 0; i < len; i++) assert_int_equal(r->kpos[t0 + i], i);
+        if (len > max_pos) max_pos = len;
+        for (int64_t j = b->anchor_starts[s]; j < b->anchor_starts[s + 1]; j++) {
+            int32_t ids[DF_MAX_BLOCK_SIZE], pos[DF_MAX_BLOCK_SIZE], labels[DF_MAX_BLOCK_SIZE];
+            uint8_t valid[DF_MAX_BLOCK_SIZE];
+            float w[DF_MAX_BLOCK_SIZE];
+            df_block_inputs(b->ids + t0, b->anchors[j], B, c->mask_token_id, ids, pos);
+            df_block_targets(b->ids + t0, b->loss_mask + t0, len, b->anchors[j], B, decay, labels, valid, w);
+            size_t row = (size_t)j * B;
+            assert_int_equal(r->anchors[j], b->anchors[j]);
+            assert_memory_equal(r->block_ids + row, ids, (size_t)B * sizeof *ids);
+            assert_memory_equal(r->kpos + T + row, pos, (size_t)B * sizeof *pos);
+            assert_memory_equal(r->labels + row, labels, (size_t)B * sizeof *labels);
+            assert_memory_equal(r->valid + row, valid, (size_t)B);
+            assert_memory_equal(r->weights + row, w, (size_t)B * sizeof *w);
+            if (b->anchors[j] + B > max_pos) max_pos = (int)b->anchors[j] + B;
+            for (int k = 0; k < B; k++) {
+                int slot = r->loss_slot[row + (size_t)k];
+                if (w[k] > 0) {
+                    assert_int_equal(slot, n_loss);
+                    assert_int_equal(r->loss_rows[n_loss], (int)(row + (size_t)k));
+                    assert_int_equal(r->loss_labels[n_loss], labels[k]);
+                    assert_true(r->loss_weights[n_loss] == w[k]);
+                    n_loss++;
+                }
+            }
+        }
+    }
+    assert_int_equal(r->n_loss, n_loss);
+    for (int i = 0; i < r->n_q; i++)
+        if (!(r->weights[i] > 0)) assert_int_equal(r->loss_slot[i], n_loss);
+    assert_int_equal(r->max_pos, max_pos);
+}
+
+/* A batch that brings its block rows built ahead (train's loader thread)
+ * trains as one whose rows the step builds: the same weight sum to the bit,
+ * the same gradient and loss (the same bits on the CPU; on a bf16 backend
+ * within 1e-6, as two runs of the same step). Rows of another batch are
+ * refused. */
+static void test_rows_built_ahead(void **state) {
+    Parity *p = *state;
+    if (!p) skip();
+    DfDrafter *d = &p->drafter;
+    DfError err;
+    DfDrafterRows rows = {0};
+    df_drafter_rows_build(&rows, &d->cfg, &p->batch);
+    check_rows(&rows, &p->batch, &d->cfg);
+    double wsum = df_drafter_batch_weight_sum(&d->cfg, &p->batch);
+    assert_true(rows.weight_sum == wsum);
+    size_t n = d->layout.total;
+    float *built = malloc(n * sizeof *built), *ahead = malloc(n * sizeof *ahead);
+    DfMetrics mb, ma;
+    whole_step(p, built, &mb);
+    DfDrafterBatch with_rows = p->batch;
+    with_rows.rows = &rows;
+    assert_true(df_drafter_batch_weight_sum(&d->cfg, &with_rows) == wsum);
+    DfDrafterBatch saved = p->batch;
+    p->batch = with_rows;
+    whole_step(p, ahead, &ma);
+    p->batch = saved;
+    if (p->bf16) {
+        double e = df_rel_error(ahead, built, n);
+        if (!(e <= 1e-6)) fail_msg("rows built ahead: gradient %.3g from the step's own rows", e);
+        assert_true(fabs(df_metrics_loss(&ma) - df_metrics_loss(&mb)) <= 1e-6 * fabs(df_metrics_loss(&mb)));
+    } else {
+        assert_memory_equal(ahead, built, n * sizeof *ahead);
+        assert_true(df_metrics_loss(&ma) == df_metrics_loss(&mb));
+        assert_true(df_metrics_train_tau(&ma) == df_metrics_train_tau(&mb));
+    }
+    /* rows of a batch with one sequence fewer */
+    DfDrafterBatch shorter = p->batch;
+    shorter.n_seqs--;
+    DfDrafterRows other = {0};
+    df_drafter_rows_build(&other, &d->cfg, &shorter);
+    with_rows.rows = &other;
+    assert_int_equal(df_drafter_forward_backward(d, &with_rows, 1.0, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "built for another batch"));
+    df_drafter_rows_free(&other);
+    df_drafter_rows_free(&rows);
+    free(built), free(ahead);
+}
+
 static void test_bad_batch(void **state) {
     Parity *p = *state;
     if (!p) skip();
@@ -535,6 +630,7 @@ int main(void) {
         cmocka_unit_test(test_gradients_accumulate),
         cmocka_unit_test(test_micro_batches),
         cmocka_unit_test(test_compute_grads),
+        cmocka_unit_test(test_rows_built_ahead),
         cmocka_unit_test(test_bad_batch),
     };
     const struct CMUnitTest fd[] = {

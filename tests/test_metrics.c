@@ -158,6 +158,8 @@ static void fixture_close(StepFixture *f) {
 static void fixture_blocks(const StepFixture *f, const int32_t *argmax, DfMetrics *metrics) {
     int64_t *cand = malloc(sizeof *cand * (size_t)f->n_tok);
     int64_t blocks = 0;
+    float decay[FIX_B];
+    df_block_decay(FIX_GAMMA, FIX_B, decay);
     for (int64_t s = 0; s < f->n_seq; s++) {
         const int32_t *x = f->ids + f->seq_starts[s];
         const uint8_t *m = f->mask + f->seq_starts[s];
@@ -173,7 +175,7 @@ static void fixture_blocks(const StepFixture *f, const int32_t *argmax, DfMetric
             uint8_t valid[FIX_B];
             float w[FIX_B];
             df_block_inputs(x, a, FIX_B, FIX_MASK, bid, bpos);
-            df_block_targets(x, m, len, a, FIX_B, FIX_GAMMA, labels, valid, w);
+            df_block_targets(x, m, len, a, FIX_B, decay, labels, valid, w);
             size_t q = (size_t)(blocks * FIX_B);
             assert_memory_equal(bid, f->ref_ids + q, sizeof bid);
             assert_memory_equal(bpos, f->ref_pos + q, sizeof bpos);

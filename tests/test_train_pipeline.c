@@ -74,11 +74,39 @@ static void rig_close(LoaderRig *r) {
     df_token_store_close(r->store);
 }
 
-/* Batches in plan order, packed from the store as the plan says. */
+/* The rows of a batch as the drafter would build them itself. */
+static void assert_rows_of(const DfStepBatch *b, const DfDrafterConfig *dc) {
+    assert_true(b->has_rows);
+    DfDrafterBatch share = {.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
+                            .anchor_starts = b->anchor_starts, .anchors = b->anchors};
+    DfDrafterRows want = {0};
+    df_drafter_rows_build(&want, dc, &share);
+    const DfDrafterRows *got = &b->rows;
+    assert_int_equal(got->n_ctx, b->tokens);
+    assert_int_equal(got->n_blocks, b->anchor_starts[b->n_seqs]);
+    assert_int_equal(got->n_q, want.n_q);
+    assert_int_equal(got->n_loss, want.n_loss);
+    assert_int_equal(got->max_pos, want.max_pos);
+    assert_true(got->weight_sum == want.weight_sum && got->weight_sum > 0);
+    size_t q = (size_t)want.n_q, n = (size_t)want.n_loss;
+    assert_memory_equal(got->block_ids, want.block_ids, q * sizeof *want.block_ids);
+    assert_memory_equal(got->labels, want.labels, q * sizeof *want.labels);
+    assert_memory_equal(got->weights, want.weights, q * sizeof *want.weights);
+    assert_memory_equal(got->valid, want.valid, q);
+    assert_memory_equal(got->kpos, want.kpos, ((size_t)want.n_ctx + q) * sizeof *want.kpos);
+    assert_memory_equal(got->loss_rows, want.loss_rows, n * sizeof *want.loss_rows);
+    assert_memory_equal(got->loss_slot, want.loss_slot, q * sizeof *want.loss_slot);
+    df_drafter_rows_free(&want);
+}
+
+/* Batches in plan order, packed from the store as the plan says, with the
+ * block rows of the drafter config the loader was given. */
 static void test_loader_follows_the_plan(void **state) {
     Fixture *f = *state;
     LoaderRig rig;
     rig_open(&rig, f, 3, 9);
+    DfDrafterConfig dc = {.block_size = 8, .mask_token_id = 8190, .gamma = 4.0};
+    rig.cfg.drafter = &dc;
     DfEpochPlan plan;
     df_batcher_plan_epoch(&rig.batcher, 0, &plan);
     DfStepLoader l;
@@ -113,6 +141,7 @@ static void test_loader_follows_the_plan(void **state) {
         }
         assert_int_equal(b->tokens, at);
         assert_int_equal(b->global_tokens, at);
+        assert_rows_of(b, &dc);
         df_step_loader_release(&l, b);
         bi++;
     }

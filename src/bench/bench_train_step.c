@@ -10,6 +10,7 @@
 #include "bench/bench_drafter.h"
 #include "bench/bench_internal.h"
 #include "model/drafter.h"
+#include "model/drafter_rows.h"
 #include "target/target.h"
 #include "target/target_random.h"
 #include "model/metrics.h"
@@ -28,6 +29,7 @@ typedef struct StepBench {
     DfPackedBatch packed;
     DfBuffer ids, features;
     DfDrafterBatch batch;
+    DfDrafterRows rows;
     DfMetrics metrics;
     double grad_scale;
     DfBuffer master, exp_avg, exp_avg_sq; /* F32 optimizer state, as the trainer keeps it */
@@ -85,6 +87,11 @@ static int build_batch(StepBench *b, const DfTrainStepShape *s, DfError *err) {
         return -1;
     DfDrafterBatch batch = {h->n_seqs, h->starts, h->ids, h->mask, b->features, h->anchor_starts, h->anchors};
     b->batch = batch;
+    /* the block rows, built once: train's loader thread builds them while
+     * the device runs the step before (model/drafter_rows.h), so building
+     * them is not the step's work */
+    df_drafter_rows_build(&b->rows, cfg, &b->batch);
+    b->batch.rows = &b->rows;
     b->grad_scale = 1.0 / df_drafter_batch_weight_sum(cfg, &b->batch);
     return df_metrics_init(&b->metrics, cfg->block_size, err);
 }
@@ -95,6 +102,7 @@ static void free_bench(StepBench *b) {
     df_buffer_free(b->be, &b->exp_avg_sq);
     df_buffer_free(b->be, &b->ids);
     df_buffer_free(b->be, &b->features);
+    df_drafter_rows_free(&b->rows);
     if (b->have_packed) df_packed_batch_free(&b->packed, b->be);
     if (b->have_drafter) df_drafter_free(&b->drafter);
     if (b->have_target) df_target_free(&b->target);

@@ -72,14 +72,18 @@ void df_block_inputs(const int32_t *ids, int64_t anchor, int block_size, int32_t
     }
 }
 
+void df_block_decay(double gamma, int block_size, float *decay) {
+    for (int k = 0; k < block_size; k++) decay[k] = k >= 1 ? (float)exp(-(double)(k - 1) / gamma) : 0.0f;
+}
+
 void df_block_targets(const int32_t *ids, const uint8_t *loss_mask, int64_t len, int64_t anchor, int block_size,
-                      double gamma, int32_t *labels, uint8_t *valid, float *weights) {
+                      const float *decay, int32_t *labels, uint8_t *valid, float *weights) {
     for (int k = 0; k < block_size; k++) {
         int64_t t = anchor + k;
         bool inside = t < len;
         bool is_valid = k >= 1 && inside && loss_mask[t] != 0;
         if (labels) labels[k] = inside ? ids[t] : -1;
         if (valid) valid[k] = is_valid;
-        if (weights) weights[k] = is_valid ? (float)exp(-(double)(k - 1) / gamma) : 0.0f;
+        if (weights) weights[k] = is_valid ? decay[k] : 0.0f;
     }
 }

@@ -48,9 +48,16 @@ double df_default_gamma(int block_size);
 void df_block_inputs(const int32_t *ids, int64_t anchor, int block_size, int32_t mask_id, int32_t *block_ids,
                      int32_t *block_pos);
 
+/* The decay of each slot, decay[k] = exp(-(k-1)/gamma) for k >= 1 and 0 for
+ * the anchor's slot (block_size entries): computed once for a batch, since
+ * an exp per block row is most of the host's work in building a step's
+ * hundred thousand rows. */
+void df_block_decay(double gamma, int block_size, float *decay);
+
 /* Block targets (any output may be NULL): labels[k] = x[a+k] or -1 past the
- * end, valid[k] and weights[k] as defined above. */
+ * end, valid[k] and weights[k] = valid[k] * decay[k] (decay from
+ * df_block_decay). */
 void df_block_targets(const int32_t *ids, const uint8_t *loss_mask, int64_t len, int64_t anchor, int block_size,
-                      double gamma, int32_t *labels, uint8_t *valid, float *weights);
+                      const float *decay, int32_t *labels, uint8_t *valid, float *weights);
 
 #endif

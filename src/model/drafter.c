@@ -6,6 +6,7 @@
 
 #include "model/drafter_internal.h"
 #include "model/anchors.h"
+#include "model/drafter_rows.h"
 
 DfBuffer df_drafter_param(const DfDrafter *d, int index) {
     const DfParamInfo *p = &d->layout.params[index];
@@ -109,14 +110,16 @@ void df_drafter_zero_grads(DfDrafter *d) {
 }
 
 double df_drafter_batch_weight_sum(const DfDrafterConfig *cfg, const DfDrafterBatch *batch) {
+    if (batch->rows) return batch->rows->weight_sum; /* the same sum, in the same order */
     int B = cfg->block_size;
-    float *w = df_xmalloc((size_t)B * sizeof *w, "block weights");
+    float *w = df_xmalloc(2 * (size_t)B * sizeof *w, "block weights"), *decay = w + B;
+    df_block_decay(cfg->gamma, B, decay);
     double sum = 0;
     for (int s = 0; s < batch->n_seqs; s++) {
         int64_t t0 = batch->seq_starts[s], len = batch->seq_starts[s + 1] - t0;
         for (int64_t j = batch->anchor_starts[s]; j < batch->anchor_starts[s + 1]; j++) {
             if (batch->anchors[j] < 0 || batch->anchors[j] >= len) continue; /* refused by the step itself */
-            df_block_targets(batch->ids + t0, batch->loss_mask + t0, len, batch->anchors[j], B, cfg->gamma, NULL,
+            df_block_targets(batch->ids + t0, batch->loss_mask + t0, len, batch->anchors[j], B, decay, NULL,
                              NULL, w);
             for (int k = 0; k < B; k++) sum += w[k];
         }

@@ -12,6 +12,8 @@
 #include "model/drafter_layout.h"
 #include "model/metrics.h"
 
+typedef struct DfDrafterRows DfDrafterRows; /* model/drafter_rows.h */
+
 /* One packed batch as the drafter sees it: the context sequences (with the
  * target's tap features already on the backend) and the anchors of each. */
 typedef struct DfDrafterBatch {
@@ -22,6 +24,7 @@ typedef struct DfDrafterBatch {
     DfBuffer features;            /* ACT [T, n_taps * H] on the drafter's backend */
     const int64_t *anchor_starts; /* host [n_seqs + 1]: sequence s owns anchors[anchor_starts[s] ..] */
     const int64_t *anchors;       /* host, positions inside their sequence, ascending */
+    const DfDrafterRows *rows;    /* host: the batch's block rows built ahead (model/drafter_rows.h), or NULL */
 } DfDrafterBatch;
 
 typedef struct DfDrafterWork DfDrafterWork; /* activations kept for the backward (private) */
@@ -87,8 +90,9 @@ int df_drafter_reserve(DfDrafter *d, int n_ctx, int n_q, DfError *err);
 void df_drafter_work_elements(const DfDrafterConfig *cfg, int n_ctx, int n_q, size_t *act, size_t *f32, size_t *i32);
 
 /* Sum of the loss weights w over every block of the batch (host only, from
- * ids, mask and anchors): the denominator of the loss, summed over the global
- * batch before the backward (spec section 4 step 5). */
+ * ids, mask and anchors, or the batch's rows when it has them): the
+ * denominator of the loss, summed over the global batch before the backward
+ * (spec section 4 step 5). */
 double df_drafter_batch_weight_sum(const DfDrafterConfig *cfg, const DfDrafterBatch *batch);
 
 /* Forward over all blocks of the batch; adds sum(w * CE) and sum(w) and the

@@ -45,7 +45,7 @@ static void mlp_backward(DfDrafter *d, int l) {
     DfDrafterLayerActs *a = &w->layers[l];
     DfDrafterGradScratch *g = &w->g;
     DfBackend *be = d->be;
-    int Q = w->host.n_q, H = c->hidden_size, I = c->intermediate_size;
+    int Q = w->host.rows->n_q, H = c->hidden_size, I = c->intermediate_size;
     input_grad(be, g->dact, g->dx, df_drafter_param(d, ix->down_proj), Q, H, I, 0);
     weight_grad(d, ix->down_proj, g->dx, a->act, Q, H, I, 1);
     df_op_swiglu_backward(be, g->dgate, g->dup, g->dact, a->gate, a->up);
@@ -64,7 +64,7 @@ static void attention_backward(DfDrafter *d, int l) {
     DfDrafterLayerActs *a = &w->layers[l];
     DfDrafterGradScratch *g = &w->g;
     DfBackend *be = d->be;
-    int T = w->host.n_ctx, Q = w->host.n_q, H = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads,
+    int T = w->host.rows->n_ctx, Q = w->host.rows->n_q, H = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads,
         hd = c->head_dim, qd = nh * hd, kvd = nkv * hd;
     float eps = (float)c->rms_norm_eps;
 
@@ -126,7 +126,7 @@ void df_drafter_run_backward(DfDrafter *d, const DfDrafterBatch *batch) {
     DfDrafterWork *w = d->work;
     DfDrafterGradScratch *g = &w->g;
     DfBackend *be = d->be;
-    int T = w->host.n_ctx, Q = w->host.n_q, H = c->hidden_size;
+    int T = w->host.rows->n_ctx, Q = w->host.rows->n_q, H = c->hidden_size;
     float eps = (float)c->rms_norm_eps;
     df_op_rmsnorm_backward(be, g->dx, df_drafter_grad(d, d->layout.norm), g->dx, w->x_final,
                            df_drafter_param(d, d->layout.norm), Q, H, eps, 0);

@@ -26,7 +26,7 @@ static void layer_forward(DfDrafter *d, int l, DfBuffer x_next) {
     DfDrafterWork *w = d->work;
     DfDrafterLayerActs *a = &w->layers[l];
     DfBackend *be = d->be;
-    int T = w->host.n_ctx, Q = w->host.n_q, H = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads,
+    int T = w->host.rows->n_ctx, Q = w->host.rows->n_q, H = c->hidden_size, nh = c->num_heads, nkv = c->num_kv_heads,
         hd = c->head_dim, I = c->intermediate_size, qd = nh * hd, kvd = nkv * hd;
     float eps = (float)c->rms_norm_eps;
 
@@ -61,7 +61,7 @@ void df_drafter_run_forward(DfDrafter *d, const DfDrafterBatch *batch) {
     const DfDrafterConfig *c = &d->cfg;
     DfDrafterWork *w = d->work;
     DfBackend *be = d->be;
-    int T = w->host.n_ctx, Q = w->host.n_q, H = c->hidden_size, L = c->num_layers;
+    int T = w->host.rows->n_ctx, Q = w->host.rows->n_q, H = c->hidden_size, L = c->num_layers;
     float eps = (float)c->rms_norm_eps;
     DfBuffer features = df_buffer_view(batch->features, 0, (size_t)T * c->n_taps * H);
     df_op_linear(be, w->ctx_pre, features, df_drafter_param(d, d->layout.fc), T, H, c->n_taps * H, 0);

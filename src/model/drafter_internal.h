@@ -6,6 +6,7 @@
 #define DF_MODEL_DRAFTER_INTERNAL_H
 
 #include "model/drafter.h"
+#include "model/drafter_rows.h"
 #include "model/drafter_split.h"
 
 /* What one decoder layer's forward keeps (Q = block rows, T = context rows). */
@@ -33,20 +34,16 @@ typedef struct DfDrafterGradScratch {
     DfBuffer dctx;             /* [T, H], summed over layers */
 } DfDrafterGradScratch;
 
-/* Host-side description of the current batch. */
+/* Host side of the current pass: its block rows (the batch's, built ahead,
+ * or built here) and what comes back from the device. */
 typedef struct DfDrafterHostBatch {
-    int n_ctx, n_blocks, n_q;
-    int32_t *block_ids, *kpos, *labels, *argmax, *anchors, *block_starts;
-    float *weights, *ce;
-    uint8_t *valid;
-    /* the rows with a loss weight, which alone go through the lm head
-     * (drafter_loss_rows.c): n_loss of them, their row numbers, labels,
-     * weights, CE and argmax in that order; loss_slot[r] is row r's place
-     * among them, n_loss for a row without weight */
-    int n_loss;
-    int32_t *loss_rows, *loss_slot, *loss_labels, *loss_argmax;
-    float *loss_weights, *loss_ce;
-    int host_capacity_ctx, host_capacity_q, host_capacity_seqs;
+    const DfDrafterRows *rows; /* this pass's: the batch's own or &built */
+    DfDrafterRows built;
+    float *ce;                 /* [Q]: each row's CE, 0 on rows without loss */
+    int32_t *argmax;           /* [Q]: each row's argmax, -1 on rows without loss */
+    float *loss_ce;            /* [n_loss]: as they come back from the lm head */
+    int32_t *loss_argmax;      /* [n_loss] */
+    int cap_out;
 } DfDrafterHostBatch;
 
 struct DfDrafterWork {
@@ -72,12 +69,11 @@ struct DfDrafterWork {
     int reserved;    /* the arenas were sized by df_drafter_reserve: grow them only when a batch needs more */
 };
 
-/* The rows with a loss weight (drafter_loss_rows.c): their lists from the
- * host batch's weights and labels; the lm head with its cross-entropy
+/* The rows with a loss weight (drafter_loss_rows.c; their lists are the
+ * rows' own, model/drafter_rows.h): the lm head with its cross-entropy
  * on those rows only (their hidden states gathered first, d(loss)/d(out)
  * scattered back into g.dx with zeros elsewhere); their CE and argmax back
  * into the host batch's per-row arrays (0 and -1 for the other rows). */
-void df_drafter_loss_rows_build(DfDrafterHostBatch *h);
 int df_drafter_loss_rows_upload(DfDrafter *d, DfError *err);
 void df_drafter_lm_head(DfDrafter *d, double grad_scale);
 int df_drafter_loss_rows_download(DfDrafter *d, DfError *err);
@@ -87,7 +83,8 @@ int df_drafter_loss_rows_download(DfDrafter *d, DfError *err);
 int df_drafter_work_prepare(DfDrafter *d, int n_ctx, int n_q, DfError *err);
 /* rope tables covering positions 0 .. n_positions-1 */
 int df_drafter_work_rope(DfDrafter *d, int n_positions, DfError *err);
-void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seqs);
+/* Room for the outputs of n_q block rows. */
+void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_q);
 void df_drafter_work_free(DfDrafter *d);
 
 /* Views of parameter `index` in the flat params / grads. */

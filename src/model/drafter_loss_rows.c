@@ -12,30 +12,18 @@
  * are those of the whole-rows op. */
 #include "model/drafter_internal.h"
 
-void df_drafter_loss_rows_build(DfDrafterHostBatch *h) {
-    int n = 0;
-    for (int r = 0; r < h->n_q; r++) {
-        if (!(h->weights[r] > 0)) continue;
-        h->loss_rows[n] = r, h->loss_labels[n] = h->labels[r], h->loss_weights[n] = h->weights[r];
-        h->loss_slot[r] = n++;
-    }
-    for (int r = 0; r < h->n_q; r++)
-        if (!(h->weights[r] > 0)) h->loss_slot[r] = n; /* the zero row after the gathered ones */
-    h->n_loss = n;
-}
-
 static DfBuffer first(DfBuffer b, size_t n) { return df_buffer_view(b, 0, n); }
 
 int df_drafter_loss_rows_upload(DfDrafter *d, DfError *err) {
     DfDrafterWork *w = d->work;
-    DfDrafterHostBatch *h = &w->host;
+    const DfDrafterRows *r = w->host.rows;
     DfBackend *be = d->be;
-    size_t n = (size_t)h->n_loss, q = (size_t)h->n_q;
-    if (n > 0 && (be->ops->upload_i32(be, first(w->labels, n), h->loss_labels, err) ||
-                  be->ops->upload_f32(be, first(w->weights, n), h->loss_weights, err) ||
-                  be->ops->upload_i32(be, first(w->loss_rows, n), h->loss_rows, err)))
+    size_t n = (size_t)r->n_loss, q = (size_t)r->n_q;
+    if (n > 0 && (be->ops->upload_i32(be, first(w->labels, n), r->loss_labels, err) ||
+                  be->ops->upload_f32(be, first(w->weights, n), r->loss_weights, err) ||
+                  be->ops->upload_i32(be, first(w->loss_rows, n), r->loss_rows, err)))
         return -1;
-    return be->ops->upload_i32(be, first(w->loss_slot, q), h->loss_slot, err);
+    return be->ops->upload_i32(be, first(w->loss_slot, q), r->loss_slot, err);
 }
 
 /* The fused lm-head CE over n rows of x (d_x: NULL buffer when no gradient). */
@@ -51,7 +39,7 @@ static void lm_head_rows(DfDrafter *d, DfBuffer x, DfBuffer d_x, size_t n, doubl
 void df_drafter_lm_head(DfDrafter *d, double grad_scale) {
     DfDrafterWork *w = d->work;
     DfBackend *be = d->be;
-    size_t n = (size_t)w->host.n_loss, q = (size_t)w->host.n_q, H = (size_t)d->cfg.hidden_size;
+    size_t n = (size_t)w->host.rows->n_loss, q = (size_t)w->host.rows->n_q, H = (size_t)d->cfg.hidden_size;
     int grads = grad_scale != 0;
     /* n < q: a block's first row never weighs (model/anchors.c), which leaves room for the zero row */
     DfBuffer rows = first(w->g.dh, n * H);
@@ -67,15 +55,16 @@ void df_drafter_lm_head(DfDrafter *d, double grad_scale) {
 int df_drafter_loss_rows_download(DfDrafter *d, DfError *err) {
     DfDrafterWork *w = d->work;
     DfDrafterHostBatch *h = &w->host;
+    const DfDrafterRows *rows = h->rows;
     DfBackend *be = d->be;
-    size_t n = (size_t)h->n_loss;
+    size_t n = (size_t)rows->n_loss;
     if (n > 0 && (be->ops->download_f32(be, h->loss_ce, first(w->ce, n), err) ||
                   be->ops->download_i32(be, h->loss_argmax, first(w->argmax, n), err)))
         return -1;
-    for (int r = 0; r < h->n_q; r++) {
-        int slot = h->loss_slot[r];
-        h->ce[r] = slot < h->n_loss ? h->loss_ce[slot] : 0.0f;
-        h->argmax[r] = slot < h->n_loss ? h->loss_argmax[slot] : -1;
+    for (int r = 0; r < rows->n_q; r++) {
+        int slot = rows->loss_slot[r];
+        h->ce[r] = slot < rows->n_loss ? h->loss_ce[slot] : 0.0f;
+        h->argmax[r] = slot < rows->n_loss ? h->loss_argmax[slot] : -1;
     }
     return 0;
 }

@@ -1,14 +1,13 @@
 /* One drafter training step over a packed batch: checks the batch, builds
- * the blocks on the host (ids, positions, labels, weights: model/anchors.h),
- * runs the forward, the fused lm-head cross-entropy, the metrics, and (when
- * asked) the backward; in micro-batches (model/drafter_split.h) when the
+ * the blocks on the host (ids, positions, labels, weights:
+ * model/drafter_rows.h) unless the batch brings them, runs the forward, the
+ * fused lm-head cross-entropy, the metrics, and (when asked) the backward; in micro-batches (model/drafter_split.h) when the
  * batch has more block rows than the drafter's bound. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/drafter_internal.h"
 #include "model/drafter_split.h"
-#include "model/anchors.h"
 
 static int check_batch(const DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
     const DfDrafterConfig *c = &d->cfg;
@@ -36,48 +35,32 @@ static int check_batch(const DfDrafter *d, const DfDrafterBatch *b, DfError *err
                        (long long)t, c->n_taps * c->hidden_size);
     if ((int64_t)b->anchor_starts[b->n_seqs] * c->block_size + t > INT32_MAX / 2)
         return df_fail(err, "drafter batch: too many rows");
+    if (b->rows && (b->rows->n_ctx != t || b->rows->n_blocks != b->anchor_starts[b->n_seqs]))
+        return df_fail(err, "internal: the drafter batch's rows (%d context rows, %d blocks) were built for another "
+                       "batch (%lld, %lld)", b->rows->n_ctx, b->rows->n_blocks, (long long)t,
+                       (long long)b->anchor_starts[b->n_seqs]);
     return 0;
 }
 
-/* Host arrays of the batch; returns the number of rope positions needed. */
-static int build_host_batch(DfDrafter *d, const DfDrafterBatch *b) {
-    const DfDrafterConfig *c = &d->cfg;
+/* The pass's block rows: the batch's own when they were built ahead (a
+ * whole batch; a micro-batch is a part of one and builds its own), else
+ * built here. */
+static void set_rows(DfDrafter *d, const DfDrafterBatch *b) {
     DfDrafterHostBatch *h = &d->work->host;
-    int B = c->block_size, T = (int)b->seq_starts[b->n_seqs];
-    h->n_ctx = T;
-    h->n_blocks = (int)b->anchor_starts[b->n_seqs];
-    h->n_q = h->n_blocks * B;
-    df_drafter_host_prepare(h, T, h->n_q, b->n_seqs);
-    int max_pos = 0;
-    for (int s = 0; s < b->n_seqs; s++) {
-        int t0 = b->seq_starts[s], len = b->seq_starts[s + 1] - t0;
-        h->block_starts[s] = (int32_t)b->anchor_starts[s];
-        for (int i = 0; i < len; i++) h->kpos[t0 + i] = i;
-        if (len > max_pos) max_pos = len;
-        for (int64_t j = b->anchor_starts[s]; j < b->anchor_starts[s + 1]; j++) {
-            int64_t a = b->anchors[j];
-            size_t r = (size_t)j * B;
-            h->anchors[j] = (int32_t)a;
-            df_block_inputs(b->ids + t0, a, B, c->mask_token_id, h->block_ids + r, h->kpos + T + r);
-            df_block_targets(b->ids + t0, b->loss_mask + t0, len, a, B, c->gamma, h->labels + r, h->valid + r,
-                             h->weights + r);
-            if (a + B > max_pos) max_pos = (int)a + B;
-        }
-    }
-    h->block_starts[b->n_seqs] = h->n_blocks;
-    df_drafter_loss_rows_build(h);
-    return max_pos;
+    if (!b->rows) df_drafter_rows_build(&h->built, &d->cfg, b);
+    h->rows = b->rows ? b->rows : &h->built;
+    df_drafter_host_prepare(h, h->rows->n_q);
 }
 
 static int upload_batch(DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
     DfDrafterWork *w = d->work;
-    DfDrafterHostBatch *h = &w->host;
+    const DfDrafterRows *r = w->host.rows;
     DfBackend *be = d->be;
     /* the layout's storage is kept from the last micro-batch: no allocation in a step */
-    if (df_block_attn_layout_set(&w->attn_layout, be, b->n_seqs, b->seq_starts, h->block_starts, h->anchors,
+    if (df_block_attn_layout_set(&w->attn_layout, be, b->n_seqs, b->seq_starts, r->block_starts, r->anchors,
                                  d->cfg.block_size, err))
         return -1;
-    return be->ops->upload_i32(be, w->ids, h->block_ids, err) || be->ops->upload_i32(be, w->kpos, h->kpos, err) ||
+    return be->ops->upload_i32(be, w->ids, r->block_ids, err) || be->ops->upload_i32(be, w->kpos, r->kpos, err) ||
            df_drafter_loss_rows_upload(d, err);
 }
 
@@ -85,16 +68,17 @@ static int upload_batch(DfDrafter *d, const DfDrafterBatch *b, DfError *err) {
 static int collect_metrics(DfDrafter *d, DfMetrics *metrics, DfError *err) {
     DfDrafterWork *w = d->work;
     DfDrafterHostBatch *h = &w->host;
+    const DfDrafterRows *rows = h->rows;
     if (df_drafter_loss_rows_download(d, err)) return -1;
     double loss = 0, weight = 0;
-    for (int r = 0; r < h->n_q; r++) {
-        loss += (double)h->weights[r] * h->ce[r];
-        weight += h->weights[r];
+    for (int r = 0; r < rows->n_q; r++) {
+        loss += (double)rows->weights[r] * h->ce[r];
+        weight += rows->weights[r];
     }
     if (metrics) {
-        for (int j = 0; j < h->n_blocks; j++) {
+        for (int j = 0; j < rows->n_blocks; j++) {
             size_t r = (size_t)j * d->cfg.block_size;
-            df_metrics_add_block(metrics, h->labels + r, h->argmax + r, h->valid + r);
+            df_metrics_add_block(metrics, rows->labels + r, h->argmax + r, rows->valid + r);
         }
         df_metrics_add_loss(metrics, loss, weight);
     }
@@ -106,9 +90,10 @@ static int collect_metrics(DfDrafter *d, DfMetrics *metrics, DfError *err) {
 static int run_pass(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale, DfMetrics *metrics,
                     size_t first_row, DfError *err) {
     DfBackend *be = d->be;
-    int max_pos = build_host_batch(d, batch);
+    set_rows(d, batch);
     DfDrafterWork *w = d->work;
-    if (df_drafter_work_prepare(d, w->host.n_ctx, w->host.n_q, err) || df_drafter_work_rope(d, max_pos, err) ||
+    const DfDrafterRows *rows = w->host.rows;
+    if (df_drafter_work_prepare(d, rows->n_ctx, rows->n_q, err) || df_drafter_work_rope(d, rows->max_pos, err) ||
         upload_batch(d, batch, err))
         return -1;
     df_drafter_run_forward(d, batch);
@@ -118,7 +103,7 @@ static int run_pass(DfDrafter *d, const DfDrafterBatch *batch, double grad_scale
      * would leave the device idle while the host reads them */
     if (grad_scale != 0) df_drafter_run_backward(d, batch);
     if (be->ops->sync(be, err) || collect_metrics(d, metrics, err)) return -1;
-    memcpy(w->batch_argmax + first_row, w->host.argmax, (size_t)w->host.n_q * sizeof *w->batch_argmax);
+    memcpy(w->batch_argmax + first_row, w->host.argmax, (size_t)rows->n_q * sizeof *w->batch_argmax);
     return 0;
 }
 

@@ -110,32 +110,13 @@ static void *regrow(void *p, size_t n, size_t size) {
     return df_xrealloc(p, (n ? n : 1) * size, "drafter host batch");
 }
 
-void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_ctx, int n_q, int n_seqs) {
-    if (n_q > h->host_capacity_q) {
-        h->block_ids = regrow(h->block_ids, (size_t)n_q, sizeof *h->block_ids);
-        h->labels = regrow(h->labels, (size_t)n_q, sizeof *h->labels);
-        h->argmax = regrow(h->argmax, (size_t)n_q, sizeof *h->argmax);
-        h->anchors = regrow(h->anchors, (size_t)n_q, sizeof *h->anchors);
-        h->weights = regrow(h->weights, (size_t)n_q, sizeof *h->weights);
-        h->ce = regrow(h->ce, (size_t)n_q, sizeof *h->ce);
-        h->valid = regrow(h->valid, (size_t)n_q, sizeof *h->valid);
-        h->loss_rows = regrow(h->loss_rows, (size_t)n_q, sizeof *h->loss_rows);
-        h->loss_slot = regrow(h->loss_slot, (size_t)n_q, sizeof *h->loss_slot);
-        h->loss_labels = regrow(h->loss_labels, (size_t)n_q, sizeof *h->loss_labels);
-        h->loss_argmax = regrow(h->loss_argmax, (size_t)n_q, sizeof *h->loss_argmax);
-        h->loss_weights = regrow(h->loss_weights, (size_t)n_q, sizeof *h->loss_weights);
-        h->loss_ce = regrow(h->loss_ce, (size_t)n_q, sizeof *h->loss_ce);
-        h->host_capacity_q = n_q;
-        h->host_capacity_ctx = 0; /* kpos holds T + Q */
-    }
-    if (n_ctx > h->host_capacity_ctx) {
-        h->kpos = regrow(h->kpos, (size_t)n_ctx + (size_t)h->host_capacity_q, sizeof *h->kpos);
-        h->host_capacity_ctx = n_ctx;
-    }
-    if (n_seqs + 1 > h->host_capacity_seqs) {
-        h->block_starts = regrow(h->block_starts, (size_t)n_seqs + 1, sizeof *h->block_starts);
-        h->host_capacity_seqs = n_seqs + 1;
-    }
+void df_drafter_host_prepare(DfDrafterHostBatch *h, int n_q) {
+    if (n_q <= h->cap_out) return;
+    h->ce = regrow(h->ce, (size_t)n_q, sizeof *h->ce);
+    h->argmax = regrow(h->argmax, (size_t)n_q, sizeof *h->argmax);
+    h->loss_ce = regrow(h->loss_ce, (size_t)n_q, sizeof *h->loss_ce);
+    h->loss_argmax = regrow(h->loss_argmax, (size_t)n_q, sizeof *h->loss_argmax);
+    h->cap_out = n_q;
 }
 
 void df_drafter_work_free(DfDrafter *d) {
@@ -150,10 +131,8 @@ void df_drafter_work_free(DfDrafter *d) {
     df_drafter_split_free(&w->split);
     free(w->batch_argmax);
     DfDrafterHostBatch *h = &w->host;
-    free(h->block_ids), free(h->kpos), free(h->labels), free(h->argmax), free(h->anchors), free(h->block_starts);
-    free(h->weights), free(h->ce), free(h->valid);
-    free(h->loss_rows), free(h->loss_slot), free(h->loss_labels), free(h->loss_argmax), free(h->loss_weights);
-    free(h->loss_ce);
+    df_drafter_rows_free(&h->built);
+    free(h->ce), free(h->argmax), free(h->loss_ce), free(h->loss_argmax);
     free(w->layers);
     free(w);
     d->work = NULL;

@@ -71,12 +71,19 @@ int df_step_batch_fill(DfStepBatch *b, const DfStepLoaderConfig *cfg, const int6
         b->anchor_starts[k + 1] = n_anchors;
     }
     b->tokens = at;
+    b->has_rows = cfg->drafter && b->n_seqs > 0;
+    if (b->has_rows) {
+        DfDrafterBatch share = {.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids,
+                                .loss_mask = b->mask, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
+        df_drafter_rows_build(&b->rows, cfg->drafter, &share);
+    }
     return 0;
 }
 
 void df_step_batch_free(DfStepBatch *b) {
     free(b->samples), free(b->lengths), free(b->share), free(b->ids), free(b->mask);
     free(b->seq_starts), free(b->anchor_starts), free(b->anchors), free(b->scratch);
+    df_drafter_rows_free(&b->rows);
     memset(b, 0, sizeof *b);
 }
 

@@ -6,9 +6,11 @@
  * batch's sample ids (from the epoch plan, train/batcher.h), this rank's
  * share of them (train/rank_share.h), packed back to back: token ids, loss
  * mask, sequence starts, and the anchors of each sample (model/anchors.h,
- * keyed by seed, epoch and sample index). All of it is a pure function of
- * the options and the step number, so the steps train on the same inputs
- * whatever the queue depth.
+ * keyed by seed, epoch and sample index), and, given the drafter's config,
+ * the share's block rows (model/drafter_rows.h), built here so that the
+ * compute thread does not build them while the device waits. All of it is a
+ * pure function of the options and the step number, so the steps train on
+ * the same inputs whatever the queue depth.
  *
  * Depth: the loader owns `depth` step batches. It fills a free one, pushes
  * it to the ready queue (capacity depth) and takes the next free one; the
@@ -30,6 +32,7 @@
 
 #include "base/error.h"
 #include "formats/token_store.h"
+#include "model/drafter_rows.h"
 #include "pipeline/queue.h"
 #include "pipeline/stage_stats.h"
 #include "train/batcher.h"
@@ -50,6 +53,8 @@ typedef struct DfStepBatch {
     uint8_t *mask;             /* [tokens] */
     int64_t *anchor_starts;    /* [n_seqs + 1] */
     int64_t *anchors;          /* [anchor_starts[n_seqs]] */
+    DfDrafterRows rows;        /* the share's block rows, when has_rows */
+    int has_rows;
     /* capacities and scratch (private) */
     int64_t tokens_cap, seqs_cap, samples_cap, longest_cap;
     int64_t *scratch, *lengths;
@@ -60,6 +65,7 @@ typedef struct DfStepLoaderConfig {
     const DfTokenStore *store; /* read only, by the loader thread */
     const DfBatcher *batcher;
     int64_t num_anchors;       /* per sample and epoch */
+    const DfDrafterConfig *drafter; /* builds each share's block rows; NULL: none (a target rank's loader) */
     uint64_t seed;
     int rank, world;           /* data parallel: this rank's share of each batch */
     int depth;                 /* >= 1 (see above) */

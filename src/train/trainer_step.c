@@ -88,7 +88,8 @@ int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb
     DfTrainFeaturesSeam seam = {b->step, t->be, features};
     if (df_test_seam(DF_SEAM_TRAIN_FEATURES, &seam, err)) return df_context(err, "the test seam of the step's features");
     *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
-                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
+                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors,
+                           .rows = b->has_rows ? &b->rows : NULL};
     return stage_done(t, times, DF_STEP_TARGET, t0, err);
 }
 
@@ -104,7 +105,8 @@ static int share_receive(Trainer *t, const DfStepBatch *b, DfDrafterBatch *db, D
     DfBuffer features = df_buffer_view(t->buf.features, 0, tokens * width);
     if (df_feature_link_recv(&t->split.links, b->step, features, tokens * width, &t->split.peer_signal, err)) return -1;
     *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
-                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors};
+                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors,
+                           .rows = b->has_rows ? &b->rows : NULL};
     if (t->be->ops->sync(t->be, err)) return -1; /* NCCL: the receive is queued on the stream */
     return stage_done(t, times, DF_STEP_WAIT, t0, err);
 }
