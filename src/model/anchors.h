@@ -49,9 +49,9 @@ void df_block_inputs(const int32_t *ids, int64_t anchor, int block_size, int32_t
                      int32_t *block_pos);
 
 /* The decay of each slot, decay[k] = exp(-(k-1)/gamma) for k >= 1 and 0 for
- * the anchor's slot (block_size entries): computed once for a batch, since
- * an exp per block row is most of the host's work in building a step's
- * hundred thousand rows. */
+ * the anchor's slot (block_size entries): computed once for a batch, not an
+ * exp per block row (a large part of the host's time in building the
+ * hundred thousand rows of a recipe batch). */
 void df_block_decay(double gamma, int block_size, float *decay);
 
 /* Block targets (any output may be NULL): labels[k] = x[a+k] or -1 past the

@@ -1,8 +1,9 @@
 /* One drafter training step over a packed batch: checks the batch, builds
  * the blocks on the host (ids, positions, labels, weights:
  * model/drafter_rows.h) unless the batch brings them, runs the forward, the
- * fused lm-head cross-entropy, the metrics, and (when asked) the backward; in micro-batches (model/drafter_split.h) when the
- * batch has more block rows than the drafter's bound. */
+ * fused lm-head cross-entropy, the metrics, and (when asked) the backward;
+ * in micro-batches (model/drafter_split.h) when the batch has more block
+ * rows than the drafter's bound. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -357,7 +357,8 @@ static void window_summary(const SummaryWindow *w, DfTrainSummary *s) {
 /* Starts the loader thread at the step after the one reached. */
 static int start_loader(Trainer *t, DfError *err) {
     DfStepLoaderConfig c = {.store = t->store, .batcher = &t->batcher, .num_anchors = t->opt->num_anchors,
-                            .drafter = &t->dcfg, .seed = t->opt->seed, .rank = t->split.share_rank, .world = t->split.share_world,
+                            .drafter = &t->dcfg, .seed = t->opt->seed, .rank = t->split.share_rank,
+                            .world = t->split.share_world,
                             .depth = t->opt->queue_depth, .first_step = t->progress.step + 1,
                             .last_step = t->stop_step, .epoch = t->progress.epoch,
                             .batch_in_epoch = t->progress.batch_in_epoch, .stages = &t->stages,
