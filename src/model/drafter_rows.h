@@ -35,7 +35,7 @@ struct DfDrafterRows {
     int32_t *loss_rows, *loss_labels; /* [n_loss] */
     float *loss_weights;              /* [n_loss] */
     int32_t *loss_slot;               /* [Q] */
-    double weight_sum; /* the sum of weights in row order: df_drafter_batch_weight_sum's value */
+    double weight_sum; /* the sum of weights in row order: df_drafter_batch_weight_sum's value, the metrics' weight */
     int cap_ctx, cap_q, cap_seqs; /* allocated sizes (private) */
 };
 

@@ -71,17 +71,14 @@ static int collect_metrics(DfDrafter *d, DfMetrics *metrics, DfError *err) {
     DfDrafterHostBatch *h = &w->host;
     const DfDrafterRows *rows = h->rows;
     if (df_drafter_loss_rows_download(d, err)) return -1;
-    double loss = 0, weight = 0;
-    for (int r = 0; r < rows->n_q; r++) {
-        loss += (double)rows->weights[r] * h->ce[r];
-        weight += rows->weights[r];
-    }
     if (metrics) {
+        double loss = 0;
+        for (int r = 0; r < rows->n_q; r++) loss += (double)rows->weights[r] * h->ce[r];
         for (int j = 0; j < rows->n_blocks; j++) {
             size_t r = (size_t)j * d->cfg.block_size;
             df_metrics_add_block(metrics, rows->labels + r, h->argmax + r, rows->valid + r);
         }
-        df_metrics_add_loss(metrics, loss, weight);
+        df_metrics_add_loss(metrics, loss, rows->weight_sum);
     }
     return 0;
 }

@@ -75,6 +75,14 @@ static double share_flops(Trainer *t, const DfStepBatch *b, const DfDrafterBatch
            df_drafter_step_flops(&t->dcfg, db);
 }
 
+/* The drafter's view of this rank's share: its host arrays, the features
+ * on the device, and the block rows the loader built. */
+static DfDrafterBatch drafter_batch_of(const DfStepBatch *b, DfBuffer features) {
+    return (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
+                            .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors,
+                            .rows = b->has_rows ? &b->rows : NULL};
+}
+
 int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb, DfDrafterBatch *db,
                              DfStepTimes *times, double *t0, DfError *err) {
     size_t width = (size_t)t->dcfg.n_taps * t->dcfg.hidden_size, tokens = (size_t)b->tokens;
@@ -87,9 +95,7 @@ int df_trainer_share_forward(Trainer *t, const DfStepBatch *b, DfPackedBatch *pb
         return -1;
     DfTrainFeaturesSeam seam = {b->step, t->be, features};
     if (df_test_seam(DF_SEAM_TRAIN_FEATURES, &seam, err)) return df_context(err, "the test seam of the step's features");
-    *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
-                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors,
-                           .rows = b->has_rows ? &b->rows : NULL};
+    *db = drafter_batch_of(b, features);
     return stage_done(t, times, DF_STEP_TARGET, t0, err);
 }
 
@@ -104,9 +110,7 @@ static int share_receive(Trainer *t, const DfStepBatch *b, DfDrafterBatch *db, D
     if (check_batch_fits(t, tokens, err)) return -1;
     DfBuffer features = df_buffer_view(t->buf.features, 0, tokens * width);
     if (df_feature_link_recv(&t->split.links, b->step, features, tokens * width, &t->split.peer_signal, err)) return -1;
-    *db = (DfDrafterBatch){.n_seqs = b->n_seqs, .seq_starts = b->seq_starts, .ids = b->ids, .loss_mask = b->mask,
-                           .features = features, .anchor_starts = b->anchor_starts, .anchors = b->anchors,
-                           .rows = b->has_rows ? &b->rows : NULL};
+    *db = drafter_batch_of(b, features);
     if (t->be->ops->sync(t->be, err)) return -1; /* NCCL: the receive is queued on the stream */
     return stage_done(t, times, DF_STEP_WAIT, t0, err);
 }
