@@ -263,12 +263,37 @@ static void test_failed_run_leaves_no_empty_dirs(void **state) {
     assert_true(df_test_file_exists(path));
 }
 
+/* The start line on an epoch's anchors, its counts checked against the
+ * run's other figures: --num-anchors 1 draws one anchor from every trainable
+ * sample (each has at least 2 x block size loss tokens); one above every
+ * sample's candidates takes them all, which are the loss tokens the
+ * preparation counted (no sample skipped, and none with a loss token among
+ * its first two positions: the records have prompts); the shared run's 12
+ * lie between. */
+static void test_epoch_anchors_line(void **state) {
+    Fixture *f = *state;
+    const char *key = "train: an epoch's anchors: ";
+    long long usable = number_after(f->first_out, "steps ("), shared = number_after(f->first_out, key);
+    assert_int_equal(number_after(f->first_out, "; skipped "), 0);
+    train_in(f, "one_anchor", "--steps 1 --num-anchors 1", 1);
+    assert_int_equal(number_after(f->run.out, key), usable);
+    char fresh[128];
+    snprintf(fresh, sizeof fresh, "draws a fresh subset each epoch on %lld of the %lld samples", usable, usable);
+    if (!strstr(f->run.out, fresh)) fail_msg("no \"%s\" in:\n%s", fresh, f->run.out);
+    train_in(f, "all_anchors", "--steps 1 --num-anchors 1000000", 1);
+    long long all = number_after(f->run.out, key), loss_tokens = number_after(f->run.out, "tokens (");
+    assert_int_equal(all, loss_tokens);
+    assert_non_null(strstr(f->run.out, "every candidate, since no sample has more than --num-anchors 1000000"));
+    assert_true(shared > usable && shared < all);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inspect_export),     cmocka_unit_test(test_inspect_checkpoint),
         cmocka_unit_test(test_eval_hint),          cmocka_unit_test(test_hugging_face_names),
         cmocka_unit_test(test_optimizer_options),  cmocka_unit_test(test_best_drafter_kept),
         cmocka_unit_test(test_train_log),          cmocka_unit_test(test_failed_run_leaves_no_empty_dirs),
+        cmocka_unit_test(test_epoch_anchors_line),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

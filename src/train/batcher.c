@@ -140,19 +140,33 @@ int64_t df_batcher_total_batches(const DfBatcher *b, int64_t epochs) {
     return total;
 }
 
+/* The anchor candidates |C| of sample s (0 for an unusable one). */
+static int64_t sample_candidates(const DfBatcher *b, int64_t s) {
+    const int32_t *ids;
+    const uint8_t *mask;
+    int64_t len;
+    if (!b->usable[s] || df_token_store_sample(b->store, s, &ids, &mask, &len, NULL)) return 0;
+    return df_anchor_candidate_count(mask, len);
+}
+
 /* Anchors of each usable sample (0 for the others). */
 static int64_t *anchors_per_sample(const DfBatcher *b, int64_t num_anchors) {
     int64_t *n = df_xcalloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), sizeof *n, "anchors per sample");
     for (int64_t s = 0; s < b->n_samples; s++) {
-        if (!b->usable[s]) continue;
-        const int32_t *ids;
-        const uint8_t *mask;
-        int64_t len;
-        if (df_token_store_sample(b->store, s, &ids, &mask, &len, NULL)) continue;
-        int64_t c = df_anchor_candidate_count(mask, len);
+        int64_t c = sample_candidates(b, s);
         n[s] = c < num_anchors ? c : num_anchors;
     }
     return n;
+}
+
+void df_batcher_epoch_anchors(const DfBatcher *b, int64_t num_anchors, DfEpochAnchors *out) {
+    *out = (DfEpochAnchors){0};
+    for (int64_t s = 0; s < b->n_samples; s++) {
+        int64_t c = sample_candidates(b, s);
+        out->anchors += c < num_anchors ? c : num_anchors;
+        out->capped += c > num_anchors;
+        if (c > out->max_candidates) out->max_candidates = c;
+    }
 }
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }

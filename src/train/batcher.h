@@ -80,6 +80,16 @@ typedef struct DfStepPeaks {
 } DfStepPeaks;
 void df_batcher_step_peaks(const DfBatcher *b, int64_t steps, int64_t num_anchors, int block_size, DfStepPeaks *out);
 
+/* An epoch's anchors (spec section 4: min(num_anchors, |C|) a usable
+ * sample): how many in all, on how many samples num_anchors is below |C|
+ * (there an epoch draws a fresh subset), and the largest |C|. Where it is
+ * below none, every candidate is an anchor and each epoch trains the same
+ * blocks: the case of responses shorter than num_anchors tokens. */
+typedef struct DfEpochAnchors {
+    int64_t anchors, capped, max_candidates;
+} DfEpochAnchors;
+void df_batcher_epoch_anchors(const DfBatcher *b, int64_t num_anchors, DfEpochAnchors *out);
+
 /* The bucket of a sample of len tokens (len >= 1): floor(log2(len)). */
 int df_batcher_bucket(int64_t len);
 

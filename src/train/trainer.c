@@ -628,6 +628,28 @@ static int setup(Trainer *t, DfError *err) {
     return t->split.role == ROLE_DRAFTER ? df_trainer_share_position(t, err) : 0;
 }
 
+/* What --num-anchors does with this data: below every sample's candidate
+ * count it draws a fresh subset each epoch; above all of them (responses
+ * shorter than it) every candidate is an anchor, each epoch the same blocks,
+ * and the drafter's work a step follows the batch's response tokens. */
+static void print_epoch_anchors(const Trainer *t) {
+    DfEpochAnchors a;
+    df_batcher_epoch_anchors(&t->batcher, t->opt->num_anchors, &a);
+    double per_sample = t->batcher.n_usable > 0 ? (double)a.anchors / (double)t->batcher.n_usable : 0;
+    fprintf(stderr, "train: an epoch's anchors: %lld, %.1f a sample, %d block rows each; ", (long long)a.anchors,
+            per_sample, t->dcfg.block_size);
+    if (a.capped == 0)
+        fprintf(stderr,
+                "every candidate, since no sample has more than --num-anchors %lld (the most: %lld): each epoch "
+                "trains the same blocks\n",
+                (long long)t->opt->num_anchors, (long long)a.max_candidates);
+    else
+        fprintf(stderr, "--num-anchors %lld draws a fresh subset each epoch on %lld of the %lld samples (the most "
+                        "candidates: %lld)\n",
+                (long long)t->opt->num_anchors, (long long)a.capped, (long long)t->batcher.n_usable,
+                (long long)a.max_candidates);
+}
+
 int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
     Trainer t = {.opt = opt};
     memset(summary, 0, sizeof *summary);
@@ -648,6 +670,7 @@ int df_train(const DfTrainOptions *opt, DfTrainSummary *summary, DfError *err) {
         for (int i = 0; i < t.dcfg.n_taps && banner; i++)
             fprintf(stderr, "%s%d", i ? "," : " ", t.dcfg.target_layer_ids[i]);
         if (banner) fprintf(stderr, ", block %d, mask token %d\n", t.dcfg.block_size, t.dcfg.mask_token_id);
+        if (banner) print_epoch_anchors(&t);
         rc = t.split.role == ROLE_TARGET ? df_trainer_run_target_loop(&t, summary, err) : run_loop(&t, summary, err);
         df_trainer_end_progress_line(&t);
     }
