@@ -24,6 +24,8 @@ int df_batcher_init(DfBatcher *b, const DfTokenStore *store, int block_size, int
     b->seed = seed;
     b->n_samples = df_token_store_num_samples(store);
     b->usable = df_xcalloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), 1, "usable samples");
+    b->candidates = df_xcalloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), sizeof *b->candidates,
+                               "anchor candidates");
     for (int64_t i = 0; i < b->n_samples; i++) {
         const int32_t *ids;
         const uint8_t *mask;
@@ -38,6 +40,7 @@ int df_batcher_init(DfBatcher *b, const DfTokenStore *store, int block_size, int
             b->n_few_loss_tokens++;
         } else {
             b->usable[i] = 1;
+            b->candidates[i] = df_anchor_candidate_count(mask, len);
             b->n_usable++;
             b->usable_tokens += len;
         }
@@ -56,6 +59,7 @@ int df_batcher_init(DfBatcher *b, const DfTokenStore *store, int block_size, int
 
 void df_batcher_free(DfBatcher *b) {
     free(b->usable);
+    free(b->candidates);
     memset(b, 0, sizeof *b);
 }
 
@@ -140,40 +144,21 @@ int64_t df_batcher_total_batches(const DfBatcher *b, int64_t epochs) {
     return total;
 }
 
-/* The anchor candidates |C| of sample s (0 for an unusable one). */
-static int64_t sample_candidates(const DfBatcher *b, int64_t s) {
-    const int32_t *ids;
-    const uint8_t *mask;
-    int64_t len;
-    if (!b->usable[s] || df_token_store_sample(b->store, s, &ids, &mask, &len, NULL)) return 0;
-    return df_anchor_candidate_count(mask, len);
-}
-
-/* Anchors of each usable sample (0 for the others). */
-static int64_t *anchors_per_sample(const DfBatcher *b, int64_t num_anchors) {
-    int64_t *n = df_xcalloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), sizeof *n, "anchors per sample");
-    for (int64_t s = 0; s < b->n_samples; s++) {
-        int64_t c = sample_candidates(b, s);
-        n[s] = c < num_anchors ? c : num_anchors;
-    }
-    return n;
-}
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 void df_batcher_epoch_anchors(const DfBatcher *b, int64_t num_anchors, DfEpochAnchors *out) {
     *out = (DfEpochAnchors){0};
     for (int64_t s = 0; s < b->n_samples; s++) {
-        int64_t c = sample_candidates(b, s);
-        out->anchors += c < num_anchors ? c : num_anchors;
+        int64_t c = b->candidates[s];
+        out->anchors += min64(c, num_anchors);
         out->capped += c > num_anchors;
         if (c > out->max_candidates) out->max_candidates = c;
     }
 }
 
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
 void df_batcher_step_peaks(const DfBatcher *b, int64_t steps, int64_t num_anchors, int block_size, DfStepPeaks *out) {
     *out = (DfStepPeaks){0};
-    int64_t *anchors = anchors_per_sample(b, num_anchors);
     for (int64_t e = 0; steps > 0 && b->n_usable > 0; e++) {
         DfEpochPlan plan;
         df_batcher_plan_epoch(b, e, &plan);
@@ -182,7 +167,7 @@ void df_batcher_step_peaks(const DfBatcher *b, int64_t steps, int64_t num_anchor
             for (int64_t i = plan.starts[k]; i < plan.starts[k + 1]; i++) {
                 int64_t s = plan.samples[i], len = df_token_store_sample_length(b->store, s);
                 tokens += len;
-                blocks += anchors[s];
+                blocks += min64(b->candidates[s], num_anchors);
                 out->max_len = max64(out->max_len, len);
             }
             out->tokens = max64(out->tokens, tokens);
@@ -191,5 +176,4 @@ void df_batcher_step_peaks(const DfBatcher *b, int64_t steps, int64_t num_anchor
         }
         df_epoch_plan_free(&plan);
     }
-    free(anchors);
 }

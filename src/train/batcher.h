@@ -36,6 +36,7 @@ typedef struct DfBatcher {
     const DfTokenStore *store; /* not owned */
     int64_t n_samples;
     uint8_t *usable;           /* [n_samples] 1 when the sample is trained on */
+    int64_t *candidates;       /* [n_samples] anchor candidates |C| of a usable sample, 0 for the others */
     int64_t n_usable;
     int64_t n_few_loss_tokens; /* skipped: fewer than 2*B loss tokens */
     int64_t n_too_long;        /* skipped: longer than max_length */
@@ -52,8 +53,9 @@ typedef struct DfEpochPlan {
     int64_t *samples; /* [n_usable] sample indices of the store */
 } DfEpochPlan;
 
-/* Scans the store once for the usable samples. Fails when the budget is not
- * positive or when no sample is usable (the message gives the counts). */
+/* Scans the store once for the usable samples and their anchor candidates.
+ * Fails when the budget is not positive or when no sample is usable (the
+ * message gives the counts). */
 int df_batcher_init(DfBatcher *b, const DfTokenStore *store, int block_size, int64_t max_length,
                     int64_t token_budget, uint64_t seed, DfError *err);
 void df_batcher_free(DfBatcher *b);
